@@ -1,0 +1,110 @@
+// Package config holds the machinery every component's configuration shares:
+// filling flags from the environment and from a secrets directory, and
+// collecting validation problems that name the setting at fault. The typed
+// configuration structs themselves live with the component they configure.
+package config
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+
+	"github.com/spf13/pflag"
+)
+
+// EnvName returns the environment variable that sets the flag name:
+// prefix + the name upper-cased with dashes turned into underscores.
+func EnvName(prefix, name string) string {
+	return prefix + strings.ToUpper(strings.ReplaceAll(name, "-", "_"))
+}
+
+// BindEnv sets every flag of fs not given on the command line from its
+// environment variable (see EnvName), so flags win over the environment and the
+// environment over defaults. lookup is os.LookupEnv outside tests.
+func BindEnv(fs *pflag.FlagSet, prefix string, lookup func(string) (string, bool)) error {
+	var errs []error
+	fs.VisitAll(func(f *pflag.Flag) {
+		if f.Changed {
+			return
+		}
+		env := EnvName(prefix, f.Name)
+		if v, ok := lookup(env); ok {
+			if err := fs.Set(f.Name, v); err != nil {
+				errs = append(errs, fmt.Errorf("%s (for --%s): %w", env, f.Name, err))
+			}
+		}
+	})
+	return errors.Join(errs...)
+}
+
+// SecretFile names a flag that a file of the secrets directory may set.
+type SecretFile struct {
+	// Flag is the flag's name, e.g. "db-password".
+	Flag string
+	// File is the file's name inside the secrets directory, e.g. "db.password".
+	File string
+}
+
+// BindSecrets sets each listed flag that neither the command line nor the
+// environment set from its file in dir, when that file exists; its content is
+// trimmed of surrounding white space. This is how OpenShift secrets mounted as
+// files (db.host, db.password, ...) reach the configuration. A missing file
+// is not an error; an unreadable one is.
+func BindSecrets(fs *pflag.FlagSet, dir string, files []SecretFile, envSet func(flag string) bool) error {
+	if dir == "" {
+		return nil
+	}
+	var errs []error
+	for _, sf := range files {
+		f := fs.Lookup(sf.Flag)
+		if f == nil {
+			errs = append(errs, fmt.Errorf("secrets: unknown flag --%s", sf.Flag))
+			continue
+		}
+		if f.Changed || envSet(sf.Flag) {
+			continue
+		}
+		path := filepath.Join(dir, sf.File)
+		b, err := os.ReadFile(path)
+		if errors.Is(err, os.ErrNotExist) {
+			continue
+		}
+		if err != nil {
+			errs = append(errs, fmt.Errorf("--secrets-dir: reading %s: %w", path, err))
+			continue
+		}
+		if err := fs.Set(sf.Flag, strings.TrimSpace(string(b))); err != nil {
+			errs = append(errs, fmt.Errorf("--secrets-dir: %s (for --%s): %w", path, sf.Flag, err))
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// Problems collects validation failures, each naming the flag at fault.
+type Problems struct {
+	list []string
+}
+
+// Addf records a problem with the flag named flag.
+func (p *Problems) Addf(flag, format string, args ...any) {
+	p.list = append(p.list, fmt.Sprintf("--%s: %s", flag, fmt.Sprintf(format, args...)))
+}
+
+// Err returns nil when nothing was recorded, otherwise one error listing every problem.
+func (p *Problems) Err() error {
+	if len(p.list) == 0 {
+		return nil
+	}
+	return fmt.Errorf("invalid configuration:\n  %s", strings.Join(p.list, "\n  "))
+}
+
+// Merge appends the problems of another component's validation error.
+func (p *Problems) Merge(err error) {
+	if err == nil {
+		return
+	}
+	msg := strings.TrimPrefix(err.Error(), "invalid configuration:\n  ")
+	p.list = append(p.list, strings.Split(msg, "\n  ")...)
+}

@@ -1,0 +1,137 @@
+package fleet
+
+import (
+	"errors"
+	"fmt"
+	"sort"
+)
+
+// ErrorKind is the closed set of error classes. The HTTP edge maps each kind to
+// one status code; nothing below the edge knows about HTTP.
+type ErrorKind string
+
+// The error kinds. Adding one means adding its status in the HTTP edge too.
+const (
+	KindInvalid            ErrorKind = "invalid"
+	KindUnauthenticated    ErrorKind = "unauthenticated"
+	KindForbidden          ErrorKind = "forbidden"
+	KindNotFound           ErrorKind = "not_found"
+	KindMethodNotAllowed   ErrorKind = "method_not_allowed"
+	KindConflict           ErrorKind = "conflict"
+	KindPreconditionFailed ErrorKind = "precondition_failed"
+	KindTooLarge           ErrorKind = "too_large"
+	KindUnsupportedMedia   ErrorKind = "unsupported_media_type"
+	KindInternal           ErrorKind = "internal"
+	KindUnavailable        ErrorKind = "unavailable"
+)
+
+// ErrorCode identifies one entry of the error catalogue. Codes are stable: a
+// client may branch on them, so a code is never renumbered or reused. The HTTP
+// edge renders a code as "<PREFIX>-<n>" with the configured prefix.
+type ErrorCode int
+
+// The catalogue's codes. New codes are appended; see Catalogue for their meaning.
+const (
+	CodeInternal             ErrorCode = 1
+	CodeUnauthenticated      ErrorCode = 2
+	CodeForbidden            ErrorCode = 3
+	CodeNotFound             ErrorCode = 4
+	CodeMethodNotAllowed     ErrorCode = 5
+	CodeValidation           ErrorCode = 6
+	CodeMalformedBody        ErrorCode = 7
+	CodeConflict             ErrorCode = 8
+	CodePreconditionFailed   ErrorCode = 9
+	CodeUnavailable          ErrorCode = 10
+	CodeBodyTooLarge         ErrorCode = 11
+	CodeUnsupportedMediaType ErrorCode = 12
+)
+
+// CatalogueEntry describes one error code: its kind and the reason a client sees
+// when the error carries no more specific message.
+type CatalogueEntry struct {
+	Code   ErrorCode
+	Kind   ErrorKind
+	Name   string
+	Reason string
+}
+
+// Catalogue returns every error code the service can answer with, ordered by code.
+func Catalogue() []CatalogueEntry {
+	entries := []CatalogueEntry{
+		{CodeInternal, KindInternal, "Internal", "Unspecified internal error"},
+		{CodeUnauthenticated, KindUnauthenticated, "Unauthenticated", "Account authentication could not be verified"},
+		{CodeForbidden, KindForbidden, "Forbidden", "Forbidden to perform this action"},
+		{CodeNotFound, KindNotFound, "NotFound", "Resource not found"},
+		{CodeMethodNotAllowed, KindMethodNotAllowed, "MethodNotAllowed", "Method not allowed on this resource"},
+		{CodeValidation, KindInvalid, "Validation", "The request does not match the API specification"},
+		{CodeMalformedBody, KindInvalid, "MalformedBody", "The request body could not be parsed"},
+		{CodeConflict, KindConflict, "Conflict", "The resource changed or already exists"},
+		{CodePreconditionFailed, KindPreconditionFailed, "PreconditionFailed", "The If-Match precondition did not hold"},
+		{CodeUnavailable, KindUnavailable, "Unavailable", "The service is temporarily unavailable"},
+		{CodeBodyTooLarge, KindTooLarge, "BodyTooLarge", "The request body is larger than allowed"},
+		{CodeUnsupportedMediaType, KindUnsupportedMedia, "UnsupportedMediaType", "The request content type is not supported"},
+	}
+	sort.Slice(entries, func(i, j int) bool { return entries[i].Code < entries[j].Code })
+	return entries
+}
+
+// LookupErrorCode returns the catalogue entry of code.
+func LookupErrorCode(code ErrorCode) (CatalogueEntry, bool) {
+	for _, e := range Catalogue() {
+		if e.Code == code {
+			return e, true
+		}
+	}
+	return CatalogueEntry{}, false
+}
+
+// Error is the service's error: a catalogue code, a message safe to show to the
+// caller, and optionally the underlying cause (never shown to the caller).
+type Error struct {
+	Code    ErrorCode
+	Message string
+	Err     error
+}
+
+// Errorf returns an *Error with code and a formatted message. A %w verb wraps its
+// operand as the cause, as fmt.Errorf does.
+func Errorf(code ErrorCode, format string, args ...any) *Error {
+	wrapped := fmt.Errorf(format, args...)
+	return &Error{Code: code, Message: wrapped.Error(), Err: errors.Unwrap(wrapped)}
+}
+
+// Error implements error.
+func (e *Error) Error() string {
+	if e.Message != "" {
+		return e.Message
+	}
+	if entry, ok := LookupErrorCode(e.Code); ok {
+		return entry.Reason
+	}
+	return fmt.Sprintf("error code %d", e.Code)
+}
+
+// Unwrap returns the cause.
+func (e *Error) Unwrap() error { return e.Err }
+
+// ErrorCodeOf returns the code of the first *Error in err's chain, or
+// CodeInternal for any other error (and for nil, which callers should not pass).
+func ErrorCodeOf(err error) ErrorCode {
+	var fe *Error
+	if errors.As(err, &fe) {
+		return fe.Code
+	}
+	return CodeInternal
+}
+
+// ErrorMessageOf returns the message that may be shown to a caller: the message
+// of the first *Error in err's chain, or the generic internal reason, so that an
+// unexpected error never leaks its details.
+func ErrorMessageOf(err error) string {
+	var fe *Error
+	if errors.As(err, &fe) && fe.Code != CodeInternal {
+		return fe.Error()
+	}
+	entry, _ := LookupErrorCode(CodeInternal)
+	return entry.Reason
+}

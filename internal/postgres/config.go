@@ -1,0 +1,147 @@
+package postgres
+
+import (
+	"fmt"
+	"net/url"
+	"strings"
+	"time"
+
+	"github.com/spf13/pflag"
+
+	"github.com/fleetmanager/fleet-manager/internal/config"
+)
+
+// Config is the database connection and pool configuration.
+type Config struct {
+	Host        string
+	Port        int
+	Name        string
+	User        string
+	Password    string
+	SSLMode     string
+	SSLRootCert string
+
+	// ConnectTimeout bounds opening one connection.
+	ConnectTimeout time.Duration
+	// MaxOpenConns caps the pool; PostgreSQL's max_connections is shared by every replica.
+	MaxOpenConns int
+	// MaxIdleConns is how many idle connections the pool keeps.
+	MaxIdleConns int
+	// ConnMaxLifetime recycles connections, so a fail-over or a DNS change is picked up.
+	ConnMaxLifetime time.Duration
+	// ConnMaxIdleTime closes connections idle for longer.
+	ConnMaxIdleTime time.Duration
+	// Debug logs every SQL statement.
+	Debug bool
+	// SlowThreshold logs statements slower than this as warnings; 0 disables.
+	SlowThreshold time.Duration
+}
+
+// DefaultConfig returns the configuration of a local development database.
+func DefaultConfig() Config {
+	return Config{
+		Host:            "127.0.0.1",
+		Port:            5432,
+		Name:            "fleet_manager",
+		User:            "postgres",
+		SSLMode:         "disable",
+		ConnectTimeout:  5 * time.Second,
+		MaxOpenConns:    20,
+		MaxIdleConns:    10,
+		ConnMaxLifetime: 30 * time.Minute,
+		ConnMaxIdleTime: 5 * time.Minute,
+		SlowThreshold:   time.Second,
+	}
+}
+
+// AddFlags binds the configuration to flags.
+func (c *Config) AddFlags(fs *pflag.FlagSet) {
+	fs.StringVar(&c.Host, "db-host", c.Host, "database host")
+	fs.IntVar(&c.Port, "db-port", c.Port, "database port")
+	fs.StringVar(&c.Name, "db-name", c.Name, "database name")
+	fs.StringVar(&c.User, "db-user", c.User, "database user")
+	fs.StringVar(&c.Password, "db-password", c.Password, "database password (prefer the secrets directory's db.password)")
+	fs.StringVar(&c.SSLMode, "db-sslmode", c.SSLMode, "libpq sslmode: disable, require, verify-ca or verify-full")
+	fs.StringVar(&c.SSLRootCert, "db-sslrootcert", c.SSLRootCert, "CA bundle file for verify-ca/verify-full (e.g. the RDS bundle)")
+	fs.DurationVar(&c.ConnectTimeout, "db-connect-timeout", c.ConnectTimeout, "timeout for opening one database connection")
+	fs.IntVar(&c.MaxOpenConns, "db-max-open-conns", c.MaxOpenConns, "maximum open connections in the pool")
+	fs.IntVar(&c.MaxIdleConns, "db-max-idle-conns", c.MaxIdleConns, "maximum idle connections in the pool")
+	fs.DurationVar(&c.ConnMaxLifetime, "db-conn-max-lifetime", c.ConnMaxLifetime, "maximum lifetime of a pooled connection")
+	fs.DurationVar(&c.ConnMaxIdleTime, "db-conn-max-idle-time", c.ConnMaxIdleTime, "maximum idle time of a pooled connection")
+	fs.BoolVar(&c.Debug, "db-debug", c.Debug, "log every SQL statement")
+	fs.DurationVar(&c.SlowThreshold, "db-slow-threshold", c.SlowThreshold, "log statements slower than this as warnings (0 disables)")
+}
+
+// SecretFiles lists the files of a secrets directory that set database flags,
+// named as the factorized template's secrets are.
+func SecretFiles() []config.SecretFile {
+	return []config.SecretFile{
+		{Flag: "db-host", File: "db.host"},
+		{Flag: "db-port", File: "db.port"},
+		{Flag: "db-name", File: "db.name"},
+		{Flag: "db-user", File: "db.user"},
+		{Flag: "db-password", File: "db.password"},
+		{Flag: "db-sslmode", File: "db.sslmode"},
+		{Flag: "db-sslrootcert", File: "db.sslrootcert"},
+	}
+}
+
+// Validate reports every invalid setting, naming its flag.
+func (c Config) Validate() error {
+	var p config.Problems
+	if strings.TrimSpace(c.Host) == "" {
+		p.Addf("db-host", "is required")
+	}
+	if c.Port < 1 || c.Port > 65535 {
+		p.Addf("db-port", "must be between 1 and 65535 (got %d)", c.Port)
+	}
+	if strings.TrimSpace(c.Name) == "" {
+		p.Addf("db-name", "is required")
+	}
+	if strings.TrimSpace(c.User) == "" {
+		p.Addf("db-user", "is required")
+	}
+	switch c.SSLMode {
+	case "disable", "allow", "prefer", "require", "verify-ca", "verify-full":
+	default:
+		p.Addf("db-sslmode", "must be one of disable, allow, prefer, require, verify-ca, verify-full (got %q)", c.SSLMode)
+	}
+	if c.ConnectTimeout <= 0 {
+		p.Addf("db-connect-timeout", "must be positive (got %s)", c.ConnectTimeout)
+	}
+	if c.MaxOpenConns < 1 {
+		p.Addf("db-max-open-conns", "must be at least 1 (got %d)", c.MaxOpenConns)
+	}
+	if c.MaxIdleConns < 0 || c.MaxIdleConns > c.MaxOpenConns {
+		p.Addf("db-max-idle-conns", "must be between 0 and --db-max-open-conns (%d) (got %d)", c.MaxOpenConns, c.MaxIdleConns)
+	}
+	if c.ConnMaxLifetime < 0 {
+		p.Addf("db-conn-max-lifetime", "must not be negative (got %s)", c.ConnMaxLifetime)
+	}
+	if c.ConnMaxIdleTime < 0 {
+		p.Addf("db-conn-max-idle-time", "must not be negative (got %s)", c.ConnMaxIdleTime)
+	}
+	return p.Err()
+}
+
+// DSN returns the connection string in URL form; the password is escaped.
+func (c Config) DSN() string {
+	u := url.URL{
+		Scheme: "postgres",
+		User:   url.UserPassword(c.User, c.Password),
+		Host:   fmt.Sprintf("%s:%d", c.Host, c.Port),
+		Path:   "/" + c.Name,
+	}
+	if c.Password == "" {
+		u.User = url.User(c.User)
+	}
+	q := url.Values{}
+	q.Set("sslmode", c.SSLMode)
+	// libpq takes whole seconds, and 0 would mean "wait forever".
+	q.Set("connect_timeout", fmt.Sprint(max(1, int((c.ConnectTimeout+time.Second-1)/time.Second))))
+	if c.SSLRootCert != "" {
+		q.Set("sslrootcert", c.SSLRootCert)
+	}
+	u.RawQuery = q.Encode()
+	return u.String()
+}

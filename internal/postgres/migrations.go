@@ -1,0 +1,152 @@
+package postgres
+
+import (
+	"context"
+	"fmt"
+	"slices"
+
+	"github.com/go-gormigrate/gormigrate/v2"
+	"gorm.io/gorm"
+)
+
+// migrationsTable is gormigrate's bookkeeping table.
+const migrationsTable = "migrations"
+
+// migrationLockKey is the advisory lock that serialises replicas migrating at
+// once (every replica's init container runs `migrate`). Any constant works, as
+// long as it never changes.
+const migrationLockKey = 7_031_960_114
+
+// migrations returns every migration in order. Each defines its own SQL and
+// never refers to the live models, so later model changes cannot rewrite
+// history. Migrations are forward-only in production; each has a tested
+// Rollback for development and for the tests.
+func migrations() []*gormigrate.Migration {
+	return []*gormigrate.Migration{
+		migration202611300001Hubs(),
+	}
+}
+
+// MigrationIDs returns the ids of every migration this binary knows, in order.
+func MigrationIDs() []string {
+	var ids []string
+	for _, m := range migrations() {
+		ids = append(ids, m.ID)
+	}
+	return ids
+}
+
+func newMigrator(tx *gorm.DB) *gormigrate.Gormigrate {
+	opts := *gormigrate.DefaultOptions
+	opts.TableName = migrationsTable
+	opts.UseTransaction = true
+	return gormigrate.New(tx, &opts, migrations())
+}
+
+// Migrate applies every pending migration, holding an advisory lock so that
+// replicas started together migrate one after the other.
+func (db *DB) Migrate(ctx context.Context) error {
+	return db.withMigrationLock(ctx, func(tx *gorm.DB) error {
+		return newMigrator(tx).Migrate()
+	})
+}
+
+// MigrateTo applies migrations up to and including id.
+func (db *DB) MigrateTo(ctx context.Context, id string) error {
+	return db.withMigrationLock(ctx, func(tx *gorm.DB) error {
+		return newMigrator(tx).MigrateTo(id)
+	})
+}
+
+// RollbackAll rolls every applied migration back, newest first. It exists for
+// development and tests; production schemas only move forward.
+func (db *DB) RollbackAll(ctx context.Context) error {
+	return db.withMigrationLock(ctx, func(tx *gorm.DB) error {
+		m := newMigrator(tx)
+		for {
+			status, err := schemaStatus(tx)
+			if err != nil {
+				return err
+			}
+			if len(status.Applied) == 0 {
+				return nil
+			}
+			if err := m.RollbackLast(); err != nil {
+				return err
+			}
+		}
+	})
+}
+
+func (db *DB) withMigrationLock(ctx context.Context, fn func(tx *gorm.DB) error) error {
+	err := db.Gorm.WithContext(ctx).Connection(func(conn *gorm.DB) error {
+		if err := conn.Exec("SELECT pg_advisory_lock(?)", migrationLockKey).Error; err != nil {
+			return err
+		}
+		defer conn.Exec("SELECT pg_advisory_unlock(?)", migrationLockKey)
+		return fn(conn)
+	})
+	if err != nil {
+		return fmt.Errorf("Migrate(%s): %w", db.name, err)
+	}
+	return nil
+}
+
+// SchemaStatus compares the migrations applied to the database with those this
+// binary knows.
+type SchemaStatus struct {
+	// Applied are the ids recorded in the database.
+	Applied []string
+	// Missing are ids this binary knows that the database has not applied.
+	Missing []string
+	// Unknown are applied ids this binary does not know: a newer binary migrated.
+	Unknown []string
+}
+
+// Current reports whether every known migration is applied. A schema ahead of
+// the binary (Unknown non-empty) is current: migrations are additive, so an
+// older replica keeps running during a rolling upgrade.
+func (s SchemaStatus) Current() bool { return len(s.Missing) == 0 }
+
+// Err describes a schema that is not current, or returns nil.
+func (s SchemaStatus) Err() error {
+	if s.Current() {
+		return nil
+	}
+	return fmt.Errorf("%w (missing %v)", ErrSchemaBehind, s.Missing)
+}
+
+// SchemaStatus reads the applied migrations.
+func (db *DB) SchemaStatus(ctx context.Context) (SchemaStatus, error) {
+	s, err := schemaStatus(db.Gorm.WithContext(ctx))
+	if err != nil {
+		return SchemaStatus{}, fmt.Errorf("SchemaStatus(%s): %w", db.name, err)
+	}
+	return s, nil
+}
+
+func schemaStatus(tx *gorm.DB) (SchemaStatus, error) {
+	var applied []string
+	var exists bool
+	if err := tx.Raw("SELECT to_regclass(?) IS NOT NULL", migrationsTable).Scan(&exists).Error; err != nil {
+		return SchemaStatus{}, err
+	}
+	if exists {
+		if err := tx.Raw("SELECT id FROM " + migrationsTable + " ORDER BY id").Scan(&applied).Error; err != nil {
+			return SchemaStatus{}, err
+		}
+	}
+	known := MigrationIDs()
+	s := SchemaStatus{Applied: applied}
+	for _, id := range known {
+		if !slices.Contains(applied, id) {
+			s.Missing = append(s.Missing, id)
+		}
+	}
+	for _, id := range applied {
+		if !slices.Contains(known, id) {
+			s.Unknown = append(s.Unknown, id)
+		}
+	}
+	return s, nil
+}

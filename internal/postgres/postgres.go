@@ -1,0 +1,81 @@
+// Package postgres is the service's PostgreSQL adapter: connection pool, GORM,
+// migrations and schema checks. It is the only package that speaks SQL.
+package postgres
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"log/slog"
+
+	"gorm.io/driver/postgres"
+	"gorm.io/gorm"
+)
+
+// DB is an open connection pool.
+type DB struct {
+	// Gorm is the GORM handle; service methods open transactions on it.
+	Gorm *gorm.DB
+	sql  *sql.DB
+	name string
+}
+
+// Open connects to the database described by cfg and sets the pool limits. It
+// does not wait for the database: a pool that cannot connect yet is returned,
+// and readiness reports it.
+func Open(cfg Config, logger *slog.Logger) (*DB, error) {
+	gdb, err := gorm.Open(postgres.New(postgres.Config{DSN: cfg.DSN()}), &gorm.Config{
+		Logger:                 newGormLogger(logger, cfg.Debug, cfg.SlowThreshold),
+		SkipDefaultTransaction: true,
+		TranslateError:         false,
+	})
+	if err != nil {
+		return nil, fmt.Errorf("Open(%s): %w", cfg.Name, err)
+	}
+	sqlDB, err := gdb.DB()
+	if err != nil {
+		return nil, fmt.Errorf("Open(%s): %w", cfg.Name, err)
+	}
+	sqlDB.SetMaxOpenConns(cfg.MaxOpenConns)
+	sqlDB.SetMaxIdleConns(cfg.MaxIdleConns)
+	sqlDB.SetConnMaxLifetime(cfg.ConnMaxLifetime)
+	sqlDB.SetConnMaxIdleTime(cfg.ConnMaxIdleTime)
+	return &DB{Gorm: gdb, sql: sqlDB, name: cfg.Name}, nil
+}
+
+// SQL returns the underlying pool, for pool statistics.
+func (db *DB) SQL() *sql.DB { return db.sql }
+
+// Name returns the database name.
+func (db *DB) Name() string { return db.name }
+
+// Close closes the pool, waiting for connections in use to be returned.
+func (db *DB) Close() error { return db.sql.Close() }
+
+// Ping checks that the database answers.
+func (db *DB) Ping(ctx context.Context) error {
+	if err := db.sql.PingContext(ctx); err != nil {
+		return fmt.Errorf("Ping(%s): %w", db.name, err)
+	}
+	return nil
+}
+
+// Ready reports whether the database answers and its schema is current: what
+// the readiness probe asks.
+func (db *DB) Ready(ctx context.Context) error {
+	if err := db.Ping(ctx); err != nil {
+		return err
+	}
+	status, err := db.SchemaStatus(ctx)
+	if err != nil {
+		return err
+	}
+	if !status.Current() {
+		return fmt.Errorf("Ready(%s): %w", db.name, status.Err())
+	}
+	return nil
+}
+
+// ErrSchemaBehind is returned when the database lacks migrations this binary knows.
+var ErrSchemaBehind = errors.New("database schema is older than this binary: run `fleet-manager migrate`")
