@@ -1,0 +1,180 @@
+// Package rest is the HTTP edge: the API server (routes from the OpenAPI
+// specs, request validation, authentication, CORS, error bodies), the health
+// server and the metrics server.
+package rest
+
+import (
+	"net"
+	"regexp"
+	"strings"
+	"time"
+
+	"github.com/spf13/pflag"
+
+	"github.com/fleetmanager/fleet-manager/internal/config"
+)
+
+// Config configures the HTTP servers. Everything a fork renames is here.
+type Config struct {
+	// ServiceName names the service in logs and prefixes its metrics.
+	ServiceName string
+	// BasePath is the API's path prefix, e.g. /api/fleet_manager/v1.
+	BasePath string
+	// ErrorCodePrefix prefixes error codes: <prefix>-<n>.
+	ErrorCodePrefix string
+
+	APIBindAddress     string
+	MetricsBindAddress string
+	HealthBindAddress  string
+
+	ReadHeaderTimeout time.Duration
+	ReadTimeout       time.Duration
+	WriteTimeout      time.Duration
+	IdleTimeout       time.Duration
+	ShutdownTimeout   time.Duration
+	ReadyTimeout      time.Duration
+	MaxBodyBytes      int64
+
+	// PublicPaths are spec paths (relative to BasePath) served without a token.
+	PublicPaths []string
+
+	CORS CORSConfig
+}
+
+// CORSConfig configures cross-origin requests; no allowed origins turns CORS off.
+type CORSConfig struct {
+	AllowedOrigins   []string
+	AllowedMethods   []string
+	AllowedHeaders   []string
+	ExposedHeaders   []string
+	AllowCredentials bool
+	MaxAge           time.Duration
+}
+
+// DefaultConfig returns the configuration of the upstream service.
+func DefaultConfig() Config {
+	return Config{
+		ServiceName:        "fleet-manager",
+		BasePath:           "/api/fleet_manager/v1",
+		ErrorCodePrefix:    "FLEET-MGMT",
+		APIBindAddress:     ":8000",
+		MetricsBindAddress: ":8080",
+		HealthBindAddress:  ":8083",
+		ReadHeaderTimeout:  10 * time.Second,
+		ReadTimeout:        60 * time.Second,
+		WriteTimeout:       2 * time.Minute,
+		IdleTimeout:        2 * time.Minute,
+		ShutdownTimeout:    30 * time.Second,
+		ReadyTimeout:       2 * time.Second,
+		MaxBodyBytes:       1 << 20,
+		PublicPaths:        []string{"/openapi", "/errors", "/errors/{id}"},
+		CORS: CORSConfig{
+			AllowedMethods: []string{"GET", "POST", "PUT", "PATCH", "DELETE"},
+			AllowedHeaders: []string{"Authorization", "Content-Type", "If-Match", "Idempotency-Key", OperationIDHeader},
+			ExposedHeaders: []string{"ETag", "Location", OperationIDHeader},
+			MaxAge:         10 * time.Minute,
+		},
+	}
+}
+
+// AddFlags binds the configuration to flags.
+func (c *Config) AddFlags(fs *pflag.FlagSet) {
+	fs.StringVar(&c.ServiceName, "service-name", c.ServiceName, "service name, used in logs and as the metrics prefix")
+	fs.StringVar(&c.BasePath, "api-base-path", c.BasePath, "path prefix of the API")
+	fs.StringVar(&c.ErrorCodePrefix, "error-code-prefix", c.ErrorCodePrefix, "prefix of error codes (<prefix>-<n>)")
+	fs.StringVar(&c.APIBindAddress, "api-bind-address", c.APIBindAddress, "address the API server listens on")
+	fs.StringVar(&c.MetricsBindAddress, "metrics-bind-address", c.MetricsBindAddress, "address the metrics server listens on")
+	fs.StringVar(&c.HealthBindAddress, "health-bind-address", c.HealthBindAddress, "address the health server listens on")
+	fs.DurationVar(&c.ReadHeaderTimeout, "api-read-header-timeout", c.ReadHeaderTimeout, "time allowed to read request headers")
+	fs.DurationVar(&c.ReadTimeout, "api-read-timeout", c.ReadTimeout, "time allowed to read a whole request")
+	fs.DurationVar(&c.WriteTimeout, "api-write-timeout", c.WriteTimeout, "time allowed to write a response (longer than any long-poll wait)")
+	fs.DurationVar(&c.IdleTimeout, "api-idle-timeout", c.IdleTimeout, "how long an idle keep-alive connection is kept")
+	fs.DurationVar(&c.ShutdownTimeout, "shutdown-timeout", c.ShutdownTimeout, "how long in-flight requests may finish after SIGTERM")
+	fs.DurationVar(&c.ReadyTimeout, "ready-timeout", c.ReadyTimeout, "time the readiness check may take")
+	fs.Int64Var(&c.MaxBodyBytes, "api-max-body-bytes", c.MaxBodyBytes, "largest request body accepted")
+	fs.StringSliceVar(&c.PublicPaths, "auth-public-paths", c.PublicPaths, "spec paths, relative to the base path, served without a token")
+	fs.StringSliceVar(&c.CORS.AllowedOrigins, "cors-allowed-origins", c.CORS.AllowedOrigins, "origins allowed by CORS (empty: CORS off)")
+	fs.StringSliceVar(&c.CORS.AllowedMethods, "cors-allowed-methods", c.CORS.AllowedMethods, "methods allowed by CORS")
+	fs.StringSliceVar(&c.CORS.AllowedHeaders, "cors-allowed-headers", c.CORS.AllowedHeaders, "request headers allowed by CORS")
+	fs.StringSliceVar(&c.CORS.ExposedHeaders, "cors-exposed-headers", c.CORS.ExposedHeaders, "response headers exposed by CORS")
+	fs.BoolVar(&c.CORS.AllowCredentials, "cors-allow-credentials", c.CORS.AllowCredentials, "whether CORS allows credentials")
+	fs.DurationVar(&c.CORS.MaxAge, "cors-max-age", c.CORS.MaxAge, "how long browsers may cache a preflight answer")
+}
+
+var (
+	serviceNamePattern = regexp.MustCompile(`^[a-z][a-z0-9-]{0,61}[a-z0-9]$`)
+	basePathPattern    = regexp.MustCompile(`^(/[A-Za-z0-9._~-]+)+$`)
+	prefixPattern      = regexp.MustCompile(`^[A-Z][A-Z0-9]*(-[A-Z0-9]+)*$`)
+)
+
+// Validate reports every invalid setting, naming its flag.
+func (c Config) Validate() error {
+	var p config.Problems
+	if !serviceNamePattern.MatchString(c.ServiceName) {
+		p.Addf("service-name", "must be a DNS label of lower-case letters, digits and dashes (got %q)", c.ServiceName)
+	}
+	if !basePathPattern.MatchString(c.BasePath) {
+		p.Addf("api-base-path", "must start with / and have no trailing / or empty segment (got %q)", c.BasePath)
+	}
+	if !prefixPattern.MatchString(c.ErrorCodePrefix) {
+		p.Addf("error-code-prefix", "must be upper-case letters and digits in dash-separated words (got %q)", c.ErrorCodePrefix)
+	}
+	c.validateAddresses(&p)
+	for flag, d := range map[string]time.Duration{
+		"api-read-header-timeout": c.ReadHeaderTimeout, "api-read-timeout": c.ReadTimeout,
+		"api-write-timeout": c.WriteTimeout, "api-idle-timeout": c.IdleTimeout,
+		"shutdown-timeout": c.ShutdownTimeout, "ready-timeout": c.ReadyTimeout,
+	} {
+		if d <= 0 {
+			p.Addf(flag, "must be positive (got %s)", d)
+		}
+	}
+	if c.MaxBodyBytes < 1024 {
+		p.Addf("api-max-body-bytes", "must be at least 1024 (got %d)", c.MaxBodyBytes)
+	}
+	for _, path := range c.PublicPaths {
+		if !strings.HasPrefix(path, "/") {
+			p.Addf("auth-public-paths", "%q must start with /", path)
+		}
+	}
+	if c.CORS.AllowCredentials && containsWildcard(c.CORS.AllowedOrigins) {
+		p.Addf("cors-allow-credentials", "cannot be true while --cors-allowed-origins contains *")
+	}
+	if c.CORS.MaxAge < 0 {
+		p.Addf("cors-max-age", "must not be negative (got %s)", c.CORS.MaxAge)
+	}
+	return p.Err()
+}
+
+func (c Config) validateAddresses(p *config.Problems) {
+	seen := map[string]string{}
+	for _, a := range []struct{ flag, addr string }{
+		{"api-bind-address", c.APIBindAddress},
+		{"metrics-bind-address", c.MetricsBindAddress},
+		{"health-bind-address", c.HealthBindAddress},
+	} {
+		_, port, err := net.SplitHostPort(a.addr)
+		if err != nil {
+			p.Addf(a.flag, "must be host:port (got %q)", a.addr)
+			continue
+		}
+		if other, ok := seen[port]; ok && port != "0" {
+			p.Addf(a.flag, "port %s is already taken by --%s", port, other)
+		}
+		seen[port] = a.flag
+	}
+}
+
+func containsWildcard(origins []string) bool {
+	for _, o := range origins {
+		if o == "*" {
+			return true
+		}
+	}
+	return false
+}
+
+// MetricsNamespace returns the service name as a Prometheus metric prefix.
+func (c Config) MetricsNamespace() string {
+	return strings.ReplaceAll(c.ServiceName, "-", "_")
+}

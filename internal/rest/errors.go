@@ -1,0 +1,83 @@
+package rest
+
+import (
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"strconv"
+
+	"github.com/fleetmanager/fleet-manager/internal/fleet"
+	"github.com/fleetmanager/fleet-manager/pkg/api/public"
+)
+
+// statusOf maps each error kind to its HTTP status: the only place that does.
+func statusOf(kind fleet.ErrorKind) int {
+	switch kind {
+	case fleet.KindInvalid:
+		return http.StatusBadRequest
+	case fleet.KindUnauthenticated:
+		return http.StatusUnauthorized
+	case fleet.KindForbidden:
+		return http.StatusForbidden
+	case fleet.KindNotFound:
+		return http.StatusNotFound
+	case fleet.KindMethodNotAllowed:
+		return http.StatusMethodNotAllowed
+	case fleet.KindConflict:
+		return http.StatusConflict
+	case fleet.KindPreconditionFailed:
+		return http.StatusPreconditionFailed
+	case fleet.KindTooLarge:
+		return http.StatusRequestEntityTooLarge
+	case fleet.KindUnsupportedMedia:
+		return http.StatusUnsupportedMediaType
+	case fleet.KindUnavailable:
+		return http.StatusServiceUnavailable
+	default:
+		return http.StatusInternalServerError
+	}
+}
+
+// errorBody renders a catalogue entry as the OCM error body.
+func (s *Server) errorBody(entry fleet.CatalogueEntry, reason, operationID string) public.Error {
+	id := strconv.Itoa(int(entry.Code))
+	body := public.Error{
+		Kind:   public.ErrorKindError,
+		Id:     id,
+		Href:   s.cfg.BasePath + "/errors/" + id,
+		Code:   fmt.Sprintf("%s-%d", s.cfg.ErrorCodePrefix, entry.Code),
+		Reason: reason,
+	}
+	if operationID != "" {
+		body.OperationId = &operationID
+	}
+	return body
+}
+
+// writeError answers a request with err: the one function that turns errors
+// into responses. Internal errors are logged with their cause; the caller sees
+// only the generic reason and the operation id to quote.
+func (s *Server) writeError(w http.ResponseWriter, r *http.Request, err error) {
+	code := fleet.ErrorCodeOf(err)
+	entry, ok := fleet.LookupErrorCode(code)
+	if !ok {
+		entry, _ = fleet.LookupErrorCode(fleet.CodeInternal)
+	}
+	opID := OperationID(r.Context())
+	status := statusOf(entry.Kind)
+	if status >= http.StatusInternalServerError {
+		s.logger.ErrorContext(r.Context(), "request failed", "operation_id", opID, "error", err)
+	}
+	if entry.Kind == fleet.KindUnauthenticated {
+		w.Header().Set("WWW-Authenticate", `Bearer realm="`+s.cfg.ServiceName+`"`)
+	}
+	writeJSON(w, status, s.errorBody(entry, fleet.ErrorMessageOf(err), opID))
+}
+
+// writeJSON writes v as the JSON body of a response with status.
+func writeJSON(w http.ResponseWriter, status int, v any) {
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(status)
+	// An error here means the client went away; there is no one left to tell.
+	_ = json.NewEncoder(w).Encode(v)
+}

@@ -1,0 +1,108 @@
+package rest
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"net/http"
+	"slices"
+	"time"
+
+	"github.com/gorilla/mux"
+	"github.com/rs/cors"
+
+	"github.com/fleetmanager/fleet-manager/internal/fleet"
+	"github.com/fleetmanager/fleet-manager/openapi"
+)
+
+// Server is the API server's handler set.
+type Server struct {
+	cfg     Config
+	logger  *slog.Logger
+	auth    fleet.Authenticator
+	metrics *HTTPMetrics
+	public  *spec
+}
+
+// NewServer loads the embedded specifications and returns the API server.
+func NewServer(ctx context.Context, cfg Config, logger *slog.Logger, auth fleet.Authenticator, metrics *HTTPMetrics) (*Server, error) {
+	public, err := loadSpec(ctx, openapi.Specs, openapi.Public, cfg.BasePath)
+	if err != nil {
+		return nil, err
+	}
+	return &Server{cfg: cfg, logger: logger.With("component", "api"), auth: auth, metrics: metrics, public: public}, nil
+}
+
+// handlers maps each operation id of the specs to its handler. An operation
+// without a handler, or a handler without an operation, fails at start.
+func (s *Server) handlers() map[string]handlerFunc {
+	return map[string]handlerFunc{
+		"getOpenAPI":     s.handleOpenAPIGet,
+		"listErrors":     s.handleErrorList,
+		"getError":       s.handleErrorGet,
+		"getCurrentUser": s.handleCurrentUserGet,
+	}
+}
+
+// Handler returns the API's http.Handler: every operation of the specs routed
+// under the base path, wrapped in observability and CORS.
+func (s *Server) Handler() (http.Handler, error) {
+	router := mux.NewRouter()
+	router.Use(recordRoute)
+	router.NotFoundHandler = s.adapt(func(http.ResponseWriter, *http.Request) error {
+		return fleet.Errorf(fleet.CodeNotFound, "no such path")
+	})
+	router.MethodNotAllowedHandler = s.adapt(func(_ http.ResponseWriter, r *http.Request) error {
+		return fleet.Errorf(fleet.CodeMethodNotAllowed, "method %s is not allowed here", r.Method)
+	})
+	handlers := s.handlers()
+	used := map[string]bool{}
+	for _, op := range s.public.operations() {
+		id := op.route.Operation.OperationID
+		h, ok := handlers[id]
+		if !ok {
+			return nil, fmt.Errorf("Handler(): operation %s of %s has no handler", id, op.spec.file)
+		}
+		used[id] = true
+		public := slices.Contains(s.cfg.PublicPaths, op.route.Path)
+		h = s.authenticate(op, public, s.validate(op, h))
+		router.Handle(s.cfg.BasePath+op.route.Path, s.adapt(h)).Methods(op.route.Method)
+	}
+	for id := range handlers {
+		if !used[id] {
+			return nil, fmt.Errorf("Handler(): handler %s has no operation in the specifications", id)
+		}
+	}
+	for _, p := range s.cfg.PublicPaths {
+		if s.public.doc.Paths.Value(p) == nil {
+			return nil, fmt.Errorf("--auth-public-paths: %s is not a path of the API", p)
+		}
+	}
+	return s.withObservability(s.withCORS(router)), nil
+}
+
+// adapt turns a handlerFunc into an http.Handler that writes its error.
+func (s *Server) adapt(h handlerFunc) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if err := h(w, r); err != nil {
+			s.writeError(w, r, err)
+		}
+	})
+}
+
+// withCORS answers preflight requests and adds the CORS headers, when origins
+// are configured.
+func (s *Server) withCORS(next http.Handler) http.Handler {
+	c := s.cfg.CORS
+	if len(c.AllowedOrigins) == 0 {
+		return next
+	}
+	return cors.New(cors.Options{
+		AllowedOrigins:   c.AllowedOrigins,
+		AllowedMethods:   c.AllowedMethods,
+		AllowedHeaders:   c.AllowedHeaders,
+		ExposedHeaders:   c.ExposedHeaders,
+		AllowCredentials: c.AllowCredentials,
+		MaxAge:           int(c.MaxAge / time.Second),
+	}).Handler(next)
+}
