@@ -1,0 +1,213 @@
+package rest_test
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"io"
+	"net"
+	"net/http"
+	"net/http/httptest"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/fleetmanager/fleet-manager/internal/postgres"
+	"github.com/fleetmanager/fleet-manager/internal/postgres/pgtest"
+	"github.com/fleetmanager/fleet-manager/internal/rest"
+)
+
+// tcpProxy forwards connections to a target until paused; pausing closes every
+// open connection and refuses new ones, as a stopped database would.
+type tcpProxy struct {
+	ln     net.Listener
+	target string
+	mu     sync.Mutex
+	paused bool
+	conns  []net.Conn
+}
+
+func newTCPProxy(t *testing.T, target string) *tcpProxy {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatalf("proxy: %v", err)
+	}
+	p := &tcpProxy{ln: ln, target: target}
+	t.Cleanup(func() { _ = ln.Close(); p.setPaused(true) })
+	go p.accept()
+	return p
+}
+
+func (p *tcpProxy) accept() {
+	for {
+		c, err := p.ln.Accept()
+		if err != nil {
+			return
+		}
+		p.mu.Lock()
+		if p.paused {
+			p.mu.Unlock()
+			_ = c.Close()
+			continue
+		}
+		up, err := net.Dial("tcp", p.target)
+		if err != nil {
+			p.mu.Unlock()
+			_ = c.Close()
+			continue
+		}
+		p.conns = append(p.conns, c, up)
+		p.mu.Unlock()
+		go func() { _, _ = io.Copy(up, c); _ = up.Close() }()
+		go func() { _, _ = io.Copy(c, up); _ = c.Close() }()
+	}
+}
+
+func (p *tcpProxy) setPaused(paused bool) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.paused = paused
+	if paused {
+		for _, c := range p.conns {
+			_ = c.Close()
+		}
+		p.conns = nil
+	}
+}
+
+func (p *tcpProxy) port() int { return p.ln.Addr().(*net.TCPAddr).Port }
+
+func probe(t *testing.T, url string) (int, rest.HealthStatus) {
+	t.Helper()
+	resp, err := http.Get(url)
+	if err != nil {
+		t.Fatalf("GET %s: %v", url, err)
+	}
+	defer resp.Body.Close()
+	var body rest.HealthStatus
+	if err := json.NewDecoder(resp.Body).Decode(&body); err != nil {
+		t.Fatalf("GET %s: body: %v", url, err)
+	}
+	return resp.StatusCode, body
+}
+
+func TestReadiness(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	cfg := pgtest.NewDatabase(t)
+	proxy := newTCPProxy(t, net.JoinHostPort(cfg.Host, itoa(cfg.Port)))
+	cfg.Host, cfg.Port = "127.0.0.1", proxy.port()
+	cfg.ConnectTimeout = time.Second
+	db := pgtest.Open(t, cfg)
+	ts := httptest.NewServer(rest.NewHealthHandler(db, 2*time.Second))
+	t.Cleanup(ts.Close)
+
+	steps := []struct {
+		name   string
+		act    func()
+		status int
+	}{
+		{"schema behind (fresh database)", func() {}, http.StatusServiceUnavailable},
+		{"migrated", func() { mustMigrate(t, ctx, db) }, http.StatusOK},
+		{"database stopped", func() { proxy.setPaused(true) }, http.StatusServiceUnavailable},
+		{"database back", func() { proxy.setPaused(false) }, http.StatusOK},
+		{"schema rolled back", func() { mustRollback(t, ctx, db) }, http.StatusServiceUnavailable},
+	}
+	for _, s := range steps {
+		s.act()
+		if status, body := probe(t, ts.URL+rest.ReadinessPath); status != s.status {
+			t.Errorf("%s: GET /readyz = %d %+v, want %d", s.name, status, body, s.status)
+		}
+		// Liveness never depends on the database.
+		if status, _ := probe(t, ts.URL+rest.LivenessPath); status != http.StatusOK {
+			t.Errorf("%s: GET /healthz = %d, want 200", s.name, status)
+		}
+	}
+}
+
+func mustMigrate(t *testing.T, ctx context.Context, db *postgres.DB) {
+	t.Helper()
+	if err := db.Migrate(ctx); err != nil {
+		t.Fatalf("Migrate(): %v", err)
+	}
+}
+
+func mustRollback(t *testing.T, ctx context.Context, db *postgres.DB) {
+	t.Helper()
+	if err := db.RollbackAll(ctx); err != nil {
+		t.Fatalf("RollbackAll(): %v", err)
+	}
+}
+
+func itoa(n int) string { return (&net.TCPAddr{Port: n}).String()[1:] }
+
+func TestGracefulShutdown(t *testing.T) {
+	t.Parallel()
+	started, release := make(chan struct{}), make(chan struct{})
+	handler := http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+		close(started)
+		<-release
+		_, _ = io.WriteString(w, "finished")
+	})
+	cfg := rest.DefaultConfig()
+	bound, err := rest.Bind(rest.Listener{Name: "api", Address: "127.0.0.1:0", Server: rest.NewHTTPServer(cfg, handler, discard())})
+	if err != nil {
+		t.Fatalf("Bind(): %v", err)
+	}
+	addr := bound[0].Addr()
+	ctx, cancel := context.WithCancel(context.Background())
+	served := make(chan error, 1)
+	go func() { served <- rest.Serve(ctx, discard(), 10*time.Second, bound...) }()
+
+	inflight := make(chan string, 1)
+	go func() {
+		resp, err := http.Get("http://" + addr + "/slow")
+		if err != nil {
+			inflight <- "error: " + err.Error()
+			return
+		}
+		b, _ := io.ReadAll(resp.Body)
+		_ = resp.Body.Close()
+		inflight <- string(b)
+	}()
+	<-started
+	cancel() // what SIGTERM does in serve
+	waitRefused(t, addr)
+	close(release)
+	if got := <-inflight; got != "finished" {
+		t.Errorf("in-flight request during shutdown = %q, want it finished", got)
+	}
+	if err := <-served; err != nil {
+		t.Errorf("Serve() after shutdown = %v, want nil", err)
+	}
+}
+
+// waitRefused polls until the listener refuses new connections.
+func waitRefused(t *testing.T, addr string) {
+	t.Helper()
+	deadline := time.Now().Add(5 * time.Second)
+	for time.Now().Before(deadline) {
+		c, err := net.DialTimeout("tcp", addr, 100*time.Millisecond)
+		if err != nil {
+			return
+		}
+		_ = c.Close()
+		runtimeGosched()
+	}
+	t.Errorf("%s still accepts connections after shutdown began", addr)
+}
+
+func TestBindRefusesTakenPort(t *testing.T) {
+	t.Parallel()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	_, err = rest.Bind(rest.Listener{Name: "api", Address: ln.Addr().String(), Server: &http.Server{}})
+	var opErr *net.OpError
+	if !errors.As(err, &opErr) {
+		t.Errorf("Bind(taken port) = %v, want a listen error", err)
+	}
+}
