@@ -8,75 +8,15 @@ import (
 	"net"
 	"net/http"
 	"net/http/httptest"
-	"sync"
 	"testing"
 	"time"
+
+	"github.com/onsi/gomega"
 
 	"github.com/fleetmanager/fleet-manager/internal/postgres"
 	"github.com/fleetmanager/fleet-manager/internal/postgres/pgtest"
 	"github.com/fleetmanager/fleet-manager/internal/rest"
 )
-
-// tcpProxy forwards connections to a target until paused; pausing closes every
-// open connection and refuses new ones, as a stopped database would.
-type tcpProxy struct {
-	ln     net.Listener
-	target string
-	mu     sync.Mutex
-	paused bool
-	conns  []net.Conn
-}
-
-func newTCPProxy(t *testing.T, target string) *tcpProxy {
-	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatalf("proxy: %v", err)
-	}
-	p := &tcpProxy{ln: ln, target: target}
-	t.Cleanup(func() { _ = ln.Close(); p.setPaused(true) })
-	go p.accept()
-	return p
-}
-
-func (p *tcpProxy) accept() {
-	for {
-		c, err := p.ln.Accept()
-		if err != nil {
-			return
-		}
-		p.mu.Lock()
-		if p.paused {
-			p.mu.Unlock()
-			_ = c.Close()
-			continue
-		}
-		up, err := net.Dial("tcp", p.target)
-		if err != nil {
-			p.mu.Unlock()
-			_ = c.Close()
-			continue
-		}
-		p.conns = append(p.conns, c, up)
-		p.mu.Unlock()
-		go func() { _, _ = io.Copy(up, c); _ = up.Close() }()
-		go func() { _, _ = io.Copy(c, up); _ = c.Close() }()
-	}
-}
-
-func (p *tcpProxy) setPaused(paused bool) {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	p.paused = paused
-	if paused {
-		for _, c := range p.conns {
-			_ = c.Close()
-		}
-		p.conns = nil
-	}
-}
-
-func (p *tcpProxy) port() int { return p.ln.Addr().(*net.TCPAddr).Port }
 
 func probe(t *testing.T, url string) (int, rest.HealthStatus) {
 	t.Helper()
@@ -95,9 +35,7 @@ func probe(t *testing.T, url string) (int, rest.HealthStatus) {
 func TestReadiness(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
-	cfg := pgtest.NewDatabase(t)
-	proxy := newTCPProxy(t, net.JoinHostPort(cfg.Host, itoa(cfg.Port)))
-	cfg.Host, cfg.Port = "127.0.0.1", proxy.port()
+	proxy, cfg := pgtest.NewProxy(t, pgtest.NewDatabase(t))
 	cfg.ConnectTimeout = time.Second
 	db := pgtest.Open(t, cfg)
 	ts := httptest.NewServer(rest.NewHealthHandler(db, 2*time.Second))
@@ -110,8 +48,8 @@ func TestReadiness(t *testing.T) {
 	}{
 		{"schema behind (fresh database)", func() {}, http.StatusServiceUnavailable},
 		{"migrated", func() { mustMigrate(t, ctx, db) }, http.StatusOK},
-		{"database stopped", func() { proxy.setPaused(true) }, http.StatusServiceUnavailable},
-		{"database back", func() { proxy.setPaused(false) }, http.StatusOK},
+		{"database stopped", func() { proxy.Stop() }, http.StatusServiceUnavailable},
+		{"database back", func() { proxy.Start() }, http.StatusOK},
 		{"schema rolled back", func() { mustRollback(t, ctx, db) }, http.StatusServiceUnavailable},
 	}
 	for _, s := range steps {
@@ -139,8 +77,6 @@ func mustRollback(t *testing.T, ctx context.Context, db *postgres.DB) {
 		t.Fatalf("RollbackAll(): %v", err)
 	}
 }
-
-func itoa(n int) string { return (&net.TCPAddr{Port: n}).String()[1:] }
 
 func TestGracefulShutdown(t *testing.T) {
 	t.Parallel()
@@ -186,16 +122,16 @@ func TestGracefulShutdown(t *testing.T) {
 // waitRefused polls until the listener refuses new connections.
 func waitRefused(t *testing.T, addr string) {
 	t.Helper()
-	deadline := time.Now().Add(5 * time.Second)
-	for time.Now().Before(deadline) {
+	accepts := func() bool {
 		c, err := net.DialTimeout("tcp", addr, 100*time.Millisecond)
 		if err != nil {
-			return
+			return false
 		}
 		_ = c.Close()
-		runtimeGosched()
+		return true
 	}
-	t.Errorf("%s still accepts connections after shutdown began", addr)
+	gomega.NewWithT(t).Eventually(accepts).WithTimeout(5*time.Second).WithPolling(10*time.Millisecond).
+		Should(gomega.BeFalse(), "%s still accepts connections after shutdown began", addr)
 }
 
 func TestBindRefusesTakenPort(t *testing.T) {

@@ -1,10 +1,5 @@
 package rest_test
 
-import (
-	"log/slog"
-	"runtime"
-)
+import "log/slog"
 
 func discard() *slog.Logger { return slog.New(slog.DiscardHandler) }
-
-func runtimeGosched() { runtime.Gosched() }

@@ -1,0 +1,97 @@
+# Fleet Manager. `make help` lists the targets.
+
+SHELL := /usr/bin/env bash
+.DEFAULT_GOAL := help
+
+BINARY      ?= bin/fleet-manager
+VERSION     ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
+COMMIT      ?= $(shell git rev-parse --short HEAD 2>/dev/null || echo unknown)
+LDFLAGS     := -X github.com/fleetmanager/fleet-manager/internal/version.Version=$(VERSION) \
+               -X github.com/fleetmanager/fleet-manager/internal/version.Commit=$(COMMIT)
+
+# The local database `make run` and `make db/setup` use.
+DB_HOST     ?= 127.0.0.1
+DB_PORT     ?= 5432
+DB_USER     ?= postgres
+DB_NAME     ?= fleet_manager
+export DB_HOST DB_PORT DB_USER DB_NAME
+
+# What `make run` serves with: a development signing key under .local/auth
+# (created on first run; `bin/fleet-manager token` mints tokens for it).
+RUN_FLAGS   ?= --log-format=text --auth-dev-key-dir=.local/auth \
+               --db-host=$(DB_HOST) --db-port=$(DB_PORT) --db-user=$(DB_USER) --db-name=$(DB_NAME)
+
+# Go test flags; `make test TESTFLAGS=-run=TestAPI` narrows the run.
+TESTFLAGS   ?=
+GOTEST      := go test -race -count=1 -timeout 20m
+
+# Image and deployment.
+IMAGE_REGISTRY   ?= quay.io
+IMAGE_REPOSITORY ?= fleet-manager/fleet-manager
+IMAGE_TAG        ?= $(COMMIT)
+NAMESPACE        ?= fleet-manager
+DEPLOY_PARAMS    ?=
+DEPLOY_PARAMS_DB ?=
+
+.PHONY: help
+help: ## Show the targets
+	@grep -hE '^[a-zA-Z/_-]+:.*## ' $(MAKEFILE_LIST) | awk 'BEGIN {FS = ":.*## "}; {printf "  %-18s %s\n", $$1, $$2}'
+
+.PHONY: build
+build: ## Build bin/fleet-manager
+	CGO_ENABLED=0 go build -trimpath -ldflags "$(LDFLAGS)" -o $(BINARY) ./cmd/fleet-manager
+
+.PHONY: run
+run: db/setup build ## Run the service against a local PostgreSQL (migrates first)
+	$(BINARY) migrate $(RUN_FLAGS)
+	$(BINARY) serve $(RUN_FLAGS)
+
+.PHONY: test
+test: db/setup generate/check ## Run every test (starts a local PostgreSQL when none listens)
+	$(GOTEST) $(TESTFLAGS) ./...
+
+.PHONY: generate
+generate: ## Regenerate the Go types and clients from openapi/
+	go generate ./pkg/...
+
+.PHONY: generate/check
+generate/check: ## Fail when the generated code is not current
+	scripts/check-generated.sh
+
+.PHONY: lint
+lint: ## gofmt and go vet
+	@unformatted=$$(gofmt -l cmd internal pkg openapi templates); \
+	if [ -n "$$unformatted" ]; then echo "gofmt needed:"; echo "$$unformatted"; exit 1; fi
+	go vet ./...
+
+.PHONY: db/setup
+db/setup: ## Make sure PostgreSQL listens on DB_HOST:DB_PORT and DB_NAME exists
+	scripts/db.sh setup
+
+.PHONY: db/teardown
+db/teardown: ## Stop and delete the project-local PostgreSQL, if db/setup started one
+	scripts/db.sh teardown
+
+.PHONY: image
+image: ## Build the container image (needs a Docker or Podman engine)
+	docker build --build-arg VERSION=$(VERSION) --build-arg COMMIT=$(COMMIT) \
+		-t $(IMAGE_REGISTRY)/$(IMAGE_REPOSITORY):$(IMAGE_TAG) .
+
+.PHONY: deploy/render
+deploy/render: ## Render the OpenShift templates into .local/deploy (needs oc)
+	@command -v oc >/dev/null || { echo "deploy/render needs the oc client"; exit 1; }
+	mkdir -p .local/deploy
+	oc process --local -f templates/db-template.yml $(DEPLOY_PARAMS_DB) -o yaml > .local/deploy/db.yaml
+	oc process --local -f templates/service-template.yml \
+		-p IMAGE_REGISTRY=$(IMAGE_REGISTRY) -p IMAGE_REPOSITORY=$(IMAGE_REPOSITORY) -p IMAGE_TAG=$(IMAGE_TAG) \
+		$(DEPLOY_PARAMS) -o yaml > .local/deploy/service.yaml
+	@echo "rendered .local/deploy/db.yaml and .local/deploy/service.yaml"
+
+.PHONY: deploy
+deploy: deploy/render ## Render the templates and apply them to NAMESPACE
+	oc apply -n $(NAMESPACE) -f .local/deploy/db.yaml
+	oc apply -n $(NAMESPACE) -f .local/deploy/service.yaml
+
+.PHONY: clean
+clean: ## Remove build output
+	rm -rf bin .local/deploy

@@ -1,0 +1,47 @@
+package main
+
+import (
+	"fmt"
+
+	"github.com/spf13/cobra"
+
+	"github.com/fleetmanager/fleet-manager/internal/postgres"
+)
+
+func newMigrateCommand(env lookupEnv) *cobra.Command {
+	logOpts, dbOpts := defaultLogOptions(), defaultDBOptions()
+	cmd := &cobra.Command{
+		Use:   "migrate",
+		Short: "Apply pending database migrations",
+		Long: "Apply every pending migration, holding an advisory lock so replicas started together " +
+			"migrate one at a time. Run it before `serve` (the OpenShift template runs it as an init container).",
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			if err := complete(cmd.Flags(), env, &dbOpts.SecretsDir); err != nil {
+				return err
+			}
+			if err := joinProblems(logOpts.validate, dbOpts.Validate); err != nil {
+				return err
+			}
+			logger := logOpts.newLogger(cmd.ErrOrStderr(), "migrate")
+			db, err := postgres.Open(dbOpts.Config, logger)
+			if err != nil {
+				return err
+			}
+			defer db.Close()
+			if err := db.Migrate(cmd.Context()); err != nil {
+				return err
+			}
+			status, err := db.SchemaStatus(cmd.Context())
+			if err != nil {
+				return err
+			}
+			logger.Info("migrations applied", "applied", len(status.Applied), "latest", status.Applied[len(status.Applied)-1])
+			fmt.Fprintf(cmd.OutOrStdout(), "schema current: %d migrations applied\n", len(status.Applied))
+			return nil
+		},
+	}
+	logOpts.addFlags(cmd.Flags())
+	dbOpts.addFlags(cmd.Flags())
+	return cmd
+}

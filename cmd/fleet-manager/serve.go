@@ -1,0 +1,179 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"net/http"
+	"os"
+
+	"github.com/goava/di"
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+	"github.com/spf13/cobra"
+
+	"github.com/fleetmanager/fleet-manager/internal/auth"
+	"github.com/fleetmanager/fleet-manager/internal/fleet"
+	"github.com/fleetmanager/fleet-manager/internal/postgres"
+	"github.com/fleetmanager/fleet-manager/internal/rest"
+	"github.com/fleetmanager/fleet-manager/internal/version"
+)
+
+// serveOptions is the whole configuration of `serve`.
+type serveOptions struct {
+	Log            logOptions
+	DB             dbOptions
+	Auth           auth.Config
+	HTTP           rest.Config
+	MigrateOnStart bool
+}
+
+func defaultServeOptions() serveOptions {
+	return serveOptions{
+		Log:  defaultLogOptions(),
+		DB:   defaultDBOptions(),
+		Auth: auth.DefaultConfig(),
+		HTTP: rest.DefaultConfig(),
+	}
+}
+
+func (o *serveOptions) validate() error {
+	return joinProblems(
+		o.Log.validate, o.DB.Validate, o.Auth.Validate, o.HTTP.Validate,
+	)
+}
+
+func newServeCommand(env lookupEnv) *cobra.Command {
+	opts := defaultServeOptions()
+	cmd := &cobra.Command{
+		Use:   "serve",
+		Short: "Serve the API, health and metrics endpoints",
+		Args:  cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			if err := complete(cmd.Flags(), env, &opts.DB.SecretsDir); err != nil {
+				return err
+			}
+			if err := opts.validate(); err != nil {
+				return err
+			}
+			logger := opts.Log.newLogger(cmd.ErrOrStderr(), opts.HTTP.ServiceName)
+			return serve(cmd.Context(), opts, logger)
+		},
+	}
+	opts.Log.addFlags(cmd.Flags())
+	opts.DB.addFlags(cmd.Flags())
+	opts.Auth.AddFlags(cmd.Flags())
+	opts.HTTP.AddFlags(cmd.Flags())
+	cmd.Flags().BoolVar(&opts.MigrateOnStart, "migrate-on-start", false, "apply pending migrations before serving")
+	return cmd
+}
+
+// serve wires the components with goava/di and runs the servers until ctx ends.
+func serve(ctx context.Context, opts serveOptions, logger *slog.Logger) error {
+	c, err := di.New(
+		di.ProvideValue(logger),
+		di.ProvideValue(opts.DB.Config),
+		di.ProvideValue(opts.Auth),
+		di.ProvideValue(opts.HTTP),
+		di.Provide(openDB),
+		di.Provide(newRegistry),
+		di.Provide(func(reg *prometheus.Registry) prometheus.Registerer { return reg }),
+		di.Provide(rest.NewHTTPMetrics),
+		di.Provide(func(cfg auth.Config, l *slog.Logger) (*auth.Verifier, func(), error) {
+			v, err := auth.NewVerifier(ctx, cfg, l.With("component", "auth"), &http.Client{})
+			if err != nil {
+				return nil, nil, err
+			}
+			return v, v.Close, nil
+		}, di.As(new(fleet.Authenticator))),
+		di.Provide(func(cfg rest.Config, l *slog.Logger, a fleet.Authenticator, m *rest.HTTPMetrics) (*rest.Server, error) {
+			return rest.NewServer(ctx, cfg, l, a, m)
+		}),
+	)
+	if err != nil {
+		return fmt.Errorf("serve: wiring: %w", err)
+	}
+	defer c.Cleanup()
+	var db *postgres.DB
+	if err := c.Resolve(&db); err != nil {
+		return fmt.Errorf("serve: %w", err)
+	}
+	if err := checkSchema(ctx, db, opts.MigrateOnStart, logger); err != nil {
+		return err
+	}
+	var api *rest.Server
+	var registry *prometheus.Registry
+	if err := c.Resolve(&api); err != nil {
+		return fmt.Errorf("serve: %w", err)
+	}
+	if err := c.Resolve(&registry); err != nil {
+		return fmt.Errorf("serve: %w", err)
+	}
+	return runServers(ctx, opts.HTTP, logger, api, db, registry)
+}
+
+// checkSchema migrates when asked to, then refuses a schema older than the binary.
+func checkSchema(ctx context.Context, db *postgres.DB, migrate bool, logger *slog.Logger) error {
+	if migrate {
+		if err := db.Migrate(ctx); err != nil {
+			return fmt.Errorf("serve: --migrate-on-start: %w", err)
+		}
+	}
+	status, err := db.SchemaStatus(ctx)
+	if err != nil {
+		return fmt.Errorf("serve: checking the schema: %w", err)
+	}
+	if !status.Current() {
+		return fmt.Errorf("serve: %w", status.Err())
+	}
+	if len(status.Unknown) > 0 {
+		logger.Warn("database schema is newer than this binary", "unknown_migrations", status.Unknown)
+	}
+	return nil
+}
+
+func runServers(ctx context.Context, cfg rest.Config, logger *slog.Logger, api *rest.Server, db *postgres.DB, registry *prometheus.Registry) error {
+	apiHandler, err := api.Handler()
+	if err != nil {
+		return fmt.Errorf("serve: %w", err)
+	}
+	bound, err := rest.Bind(
+		rest.Listener{Name: "api", Address: cfg.APIBindAddress, Server: rest.NewHTTPServer(cfg, apiHandler, logger)},
+		rest.Listener{Name: "metrics", Address: cfg.MetricsBindAddress, Server: rest.NewHTTPServer(cfg, rest.NewMetricsHandler(registry), logger)},
+		rest.Listener{Name: "health", Address: cfg.HealthBindAddress, Server: rest.NewHTTPServer(cfg, rest.NewHealthHandler(db, cfg.ReadyTimeout), logger)},
+	)
+	if err != nil {
+		return fmt.Errorf("serve: %w", err)
+	}
+	logger.Info("serving", "version", version.Version, "commit", version.Commit, "base_path", cfg.BasePath, "pid", os.Getpid())
+	if err := rest.Serve(ctx, logger, cfg.ShutdownTimeout, bound...); err != nil {
+		return err
+	}
+	logger.Info("shutdown complete")
+	return nil
+}
+
+// openDB opens the pool; the container closes it last, after the servers stopped.
+func openDB(cfg postgres.Config, logger *slog.Logger) (*postgres.DB, func(), error) {
+	db, err := postgres.Open(cfg, logger)
+	if err != nil {
+		return nil, nil, err
+	}
+	return db, func() { _ = db.Close() }, nil
+}
+
+// newRegistry returns the metrics registry with the Go runtime, process and
+// database pool collectors.
+func newRegistry(db *postgres.DB) (*prometheus.Registry, error) {
+	reg := prometheus.NewRegistry()
+	for _, c := range []prometheus.Collector{
+		collectors.NewGoCollector(),
+		collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
+		collectors.NewDBStatsCollector(db.SQL(), db.Name()),
+	} {
+		if err := reg.Register(c); err != nil {
+			return nil, err
+		}
+	}
+	return reg, nil
+}

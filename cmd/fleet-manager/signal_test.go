@@ -1,0 +1,101 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/onsi/gomega"
+
+	"github.com/fleetmanager/fleet-manager/internal/postgres/pgtest"
+)
+
+// TestSIGTERMFinishesInFlightRequest runs the real binary. A readiness check
+// is in flight, waiting on a database that a proxy holds, when SIGTERM comes:
+// new connections are refused at once, the in-flight request is answered when
+// the database answers, and the process exits 0 after closing the pool.
+func TestSIGTERMFinishesInFlightRequest(t *testing.T) {
+	t.Parallel()
+	g := gomega.NewWithT(t)
+	binary := filepath.Join(t.TempDir(), "fleet-manager")
+	if out, err := exec.Command("go", "build", "-o", binary, ".").CombinedOutput(); err != nil {
+		t.Fatalf("go build: %v\n%s", err, out)
+	}
+	_, direct := pgtest.NewMigratedDatabase(t)
+	proxy, cfg := pgtest.NewProxy(t, direct)
+	ports := servePorts{freePort(t), freePort(t), freePort(t)}
+	logs := &lockedBuffer{}
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, binary, append(append([]string{"serve", "--auth-dev-key-dir=" + t.TempDir(),
+		"--shutdown-timeout=20s", "--ready-timeout=30s"}, dbFlags(cfg)...), ports.flags()...)...)
+	cmd.Stderr = logs
+	if err := cmd.Start(); err != nil {
+		t.Fatalf("starting serve: %v", err)
+	}
+	health := fmt.Sprintf("127.0.0.1:%d", ports.health)
+	waitHTTP(t, "http://"+health+"/readyz", http.StatusOK)
+
+	proxy.Hold()
+	inflight := make(chan string, 1)
+	go func() {
+		resp, err := http.Get("http://" + health + "/readyz")
+		if err != nil {
+			inflight <- err.Error()
+			return
+		}
+		b, _ := io.ReadAll(resp.Body)
+		_ = resp.Body.Close()
+		inflight <- fmt.Sprintf("%d %s", resp.StatusCode, strings.TrimSpace(string(b)))
+	}()
+	// Wait until the request is in the handler: an open connection to the health port.
+	g.Eventually(func() int { return activeConnections(t, ports.health) }).Should(gomega.BeNumerically(">=", 1))
+	if err := cmd.Process.Signal(syscall.SIGTERM); err != nil {
+		t.Fatalf("SIGTERM: %v", err)
+	}
+	g.Eventually(func() error {
+		c, err := net.DialTimeout("tcp", health, 100*time.Millisecond)
+		if err == nil {
+			_ = c.Close()
+		}
+		return err
+	}).WithTimeout(10*time.Second).Should(gomega.HaveOccurred(), "the health server still accepts connections after SIGTERM")
+	proxy.Release()
+	if got := <-inflight; got != `200 {"status":"ready"}` {
+		t.Errorf("in-flight readiness check across SIGTERM = %q, want 200 ready", got)
+	}
+	if err := cmd.Wait(); err != nil {
+		t.Errorf("serve exited with %v after SIGTERM, want 0; log:\n%s", err, logs.String())
+	}
+	if !strings.Contains(logs.String(), `"msg":"shutdown complete"`) {
+		t.Errorf("serve's log lacks 'shutdown complete':\n%s", logs.String())
+	}
+}
+
+// activeConnections counts established TCP connections to a local port, from /proc.
+func activeConnections(t *testing.T, port int) int {
+	t.Helper()
+	b, err := os.ReadFile("/proc/net/tcp")
+	if err != nil {
+		t.Fatalf("reading /proc/net/tcp: %v", err)
+	}
+	local := fmt.Sprintf(":%04X ", port)
+	n := 0
+	for _, line := range strings.Split(string(b), "\n")[1:] {
+		fields := strings.Fields(line)
+		// fields[1] is the local address, fields[3] the state (01 = established).
+		if len(fields) > 3 && strings.HasSuffix(fields[1]+" ", local) && fields[3] == "01" {
+			n++
+		}
+	}
+	return n
+}
