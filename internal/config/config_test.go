@@ -1,0 +1,68 @@
+package config_test
+
+import (
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/spf13/pflag"
+
+	"github.com/fleetmanager/fleet-manager/internal/config"
+)
+
+func TestEnvName(t *testing.T) {
+	t.Parallel()
+	if got := config.EnvName("FLEET_MANAGER_", "db-max-open-conns"); got != "FLEET_MANAGER_DB_MAX_OPEN_CONNS" {
+		t.Errorf("EnvName(db-max-open-conns) = %q", got)
+	}
+}
+
+func TestBindSecrets(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	if err := os.WriteFile(filepath.Join(dir, "db.password"), []byte("  s3cret\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Mkdir(filepath.Join(dir, "db.host"), 0o700); err != nil { // a directory cannot be read as a file
+		t.Fatal(err)
+	}
+	var password, host, user string
+	fs := pflag.NewFlagSet("t", pflag.ContinueOnError)
+	fs.StringVar(&password, "db-password", "", "")
+	fs.StringVar(&host, "db-host", "localhost", "")
+	fs.StringVar(&user, "db-user", "postgres", "")
+	files := []config.SecretFile{{"db-password", "db.password"}, {"db-user", "db.user"}}
+	noEnv := func(string) bool { return false }
+	if err := config.BindSecrets(fs, dir, files, noEnv); err != nil {
+		t.Fatalf("BindSecrets(): %v", err)
+	}
+	if password != "s3cret" || user != "postgres" {
+		t.Errorf("BindSecrets(): password %q, user %q; want the trimmed file and the untouched default", password, user)
+	}
+	err := config.BindSecrets(fs, dir, []config.SecretFile{{"db-host", "db.host"}}, noEnv)
+	if err == nil || !strings.Contains(err.Error(), "--secrets-dir: reading") {
+		t.Errorf("BindSecrets(unreadable file) = %v, want an error naming --secrets-dir", err)
+	}
+	err = config.BindSecrets(fs, dir, []config.SecretFile{{"no-such-flag", "x"}}, noEnv)
+	if err == nil || !strings.Contains(err.Error(), "unknown flag --no-such-flag") {
+		t.Errorf("BindSecrets(unknown flag) = %v", err)
+	}
+}
+
+func TestProblems(t *testing.T) {
+	t.Parallel()
+	var p config.Problems
+	if p.Err() != nil {
+		t.Errorf("empty Problems.Err() = %v, want nil", p.Err())
+	}
+	p.Addf("db-port", "must be positive (got %d)", -1)
+	var other config.Problems
+	other.Addf("log-format", "must be json or text")
+	p.Merge(other.Err())
+	p.Merge(nil)
+	want := "invalid configuration:\n  --db-port: must be positive (got -1)\n  --log-format: must be json or text"
+	if err := p.Err(); err == nil || err.Error() != want {
+		t.Errorf("Problems.Err() = %q, want %q", err, want)
+	}
+}
