@@ -18,8 +18,8 @@ export DB_HOST DB_PORT DB_USER DB_NAME
 
 # What `make run` serves with: a development signing key under .local/auth
 # (created on first run; `bin/fleet-manager token` mints tokens for it).
-RUN_FLAGS   ?= --log-format=text --auth-dev-key-dir=.local/auth \
-               --db-host=$(DB_HOST) --db-port=$(DB_PORT) --db-user=$(DB_USER) --db-name=$(DB_NAME)
+DB_FLAGS    ?= --log-format=text --db-host=$(DB_HOST) --db-port=$(DB_PORT) --db-user=$(DB_USER) --db-name=$(DB_NAME)
+RUN_FLAGS   ?= --auth-dev-key-dir=.local/auth
 
 # Go test flags; `make test TESTFLAGS=-run=TestAPI` narrows the run.
 TESTFLAGS   ?=
@@ -43,8 +43,8 @@ build: ## Build bin/fleet-manager
 
 .PHONY: run
 run: db/setup build ## Run the service against a local PostgreSQL (migrates first)
-	$(BINARY) migrate $(RUN_FLAGS)
-	$(BINARY) serve $(RUN_FLAGS)
+	$(BINARY) migrate $(DB_FLAGS)
+	$(BINARY) serve $(DB_FLAGS) $(RUN_FLAGS)
 
 .PHONY: test
 test: db/setup generate/check ## Run every test (starts a local PostgreSQL when none listens)

@@ -67,6 +67,8 @@ func (s *Server) writeError(w http.ResponseWriter, r *http.Request, err error) {
 	status := statusOf(entry.Kind)
 	if status >= http.StatusInternalServerError {
 		s.logger.ErrorContext(r.Context(), "request failed", "operation_id", opID, "error", err)
+	} else {
+		s.logger.DebugContext(r.Context(), "request refused", "operation_id", opID, "code", entry.Name, "reason", fleet.ErrorMessageOf(err))
 	}
 	if entry.Kind == fleet.KindUnauthenticated {
 		w.Header().Set("WWW-Authenticate", `Bearer realm="`+s.cfg.ServiceName+`"`)
