@@ -30,6 +30,8 @@ IMAGE_REGISTRY   ?= quay.io
 IMAGE_REPOSITORY ?= fleet-manager/fleet-manager
 IMAGE_TAG        ?= $(COMMIT)
 NAMESPACE        ?= fleet-manager
+# The service template requires the identity provider's settings, e.g.
+#   make deploy DEPLOY_PARAMS="-p JWKS_URL=https://sso.example.com/certs -p AUTH_ISSUERS=https://sso.example.com -p AUTH_AUDIENCE=fleet-manager"
 DEPLOY_PARAMS    ?=
 DEPLOY_PARAMS_DB ?=
 

@@ -82,7 +82,7 @@ func serve(ctx context.Context, opts serveOptions, logger *slog.Logger) error {
 		di.Provide(func(cfg auth.Config, l *slog.Logger) (*auth.Verifier, func(), error) {
 			v, err := auth.NewVerifier(ctx, cfg, l.With("component", "auth"), &http.Client{})
 			if err != nil {
-				return nil, nil, err
+				return nil, noCleanup, err
 			}
 			return v, v.Close, nil
 		}, di.As(new(fleet.Authenticator))),
@@ -153,11 +153,15 @@ func runServers(ctx context.Context, cfg rest.Config, logger *slog.Logger, api *
 	return nil
 }
 
+// noCleanup is what a failed constructor returns: goava/di registers a
+// constructor's cleanup even when it fails, and calls it at Cleanup.
+func noCleanup() {}
+
 // openDB opens the pool; the container closes it last, after the servers stopped.
 func openDB(cfg postgres.Config, logger *slog.Logger) (*postgres.DB, func(), error) {
 	db, err := postgres.Open(cfg, logger)
 	if err != nil {
-		return nil, nil, err
+		return nil, noCleanup, err
 	}
 	return db, func() { _ = db.Close() }, nil
 }

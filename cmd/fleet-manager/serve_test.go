@@ -179,6 +179,18 @@ func TestMigrateThenServe(t *testing.T) {
 	}
 }
 
+func TestServeFailsCleanlyWithoutJWKS(t *testing.T) {
+	t.Parallel()
+	_, cfg := pgtest.NewMigratedDatabase(t)
+	ports := servePorts{freePort(t), freePort(t), freePort(t)}
+	args := append(append([]string{"serve"}, dbFlags(cfg)...), ports.flags()...)
+	args = append(args, fmt.Sprintf("--auth-jwks-url=http://127.0.0.1:%d/jwks.json", freePort(t)), "--auth-issuers=https://sso.example.com")
+	_, _, err := execute(t, nil, args...)
+	if err == nil || !strings.Contains(err.Error(), "jwks") {
+		t.Errorf("serve with an unreachable JWKS = %v, want an error about the JWKS", err)
+	}
+}
+
 func TestServeMigrateOnStart(t *testing.T) {
 	t.Parallel()
 	cfg := pgtest.NewDatabase(t)
