@@ -19,7 +19,7 @@ export DB_HOST DB_PORT DB_USER DB_NAME
 # What `make run` serves with: a development signing key under .local/auth
 # (created on first run; `bin/fleet-manager token` mints tokens for it).
 DB_FLAGS    ?= --log-format=text --db-host=$(DB_HOST) --db-port=$(DB_PORT) --db-user=$(DB_USER) --db-name=$(DB_NAME)
-RUN_FLAGS   ?= --auth-dev-key-dir=.local/auth
+RUN_FLAGS   ?= --auth-dev-key-dir=.local/auth --encryption-key-file=.local/encryption.key
 
 # Go test flags; `make test TESTFLAGS=-run=TestAPI` narrows the run.
 TESTFLAGS   ?=
@@ -45,6 +45,7 @@ build: ## Build bin/fleet-manager
 
 .PHONY: run
 run: db/setup build ## Run the service against a local PostgreSQL (migrates first)
+	@[ -f .local/encryption.key ] || { mkdir -p .local && $(BINARY) generate-key .local/encryption.key; }
 	$(BINARY) migrate $(DB_FLAGS)
 	$(BINARY) serve $(DB_FLAGS) $(RUN_FLAGS)
 

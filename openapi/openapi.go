@@ -11,5 +11,13 @@ import (
 //go:embed *.yaml
 var Specs embed.FS
 
-// Public is the file name of the public API's specification.
-const Public = "fleet-manager.yaml"
+// The specification files: the public API, the admin API (hubs) and the
+// private API the hub agents call.
+const (
+	Public  = "fleet-manager.yaml"
+	Admin   = "fleet-manager-admin.yaml"
+	Private = "fleet-manager-private.yaml"
+)
+
+// All lists every specification the API server serves.
+func All() []string { return []string{Public, Admin, Private} }

@@ -10,6 +10,7 @@ import (
 )
 
 func TestDBTemplateServesTheServiceSecret(t *testing.T) {
+	t.Parallel()
 	g := gomega.NewWithT(t)
 	svcTpl, pod, _ := serviceDeployment(t)
 	dbTpl := load(t, dbFile)

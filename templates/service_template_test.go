@@ -31,6 +31,7 @@ var serveFlags = []string{
 }
 
 func TestServiceProbes(t *testing.T) {
+	t.Parallel()
 	tpl, _, serve := serviceDeployment(t)
 	defaults := rest.DefaultConfig()
 	healthPort := bindPort(t, setting(t, tpl, serve, "health-bind-address", defaults.HealthBindAddress))
@@ -89,6 +90,7 @@ func bindPort(t *testing.T, addr string) int {
 }
 
 func TestServicePorts(t *testing.T) {
+	t.Parallel()
 	tpl, _, serve := serviceDeployment(t)
 	var svc service
 	decode(t, tpl, "Service", &svc)
@@ -143,6 +145,7 @@ func TestServicePorts(t *testing.T) {
 }
 
 func TestServiceContainers(t *testing.T) {
+	t.Parallel()
 	tpl, pod, serve := serviceDeployment(t)
 	if len(pod.InitContainers) != 1 {
 		t.Fatalf("initContainers = %d, want 1 (migrate)", len(pod.InitContainers))
@@ -192,6 +195,7 @@ func TestServiceContainers(t *testing.T) {
 }
 
 func TestServiceSecurityContext(t *testing.T) {
+	t.Parallel()
 	_, pod, _ := serviceDeployment(t)
 	podNonRoot := pod.SecurityContext != nil && pod.SecurityContext.RunAsNonRoot != nil && *pod.SecurityContext.RunAsNonRoot
 	if !podNonRoot {
@@ -231,6 +235,7 @@ func deref(b *bool) any {
 }
 
 func TestServiceShutdownFitsGracePeriod(t *testing.T) {
+	t.Parallel()
 	tpl, pod, serve := serviceDeployment(t)
 	grace := time.Duration(intValue(t, tpl, pod.TerminationGracePeriodSeconds, "terminationGracePeriodSeconds")) * time.Second
 
@@ -256,6 +261,7 @@ func TestServiceShutdownFitsGracePeriod(t *testing.T) {
 }
 
 func TestServiceRollingUpdate(t *testing.T) {
+	t.Parallel()
 	tpl := load(t, serviceFile)
 	var d deployment
 	decode(t, tpl, "Deployment", &d)

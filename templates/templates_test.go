@@ -339,6 +339,7 @@ func serviceDeployment(t *testing.T) (template, podSpec, container) {
 }
 
 func TestTemplateParameters(t *testing.T) {
+	t.Parallel()
 	// Parameters whose empty default means something (no CORS origin, a
 	// generated route host) rather than a value the deployer forgot.
 	mayBeEmpty := map[string]bool{"CORS_ALLOWED_ORIGINS": true, "ROUTE_HOST": true}

@@ -1,6 +1,8 @@
 // Command fleet-manager is the Fleet Manager service: `serve` runs the API,
-// health and metrics servers; `migrate` applies database migrations; `token`
-// mints development tokens; `version` prints the build.
+// health and metrics servers and the reconcilers; `migrate` applies database
+// migrations; `token` mints development tokens; `generate-key` and
+// `rotate-keys` manage the master key of stored secrets; `version` prints the
+// build.
 package main
 
 import (
@@ -43,6 +45,8 @@ func newRootCommand(stdout, stderr io.Writer, env lookupEnv) *cobra.Command {
 		newServeCommand(env),
 		newMigrateCommand(env),
 		newTokenCommand(env),
+		newGenerateKeyCommand(),
+		newRotateKeysCommand(env),
 		newVersionCommand(),
 	)
 	return root

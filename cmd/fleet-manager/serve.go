@@ -15,7 +15,9 @@ import (
 	"github.com/fleetmanager/fleet-manager/internal/auth"
 	"github.com/fleetmanager/fleet-manager/internal/fleet"
 	"github.com/fleetmanager/fleet-manager/internal/postgres"
+	"github.com/fleetmanager/fleet-manager/internal/reconcile"
 	"github.com/fleetmanager/fleet-manager/internal/rest"
+	"github.com/fleetmanager/fleet-manager/internal/secrets"
 	"github.com/fleetmanager/fleet-manager/internal/version"
 )
 
@@ -25,21 +27,30 @@ type serveOptions struct {
 	DB             dbOptions
 	Auth           auth.Config
 	HTTP           rest.Config
+	Secrets        secrets.Config
+	Store          postgres.StoreConfig
+	Queue          postgres.QueueConfig
+	Reconcile      reconcile.Config
 	MigrateOnStart bool
 }
 
 func defaultServeOptions() serveOptions {
 	return serveOptions{
-		Log:  defaultLogOptions(),
-		DB:   defaultDBOptions(),
-		Auth: auth.DefaultConfig(),
-		HTTP: rest.DefaultConfig(),
+		Log:       defaultLogOptions(),
+		DB:        defaultDBOptions(),
+		Auth:      auth.DefaultConfig(),
+		HTTP:      rest.DefaultConfig(),
+		Secrets:   secrets.DefaultConfig(),
+		Store:     postgres.DefaultStoreConfig(),
+		Queue:     postgres.DefaultQueueConfig(),
+		Reconcile: reconcile.DefaultConfig(),
 	}
 }
 
 func (o *serveOptions) validate() error {
 	return joinProblems(
-		o.Log.validate, o.DB.Validate, o.Auth.Validate, o.HTTP.Validate,
+		o.Log.validate, o.DB.Validate, o.Auth.Validate, o.HTTP.Validate, o.Secrets.Validate,
+		o.Store.Validate, o.Queue.Validate, o.Reconcile.Validate,
 	)
 }
 
@@ -64,21 +75,38 @@ func newServeCommand(env lookupEnv) *cobra.Command {
 	opts.DB.addFlags(cmd.Flags())
 	opts.Auth.AddFlags(cmd.Flags())
 	opts.HTTP.AddFlags(cmd.Flags())
+	opts.Secrets.AddFlags(cmd.Flags())
+	opts.Store.AddFlags(cmd.Flags())
+	opts.Queue.AddFlags(cmd.Flags())
+	opts.Reconcile.AddFlags(cmd.Flags())
 	cmd.Flags().BoolVar(&opts.MigrateOnStart, "migrate-on-start", false, "apply pending migrations before serving")
 	return cmd
 }
 
-// serve wires the components with goava/di and runs the servers until ctx ends.
+// serve wires the components with goava/di and runs the servers and the
+// reconcilers until ctx ends.
 func serve(ctx context.Context, opts serveOptions, logger *slog.Logger) error {
 	c, err := di.New(
 		di.ProvideValue(logger),
 		di.ProvideValue(opts.DB.Config),
 		di.ProvideValue(opts.Auth),
 		di.ProvideValue(opts.HTTP),
+		di.ProvideValue(opts.Secrets),
+		di.ProvideValue(opts.Store),
+		di.ProvideValue(opts.Queue),
+		di.ProvideValue(opts.Reconcile),
+		di.ProvideValue(fleet.SystemClock{}, di.As(new(fleet.Clock))),
 		di.Provide(openDB),
+		di.Provide(secrets.LoadKeyring),
+		di.Provide(postgres.NewStore),
+		di.Provide(postgres.NewQueue),
+		di.Provide(newDeliveries),
 		di.Provide(newRegistry),
 		di.Provide(func(reg *prometheus.Registry) prometheus.Registerer { return reg }),
 		di.Provide(rest.NewHTTPMetrics),
+		di.Provide(func(cfg rest.Config, reg prometheus.Registerer) (*reconcile.Metrics, error) {
+			return reconcile.NewMetrics(cfg.MetricsNamespace(), reg)
+		}),
 		di.Provide(func(cfg auth.Config, l *slog.Logger) (*auth.Verifier, func(), error) {
 			v, err := auth.NewVerifier(ctx, cfg, l.With("component", "auth"), &http.Client{})
 			if err != nil {
@@ -86,8 +114,8 @@ func serve(ctx context.Context, opts serveOptions, logger *slog.Logger) error {
 			}
 			return v, v.Close, nil
 		}, di.As(new(fleet.Authenticator))),
-		di.Provide(func(cfg rest.Config, l *slog.Logger, a fleet.Authenticator, m *rest.HTTPMetrics) (*rest.Server, error) {
-			return rest.NewServer(ctx, cfg, l, a, m)
+		di.Provide(func(cfg rest.Config, l *slog.Logger, a fleet.Authenticator, m *rest.HTTPMetrics, store *postgres.Store) (*rest.Server, error) {
+			return rest.NewServer(ctx, cfg, l, a, m, rest.Services{Registrations: store, Hubs: store, Agents: store})
 		}),
 	)
 	if err != nil {
@@ -103,13 +131,29 @@ func serve(ctx context.Context, opts serveOptions, logger *slog.Logger) error {
 	}
 	var api *rest.Server
 	var registry *prometheus.Registry
-	if err := c.Resolve(&api); err != nil {
-		return fmt.Errorf("serve: %w", err)
+	var workers *reconcilers
+	for _, target := range []any{&api, &registry} {
+		if err := c.Resolve(target); err != nil {
+			return fmt.Errorf("serve: %w", err)
+		}
 	}
-	if err := c.Resolve(&registry); err != nil {
-		return fmt.Errorf("serve: %w", err)
+	if opts.Reconcile.Enabled {
+		if err := c.Invoke(func(store *postgres.Store, queue *postgres.Queue, d map[fleet.DeliveryMode]fleet.Delivery, m *reconcile.Metrics) {
+			workers = startReconcilers(ctx, opts, logger, store, queue, d, m)
+		}); err != nil {
+			return fmt.Errorf("serve: %w", err)
+		}
 	}
-	return runServers(ctx, opts.HTTP, logger, api, db, registry)
+	err = runServers(ctx, opts.HTTP, logger, api, db, registry)
+	if workers != nil {
+		workers.stop()
+	}
+	return err
+}
+
+// newDeliveries returns the Delivery of each mode this build supports.
+func newDeliveries(store *postgres.Store) map[fleet.DeliveryMode]fleet.Delivery {
+	return map[fleet.DeliveryMode]fleet.Delivery{fleet.DeliveryAgent: postgres.NewAgentDelivery(store)}
 }
 
 // checkSchema migrates when asked to, then refuses a schema older than the binary.

@@ -8,6 +8,7 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"sync"
@@ -18,6 +19,7 @@ import (
 
 	"github.com/fleetmanager/fleet-manager/internal/postgres"
 	"github.com/fleetmanager/fleet-manager/internal/postgres/pgtest"
+	"github.com/fleetmanager/fleet-manager/internal/secrets"
 )
 
 // lockedBuffer collects a command's output while it runs.
@@ -52,6 +54,16 @@ func execute(t *testing.T, env map[string]string, args ...string) (stdout, stder
 func dbFlags(cfg postgres.Config) []string {
 	return []string{"--db-host=" + cfg.Host, "--db-port=" + strconv.Itoa(cfg.Port), "--db-user=" + cfg.User,
 		"--db-name=" + cfg.Name, "--db-password=" + cfg.Password}
+}
+
+// keyFlag creates a master key file and returns the flag naming it.
+func keyFlag(t *testing.T) string {
+	t.Helper()
+	path := filepath.Join(t.TempDir(), "master.key")
+	if err := secrets.GenerateKeyFile(path); err != nil {
+		t.Fatal(err)
+	}
+	return "--encryption-key-file=" + path
 }
 
 // freePort returns a loopback port nothing listens on right now.
@@ -114,7 +126,7 @@ func waitHTTP(t *testing.T, url string, want int) {
 func TestServeRefusesAnOlderSchema(t *testing.T) {
 	t.Parallel()
 	cfg := pgtest.NewDatabase(t)
-	args := append([]string{"serve", "--auth-dev-key-dir=" + t.TempDir()}, dbFlags(cfg)...)
+	args := append([]string{"serve", "--auth-dev-key-dir=" + t.TempDir(), keyFlag(t)}, dbFlags(cfg)...)
 	args = append(args, servePorts{freePort(t), freePort(t), freePort(t)}.flags()...)
 	_, _, err := execute(t, nil, args...)
 	if err == nil || !strings.Contains(err.Error(), "run `fleet-manager migrate`") {
@@ -132,7 +144,7 @@ func TestMigrateThenServe(t *testing.T) {
 	}
 	ports := servePorts{freePort(t), freePort(t), freePort(t)}
 	env := map[string]string{"FLEET_MANAGER_DB_DEBUG": "true"}
-	logs, stop := startServe(t, env, append(append(dbFlags(cfg), ports.flags()...), "--auth-dev-key-dir="+keyDir)...)
+	logs, stop := startServe(t, env, append(append(dbFlags(cfg), ports.flags()...), "--auth-dev-key-dir="+keyDir, keyFlag(t))...)
 	health := fmt.Sprintf("http://127.0.0.1:%d", ports.health)
 	waitHTTP(t, health+"/readyz", http.StatusOK)
 
@@ -183,7 +195,7 @@ func TestServeFailsCleanlyWithoutJWKS(t *testing.T) {
 	t.Parallel()
 	_, cfg := pgtest.NewMigratedDatabase(t)
 	ports := servePorts{freePort(t), freePort(t), freePort(t)}
-	args := append(append([]string{"serve"}, dbFlags(cfg)...), ports.flags()...)
+	args := append(append([]string{"serve", keyFlag(t)}, dbFlags(cfg)...), ports.flags()...)
 	args = append(args, fmt.Sprintf("--auth-jwks-url=http://127.0.0.1:%d/jwks.json", freePort(t)), "--auth-issuers=https://sso.example.com")
 	_, _, err := execute(t, nil, args...)
 	if err == nil || !strings.Contains(err.Error(), "jwks") {
@@ -195,7 +207,7 @@ func TestServeMigrateOnStart(t *testing.T) {
 	t.Parallel()
 	cfg := pgtest.NewDatabase(t)
 	ports := servePorts{freePort(t), freePort(t), freePort(t)}
-	args := append(append(dbFlags(cfg), ports.flags()...), "--auth-dev-key-dir="+t.TempDir(), "--migrate-on-start")
+	args := append(append(dbFlags(cfg), ports.flags()...), "--auth-dev-key-dir="+t.TempDir(), "--migrate-on-start", keyFlag(t))
 	_, stop := startServe(t, nil, args...)
 	waitHTTP(t, fmt.Sprintf("http://127.0.0.1:%d/readyz", ports.health), http.StatusOK)
 	if err := stop(); err != nil {

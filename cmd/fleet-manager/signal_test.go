@@ -36,7 +36,7 @@ func TestSIGTERMFinishesInFlightRequest(t *testing.T) {
 	logs := &lockedBuffer{}
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
-	cmd := exec.CommandContext(ctx, binary, append(append([]string{"serve", "--auth-dev-key-dir=" + t.TempDir(),
+	cmd := exec.CommandContext(ctx, binary, append(append([]string{"serve", "--auth-dev-key-dir=" + t.TempDir(), keyFlag(t),
 		"--shutdown-timeout=20s", "--ready-timeout=30s"}, dbFlags(cfg)...), ports.flags()...)...)
 	cmd.Stderr = logs
 	if err := cmd.Start(); err != nil {

@@ -44,6 +44,17 @@ const (
 	CodeUnavailable          ErrorCode = 10
 	CodeBodyTooLarge         ErrorCode = 11
 	CodeUnsupportedMediaType ErrorCode = 12
+	CodeBadSearch            ErrorCode = 13
+	CodeBadOrderBy           ErrorCode = 14
+	CodeQuotaExceeded        ErrorCode = 15
+	CodeOrgNotAllowed        ErrorCode = 16
+	CodeUserNotAllowed       ErrorCode = 17
+	CodeProductNotAccepted   ErrorCode = 18
+	CodeNameTaken            ErrorCode = 19
+	CodeIdempotencyKeyReused ErrorCode = 20
+	CodeHubInUse             ErrorCode = 21
+	CodeAdminRoleRequired    ErrorCode = 22
+	CodeHubIdentityTaken     ErrorCode = 23
 )
 
 // CatalogueEntry describes one error code: its kind and the reason a client sees
@@ -70,6 +81,17 @@ func Catalogue() []CatalogueEntry {
 		{CodeUnavailable, KindUnavailable, "Unavailable", "The service is temporarily unavailable"},
 		{CodeBodyTooLarge, KindTooLarge, "BodyTooLarge", "The request body is larger than allowed"},
 		{CodeUnsupportedMediaType, KindUnsupportedMedia, "UnsupportedMediaType", "The request content type is not supported"},
+		{CodeBadSearch, KindInvalid, "BadSearch", "The search expression is invalid"},
+		{CodeBadOrderBy, KindInvalid, "BadOrderBy", "The orderBy expression is invalid"},
+		{CodeQuotaExceeded, KindForbidden, "QuotaExceeded", "The organisation has reached its quota of cluster registrations"},
+		{CodeOrgNotAllowed, KindForbidden, "OrgNotAllowed", "The organisation may not register clusters"},
+		{CodeUserNotAllowed, KindForbidden, "UserNotAllowed", "The user may not register clusters"},
+		{CodeProductNotAccepted, KindInvalid, "ProductNotAccepted", "The cluster product is not accepted by this service"},
+		{CodeNameTaken, KindConflict, "NameTaken", "The name is already used by another live resource"},
+		{CodeIdempotencyKeyReused, KindConflict, "IdempotencyKeyReused", "The Idempotency-Key was used before with a different request"},
+		{CodeHubInUse, KindConflict, "HubInUse", "The hub still has registrations placed on it"},
+		{CodeAdminRoleRequired, KindForbidden, "AdminRoleRequired", "The caller lacks the administrator role this operation needs"},
+		{CodeHubIdentityTaken, KindConflict, "HubIdentityTaken", "The agent identity is already bound to another hub"},
 	}
 	sort.Slice(entries, func(i, j int) bool { return entries[i].Code < entries[j].Code })
 	return entries

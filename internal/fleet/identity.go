@@ -3,6 +3,7 @@ package fleet
 import (
 	"context"
 	"slices"
+	"time"
 )
 
 // Identity is who a request comes from, as read from its verified token. Which
@@ -44,3 +45,14 @@ func IdentityFromContext(ctx context.Context) (Identity, bool) {
 	id, ok := ctx.Value(identityKey{}).(Identity)
 	return id, ok
 }
+
+// Clock tells the time; reconcilers and services take one so tests control time.
+type Clock interface {
+	Now() time.Time
+}
+
+// SystemClock is the wall clock.
+type SystemClock struct{}
+
+// Now returns the current time.
+func (SystemClock) Now() time.Time { return time.Now() }

@@ -61,7 +61,7 @@ func (c *Config) AddFlags(fs *pflag.FlagSet) {
 	fs.StringVar(&c.Name, "db-name", c.Name, "database name")
 	fs.StringVar(&c.User, "db-user", c.User, "database user")
 	fs.StringVar(&c.Password, "db-password", c.Password, "database password (prefer the secrets directory's db.password)")
-	fs.StringVar(&c.SSLMode, "db-sslmode", c.SSLMode, "libpq sslmode: disable, require, verify-ca or verify-full")
+	fs.StringVar(&c.SSLMode, "db-sslmode", c.SSLMode, "libpq sslmode: disable, allow, prefer, require, verify-ca or verify-full")
 	fs.StringVar(&c.SSLRootCert, "db-sslrootcert", c.SSLRootCert, "CA bundle file for verify-ca/verify-full (e.g. the RDS bundle)")
 	fs.DurationVar(&c.ConnectTimeout, "db-connect-timeout", c.ConnectTimeout, "timeout for opening one database connection")
 	fs.IntVar(&c.MaxOpenConns, "db-max-open-conns", c.MaxOpenConns, "maximum open connections in the pool")

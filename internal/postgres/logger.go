@@ -3,6 +3,7 @@ package postgres
 import (
 	"context"
 	"errors"
+	"fmt"
 	"log/slog"
 	"time"
 
@@ -27,15 +28,15 @@ func newGormLogger(logger *slog.Logger, debug bool, slow time.Duration) gormlogg
 func (l *gormLogger) LogMode(gormlogger.LogLevel) gormlogger.Interface { return l }
 
 func (l *gormLogger) Info(ctx context.Context, msg string, args ...any) {
-	l.logger.InfoContext(ctx, msg, "args", args)
+	l.logger.InfoContext(ctx, fmt.Sprintf(msg, args...))
 }
 
 func (l *gormLogger) Warn(ctx context.Context, msg string, args ...any) {
-	l.logger.WarnContext(ctx, msg, "args", args)
+	l.logger.WarnContext(ctx, fmt.Sprintf(msg, args...))
 }
 
 func (l *gormLogger) Error(ctx context.Context, msg string, args ...any) {
-	l.logger.ErrorContext(ctx, msg, "args", args)
+	l.logger.ErrorContext(ctx, fmt.Sprintf(msg, args...))
 }
 
 // ParamsFilter keeps bound values out of the SQL GORM renders unless debug is on,

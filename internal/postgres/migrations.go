@@ -24,6 +24,7 @@ const migrationLockKey = 7_031_960_114
 func migrations() []*gormigrate.Migration {
 	return []*gormigrate.Migration{
 		migration202611300001Hubs(),
+		migration202611300002Registrations(),
 	}
 }
 

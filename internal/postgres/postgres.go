@@ -21,13 +21,14 @@ type DB struct {
 	name string
 }
 
-// Open connects to the database described by cfg and sets the pool limits. It
-// does not wait for the database: a pool that cannot connect yet is returned,
-// and readiness reports it.
+// Open returns a pool on the database described by cfg, with its limits set.
+// It does not connect: the first query does, and readiness reports a database
+// that does not answer.
 func Open(cfg Config, logger *slog.Logger) (*DB, error) {
 	gdb, err := gorm.Open(postgres.New(postgres.Config{DSN: cfg.DSN()}), &gorm.Config{
 		Logger:                 newGormLogger(logger, cfg.Debug, cfg.SlowThreshold),
 		SkipDefaultTransaction: true,
+		DisableAutomaticPing:   true,
 		TranslateError:         false,
 	})
 	if err != nil {

@@ -37,6 +37,9 @@ type Config struct {
 
 	// PublicPaths are spec paths (relative to BasePath) served without a token.
 	PublicPaths []string
+	// AdminRoles may change hubs; AdminReadRoles may read them.
+	AdminRoles     []string
+	AdminReadRoles []string
 
 	CORS CORSConfig
 }
@@ -68,6 +71,8 @@ func DefaultConfig() Config {
 		ReadyTimeout:       2 * time.Second,
 		MaxBodyBytes:       1 << 20,
 		PublicPaths:        []string{"/openapi", "/errors", "/errors/{id}"},
+		AdminRoles:         []string{"fleet-admin"},
+		AdminReadRoles:     []string{"fleet-admin", "fleet-viewer"},
 		CORS: CORSConfig{
 			AllowedMethods: []string{"GET", "POST", "PUT", "PATCH", "DELETE"},
 			AllowedHeaders: []string{"Authorization", "Content-Type", "If-Match", "Idempotency-Key", OperationIDHeader},
@@ -93,6 +98,8 @@ func (c *Config) AddFlags(fs *pflag.FlagSet) {
 	fs.DurationVar(&c.ReadyTimeout, "ready-timeout", c.ReadyTimeout, "time the readiness check may take")
 	fs.Int64Var(&c.MaxBodyBytes, "api-max-body-bytes", c.MaxBodyBytes, "largest request body accepted")
 	fs.StringSliceVar(&c.PublicPaths, "auth-public-paths", c.PublicPaths, "spec paths, relative to the base path, served without a token")
+	fs.StringSliceVar(&c.AdminRoles, "admin-roles", c.AdminRoles, "roles that may change hubs through the admin API")
+	fs.StringSliceVar(&c.AdminReadRoles, "admin-read-roles", c.AdminReadRoles, "roles that may read hubs through the admin API")
 	fs.StringSliceVar(&c.CORS.AllowedOrigins, "cors-allowed-origins", c.CORS.AllowedOrigins, "origins allowed by CORS (empty: CORS off)")
 	fs.StringSliceVar(&c.CORS.AllowedMethods, "cors-allowed-methods", c.CORS.AllowedMethods, "methods allowed by CORS")
 	fs.StringSliceVar(&c.CORS.AllowedHeaders, "cors-allowed-headers", c.CORS.AllowedHeaders, "request headers allowed by CORS")
@@ -136,6 +143,9 @@ func (c Config) Validate() error {
 		if !strings.HasPrefix(path, "/") {
 			p.Addf("auth-public-paths", "%q must start with /", path)
 		}
+	}
+	if len(c.AdminRoles) == 0 {
+		p.Addf("admin-roles", "at least one role is required, or nobody could register a hub")
 	}
 	if c.CORS.AllowCredentials && containsWildcard(c.CORS.AllowedOrigins) {
 		p.Addf("cors-allow-credentials", "cannot be true while --cors-allowed-origins contains *")

@@ -87,7 +87,7 @@ func TestHandlerRefusesUnknownPublicPath(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	srv, err := rest.NewServer(context.Background(), cfg, discard(), nil, metrics)
+	srv, err := rest.NewServer(context.Background(), cfg, discard(), nil, metrics, rest.Services{})
 	if err != nil {
 		t.Fatalf("NewServer(): %v", err)
 	}

@@ -3,6 +3,7 @@ package rest_test
 import (
 	"bytes"
 	"context"
+	"crypto/rand"
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
@@ -14,8 +15,12 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/fleetmanager/fleet-manager/internal/auth"
+	"github.com/fleetmanager/fleet-manager/internal/fleet"
+	"github.com/fleetmanager/fleet-manager/internal/postgres"
+	"github.com/fleetmanager/fleet-manager/internal/postgres/pgtest"
 	"github.com/fleetmanager/fleet-manager/internal/rest"
 	"github.com/fleetmanager/fleet-manager/internal/rest/apitest"
+	"github.com/fleetmanager/fleet-manager/internal/secrets"
 	"github.com/fleetmanager/fleet-manager/openapi"
 	"github.com/fleetmanager/fleet-manager/pkg/api/public"
 )
@@ -76,6 +81,7 @@ type apiEnv struct {
 	client   *public.ClientWithResponses
 	registry *prometheus.Registry
 	logs     *syncBuffer
+	store    *postgres.Store
 }
 
 func newAPIEnv(t *testing.T, f flavour) *apiEnv {
@@ -100,7 +106,9 @@ func newAPIEnv(t *testing.T, f flavour) *apiEnv {
 	if err != nil {
 		t.Fatalf("NewHTTPMetrics(): %v", err)
 	}
-	srv, err := rest.NewServer(context.Background(), f.http, logger, verifier, metrics)
+	store := newStore(t)
+	srv, err := rest.NewServer(context.Background(), f.http, logger, verifier, metrics,
+		rest.Services{Registrations: store, Hubs: store, Agents: store})
 	if err != nil {
 		t.Fatalf("NewServer(): %v", err)
 	}
@@ -116,7 +124,22 @@ func newAPIEnv(t *testing.T, f flavour) *apiEnv {
 	if err != nil {
 		t.Fatalf("NewClientWithResponses(): %v", err)
 	}
-	return &apiEnv{flavour: f, key: key, base: base, server: ts, client: client, registry: reg, logs: logs}
+	return &apiEnv{flavour: f, key: key, base: base, server: ts, client: client, registry: reg, logs: logs, store: store}
+}
+
+// newStore returns a store on a fresh, migrated database.
+func newStore(t *testing.T) *postgres.Store {
+	t.Helper()
+	db, _ := pgtest.NewMigratedDatabase(t)
+	key := make([]byte, 32)
+	_, _ = rand.Read(key)
+	keyring, err := secrets.NewKeyring(key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg := postgres.DefaultStoreConfig()
+	cfg.MaxPageSize = 50
+	return postgres.NewStore(db, keyring, fleet.SystemClock{}, cfg)
 }
 
 // serveJWKS serves the JWKS file at /jwks.json, read at every request so a

@@ -15,22 +15,36 @@ import (
 	"github.com/fleetmanager/fleet-manager/openapi"
 )
 
+// Services are the domain services the handlers call.
+type Services struct {
+	Registrations fleet.RegistrationService
+	Hubs          fleet.HubService
+	Agents        fleet.AgentService
+}
+
 // Server is the API server's handler set.
 type Server struct {
-	cfg     Config
-	logger  *slog.Logger
-	auth    fleet.Authenticator
-	metrics *HTTPMetrics
-	public  *spec
+	cfg      Config
+	logger   *slog.Logger
+	auth     fleet.Authenticator
+	metrics  *HTTPMetrics
+	services Services
+	specs    []*spec
+	public   *spec
 }
 
 // NewServer loads the embedded specifications and returns the API server.
-func NewServer(ctx context.Context, cfg Config, logger *slog.Logger, auth fleet.Authenticator, metrics *HTTPMetrics) (*Server, error) {
-	public, err := loadSpec(ctx, openapi.Specs, openapi.Public, cfg.BasePath)
-	if err != nil {
-		return nil, err
+func NewServer(ctx context.Context, cfg Config, logger *slog.Logger, auth fleet.Authenticator, metrics *HTTPMetrics, services Services) (*Server, error) {
+	s := &Server{cfg: cfg, logger: logger.With("component", "api"), auth: auth, metrics: metrics, services: services}
+	for _, file := range openapi.All() {
+		sp, err := loadSpec(ctx, openapi.Specs, file, cfg.BasePath)
+		if err != nil {
+			return nil, err
+		}
+		s.specs = append(s.specs, sp)
 	}
-	return &Server{cfg: cfg, logger: logger.With("component", "api"), auth: auth, metrics: metrics, public: public}, nil
+	s.public = s.specs[0]
+	return s, nil
 }
 
 // handlers maps each operation id of the specs to its handler. An operation
@@ -41,6 +55,19 @@ func (s *Server) handlers() map[string]handlerFunc {
 		"listErrors":     s.handleErrorList,
 		"getError":       s.handleErrorGet,
 		"getCurrentUser": s.handleCurrentUserGet,
+		"listClusters":   s.handleClusterList,
+		"createCluster":  s.handleClusterCreate,
+		"getCluster":     s.handleClusterGet,
+		"updateCluster":  s.handleClusterUpdate,
+		"deleteCluster":  s.handleClusterDelete,
+		"listHubs":       s.requireRole(s.cfg.AdminReadRoles, s.handleHubList),
+		"createHub":      s.requireRole(s.cfg.AdminRoles, s.handleHubCreate),
+		"getHub":         s.requireRole(s.cfg.AdminReadRoles, s.handleHubGet),
+		"updateHub":      s.requireRole(s.cfg.AdminRoles, s.handleHubUpdate),
+		"deleteHub":      s.requireRole(s.cfg.AdminRoles, s.handleHubDelete),
+		"cordonHub":      s.requireRole(s.cfg.AdminRoles, s.handleHubCordon(true)),
+		"uncordonHub":    s.requireRole(s.cfg.AdminRoles, s.handleHubCordon(false)),
+		"putHubStatus":   s.handleHubStatusPut,
 	}
 }
 
@@ -57,7 +84,7 @@ func (s *Server) Handler() (http.Handler, error) {
 	})
 	handlers := s.handlers()
 	used := map[string]bool{}
-	for _, op := range s.public.operations() {
+	for _, op := range s.operations() {
 		id := op.route.Operation.OperationID
 		h, ok := handlers[id]
 		if !ok {
@@ -74,11 +101,30 @@ func (s *Server) Handler() (http.Handler, error) {
 		}
 	}
 	for _, p := range s.cfg.PublicPaths {
-		if s.public.doc.Paths.Value(p) == nil {
+		if !s.hasPath(p) {
 			return nil, fmt.Errorf("--auth-public-paths: %s is not a path of the API", p)
 		}
 	}
 	return s.withObservability(s.withCORS(router)), nil
+}
+
+// operations lists the operations of every spec.
+func (s *Server) operations() []operation {
+	var ops []operation
+	for _, sp := range s.specs {
+		ops = append(ops, sp.operations()...)
+	}
+	return ops
+}
+
+// hasPath reports whether a spec has path.
+func (s *Server) hasPath(path string) bool {
+	for _, sp := range s.specs {
+		if sp.doc.Paths.Value(path) != nil {
+			return true
+		}
+	}
+	return false
 }
 
 // adapt turns a handlerFunc into an http.Handler that writes its error.

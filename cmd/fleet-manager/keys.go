@@ -1,0 +1,69 @@
+package main
+
+import (
+	"fmt"
+
+	"github.com/spf13/cobra"
+
+	"github.com/fleetmanager/fleet-manager/internal/fleet"
+	"github.com/fleetmanager/fleet-manager/internal/postgres"
+	"github.com/fleetmanager/fleet-manager/internal/secrets"
+)
+
+func newGenerateKeyCommand() *cobra.Command {
+	return &cobra.Command{
+		Use:   "generate-key FILE",
+		Short: "Write a new random master key for --encryption-key-file (mode 0600; never overwrites)",
+		Args:  cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			if err := secrets.GenerateKeyFile(args[0]); err != nil {
+				return err
+			}
+			fmt.Fprintf(cmd.OutOrStdout(), "wrote a new master key to %s\n", args[0])
+			return nil
+		},
+	}
+}
+
+func newRotateKeysCommand(env lookupEnv) *cobra.Command {
+	logOpts, dbOpts, keyOpts := defaultLogOptions(), defaultDBOptions(), secrets.DefaultConfig()
+	batch := 100
+	cmd := &cobra.Command{
+		Use:   "rotate-keys",
+		Short: "Re-wrap every stored secret under the current master key",
+		Long: "Re-wrap every stored secret whose data key is wrapped by a retired master key (--encryption-old-key-files) " +
+			"under the current one (--encryption-key-file). Values themselves are not re-encrypted. Safe to run beside serve; " +
+			"once it reports zero left, the old key files can be removed from the configuration.",
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			if err := complete(cmd.Flags(), env, &dbOpts.SecretsDir); err != nil {
+				return err
+			}
+			if err := joinProblems(logOpts.validate, dbOpts.Validate, keyOpts.Validate); err != nil {
+				return err
+			}
+			keyring, err := secrets.LoadKeyring(keyOpts)
+			if err != nil {
+				return err
+			}
+			logger := logOpts.newLogger(cmd.ErrOrStderr(), "rotate-keys")
+			db, err := postgres.Open(dbOpts.Config, logger)
+			if err != nil {
+				return err
+			}
+			defer db.Close()
+			store := postgres.NewStore(db, keyring, fleet.SystemClock{}, postgres.DefaultStoreConfig())
+			n, err := store.RewrapSecrets(cmd.Context(), batch)
+			if err != nil {
+				return err
+			}
+			fmt.Fprintf(cmd.OutOrStdout(), "re-wrapped %d secrets under key %s\n", n, keyring.PrimaryKeyID())
+			return nil
+		},
+	}
+	logOpts.addFlags(cmd.Flags())
+	dbOpts.addFlags(cmd.Flags())
+	keyOpts.AddFlags(cmd.Flags())
+	cmd.Flags().IntVar(&batch, "batch-size", batch, "rows re-wrapped per query")
+	return cmd
+}

@@ -1,0 +1,170 @@
+package fleet
+
+import (
+	"context"
+	"slices"
+	"time"
+)
+
+// DeliveryMode is how a hub receives its registrations' objects.
+type DeliveryMode string
+
+// The delivery modes (ARCHITECTURE.md sections 5 and 6).
+const (
+	DeliveryAgent       DeliveryMode = "agent"
+	DeliverySyncSetOCM  DeliveryMode = "syncset-ocm"
+	DeliverySyncSetHive DeliveryMode = "syncset-hive"
+)
+
+// DeliveryModes lists every delivery mode.
+func DeliveryModes() []DeliveryMode {
+	return []DeliveryMode{DeliveryAgent, DeliverySyncSetOCM, DeliverySyncSetHive}
+}
+
+// Hub conditions and reasons.
+const (
+	ConditionHubReady       = "Ready"
+	ReasonHeartbeatFresh    = "HeartbeatReceived"
+	ReasonHeartbeatTimeout  = "HeartbeatTimeout"
+	ReasonAwaitingHeartbeat = "AwaitingFirstHeartbeat"
+	ReasonNoAgentNeeded     = "DeliveredBySyncSet"
+)
+
+// Hub is an RHACM hub the fleet manager may place registrations on.
+type Hub struct {
+	ID            string
+	Name          string
+	Zone          string
+	Region        string
+	CloudProvider string
+	DeliveryMode  DeliveryMode
+	// Capacity is the most registrations the hub takes.
+	Capacity int
+	// AgentIdentity is the agent-identity claim its fleetshard-sync carries.
+	AgentIdentity string
+	// OwnerOrgID makes the hub customer-managed: all its clusters are that org's.
+	OwnerOrgID     string
+	Cordoned       bool
+	HasCredentials bool
+	Conditions     Conditions
+	PlacedCount    int
+	// Revision moves whenever the hub's desired set changes.
+	Revision int64
+	// AppliedRevision is the last revision its agent reported applied.
+	AppliedRevision int64
+	LastHeartbeatAt *time.Time
+	AgentVersion    string
+	Generation      int64
+	CreatedAt       time.Time
+	UpdatedAt       time.Time
+}
+
+// HubCreate is what an SRE registers.
+type HubCreate struct {
+	Name          string
+	Zone          string
+	Region        string
+	CloudProvider string
+	DeliveryMode  DeliveryMode
+	Capacity      int
+	AgentIdentity string
+	OwnerOrgID    string
+	// Credentials for SyncSet delivery; write-only, stored encrypted.
+	Credentials map[string]string
+}
+
+// HubUpdate changes a hub; nil fields are left alone.
+type HubUpdate struct {
+	Region        *string
+	CloudProvider *string
+	DeliveryMode  *DeliveryMode
+	Capacity      *int
+	AgentIdentity *string
+	OwnerOrgID    *string
+	Credentials   *map[string]string
+}
+
+// Validate checks a hub registration; errors carry CodeValidation.
+func (c HubCreate) Validate() error {
+	if !dnsLabel.MatchString(c.Name) {
+		return Errorf(CodeValidation, "name %q must be a DNS label", c.Name)
+	}
+	if !regionOrZone.MatchString(c.Zone) {
+		return Errorf(CodeValidation, "zone %q must be a DNS label", c.Zone)
+	}
+	if !regionOrZone.MatchString(c.Region) {
+		return Errorf(CodeValidation, "region %q must be a DNS label", c.Region)
+	}
+	return validateHubFields(c.DeliveryMode, c.Capacity, c.AgentIdentity)
+}
+
+// Validate checks an update against the hub it changes.
+func (u HubUpdate) Validate(current Hub) error {
+	if u.Region != nil && !regionOrZone.MatchString(*u.Region) {
+		return Errorf(CodeValidation, "region %q must be a DNS label", *u.Region)
+	}
+	mode, capacity, identity := current.DeliveryMode, current.Capacity, current.AgentIdentity
+	if u.DeliveryMode != nil {
+		mode = *u.DeliveryMode
+	}
+	if u.Capacity != nil {
+		capacity = *u.Capacity
+		if capacity < current.PlacedCount {
+			return Errorf(CodeValidation, "capacity %d is below the %d registrations placed on the hub", capacity, current.PlacedCount)
+		}
+	}
+	if u.AgentIdentity != nil {
+		identity = *u.AgentIdentity
+	}
+	return validateHubFields(mode, capacity, identity)
+}
+
+func validateHubFields(mode DeliveryMode, capacity int, identity string) error {
+	if !slices.Contains(DeliveryModes(), mode) {
+		return Errorf(CodeValidation, "delivery_mode %q is not one of %v", mode, DeliveryModes())
+	}
+	if capacity < 0 || capacity > 1_000_000 {
+		return Errorf(CodeValidation, "capacity must be between 0 and 1000000 (got %d)", capacity)
+	}
+	if mode == DeliveryAgent && identity == "" {
+		return Errorf(CodeValidation, "agent_identity is required for delivery_mode agent")
+	}
+	return nil
+}
+
+// HubService is the SREs' register of hubs.
+type HubService interface {
+	// CreateHub registers a hub. Errors: CodeValidation, CodeNameTaken, CodeHubIdentityTaken.
+	CreateHub(ctx context.Context, create HubCreate) (Hub, error)
+	// FindHub returns a live hub. Errors: CodeNotFound.
+	FindHub(ctx context.Context, id string) (Hub, error)
+	// ListHubs returns a page of hubs and their total. Errors: CodeBadSearch, CodeBadOrderBy.
+	ListHubs(ctx context.Context, q ListQuery) ([]Hub, int, error)
+	// UpdateHub changes a hub; ifMatch, when not nil, must be its generation.
+	// Errors: CodeNotFound, CodeValidation, CodePreconditionFailed, CodeHubIdentityTaken.
+	UpdateHub(ctx context.Context, id string, ifMatch *int64, update HubUpdate) (Hub, error)
+	// SetHubCordoned stops (or resumes) new placements on a hub. Errors: CodeNotFound.
+	SetHubCordoned(ctx context.Context, id string, cordoned bool) (Hub, error)
+	// DeleteHub removes a hub with no registrations placed on it.
+	// Errors: CodeNotFound, CodeHubInUse.
+	DeleteHub(ctx context.Context, id string) error
+}
+
+// HubHeartbeat is what a hub's agent reports with each status call.
+type HubHeartbeat struct {
+	AgentVersion         string
+	AgentStartGeneration int64
+	// AppliedRevision acknowledges the desired set the agent has applied.
+	AppliedRevision int64
+	Conditions      Conditions
+}
+
+// AgentService is what fleetshard-sync agents call.
+type AgentService interface {
+	// FindAgentHub returns the hub bound to the agent identity. Errors:
+	// CodeNotFound when hubID is not that hub (its existence is not revealed).
+	FindAgentHub(ctx context.Context, hubID, agentIdentity string) (Hub, error)
+	// RecordHubHeartbeat stores an agent's status report and acknowledgement.
+	// Errors: CodeNotFound as for FindAgentHub.
+	RecordHubHeartbeat(ctx context.Context, hubID, agentIdentity string, hb HubHeartbeat) (Hub, error)
+}

@@ -1,0 +1,101 @@
+package fleet
+
+import (
+	"context"
+	"time"
+)
+
+// WorkKind names a reconciler's queue of registrations.
+type WorkKind string
+
+// The registration work queues.
+const (
+	// WorkProvision is registrations to place and deliver (provisioning_mgr).
+	WorkProvision WorkKind = "provision"
+	// WorkDeprovision is registrations to take off their hub (deleting_mgr).
+	WorkDeprovision WorkKind = "deprovision"
+)
+
+// Claim is a registration a reconciler holds until its lease ends.
+type Claim struct {
+	Registration Registration
+	// Attempts counts failed passes since the last success.
+	Attempts int
+}
+
+// Outcome is what one reconcile pass decided for a claimed registration:
+// its new status, and when it needs another pass.
+type Outcome struct {
+	ID                 string
+	Conditions         Conditions
+	ObservedGeneration int64
+	// RequeueAfter asks for another pass after this long; 0 waits for a wake-up
+	// or the periodic resync.
+	RequeueAfter time.Duration
+	// Err records a failed pass: the queue backs off exponentially.
+	Err error
+	// Delete soft-deletes the registration and frees its hub's capacity.
+	Delete bool
+}
+
+// DeliveryReport says whether a delivery step is done on the hub.
+type DeliveryReport struct {
+	// Done is true when the hub holds the objects (Deliver) or confirmed their
+	// removal (Withdraw).
+	Done    bool
+	Reason  string
+	Message string
+}
+
+// Delivery puts a registration's objects on a hub and takes them off. There is
+// one implementation per delivery mode; the reconcilers do not branch on it.
+type Delivery interface {
+	// Deliver makes hub hold reg's current objects; calling it again for an
+	// unchanged registration changes nothing.
+	Deliver(ctx context.Context, hub Hub, reg Registration) (DeliveryReport, error)
+	// Withdraw removes reg's objects from hub; calling it again is harmless.
+	Withdraw(ctx context.Context, hub Hub, reg Registration) (DeliveryReport, error)
+}
+
+// RegistrationQueue is the reconcilers' view of the registrations.
+type RegistrationQueue interface {
+	// ClaimRegistrations leases up to limit registrations due for work of kind.
+	ClaimRegistrations(ctx context.Context, kind WorkKind, owner string, limit int, lease time.Duration) ([]Claim, error)
+	// PlaceRegistration chooses a hub for a claimed registration among those
+	// whose delivery mode is in modes; nil when no hub has room.
+	PlaceRegistration(ctx context.Context, id, owner string, modes []DeliveryMode) (*Hub, error)
+	// FindHub returns a live hub. Errors: CodeNotFound.
+	FindHub(ctx context.Context, id string) (Hub, error)
+	// CompleteRegistration records a pass's outcome and releases the claim; false
+	// when the claim was lost to another replica (the outcome is dropped).
+	CompleteRegistration(ctx context.Context, owner string, out Outcome) (bool, error)
+	// NextDue returns how long until the next registration of kind is due, and
+	// false when none is scheduled.
+	NextDue(ctx context.Context, kind WorkKind) (time.Duration, bool, error)
+}
+
+// HubLiveness is a hub with the freshness of its last heartbeat, judged by the
+// database's clock.
+type HubLiveness struct {
+	Hub            Hub
+	HeartbeatFresh bool
+}
+
+// HubMonitor is hub_mgr's view of the hubs.
+type HubMonitor interface {
+	// ListHubLiveness returns every live hub.
+	ListHubLiveness(ctx context.Context) ([]HubLiveness, error)
+	// SetHubConditions writes a hub's conditions.
+	SetHubConditions(ctx context.Context, id string, conds Conditions) error
+	// RequeueUnplaced wakes unplaced registrations of zones where a ready hub
+	// (with a delivery mode in modes) has room; it returns how many.
+	RequeueUnplaced(ctx context.Context, modes []DeliveryMode) (int, error)
+}
+
+// FleetStats are gauges of the fleet.
+type FleetStats struct {
+	// QueueDepth counts registrations due for work, per kind.
+	QueueDepth map[WorkKind]int
+	// Phases counts live registrations per phase.
+	Phases map[Phase]int
+}

@@ -1,0 +1,197 @@
+package postgres
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"gorm.io/gorm"
+
+	"github.com/fleetmanager/fleet-manager/internal/fleet"
+)
+
+// AgentDelivery delivers registrations to hubs that run fleetshard-sync: it
+// publishes them into the hub's desired set (the hub's live, not withdrawn
+// registrations), bumps the hub's revision and wakes the agent's long-poll.
+// The hub holds the objects once its agent acknowledges that revision.
+type AgentDelivery struct {
+	store *Store
+}
+
+// NewAgentDelivery returns the delivery of the agent mode.
+func NewAgentDelivery(store *Store) *AgentDelivery { return &AgentDelivery{store: store} }
+
+// Deliver publishes reg's current generation once, then reports whether the
+// agent acknowledged a revision that carries it.
+func (d *AgentDelivery) Deliver(ctx context.Context, hub fleet.Hub, reg fleet.Registration) (fleet.DeliveryReport, error) {
+	var published, applied int64
+	err := d.store.transact(ctx, func(tx *gorm.DB) error {
+		row, err := lockPlaced(tx, reg.ID, hub.ID)
+		if err != nil {
+			return err
+		}
+		if row.PublishedRevision != nil && deref64(row.PublishedGeneration) == row.Generation {
+			published = *row.PublishedRevision
+			applied, err = appliedRevision(tx, hub.ID)
+			return err
+		}
+		published, applied, err = bumpRevision(tx, hub.ID)
+		if err != nil {
+			return err
+		}
+		return tx.Exec(`UPDATE registrations SET published_revision = ?, published_generation = generation WHERE id = ?`, published, reg.ID).Error
+	})
+	if err != nil {
+		return fleet.DeliveryReport{}, fmt.Errorf("Deliver(%s to %s): %w", reg.ID, hub.Name, err)
+	}
+	if applied >= published {
+		return fleet.DeliveryReport{Done: true, Reason: fleet.ReasonAcknowledged,
+			Message: fmt.Sprintf("the agent of hub %s applied revision %d", hub.Name, applied)}, nil
+	}
+	return fleet.DeliveryReport{Reason: fleet.ReasonPublished,
+		Message: fmt.Sprintf("published in revision %d of hub %s; the agent applied %d so far", published, hub.Name, applied)}, nil
+}
+
+// Withdraw takes reg out of the hub's desired set once, then reports whether
+// the agent acknowledged a revision without it.
+func (d *AgentDelivery) Withdraw(ctx context.Context, hub fleet.Hub, reg fleet.Registration) (fleet.DeliveryReport, error) {
+	var withdrawn, applied int64
+	err := d.store.transact(ctx, func(tx *gorm.DB) error {
+		row, err := lockPlaced(tx, reg.ID, hub.ID)
+		if err != nil {
+			return err
+		}
+		if row.WithdrawnRevision != nil {
+			withdrawn = *row.WithdrawnRevision
+			applied, err = appliedRevision(tx, hub.ID)
+			return err
+		}
+		withdrawn, applied, err = bumpRevision(tx, hub.ID)
+		if err != nil {
+			return err
+		}
+		return tx.Exec(`UPDATE registrations SET withdrawn_revision = ? WHERE id = ?`, withdrawn, reg.ID).Error
+	})
+	if err != nil {
+		return fleet.DeliveryReport{}, fmt.Errorf("Withdraw(%s from %s): %w", reg.ID, hub.Name, err)
+	}
+	if applied >= withdrawn {
+		return fleet.DeliveryReport{Done: true, Reason: fleet.ReasonRemoved,
+			Message: fmt.Sprintf("the agent of hub %s applied revision %d without it", hub.Name, applied)}, nil
+	}
+	return fleet.DeliveryReport{Reason: fleet.ReasonWithdrawing,
+		Message: fmt.Sprintf("withdrawn in revision %d of hub %s; the agent applied %d so far", withdrawn, hub.Name, applied)}, nil
+}
+
+func lockPlaced(tx *gorm.DB, id, hubID string) (registrationRow, error) {
+	var row registrationRow
+	err := tx.Raw(`SELECT * FROM registrations WHERE id = ? AND hub_id = ? FOR UPDATE`, id, hubID).Take(&row).Error
+	if errors.Is(err, gorm.ErrRecordNotFound) {
+		return row, fleet.Errorf(fleet.CodeConflict, "registration %s is not placed on hub %s", id, hubID)
+	}
+	return row, err
+}
+
+// bumpRevision moves a hub's desired-set revision and wakes its agent.
+func bumpRevision(tx *gorm.DB, hubID string) (revision, applied int64, err error) {
+	var r struct{ Revision, AppliedRevision int64 }
+	err = tx.Raw(`UPDATE hubs SET revision = revision + 1 WHERE id = ? RETURNING revision, applied_revision`, hubID).Scan(&r).Error
+	if err != nil {
+		return 0, 0, err
+	}
+	return r.Revision, r.AppliedRevision, notify(tx, ChannelHubRevision, hubID)
+}
+
+func appliedRevision(tx *gorm.DB, hubID string) (int64, error) {
+	var applied int64
+	err := tx.Raw(`SELECT applied_revision FROM hubs WHERE id = ?`, hubID).Scan(&applied).Error
+	return applied, err
+}
+
+func deref64(p *int64) int64 {
+	if p == nil {
+		return 0
+	}
+	return *p
+}
+
+// FindAgentHub returns the hub bound to agentIdentity; any other hub is not
+// found, so an agent learns nothing of hubs not its own.
+func (s *Store) FindAgentHub(ctx context.Context, hubID, agentIdentity string) (fleet.Hub, error) {
+	var row hubRow
+	err := s.db.Gorm.WithContext(ctx).Where("id = ? AND agent_identity = ? AND deleted_at IS NULL", hubID, agentIdentity).Take(&row).Error
+	if errors.Is(err, gorm.ErrRecordNotFound) || agentIdentity == "" {
+		return fleet.Hub{}, notFound("hub", hubID)
+	}
+	if err != nil {
+		return fleet.Hub{}, fmt.Errorf("FindAgentHub(%s): %w", hubID, err)
+	}
+	return row.toHub(), nil
+}
+
+// RecordHubHeartbeat stores an agent's report. An acknowledgement of a newer
+// revision wakes the registrations it delivers or withdraws; a hub that comes
+// back from silence wakes hub_mgr, so waiting registrations are placed.
+func (s *Store) RecordHubHeartbeat(ctx context.Context, hubID, agentIdentity string, hb fleet.HubHeartbeat) (fleet.Hub, error) {
+	err := s.transact(ctx, func(tx *gorm.DB) error {
+		var old struct {
+			AppliedRevision int64
+			Revision        int64
+			WasReady        bool
+			Conditions      fleet.Conditions `gorm:"serializer:json"`
+		}
+		err := tx.Raw(`SELECT applied_revision, revision, conditions, coalesce(last_heartbeat_at > now() - make_interval(secs => ?), false) AS was_ready
+FROM hubs WHERE id = ? AND agent_identity = ? AND deleted_at IS NULL FOR UPDATE`, s.cfg.HeartbeatTimeout.Seconds(), hubID, agentIdentity).Take(&old).Error
+		if errors.Is(err, gorm.ErrRecordNotFound) || agentIdentity == "" {
+			return notFound("hub", hubID)
+		}
+		if err != nil {
+			return err
+		}
+		applied := max(old.AppliedRevision, min(hb.AppliedRevision, old.Revision))
+		err = tx.Exec(`UPDATE hubs SET last_heartbeat_at = now(), agent_version = ?, agent_start_generation = ?, applied_revision = ?,
+	conditions = ? WHERE id = ?`, hb.AgentVersion, hb.AgentStartGeneration, applied, jsonText(mergeAgentConditions(old.Conditions, hb.Conditions, s.clock.Now())), hubID).Error
+		if err != nil {
+			return err
+		}
+		if err := s.wakeAcknowledged(tx, hubID, old.AppliedRevision, applied); err != nil {
+			return err
+		}
+		if !old.WasReady {
+			return notify(tx, ChannelHubs, hubID)
+		}
+		return nil
+	})
+	if err != nil {
+		return fleet.Hub{}, fmt.Errorf("RecordHubHeartbeat(%s): %w", hubID, err)
+	}
+	return s.FindHub(ctx, hubID)
+}
+
+// wakeAcknowledged queues the registrations whose publication or withdrawal
+// the revisions in (from, to] acknowledged.
+func (s *Store) wakeAcknowledged(tx *gorm.DB, hubID string, from, to int64) error {
+	if to <= from {
+		return nil
+	}
+	res := tx.Exec(`UPDATE registrations SET next_attempt_at = now()
+WHERE hub_id = ? AND deleted_at IS NULL
+  AND (published_revision > ? AND published_revision <= ? OR withdrawn_revision > ? AND withdrawn_revision <= ?)
+  AND (next_attempt_at IS NULL OR next_attempt_at > now())`, hubID, from, to, from, to)
+	if res.Error != nil || res.RowsAffected == 0 {
+		return res.Error
+	}
+	return notify(tx, ChannelRegistrations, hubID)
+}
+
+// mergeAgentConditions keeps the conditions an agent reports about its hub,
+// except Ready, which hub_mgr derives from the heartbeats themselves.
+func mergeAgentConditions(current, reported fleet.Conditions, now time.Time) fleet.Conditions {
+	for _, c := range reported {
+		if c.Type != fleet.ConditionHubReady && c.Type != "" {
+			current = current.Set(c, now)
+		}
+	}
+	return current
+}

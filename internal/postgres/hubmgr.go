@@ -1,0 +1,77 @@
+package postgres
+
+import (
+	"context"
+	"fmt"
+
+	"gorm.io/gorm"
+
+	"github.com/fleetmanager/fleet-manager/internal/fleet"
+)
+
+// ListHubLiveness returns every live hub with its heartbeat freshness.
+func (s *Store) ListHubLiveness(ctx context.Context) ([]fleet.HubLiveness, error) {
+	var rows []hubRow
+	err := s.db.Gorm.WithContext(ctx).Raw(`SELECT h.*, coalesce(h.last_heartbeat_at > now() - make_interval(secs => ?), false) AS heartbeat_fresh
+FROM hubs h WHERE h.deleted_at IS NULL ORDER BY h.id`, s.cfg.HeartbeatTimeout.Seconds()).Scan(&rows).Error
+	if err != nil {
+		return nil, fmt.Errorf("ListHubLiveness(): %w", err)
+	}
+	out := make([]fleet.HubLiveness, len(rows))
+	for i, r := range rows {
+		out[i] = fleet.HubLiveness{Hub: r.toHub(), HeartbeatFresh: r.HeartbeatFresh}
+	}
+	return out, nil
+}
+
+// SetHubConditions writes a hub's conditions (status, not spec: no generation bump).
+func (s *Store) SetHubConditions(ctx context.Context, id string, conds fleet.Conditions) error {
+	err := s.db.Gorm.WithContext(ctx).Exec(`UPDATE hubs SET conditions = ?, updated_at = now() WHERE id = ?`, jsonText(conds), id).Error
+	return wrapErr("SetHubConditions", id, err)
+}
+
+// RequeueUnplaced wakes the unplaced registrations of every zone where a ready
+// hub has room; it returns how many.
+func (s *Store) RequeueUnplaced(ctx context.Context, modes []fleet.DeliveryMode) (int, error) {
+	var n int64
+	err := s.transact(ctx, func(tx *gorm.DB) error {
+		res := tx.Exec(`UPDATE registrations r SET next_attempt_at = now()
+WHERE r.hub_id IS NULL AND r.deleted_at IS NULL AND r.deletion_requested_at IS NULL
+  AND (r.next_attempt_at IS NULL OR r.next_attempt_at > now())
+  AND EXISTS (SELECT 1 FROM hubs h WHERE h.zone = r.zone AND h.deleted_at IS NULL AND NOT h.cordoned
+              AND h.placed_count < h.capacity AND h.delivery_mode IN ? AND `+hubReadySQL+`)`,
+			modeStrings(modes), s.cfg.HeartbeatTimeout.Seconds())
+		if res.Error != nil || res.RowsAffected == 0 {
+			return res.Error
+		}
+		n = res.RowsAffected
+		return notify(tx, ChannelRegistrations, "requeue")
+	})
+	return int(n), wrapErr("RequeueUnplaced", "", err)
+}
+
+// Stats reads the fleet's gauges.
+func (s *Store) Stats(ctx context.Context) (fleet.FleetStats, error) {
+	stats := fleet.FleetStats{QueueDepth: map[fleet.WorkKind]int{}, Phases: map[fleet.Phase]int{}}
+	err := s.db.Gorm.WithContext(ctx).Transaction(func(tx *gorm.DB) error {
+		var depth struct{ Provision, Deprovision int }
+		if err := tx.Raw(`SELECT count(*) FILTER (WHERE deletion_requested_at IS NULL) AS provision,
+	count(*) FILTER (WHERE deletion_requested_at IS NOT NULL) AS deprovision
+FROM registrations WHERE deleted_at IS NULL AND next_attempt_at <= now()`).Scan(&depth).Error; err != nil {
+			return err
+		}
+		stats.QueueDepth[fleet.WorkProvision], stats.QueueDepth[fleet.WorkDeprovision] = depth.Provision, depth.Deprovision
+		var phases []struct {
+			Phase string
+			N     int
+		}
+		if err := tx.Raw(`SELECT phase, count(*) AS n FROM registrations WHERE deleted_at IS NULL GROUP BY phase`).Scan(&phases).Error; err != nil {
+			return err
+		}
+		for _, p := range phases {
+			stats.Phases[fleet.Phase(p.Phase)] = p.N
+		}
+		return nil
+	})
+	return stats, wrapErr("Stats", "", err)
+}

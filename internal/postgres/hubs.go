@@ -1,0 +1,297 @@
+package postgres
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"time"
+
+	"gorm.io/gorm"
+
+	"github.com/fleetmanager/fleet-manager/internal/fleet"
+)
+
+// hubRow is a row of hubs.
+type hubRow struct {
+	ID                   string
+	CreatedAt            time.Time
+	UpdatedAt            time.Time
+	DeletedAt            *time.Time
+	Generation           int64
+	Name                 string
+	Zone                 string
+	Region               string
+	CloudProvider        string
+	DeliveryMode         string
+	Capacity             int
+	AgentIdentity        *string
+	OwnerOrgID           *string
+	Cordoned             bool
+	Credentials          []byte
+	CredentialsKeyID     *string
+	Conditions           fleet.Conditions `gorm:"serializer:json"`
+	LastHeartbeatAt      *time.Time
+	AgentVersion         string
+	AgentStartGeneration int64
+	Revision             int64
+	PlacedCount          int
+	AppliedRevision      int64
+	// HeartbeatFresh is filled only by queries that compute it.
+	HeartbeatFresh bool `gorm:"->"`
+}
+
+func (hubRow) TableName() string { return "hubs" }
+
+func (r hubRow) toHub() fleet.Hub {
+	return fleet.Hub{
+		ID: r.ID, Name: r.Name, Zone: r.Zone, Region: r.Region, CloudProvider: r.CloudProvider,
+		DeliveryMode: fleet.DeliveryMode(r.DeliveryMode), Capacity: r.Capacity,
+		AgentIdentity: deref(r.AgentIdentity), OwnerOrgID: deref(r.OwnerOrgID), Cordoned: r.Cordoned,
+		HasCredentials: len(r.Credentials) > 0, Conditions: r.Conditions, PlacedCount: r.PlacedCount,
+		Revision: r.Revision, AppliedRevision: r.AppliedRevision, LastHeartbeatAt: r.LastHeartbeatAt,
+		AgentVersion: r.AgentVersion, Generation: r.Generation, CreatedAt: r.CreatedAt, UpdatedAt: r.UpdatedAt,
+	}
+}
+
+// hubReadySQL is when a hub takes new placements, besides room and cordon: an
+// agent hub must have sent a heartbeat within the timeout (the first ?).
+const hubReadySQL = `(h.delivery_mode <> 'agent' OR h.last_heartbeat_at > now() - make_interval(secs => ?))`
+
+var hubList = listSpec{
+	search: SearchSchema{
+		"id": {Column: "id", Type: FieldText}, "name": {Column: "name", Type: FieldText},
+		"zone": {Column: "zone", Type: FieldText}, "region": {Column: "region", Type: FieldText},
+		"cloud_provider": {Column: "cloud_provider", Type: FieldText}, "delivery_mode": {Column: "delivery_mode", Type: FieldText},
+		"owner_org_id": {Column: "owner_org_id", Type: FieldText}, "cordoned": {Column: "cordoned", Type: FieldBool},
+		"capacity": {Column: "capacity", Type: FieldInteger}, "placed_count": {Column: "placed_count", Type: FieldInteger},
+		"created_at": {Column: "created_at", Type: FieldTimestamp}, "updated_at": {Column: "updated_at", Type: FieldTimestamp},
+	},
+	orderBy: map[string]string{
+		"name": "name", "zone": "zone", "region": "region", "capacity": "capacity",
+		"placed_count": "placed_count", "created_at": "created_at", "updated_at": "updated_at",
+	},
+	tiebreak:     "id",
+	defaultOrder: "created_at",
+}
+
+// CreateHub registers a hub.
+func (s *Store) CreateHub(ctx context.Context, create fleet.HubCreate) (fleet.Hub, error) {
+	if err := create.Validate(); err != nil {
+		return fleet.Hub{}, err
+	}
+	row := hubRow{
+		ID: newID(), Generation: 1, Name: create.Name, Zone: create.Zone, Region: create.Region,
+		CloudProvider: create.CloudProvider, DeliveryMode: string(create.DeliveryMode), Capacity: create.Capacity,
+		AgentIdentity: nonEmpty(create.AgentIdentity), OwnerOrgID: nonEmpty(create.OwnerOrgID),
+		Conditions: initialHubConditions(create.DeliveryMode, s.clock.Now()),
+	}
+	if err := s.sealHubCredentials(&row, create.Credentials); err != nil {
+		return fleet.Hub{}, err
+	}
+	err := s.transact(ctx, func(tx *gorm.DB) error {
+		if err := tx.Create(&row).Error; err != nil {
+			return hubWriteError(err, create.Name)
+		}
+		return notify(tx, ChannelHubs, row.ID)
+	})
+	if err != nil {
+		return fleet.Hub{}, fmt.Errorf("CreateHub(%s): %w", create.Name, err)
+	}
+	return s.FindHub(ctx, row.ID)
+}
+
+func initialHubConditions(mode fleet.DeliveryMode, now time.Time) fleet.Conditions {
+	if mode == fleet.DeliveryAgent {
+		return fleet.Conditions{}.MarkUnknown(fleet.ConditionHubReady, fleet.ReasonAwaitingHeartbeat, "the hub's agent has not reported yet", 1, now)
+	}
+	return fleet.Conditions{}.MarkTrue(fleet.ConditionHubReady, fleet.ReasonNoAgentNeeded, "registrations reach this hub through a SyncSet", 1, now)
+}
+
+func (s *Store) sealHubCredentials(row *hubRow, creds map[string]string) error {
+	if creds == nil {
+		return nil
+	}
+	if len(creds) == 0 {
+		row.Credentials, row.CredentialsKeyID = nil, nil
+		return nil
+	}
+	plain, err := json.Marshal(creds)
+	if err != nil {
+		return err
+	}
+	sealed, err := s.seal(plain, "hubs", "credentials", row.ID)
+	if err != nil {
+		return err
+	}
+	row.Credentials, row.CredentialsKeyID = sealed.Data, &sealed.KeyID
+	return nil
+}
+
+// hubWriteError translates unique violations of hubs.
+func hubWriteError(err error, name string) error {
+	switch constraint, ok := uniqueViolation(err); {
+	case ok && constraint == "hubs_name_live":
+		return fleet.Errorf(fleet.CodeNameTaken, "a hub named %s already exists", name)
+	case ok && constraint == "hubs_agent_identity_live":
+		return fleet.Errorf(fleet.CodeHubIdentityTaken, "the agent identity is already bound to another hub")
+	}
+	return err
+}
+
+// FindHub returns a live hub.
+func (s *Store) FindHub(ctx context.Context, id string) (fleet.Hub, error) {
+	row, err := findHub(s.db.Gorm.WithContext(ctx), id, false)
+	if err != nil {
+		return fleet.Hub{}, fmt.Errorf("FindHub(%s): %w", id, err)
+	}
+	return row.toHub(), nil
+}
+
+func findHub(tx *gorm.DB, id string, lock bool) (hubRow, error) {
+	var row hubRow
+	q := tx.Where("id = ? AND deleted_at IS NULL", id)
+	if lock {
+		q = q.Set("gorm:query_option", "FOR UPDATE")
+	}
+	err := q.Take(&row).Error
+	if errors.Is(err, gorm.ErrRecordNotFound) {
+		return row, notFound("hub", id)
+	}
+	return row, err
+}
+
+// ListHubs returns a page of live hubs.
+func (s *Store) ListHubs(ctx context.Context, q fleet.ListQuery) ([]fleet.Hub, int, error) {
+	page, size, err := s.pageBounds(q)
+	if err != nil {
+		return nil, 0, err
+	}
+	query := s.db.Gorm.WithContext(ctx).Model(&hubRow{}).Where("deleted_at IS NULL")
+	rows, total, err := list[hubRow](query, hubList, q, page, size)
+	if err != nil {
+		return nil, 0, fmt.Errorf("ListHubs(): %w", err)
+	}
+	hubs := make([]fleet.Hub, len(rows))
+	for i, r := range rows {
+		hubs[i] = r.toHub()
+	}
+	return hubs, total, nil
+}
+
+// UpdateHub changes a hub under If-Match.
+func (s *Store) UpdateHub(ctx context.Context, id string, ifMatch *int64, update fleet.HubUpdate) (fleet.Hub, error) {
+	err := s.transact(ctx, func(tx *gorm.DB) error {
+		row, err := findHub(tx, id, true)
+		if err != nil {
+			return err
+		}
+		if err := checkIfMatch(ifMatch, row.Generation); err != nil {
+			return err
+		}
+		if err := update.Validate(row.toHub()); err != nil {
+			return err
+		}
+		applyHubUpdate(&row, update)
+		if err := s.sealHubCredentials(&row, derefMap(update.Credentials)); err != nil {
+			return err
+		}
+		row.Generation++
+		if err := tx.Select("*").Omit("created_at").Save(&row).Error; err != nil {
+			return hubWriteError(err, row.Name)
+		}
+		return notify(tx, ChannelHubs, row.ID)
+	})
+	if err != nil {
+		return fleet.Hub{}, fmt.Errorf("UpdateHub(%s): %w", id, err)
+	}
+	return s.FindHub(ctx, id)
+}
+
+func applyHubUpdate(row *hubRow, u fleet.HubUpdate) {
+	if u.Region != nil {
+		row.Region = *u.Region
+	}
+	if u.CloudProvider != nil {
+		row.CloudProvider = *u.CloudProvider
+	}
+	if u.DeliveryMode != nil {
+		row.DeliveryMode = string(*u.DeliveryMode)
+	}
+	if u.Capacity != nil {
+		row.Capacity = *u.Capacity
+	}
+	if u.AgentIdentity != nil {
+		row.AgentIdentity = nonEmpty(*u.AgentIdentity)
+	}
+	if u.OwnerOrgID != nil {
+		row.OwnerOrgID = nonEmpty(*u.OwnerOrgID)
+	}
+}
+
+// SetHubCordoned stops or resumes new placements on a hub.
+func (s *Store) SetHubCordoned(ctx context.Context, id string, cordoned bool) (fleet.Hub, error) {
+	err := s.transact(ctx, func(tx *gorm.DB) error {
+		res := tx.Exec(`UPDATE hubs SET cordoned = ?, updated_at = now() WHERE id = ? AND deleted_at IS NULL`, cordoned, id)
+		if res.Error != nil {
+			return res.Error
+		}
+		if res.RowsAffected == 0 {
+			return notFound("hub", id)
+		}
+		return notify(tx, ChannelHubs, id)
+	})
+	if err != nil {
+		return fleet.Hub{}, fmt.Errorf("SetHubCordoned(%s, %v): %w", id, cordoned, err)
+	}
+	return s.FindHub(ctx, id)
+}
+
+// DeleteHub soft-deletes a hub that holds no registrations.
+func (s *Store) DeleteHub(ctx context.Context, id string) error {
+	err := s.transact(ctx, func(tx *gorm.DB) error {
+		row, err := findHub(tx, id, true)
+		if err != nil {
+			return err
+		}
+		var placed int64
+		if err := tx.Raw(`SELECT count(*) FROM registrations WHERE hub_id = ? AND deleted_at IS NULL`, id).Scan(&placed).Error; err != nil {
+			return err
+		}
+		if placed > 0 {
+			return fleet.Errorf(fleet.CodeHubInUse, "hub %s still has %d registrations placed on it; deregister or move them first", row.Name, placed)
+		}
+		if err := tx.Exec(`UPDATE hubs SET deleted_at = now(), updated_at = now() WHERE id = ?`, id).Error; err != nil {
+			return err
+		}
+		return notify(tx, ChannelHubs, id)
+	})
+	if err != nil {
+		return fmt.Errorf("DeleteHub(%s): %w", id, err)
+	}
+	return nil
+}
+
+func nonEmpty(s string) *string {
+	if s == "" {
+		return nil
+	}
+	return &s
+}
+
+func deref(s *string) string {
+	if s == nil {
+		return ""
+	}
+	return *s
+}
+
+func derefMap(m *map[string]string) map[string]string {
+	if m == nil {
+		return nil
+	}
+	if *m == nil {
+		return map[string]string{}
+	}
+	return *m
+}

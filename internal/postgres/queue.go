@@ -1,0 +1,223 @@
+package postgres
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"time"
+
+	"gorm.io/gorm"
+
+	"github.com/fleetmanager/fleet-manager/internal/fleet"
+)
+
+// QueueConfig is the backoff of failed reconcile passes.
+type QueueConfig struct {
+	// BackoffBase is the wait after the first failure; it doubles per attempt.
+	BackoffBase time.Duration
+	// BackoffMax caps the wait.
+	BackoffMax time.Duration
+}
+
+// Queue is the registration work queue on PostgreSQL: rows are claimed with
+// FOR UPDATE SKIP LOCKED and a lease, so replicas share the work without a
+// leader and a replica that dies loses only its leases.
+type Queue struct {
+	store *Store
+	cfg   QueueConfig
+}
+
+// NewQueue returns the queue of store's registrations.
+func NewQueue(store *Store, cfg QueueConfig) *Queue { return &Queue{store: store, cfg: cfg} }
+
+// ClaimRegistrations leases registrations due for work of kind.
+func (q *Queue) ClaimRegistrations(ctx context.Context, kind fleet.WorkKind, owner string, limit int, lease time.Duration) ([]fleet.Claim, error) {
+	var ids []string
+	err := q.store.db.Gorm.WithContext(ctx).Raw(`
+WITH due AS (
+	SELECT id FROM registrations
+	WHERE deleted_at IS NULL AND next_attempt_at <= now()
+	  AND (deletion_requested_at IS NOT NULL) = ?
+	  AND (claimed_until IS NULL OR claimed_until < now())
+	ORDER BY next_attempt_at, id
+	LIMIT ?
+	FOR UPDATE SKIP LOCKED)
+UPDATE registrations r SET claimed_by = ?, claimed_until = now() + make_interval(secs => ?)
+FROM due WHERE r.id = due.id
+RETURNING r.id`, kind == fleet.WorkDeprovision, limit, owner, lease.Seconds()).Scan(&ids).Error
+	if err != nil || len(ids) == 0 {
+		return nil, wrapErr("ClaimRegistrations", string(kind), err)
+	}
+	var rows []registrationRow
+	if err := registrations(q.store.db.Gorm.WithContext(ctx)).Where("r.id IN ?", ids).Order("r.next_attempt_at, r.id").Find(&rows).Error; err != nil {
+		return nil, wrapErr("ClaimRegistrations", string(kind), err)
+	}
+	claims := make([]fleet.Claim, len(rows))
+	for i, r := range rows {
+		claims[i] = fleet.Claim{Registration: r.toRegistration(), Attempts: r.Attempts}
+	}
+	return claims, nil
+}
+
+// PlaceRegistration picks the least loaded ready hub with room in the
+// registration's zone, preferring its region, and takes one of its places. The
+// hub row is locked, so concurrent placements never exceed its capacity.
+func (q *Queue) PlaceRegistration(ctx context.Context, id, owner string, modes []fleet.DeliveryMode) (*fleet.Hub, error) {
+	var placed *fleet.Hub
+	err := q.store.transact(ctx, func(tx *gorm.DB) error {
+		var reg registrationRow
+		// One placement at a time per zone, so each sees the others' load and
+		// "least loaded first" holds under concurrency.
+		if err := tx.Exec(`SELECT pg_advisory_xact_lock(hashtextextended('placement:' || (SELECT zone FROM registrations WHERE id = ?), 0))`, id).Error; err != nil {
+			return err
+		}
+		err := tx.Raw(`SELECT * FROM registrations WHERE id = ? AND claimed_by = ? AND deleted_at IS NULL FOR UPDATE`, id, owner).Take(&reg).Error
+		if errors.Is(err, gorm.ErrRecordNotFound) {
+			return fleet.Errorf(fleet.CodeConflict, "the claim on registration %s was lost", id)
+		}
+		if err != nil {
+			return err
+		}
+		if reg.HubID != nil {
+			hub, err := findHub(tx, *reg.HubID, false)
+			placed = ptrTo(hub.toHub())
+			return err
+		}
+		hub, ok, err := q.chooseHub(tx, reg, modes)
+		if err != nil || !ok {
+			return err
+		}
+		if err := tx.Exec(`UPDATE hubs SET placed_count = placed_count + 1, updated_at = now() WHERE id = ?`, hub.ID).Error; err != nil {
+			return err
+		}
+		if err := tx.Exec(`UPDATE registrations SET hub_id = ?, updated_at = now() WHERE id = ?`, hub.ID, id).Error; err != nil {
+			return err
+		}
+		hub.PlacedCount++
+		placed = ptrTo(hub.toHub())
+		return nil
+	})
+	if err != nil {
+		return nil, fmt.Errorf("PlaceRegistration(%s): %w", id, err)
+	}
+	return placed, nil
+}
+
+// chooseHub locks the hub to place reg on. FOR UPDATE re-checks the room
+// condition on the locked row, so a hub filled meanwhile is passed over.
+func (q *Queue) chooseHub(tx *gorm.DB, reg registrationRow, modes []fleet.DeliveryMode) (hubRow, bool, error) {
+	var hubs []hubRow
+	err := tx.Raw(`SELECT h.* FROM hubs h
+WHERE h.deleted_at IS NULL AND NOT h.cordoned AND h.zone = ? AND h.placed_count < h.capacity
+  AND h.delivery_mode IN ? AND `+hubReadySQL+`
+ORDER BY (h.region = ?) DESC, h.placed_count::float8 / h.capacity, h.placed_count, h.id
+LIMIT 1
+FOR UPDATE OF h`, reg.Zone, modeStrings(modes), q.store.cfg.HeartbeatTimeout.Seconds(), reg.Region).Scan(&hubs).Error
+	if err != nil || len(hubs) == 0 {
+		return hubRow{}, false, err
+	}
+	return hubs[0], true, nil
+}
+
+// CompleteRegistration writes a pass's outcome if the claim still holds.
+func (q *Queue) CompleteRegistration(ctx context.Context, owner string, out fleet.Outcome) (bool, error) {
+	var kept bool
+	err := q.store.transact(ctx, func(tx *gorm.DB) error {
+		var reg registrationRow
+		err := tx.Raw(`SELECT * FROM registrations WHERE id = ? AND claimed_by = ? AND deleted_at IS NULL FOR UPDATE`, out.ID, owner).Take(&reg).Error
+		if errors.Is(err, gorm.ErrRecordNotFound) {
+			return nil
+		}
+		if err != nil {
+			return err
+		}
+		kept = true
+		if out.Delete {
+			return q.softDelete(tx, reg, out)
+		}
+		return q.release(tx, reg, out)
+	})
+	if err != nil {
+		return false, fmt.Errorf("CompleteRegistration(%s): %w", out.ID, err)
+	}
+	return kept, nil
+}
+
+// release stores the new status and schedules the next pass: after a failure
+// with exponential backoff computed in the statement, else when asked.
+func (q *Queue) release(tx *gorm.DB, reg registrationRow, out fleet.Outcome) error {
+	phase := fleet.DerivePhase(out.Conditions, reg.DeletionRequestedAt != nil, false)
+	if out.Err != nil {
+		return tx.Exec(`UPDATE registrations SET conditions = ?, phase = ?, observed_generation = ?,
+	attempts = attempts + 1, last_error = ?, claimed_by = NULL, claimed_until = NULL, updated_at = now(),
+	next_attempt_at = now() + least(make_interval(secs => ?) * power(2, least(attempts, 30)), make_interval(secs => ?))
+WHERE id = ?`, jsonText(out.Conditions), string(phase), out.ObservedGeneration, out.Err.Error(),
+			q.cfg.BackoffBase.Seconds(), q.cfg.BackoffMax.Seconds(), reg.ID).Error
+	}
+	var next any
+	if out.RequeueAfter > 0 {
+		next = gorm.Expr("now() + make_interval(secs => ?)", out.RequeueAfter.Seconds())
+	}
+	// A change made during the pass (a newer generation or an explicit wake-up)
+	// keeps its earlier attempt time.
+	if reg.Generation != out.ObservedGeneration && out.RequeueAfter == 0 {
+		next = gorm.Expr("now()")
+	}
+	return tx.Model(&registrationRow{}).Where("id = ?", reg.ID).Updates(map[string]any{
+		"conditions": jsonText(out.Conditions), "phase": string(phase), "observed_generation": out.ObservedGeneration,
+		"attempts": 0, "last_error": "", "claimed_by": nil, "claimed_until": nil, "next_attempt_at": next,
+		"updated_at": gorm.Expr("now()"),
+	}).Error
+}
+
+// softDelete ends a registration and gives its hub place back.
+func (q *Queue) softDelete(tx *gorm.DB, reg registrationRow, out fleet.Outcome) error {
+	err := tx.Exec(`UPDATE registrations SET deleted_at = now(), updated_at = now(), phase = ?, conditions = ?,
+	observed_generation = ?, claimed_by = NULL, claimed_until = NULL, next_attempt_at = NULL, last_error = '' WHERE id = ?`,
+		string(fleet.PhaseDeleted), jsonText(out.Conditions), out.ObservedGeneration, reg.ID).Error
+	if err != nil || reg.HubID == nil {
+		return err
+	}
+	if err := tx.Exec(`UPDATE hubs SET placed_count = placed_count - 1, updated_at = now() WHERE id = ?`, *reg.HubID).Error; err != nil {
+		return err
+	}
+	// Room on the hub: unplaced registrations of its zone may fit now.
+	return notify(tx, ChannelHubs, *reg.HubID)
+}
+
+func modeStrings(modes []fleet.DeliveryMode) []string {
+	out := make([]string, 0, len(modes))
+	for _, m := range modes {
+		out = append(out, string(m))
+	}
+	slices.Sort(out)
+	return out
+}
+
+func ptrTo[T any](v T) *T { return &v }
+
+// wrapErr adds call-shaped context to a non-nil error.
+func wrapErr(call, arg string, err error) error {
+	if err == nil {
+		return nil
+	}
+	return fmt.Errorf("%s(%s): %w", call, arg, err)
+}
+
+// FindHub returns a live hub (for the reconcilers).
+func (q *Queue) FindHub(ctx context.Context, id string) (fleet.Hub, error) {
+	return q.store.FindHub(ctx, id)
+}
+
+// NextDue returns the wait until the next scheduled registration of kind.
+func (q *Queue) NextDue(ctx context.Context, kind fleet.WorkKind) (time.Duration, bool, error) {
+	var secs *float64
+	err := q.store.db.Gorm.WithContext(ctx).Raw(`SELECT extract(epoch FROM min(greatest(next_attempt_at, coalesce(claimed_until, next_attempt_at))) - now())
+FROM registrations WHERE deleted_at IS NULL AND next_attempt_at IS NOT NULL AND (deletion_requested_at IS NOT NULL) = ?`,
+		kind == fleet.WorkDeprovision).Scan(&secs).Error
+	if err != nil || secs == nil {
+		return 0, false, wrapErr("NextDue", string(kind), err)
+	}
+	return max(0, time.Duration(*secs*float64(time.Second))), true, nil
+}

@@ -1,0 +1,120 @@
+package postgres
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/google/uuid"
+	"github.com/jackc/pgx/v5/pgconn"
+	"gorm.io/gorm"
+
+	"github.com/fleetmanager/fleet-manager/internal/fleet"
+	"github.com/fleetmanager/fleet-manager/internal/secrets"
+)
+
+// Notification channels. Every write that creates work notifies in the same
+// transaction, so a wake-up is never seen before the row it announces.
+const (
+	// ChannelRegistrations wakes the reconcilers: a registration has work.
+	ChannelRegistrations = "fleet_registrations"
+	// ChannelHubs wakes hub_mgr: a hub changed.
+	ChannelHubs = "fleet_hubs"
+	// ChannelHubRevision carries a hub id whose desired set moved.
+	ChannelHubRevision = "fleet_hub_revision"
+)
+
+// StoreConfig is the behaviour of the store that is configuration.
+type StoreConfig struct {
+	Preflight fleet.Preflight
+	// DefaultZone is the zone of registrations that name none; empty requires one.
+	DefaultZone string
+	// MaxPageSize caps the size of a list page.
+	MaxPageSize int
+	// IdempotencyKeyTTL is how long an Idempotency-Key is remembered.
+	IdempotencyKeyTTL time.Duration
+	// HeartbeatTimeout is how long an agent hub stays ready after its last heartbeat.
+	HeartbeatTimeout time.Duration
+}
+
+// Store implements the domain's services on PostgreSQL.
+type Store struct {
+	db      *DB
+	keyring *secrets.Keyring
+	clock   fleet.Clock
+	cfg     StoreConfig
+}
+
+// NewStore returns the store; keyring encrypts the secret columns.
+func NewStore(db *DB, keyring *secrets.Keyring, clock fleet.Clock, cfg StoreConfig) *Store {
+	return &Store{db: db, keyring: keyring, clock: clock, cfg: cfg}
+}
+
+// transact runs fn in a transaction: the service method is the boundary.
+func (s *Store) transact(ctx context.Context, fn func(tx *gorm.DB) error) error {
+	return s.db.Gorm.WithContext(ctx).Transaction(fn)
+}
+
+// notify queues a notification that is delivered when tx commits.
+func notify(tx *gorm.DB, channel, payload string) error {
+	return tx.Exec("SELECT pg_notify(?, ?)", channel, payload).Error
+}
+
+// newID returns a time-ordered id, so new rows land at the end of the index.
+func newID() string { return uuid.Must(uuid.NewV7()).String() }
+
+// PostgreSQL error codes the store translates.
+const (
+	pgUniqueViolation = "23505"
+	pgCheckViolation  = "23514"
+)
+
+// uniqueViolation returns the constraint a unique violation broke, if err is one.
+func uniqueViolation(err error) (string, bool) {
+	var pgErr *pgconn.PgError
+	if errors.As(err, &pgErr) && pgErr.Code == pgUniqueViolation {
+		return pgErr.ConstraintName, true
+	}
+	return "", false
+}
+
+// notFound is the error of a missing row.
+func notFound(what, id string) error {
+	return fleet.Errorf(fleet.CodeNotFound, "%s %s not found", what, id)
+}
+
+// checkIfMatch compares an If-Match generation with the current one.
+func checkIfMatch(ifMatch *int64, generation int64) error {
+	if ifMatch != nil && *ifMatch != generation {
+		return fleet.Errorf(fleet.CodePreconditionFailed, "If-Match %s does not match the current ETag %s", fleet.ETag(*ifMatch), fleet.ETag(generation))
+	}
+	return nil
+}
+
+// pageBounds validates and defaults a page request.
+func (s *Store) pageBounds(q fleet.ListQuery) (page, size int, err error) {
+	page, size = q.Page, q.Size
+	if page == 0 {
+		page = 1
+	}
+	if size == 0 {
+		size = min(100, s.cfg.MaxPageSize)
+	}
+	if page < 1 || size < 1 || size > s.cfg.MaxPageSize {
+		return 0, 0, fleet.Errorf(fleet.CodeValidation, "page must be at least 1 and size between 1 and %d", s.cfg.MaxPageSize)
+	}
+	return page, size, nil
+}
+
+// sealJSON encrypts a secret value for the column it is stored in.
+func (s *Store) seal(plaintext []byte, table, column, id string) (secrets.Sealed, error) {
+	sealed, err := s.keyring.Seal(plaintext, aad(table, column, id))
+	if err != nil {
+		return secrets.Sealed{}, fmt.Errorf("seal(%s.%s): %w", table, column, err)
+	}
+	return sealed, nil
+}
+
+// aad binds a sealed value to its table, column and row.
+func aad(table, column, id string) string { return table + "." + column + ":" + id }

@@ -1,0 +1,104 @@
+package postgres
+
+import (
+	"slices"
+	"time"
+
+	"github.com/spf13/pflag"
+
+	"github.com/fleetmanager/fleet-manager/internal/config"
+	"github.com/fleetmanager/fleet-manager/internal/fleet"
+)
+
+// DefaultStoreConfig returns the store's defaults: no quota, every org, user
+// and product accepted.
+func DefaultStoreConfig() StoreConfig {
+	return StoreConfig{
+		Preflight:         fleet.Preflight{AcceptedProducts: fleet.Products()},
+		MaxPageSize:       500,
+		IdempotencyKeyTTL: 24 * time.Hour,
+		HeartbeatTimeout:  2 * time.Minute,
+	}
+}
+
+// AddFlags binds the configuration to flags.
+func (c *StoreConfig) AddFlags(fs *pflag.FlagSet) {
+	p := &c.Preflight
+	fs.IntVar(&p.MaxRegistrationsPerOrg, "registration-quota", p.MaxRegistrationsPerOrg, "most live registrations an organisation may have (0: no limit)")
+	fs.StringSliceVar(&p.AllowedOrgs, "registration-allowed-orgs", p.AllowedOrgs, "organisations that may register clusters (empty: all)")
+	fs.StringSliceVar(&p.DeniedOrgs, "registration-denied-orgs", p.DeniedOrgs, "organisations that may not register clusters")
+	fs.StringSliceVar(&p.AllowedUsers, "registration-allowed-users", p.AllowedUsers, "users who may register clusters (empty: all)")
+	fs.StringSliceVar(&p.DeniedUsers, "registration-denied-users", p.DeniedUsers, "users who may not register clusters")
+	fs.Var(productsValue{&p.AcceptedProducts}, "registration-products", "products accepted for registration")
+	fs.StringVar(&c.DefaultZone, "registration-default-zone", c.DefaultZone, "zone of registrations that name none (empty: a zone is required)")
+	fs.IntVar(&c.MaxPageSize, "max-page-size", c.MaxPageSize, "largest page a list answers")
+	fs.DurationVar(&c.IdempotencyKeyTTL, "idempotency-key-ttl", c.IdempotencyKeyTTL, "how long an Idempotency-Key is remembered")
+	fs.DurationVar(&c.HeartbeatTimeout, "hub-heartbeat-timeout", c.HeartbeatTimeout, "how long an agent hub stays ready after its last heartbeat")
+}
+
+// Validate reports every invalid setting, naming its flag.
+func (c StoreConfig) Validate() error {
+	var p config.Problems
+	if c.Preflight.MaxRegistrationsPerOrg < 0 {
+		p.Addf("registration-quota", "must not be negative (got %d)", c.Preflight.MaxRegistrationsPerOrg)
+	}
+	for _, prod := range c.Preflight.AcceptedProducts {
+		if !slices.Contains(fleet.Products(), prod) {
+			p.Addf("registration-products", "%q is not one of %v", prod, fleet.Products())
+		}
+	}
+	if c.MaxPageSize < 1 || c.MaxPageSize > 1000 {
+		p.Addf("max-page-size", "must be between 1 and 1000, the API's limit (got %d)", c.MaxPageSize)
+	}
+	if c.IdempotencyKeyTTL <= 0 {
+		p.Addf("idempotency-key-ttl", "must be positive (got %s)", c.IdempotencyKeyTTL)
+	}
+	if c.HeartbeatTimeout <= 0 {
+		p.Addf("hub-heartbeat-timeout", "must be positive (got %s)", c.HeartbeatTimeout)
+	}
+	return p.Err()
+}
+
+// DefaultQueueConfig returns the backoff defaults.
+func DefaultQueueConfig() QueueConfig {
+	return QueueConfig{BackoffBase: time.Second, BackoffMax: 5 * time.Minute}
+}
+
+// AddFlags binds the configuration to flags.
+func (c *QueueConfig) AddFlags(fs *pflag.FlagSet) {
+	fs.DurationVar(&c.BackoffBase, "reconcile-backoff-base", c.BackoffBase, "wait after a failed reconcile; it doubles per attempt")
+	fs.DurationVar(&c.BackoffMax, "reconcile-backoff-max", c.BackoffMax, "longest wait between failed reconciles")
+}
+
+// Validate reports every invalid setting, naming its flag.
+func (c QueueConfig) Validate() error {
+	var p config.Problems
+	if c.BackoffBase <= 0 {
+		p.Addf("reconcile-backoff-base", "must be positive (got %s)", c.BackoffBase)
+	}
+	if c.BackoffMax < c.BackoffBase {
+		p.Addf("reconcile-backoff-max", "must be at least --reconcile-backoff-base (got %s)", c.BackoffMax)
+	}
+	return p.Err()
+}
+
+// productsValue is a pflag.Value of a product list.
+type productsValue struct{ p *[]fleet.Product }
+
+func (v productsValue) String() string {
+	var s []string
+	for _, p := range *v.p {
+		s = append(s, string(p))
+	}
+	return "[" + joinComma(s) + "]"
+}
+
+func (v productsValue) Set(s string) error {
+	*v.p = nil
+	for _, p := range splitComma(s) {
+		*v.p = append(*v.p, fleet.Product(p))
+	}
+	return nil
+}
+
+func (v productsValue) Type() string { return "strings" }

@@ -1,0 +1,72 @@
+// Package reconcile holds the background reconcilers: provisioning_mgr places
+// and delivers registrations, deleting_mgr takes them off their hubs, hub_mgr
+// keeps hub conditions and re-queues registrations when hubs change. Each is
+// level-triggered: it observes, compares with what is wanted, acts
+// idempotently and writes status once per pass. Any number of replicas run
+// them side by side; the work queue's leases keep them apart.
+package reconcile
+
+import (
+	"time"
+
+	"github.com/spf13/pflag"
+
+	"github.com/fleetmanager/fleet-manager/internal/config"
+)
+
+// Config is the reconcilers' timing and sizing.
+type Config struct {
+	// Enabled runs the reconcilers in `serve`.
+	Enabled bool
+	// Workers is how many registrations one reconciler handles at once.
+	Workers int
+	// BatchSize is how many registrations one claim takes.
+	BatchSize int
+	// Lease is how long a claim holds; another replica takes the work after.
+	Lease time.Duration
+	// Resync is the safety net: every reconciler passes this often, woken or not.
+	Resync time.Duration
+	// RemovalTimeout bounds the wait for a hub to confirm a removal.
+	RemovalTimeout time.Duration
+	// StatsInterval is how often the fleet gauges are refreshed.
+	StatsInterval time.Duration
+}
+
+// DefaultConfig returns the reconcilers' defaults.
+func DefaultConfig() Config {
+	return Config{
+		Enabled: true, Workers: 4, BatchSize: 50, Lease: time.Minute, Resync: 5 * time.Minute,
+		RemovalTimeout: 30 * time.Minute, StatsInterval: 30 * time.Second,
+	}
+}
+
+// AddFlags binds the configuration to flags.
+func (c *Config) AddFlags(fs *pflag.FlagSet) {
+	fs.BoolVar(&c.Enabled, "reconcilers", c.Enabled, "run provisioning_mgr, deleting_mgr and hub_mgr in this process")
+	fs.IntVar(&c.Workers, "reconcile-workers", c.Workers, "registrations one reconciler handles at once")
+	fs.IntVar(&c.BatchSize, "reconcile-batch-size", c.BatchSize, "registrations one claim takes")
+	fs.DurationVar(&c.Lease, "reconcile-lease", c.Lease, "how long a claim holds before another replica may take the work")
+	fs.DurationVar(&c.Resync, "reconcile-resync-interval", c.Resync, "how often every reconciler passes even without a wake-up")
+	fs.DurationVar(&c.RemovalTimeout, "reconcile-removal-timeout", c.RemovalTimeout, "how long deleting_mgr waits for a hub to confirm a removal before forcing it")
+	fs.DurationVar(&c.StatsInterval, "reconcile-stats-interval", c.StatsInterval, "how often the fleet gauges are refreshed")
+}
+
+// Validate reports every invalid setting, naming its flag.
+func (c Config) Validate() error {
+	var p config.Problems
+	if c.Workers < 1 || c.Workers > 256 {
+		p.Addf("reconcile-workers", "must be between 1 and 256 (got %d)", c.Workers)
+	}
+	if c.BatchSize < 1 || c.BatchSize > 10_000 {
+		p.Addf("reconcile-batch-size", "must be between 1 and 10000 (got %d)", c.BatchSize)
+	}
+	for flag, d := range map[string]time.Duration{
+		"reconcile-lease": c.Lease, "reconcile-resync-interval": c.Resync,
+		"reconcile-removal-timeout": c.RemovalTimeout, "reconcile-stats-interval": c.StatsInterval,
+	} {
+		if d <= 0 {
+			p.Addf(flag, "must be positive (got %s)", d)
+		}
+	}
+	return p.Err()
+}

@@ -1,0 +1,79 @@
+package reconcile
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"time"
+
+	"github.com/fleetmanager/fleet-manager/internal/fleet"
+)
+
+// DeletingManager takes deregistered registrations off their hub and
+// soft-deletes them once the hub confirms, freeing its capacity (deleting_mgr).
+type DeletingManager struct {
+	registrationWorker
+	deliveries map[fleet.DeliveryMode]fleet.Delivery
+	clock      fleet.Clock
+}
+
+// NewDeletingManager returns deleting_mgr.
+func NewDeletingManager(cfg Config, queue fleet.RegistrationQueue, deliveries map[fleet.DeliveryMode]fleet.Delivery,
+	clock fleet.Clock, owner string, logger *slog.Logger, metrics *Metrics) *DeletingManager {
+	m := &DeletingManager{deliveries: deliveries, clock: clock}
+	m.registrationWorker = registrationWorker{
+		name: "deleting_mgr", kind: fleet.WorkDeprovision, queue: queue, owner: owner, cfg: cfg,
+		logger: logger.With("reconciler", "deleting_mgr"), metrics: metrics, reconcile: m.reconcileRegistration,
+	}
+	return m
+}
+
+// Run reconciles until ctx ends, woken by wake.
+func (m *DeletingManager) Run(ctx context.Context, wake <-chan string) {
+	loop(ctx, wake, m.cfg.Resync, m.pass)
+}
+
+// reconcileRegistration withdraws the registration from its hub and deletes
+// it when the hub confirms, or when the hub stays silent past the removal
+// timeout (forced, with a reason). An unplaced registration goes at once.
+func (m *DeletingManager) reconcileRegistration(ctx context.Context, c fleet.Claim) fleet.Outcome {
+	reg, now := c.Registration, m.clock.Now()
+	out := fleet.Outcome{ID: reg.ID, Conditions: reg.Conditions, ObservedGeneration: reg.Generation}
+	if reg.Hub == nil {
+		out.Delete = true
+		return out
+	}
+	hub, err := m.queue.FindHub(ctx, reg.Hub.ID)
+	if err != nil {
+		out.Err = err
+		return out
+	}
+	report := fleet.DeliveryReport{Done: true, Reason: fleet.ReasonRemoved, Message: "nothing was delivered to the hub"}
+	if delivery, ok := m.deliveries[hub.DeliveryMode]; ok {
+		if report, err = delivery.Withdraw(ctx, hub, reg); err != nil {
+			out.Err = err
+			return out
+		}
+	}
+	waited := now.Sub(derefTime(reg.DeletionRequestedAt, now))
+	switch {
+	case report.Done:
+		out.Conditions = out.Conditions.MarkFalse(fleet.ConditionDelivered, report.Reason, report.Message, reg.Generation, now)
+		out.Delete = true
+	case waited >= m.cfg.RemovalTimeout:
+		out.Conditions = out.Conditions.MarkFalse(fleet.ConditionDelivered, fleet.ReasonForcedRemoval,
+			fmt.Sprintf("hub %s did not confirm the removal within %s; deleted anyway (%s)", hub.Name, m.cfg.RemovalTimeout, report.Message), reg.Generation, now)
+		out.Delete = true
+	default:
+		out.Conditions = out.Conditions.MarkFalse(fleet.ConditionDelivered, report.Reason, report.Message, reg.Generation, now)
+		out.RequeueAfter = min(m.cfg.Resync, m.cfg.RemovalTimeout-waited)
+	}
+	return out
+}
+
+func derefTime(t *time.Time, fallback time.Time) time.Time {
+	if t == nil {
+		return fallback
+	}
+	return *t
+}

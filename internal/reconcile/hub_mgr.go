@@ -1,0 +1,98 @@
+package reconcile
+
+import (
+	"context"
+	"log/slog"
+	"time"
+
+	"github.com/fleetmanager/fleet-manager/internal/fleet"
+)
+
+// HubManager keeps every hub's Ready condition true to its heartbeats and
+// re-queues unplaced registrations when a hub can take them (hub_mgr).
+type HubManager struct {
+	cfg     Config
+	monitor fleet.HubMonitor
+	modes   []fleet.DeliveryMode
+	clock   fleet.Clock
+	logger  *slog.Logger
+	metrics *Metrics
+}
+
+// NewHubManager returns hub_mgr; modes are the delivery modes this
+// deployment can deliver to.
+func NewHubManager(cfg Config, monitor fleet.HubMonitor, modes []fleet.DeliveryMode, clock fleet.Clock, logger *slog.Logger, metrics *Metrics) *HubManager {
+	return &HubManager{cfg: cfg, monitor: monitor, modes: modes, clock: clock, logger: logger.With("reconciler", "hub_mgr"), metrics: metrics}
+}
+
+// Run reconciles until ctx ends, woken by wake (a hub changed). It passes at
+// least every heartbeatCheck, so a silent hub turns unready in time.
+func (m *HubManager) Run(ctx context.Context, wake <-chan string, heartbeatCheck time.Duration) {
+	loop(ctx, wake, min(m.cfg.Resync, heartbeatCheck), m.pass)
+}
+
+func (m *HubManager) pass(ctx context.Context) (time.Duration, bool) {
+	start := time.Now()
+	outcome := outcomeDone
+	defer func() { m.metrics.duration.WithLabelValues("hub_mgr", outcome).Observe(time.Since(start).Seconds()) }()
+	hubs, err := m.monitor.ListHubLiveness(ctx)
+	if err != nil {
+		outcome = outcomeError
+		m.logger.Error("listing hubs", "error", err)
+		return 0, false
+	}
+	counts := map[fleet.ConditionStatus]int{}
+	for _, h := range hubs {
+		conds := readyCondition(h, m.clock.Now())
+		counts[conds.Status(fleet.ConditionHubReady)]++
+		if conds.Equal(h.Hub.Conditions) {
+			continue
+		}
+		if err := m.monitor.SetHubConditions(ctx, h.Hub.ID, conds); err != nil {
+			outcome = outcomeError
+			m.logger.Error("writing hub conditions", "hub", h.Hub.Name, "error", err)
+		}
+	}
+	m.metrics.setHubs(counts)
+	if n, err := m.monitor.RequeueUnplaced(ctx, m.modes); err != nil {
+		outcome = outcomeError
+		m.logger.Error("re-queueing unplaced registrations", "error", err)
+	} else if n > 0 {
+		m.logger.Info("re-queued unplaced registrations", "count", n)
+	}
+	return 0, false
+}
+
+// readyCondition is the pure rule for a hub's Ready condition.
+func readyCondition(h fleet.HubLiveness, now time.Time) fleet.Conditions {
+	cs, gen := h.Hub.Conditions, h.Hub.Generation
+	switch {
+	case h.Hub.DeliveryMode != fleet.DeliveryAgent:
+		return cs.MarkTrue(fleet.ConditionHubReady, fleet.ReasonNoAgentNeeded, "registrations reach this hub through a SyncSet", gen, now)
+	case h.HeartbeatFresh:
+		return cs.MarkTrue(fleet.ConditionHubReady, fleet.ReasonHeartbeatFresh, "the hub's agent reports in time", gen, now)
+	case h.Hub.LastHeartbeatAt == nil:
+		return cs.MarkUnknown(fleet.ConditionHubReady, fleet.ReasonAwaitingHeartbeat, "the hub's agent has not reported yet", gen, now)
+	default:
+		return cs.MarkFalse(fleet.ConditionHubReady, fleet.ReasonHeartbeatTimeout,
+			"the hub's agent last reported at "+h.Hub.LastHeartbeatAt.UTC().Format(time.RFC3339), gen, now)
+	}
+}
+
+// StatsSource reads the fleet gauges.
+type StatsSource interface {
+	Stats(ctx context.Context) (fleet.FleetStats, error)
+}
+
+// RunStats refreshes the fleet gauges every StatsInterval until ctx ends.
+func RunStats(ctx context.Context, cfg Config, source StatsSource, metrics *Metrics, logger *slog.Logger) {
+	loop(ctx, nil, cfg.StatsInterval, func(ctx context.Context) (time.Duration, bool) {
+		stats, err := source.Stats(ctx)
+		if err != nil {
+			logger.Error("reading fleet stats", "error", err)
+			return 0, false
+		}
+		metrics.setStats(stats)
+		return 0, false
+	})
+}

@@ -1,0 +1,93 @@
+package reconcile_test
+
+import (
+	"context"
+	"fmt"
+	"testing"
+	"time"
+
+	"github.com/onsi/gomega"
+
+	"github.com/fleetmanager/fleet-manager/internal/fleet"
+)
+
+func TestNoHubAvailableUntilAHubAppears(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	e.startReplica(replicaOptions{})
+	e.hub("hub-eu", "eu", "eu-west-1", 5)
+	reg := e.register("waits", "ap", "")
+	e.eventually(reg.ID, 5*time.Second, cond(fleet.ConditionPlaced, fleet.ConditionFalse, fleet.ReasonNoHubAvailable), "NoHubAvailable")
+
+	// A cordoned hub in the zone is no help; uncordoning it is.
+	ap := e.hub("hub-ap", "ap", "ap-south-1", 5)
+	if _, err := e.store.SetHubCordoned(context.Background(), ap.ID, true); err != nil {
+		t.Fatal(err)
+	}
+	reg, _ = e.find(reg.ID)
+	if reg.Hub != nil {
+		t.Fatalf("registration placed on a cordoned hub: %+v", reg.Hub)
+	}
+	if _, err := e.store.SetHubCordoned(context.Background(), ap.ID, false); err != nil {
+		t.Fatal(err)
+	}
+	reg = e.eventually(reg.ID, 5*time.Second, cond(fleet.ConditionPlaced, fleet.ConditionTrue, fleet.ReasonHubSelected), "placed")
+	if reg.Hub.ID != ap.ID {
+		t.Errorf("placed on %s, want %s, the only hub of zone ap", reg.Hub.Name, ap.Name)
+	}
+}
+
+func TestPlacementPrefersRegionAndLeastLoaded(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	far := e.hub("hub-far", "eu", "eu-central-1", 100)
+	nearA := e.hub("hub-near-a", "eu", "eu-west-1", 100)
+	nearB := e.hub("hub-near-b", "eu", "eu-west-1", 100)
+	other := e.hub("hub-us", "us", "eu-west-1", 100) // same region name, other zone: never used
+	var ids []string
+	for i := range 10 {
+		ids = append(ids, e.register(fmt.Sprintf("near-%d", i), "eu", "eu-west-1").ID)
+	}
+	e.startReplica(replicaOptions{})
+	counts := map[string]int{}
+	for _, id := range ids {
+		r := e.eventually(id, 5*time.Second, cond(fleet.ConditionPlaced, fleet.ConditionTrue, ""), "placed")
+		counts[r.Hub.ID]++
+	}
+	if counts[far.ID] != 0 || counts[other.ID] != 0 || counts[nearA.ID] != 5 || counts[nearB.ID] != 5 {
+		t.Errorf("placements = far %d, us %d, near-a %d, near-b %d; want 0, 0, 5, 5",
+			counts[far.ID], counts[other.ID], counts[nearA.ID], counts[nearB.ID])
+	}
+	// With no room left in the region, the zone's other region is used.
+	if _, err := e.store.SetHubCordoned(context.Background(), nearA.ID, true); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := e.store.SetHubCordoned(context.Background(), nearB.ID, true); err != nil {
+		t.Fatal(err)
+	}
+	r := e.register("spill", "eu", "eu-west-1")
+	r = e.eventually(r.ID, 5*time.Second, cond(fleet.ConditionPlaced, fleet.ConditionTrue, ""), "placed")
+	if r.Hub.ID != far.ID {
+		t.Errorf("spill placed on %s, want %s (same zone, other region)", r.Hub.Name, far.Name)
+	}
+}
+
+func TestSilentHubTakesNoPlacements(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	e.scfg.HeartbeatTimeout = time.Second
+	e.startReplica(replicaOptions{})
+	hub := e.hub("hub-quiet", "eu", "eu-west-1", 5)
+	gomega.NewWithT(t).Eventually(func() fleet.ConditionStatus {
+		h, _ := e.store.FindHub(context.Background(), hub.ID)
+		return h.Conditions.Status(fleet.ConditionHubReady)
+	}).WithTimeout(10*time.Second).WithPolling(50*time.Millisecond).Should(gomega.Equal(fleet.ConditionFalse), "hub never turned unready")
+	reg := e.register("late", "eu", "")
+	e.eventually(reg.ID, 5*time.Second, cond(fleet.ConditionPlaced, fleet.ConditionFalse, fleet.ReasonNoHubAvailable), "NoHubAvailable")
+	e.heartbeat(hub, 0)
+	e.eventually(reg.ID, 5*time.Second, cond(fleet.ConditionPlaced, fleet.ConditionTrue, ""), "placed after the hub came back")
+	gomega.NewWithT(t).Eventually(func() string {
+		h, _ := e.store.FindHub(context.Background(), hub.ID)
+		return h.Conditions.Reason(fleet.ConditionHubReady)
+	}).WithTimeout(5 * time.Second).Should(gomega.Equal(fleet.ReasonHeartbeatFresh))
+}

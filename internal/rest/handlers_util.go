@@ -1,0 +1,65 @@
+package rest
+
+import (
+	"encoding/json"
+	"net/http"
+	"slices"
+	"strconv"
+	"strings"
+
+	"github.com/fleetmanager/fleet-manager/internal/fleet"
+)
+
+// requireRole lets through callers with one of roles.
+func (s *Server) requireRole(roles []string, next handlerFunc) handlerFunc {
+	return func(w http.ResponseWriter, r *http.Request) error {
+		id, _ := fleet.IdentityFromContext(r.Context())
+		if !slices.ContainsFunc(roles, id.HasRole) {
+			return fleet.Errorf(fleet.CodeAdminRoleRequired, "this operation needs one of the roles %v", roles)
+		}
+		return next(w, r)
+	}
+}
+
+// caller returns the authenticated identity of the request.
+func caller(r *http.Request) fleet.Identity {
+	id, _ := fleet.IdentityFromContext(r.Context())
+	return id
+}
+
+// decodeBody reads a JSON body already validated against the spec.
+func decodeBody(r *http.Request, v any) error {
+	if err := json.NewDecoder(r.Body).Decode(v); err != nil {
+		return fleet.Errorf(fleet.CodeMalformedBody, "the request body could not be parsed: %v", err)
+	}
+	return nil
+}
+
+// ifMatch reads If-Match as a generation: nil when absent or "*". A value
+// that is no ETag of ours can match nothing.
+func ifMatch(r *http.Request) (*int64, error) {
+	v := strings.TrimSpace(r.Header.Get("If-Match"))
+	if v == "" || v == "*" {
+		return nil, nil
+	}
+	n, err := strconv.ParseInt(strings.Trim(strings.TrimPrefix(v, "W/"), `"`), 10, 64)
+	if err != nil {
+		return nil, fleet.Errorf(fleet.CodePreconditionFailed, "If-Match %q is not an ETag of this resource", v)
+	}
+	return &n, nil
+}
+
+// listQuery reads page, size, search and orderBy.
+func listQuery(r *http.Request) fleet.ListQuery {
+	q := r.URL.Query()
+	page, _ := strconv.Atoi(q.Get("page"))
+	size, _ := strconv.Atoi(q.Get("size"))
+	return fleet.ListQuery{Page: max(page, 1), Size: size, Search: q.Get("search"), OrderBy: q.Get("orderBy")}
+}
+
+func strPtr(s string) *string {
+	if s == "" {
+		return nil
+	}
+	return &s
+}
