@@ -23,6 +23,11 @@ type QueueConfig struct {
 // Queue is the registration work queue on PostgreSQL: rows are claimed with
 // FOR UPDATE SKIP LOCKED and a lease, so replicas share the work without a
 // leader and a replica that dies loses only its leases.
+//
+// A claim moves next_attempt_at to the end of the lease: the row falls due
+// again by itself if its claimant dies, and a wake-up during the pass (which
+// sets next_attempt_at to now) is seen at release as next_attempt_at before
+// claimed_until, so the row is due again at once instead of being lost.
 type Queue struct {
 	store *Store
 	cfg   QueueConfig
@@ -43,9 +48,10 @@ WITH due AS (
 	ORDER BY next_attempt_at, id
 	LIMIT ?
 	FOR UPDATE SKIP LOCKED)
-UPDATE registrations r SET claimed_by = ?, claimed_until = now() + make_interval(secs => ?)
+UPDATE registrations r SET claimed_by = ?, claimed_until = now() + make_interval(secs => ?),
+	next_attempt_at = now() + make_interval(secs => ?)
 FROM due WHERE r.id = due.id
-RETURNING r.id`, kind == fleet.WorkDeprovision, limit, owner, lease.Seconds()).Scan(&ids).Error
+RETURNING r.id`, kind == fleet.WorkDeprovision, limit, owner, lease.Seconds(), lease.Seconds()).Scan(&ids).Error
 	if err != nil || len(ids) == 0 {
 		return nil, wrapErr("ClaimRegistrations", string(kind), err)
 	}
@@ -159,9 +165,8 @@ WHERE id = ?`, jsonText(out.Conditions), string(phase), out.ObservedGeneration, 
 	if out.RequeueAfter > 0 {
 		next = gorm.Expr("now() + make_interval(secs => ?)", out.RequeueAfter.Seconds())
 	}
-	// A change made during the pass (a newer generation or an explicit wake-up)
-	// keeps its earlier attempt time.
-	if reg.Generation != out.ObservedGeneration && out.RequeueAfter == 0 {
+	// A change or a wake-up during the pass means the pass saw stale facts.
+	if reg.Generation != out.ObservedGeneration || wokenDuringClaim(reg) {
 		next = gorm.Expr("now()")
 	}
 	return tx.Model(&registrationRow{}).Where("id = ?", reg.ID).Updates(map[string]any{
@@ -184,6 +189,12 @@ func (q *Queue) softDelete(tx *gorm.DB, reg registrationRow, out fleet.Outcome) 
 	}
 	// Room on the hub: unplaced registrations of its zone may fit now.
 	return notify(tx, ChannelHubs, *reg.HubID)
+}
+
+// wokenDuringClaim reports whether something set next_attempt_at to now
+// while the row was claimed (the claim had set it to the lease's end).
+func wokenDuringClaim(reg registrationRow) bool {
+	return reg.NextAttemptAt != nil && reg.ClaimedUntil != nil && reg.NextAttemptAt.Before(*reg.ClaimedUntil)
 }
 
 func modeStrings(modes []fleet.DeliveryMode) []string {
@@ -213,7 +224,7 @@ func (q *Queue) FindHub(ctx context.Context, id string) (fleet.Hub, error) {
 // NextDue returns the wait until the next scheduled registration of kind.
 func (q *Queue) NextDue(ctx context.Context, kind fleet.WorkKind) (time.Duration, bool, error) {
 	var secs *float64
-	err := q.store.db.Gorm.WithContext(ctx).Raw(`SELECT extract(epoch FROM min(greatest(next_attempt_at, coalesce(claimed_until, next_attempt_at))) - now())
+	err := q.store.db.Gorm.WithContext(ctx).Raw(`SELECT extract(epoch FROM min(next_attempt_at) - now())
 FROM registrations WHERE deleted_at IS NULL AND next_attempt_at IS NOT NULL AND (deletion_requested_at IS NOT NULL) = ?`,
 		kind == fleet.WorkDeprovision).Scan(&secs).Error
 	if err != nil || secs == nil {

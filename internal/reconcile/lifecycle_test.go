@@ -8,6 +8,7 @@ import (
 	"github.com/onsi/gomega"
 
 	"github.com/fleetmanager/fleet-manager/internal/fleet"
+	"github.com/fleetmanager/fleet-manager/internal/postgres"
 )
 
 func TestLifecycle(t *testing.T) {
@@ -63,4 +64,31 @@ func gomegaGone(t *testing.T, e *env, id string) {
 		return fleet.ErrorCodeOf(err)
 	}).WithTimeout(5*time.Second).WithPolling(20*time.Millisecond).Should(gomega.Equal(fleet.CodeNotFound),
 		"registration %s still found after deregistration", id)
+}
+
+// ackingDelivery publishes like the agent delivery, then has the agent
+// acknowledge before the pass ends: the wake-up lands while the claim holds.
+type ackingDelivery struct {
+	fleet.Delivery
+	ack func(fleet.Hub)
+}
+
+func (d ackingDelivery) Deliver(ctx context.Context, hub fleet.Hub, reg fleet.Registration) (fleet.DeliveryReport, error) {
+	report, err := d.Delivery.Deliver(ctx, hub, reg)
+	d.ack(hub)
+	return report, err
+}
+
+// TestWakeUpDuringAPassIsNotLost: an acknowledgement that arrives while the
+// registration is claimed makes it due again at once, not at the next resync.
+func TestWakeUpDuringAPassIsNotLost(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	e.hub("hub-eu", "eu", "eu-west-1", 5)
+	e.startReplica(replicaOptions{deliveries: func(store *postgres.Store) map[fleet.DeliveryMode]fleet.Delivery {
+		return map[fleet.DeliveryMode]fleet.Delivery{fleet.DeliveryAgent: ackingDelivery{Delivery: postgres.NewAgentDelivery(store), ack: e.ackAll}}
+	}})
+	reg := e.register("racy", "eu", "")
+	// The resync is minutes away: only the wake-up can make this in time.
+	e.eventually(reg.ID, 5*time.Second, cond(fleet.ConditionDelivered, fleet.ConditionTrue, fleet.ReasonAcknowledged), "delivered")
 }
