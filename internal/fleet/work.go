@@ -87,6 +87,9 @@ type HubMonitor interface {
 	ListHubLiveness(ctx context.Context) ([]HubLiveness, error)
 	// SetHubConditions writes a hub's conditions.
 	SetHubConditions(ctx context.Context, id string, conds Conditions) error
+	// MarkInventoryStale flags a silent hub's inventory as stale (kept, not
+	// trusted) and asks its agent for a full resync when it returns.
+	MarkInventoryStale(ctx context.Context, hubID string) error
 	// RequeueUnplaced wakes unplaced registrations of zones where a ready hub
 	// (with a delivery mode in modes) has room; it returns how many.
 	RequeueUnplaced(ctx context.Context, modes []DeliveryMode) (int, error)

@@ -37,6 +37,9 @@ type Config struct {
 
 	// PublicPaths are spec paths (relative to BasePath) served without a token.
 	PublicPaths []string
+	// AgentMaxWait caps an agent's long-poll; AgentDefaultWait is used when it names none.
+	AgentMaxWait     time.Duration
+	AgentDefaultWait time.Duration
 	// AdminRoles may change hubs; AdminReadRoles may read them.
 	AdminRoles     []string
 	AdminReadRoles []string
@@ -71,6 +74,8 @@ func DefaultConfig() Config {
 		ReadyTimeout:       2 * time.Second,
 		MaxBodyBytes:       1 << 20,
 		PublicPaths:        []string{"/openapi", "/errors", "/errors/{id}"},
+		AgentMaxWait:       time.Minute,
+		AgentDefaultWait:   30 * time.Second,
 		AdminRoles:         []string{"fleet-admin"},
 		AdminReadRoles:     []string{"fleet-admin", "fleet-viewer"},
 		CORS: CORSConfig{
@@ -98,6 +103,8 @@ func (c *Config) AddFlags(fs *pflag.FlagSet) {
 	fs.DurationVar(&c.ReadyTimeout, "ready-timeout", c.ReadyTimeout, "time the readiness check may take")
 	fs.Int64Var(&c.MaxBodyBytes, "api-max-body-bytes", c.MaxBodyBytes, "largest request body accepted")
 	fs.StringSliceVar(&c.PublicPaths, "auth-public-paths", c.PublicPaths, "spec paths, relative to the base path, served without a token")
+	fs.DurationVar(&c.AgentMaxWait, "agent-max-wait", c.AgentMaxWait, "longest long-poll an agent may ask for (below --api-write-timeout)")
+	fs.DurationVar(&c.AgentDefaultWait, "agent-default-wait", c.AgentDefaultWait, "long-poll wait when an agent names none")
 	fs.StringSliceVar(&c.AdminRoles, "admin-roles", c.AdminRoles, "roles that may change hubs through the admin API")
 	fs.StringSliceVar(&c.AdminReadRoles, "admin-read-roles", c.AdminReadRoles, "roles that may read hubs through the admin API")
 	fs.StringSliceVar(&c.CORS.AllowedOrigins, "cors-allowed-origins", c.CORS.AllowedOrigins, "origins allowed by CORS (empty: CORS off)")
@@ -143,6 +150,12 @@ func (c Config) Validate() error {
 		if !strings.HasPrefix(path, "/") {
 			p.Addf("auth-public-paths", "%q must start with /", path)
 		}
+	}
+	if c.AgentMaxWait <= 0 || c.AgentMaxWait >= c.WriteTimeout {
+		p.Addf("agent-max-wait", "must be positive and below --api-write-timeout %s (got %s)", c.WriteTimeout, c.AgentMaxWait)
+	}
+	if c.AgentDefaultWait <= 0 || c.AgentDefaultWait > c.AgentMaxWait {
+		p.Addf("agent-default-wait", "must be positive and at most --agent-max-wait (got %s)", c.AgentDefaultWait)
 	}
 	if len(c.AdminRoles) == 0 {
 		p.Addf("admin-roles", "at least one role is required, or nobody could register a hub")

@@ -20,6 +20,8 @@ type Services struct {
 	Registrations fleet.RegistrationService
 	Hubs          fleet.HubService
 	Agents        fleet.AgentService
+	Inventory     fleet.InventoryService
+	Revisions     fleet.RevisionWaiter
 }
 
 // Server is the API server's handler set.
@@ -51,23 +53,28 @@ func NewServer(ctx context.Context, cfg Config, logger *slog.Logger, auth fleet.
 // without a handler, or a handler without an operation, fails at start.
 func (s *Server) handlers() map[string]handlerFunc {
 	return map[string]handlerFunc{
-		"getOpenAPI":     s.handleOpenAPIGet,
-		"listErrors":     s.handleErrorList,
-		"getError":       s.handleErrorGet,
-		"getCurrentUser": s.handleCurrentUserGet,
-		"listClusters":   s.handleClusterList,
-		"createCluster":  s.handleClusterCreate,
-		"getCluster":     s.handleClusterGet,
-		"updateCluster":  s.handleClusterUpdate,
-		"deleteCluster":  s.handleClusterDelete,
-		"listHubs":       s.requireRole(s.cfg.AdminReadRoles, s.handleHubList),
-		"createHub":      s.requireRole(s.cfg.AdminRoles, s.handleHubCreate),
-		"getHub":         s.requireRole(s.cfg.AdminReadRoles, s.handleHubGet),
-		"updateHub":      s.requireRole(s.cfg.AdminRoles, s.handleHubUpdate),
-		"deleteHub":      s.requireRole(s.cfg.AdminRoles, s.handleHubDelete),
-		"cordonHub":      s.requireRole(s.cfg.AdminRoles, s.handleHubCordon(true)),
-		"uncordonHub":    s.requireRole(s.cfg.AdminRoles, s.handleHubCordon(false)),
-		"putHubStatus":   s.handleHubStatusPut,
+		"getOpenAPI":             s.handleOpenAPIGet,
+		"listErrors":             s.handleErrorList,
+		"getError":               s.handleErrorGet,
+		"getCurrentUser":         s.handleCurrentUserGet,
+		"listClusters":           s.handleClusterList,
+		"createCluster":          s.handleClusterCreate,
+		"getCluster":             s.handleClusterGet,
+		"updateCluster":          s.handleClusterUpdate,
+		"deleteCluster":          s.handleClusterDelete,
+		"listHubs":               s.requireRole(s.cfg.AdminReadRoles, s.handleHubList),
+		"createHub":              s.requireRole(s.cfg.AdminRoles, s.handleHubCreate),
+		"getHub":                 s.requireRole(s.cfg.AdminReadRoles, s.handleHubGet),
+		"updateHub":              s.requireRole(s.cfg.AdminRoles, s.handleHubUpdate),
+		"deleteHub":              s.requireRole(s.cfg.AdminRoles, s.handleHubDelete),
+		"cordonHub":              s.requireRole(s.cfg.AdminRoles, s.handleHubCordon(true)),
+		"uncordonHub":            s.requireRole(s.cfg.AdminRoles, s.handleHubCordon(false)),
+		"putHubStatus":           s.handleHubStatusPut,
+		"getHubDesired":          s.handleHubDesiredGet,
+		"postHubInventory":       s.handleHubInventoryPost,
+		"putRegistrationsStatus": s.handleRegistrationsStatusPut,
+		"getClusterImport":       s.handleClusterImportGet,
+		"listManagedClusters":    s.handleManagedClusterList,
 	}
 }
 
