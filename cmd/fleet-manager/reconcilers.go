@@ -39,7 +39,7 @@ func startReconcilers(ctx context.Context, opts serveOptions, logger *slog.Logge
 		func() { prov.Run(ctx, provWake) },
 		func() { del.Run(ctx, delWake) },
 		func() { hubs.Run(ctx, hubWake, heartbeatCheck) },
-		func() { reconcile.RunStats(ctx, cfg, store, metrics, logger) },
+		func() { reconcile.RunHousekeeping(ctx, cfg, store, metrics, logger) },
 	} {
 		r.wg.Add(1)
 		go func() { defer r.wg.Done(); run() }()
