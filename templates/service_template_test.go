@@ -27,7 +27,7 @@ var serveFlags = []string{
 	"api-bind-address", "metrics-bind-address", "health-bind-address", "secrets-dir",
 	"service-name", "api-base-path", "error-code-prefix", "log-format", "log-level",
 	"auth-jwks-url", "auth-issuers", "auth-audience", "cors-allowed-origins",
-	"db-max-open-conns", "db-max-idle-conns", "shutdown-timeout",
+	"db-max-open-conns", "db-max-idle-conns", "shutdown-timeout", "encryption-key-file",
 }
 
 func TestServiceProbes(t *testing.T) {
@@ -274,5 +274,26 @@ func TestServiceRollingUpdate(t *testing.T) {
 	}
 	if got := intValue(t, tpl, d.Spec.Replicas, "replicas"); got < 2 {
 		t.Errorf("Deployment.replicas = %d by default, want at least 2 so that a rollout or a drain keeps serving", got)
+	}
+}
+
+// TestServiceSetsEveryRequiredSetting: serve refuses to start without a
+// master key, so the template must give one, from a mounted secret.
+func TestServiceSetsEveryRequiredSetting(t *testing.T) {
+	t.Parallel()
+	tpl, _, serve := serviceDeployment(t)
+	keyFile := setting(t, tpl, serve, "encryption-key-file", "")
+	if keyFile == "" {
+		t.Fatalf("container(serve) sets no --encryption-key-file; serve would refuse to start")
+	}
+	dir := keyFile[:strings.LastIndex(keyFile, "/")]
+	mounted := false
+	for _, m := range serve.VolumeMounts {
+		if m.MountPath == dir {
+			mounted = true
+		}
+	}
+	if !mounted {
+		t.Errorf("--encryption-key-file %s is not in a mounted volume", keyFile)
 	}
 }

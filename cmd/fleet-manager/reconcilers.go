@@ -53,7 +53,7 @@ func startReconcilers(b *background, opts serveOptions, logger *slog.Logger, lis
 		func() { prov.Run(ctx, provWake) },
 		func() { del.Run(ctx, delWake) },
 		func() { hubs.Run(ctx, hubWake, heartbeatCheck) },
-		func() { reconcile.RunStats(ctx, cfg, store, metrics, logger) },
+		func() { reconcile.RunHousekeeping(ctx, cfg, store, metrics, logger) },
 	)
 	logger.Info("reconcilers started", "owner", owner, "delivery_modes", slices.Sorted(maps.Keys(deliveries)))
 }

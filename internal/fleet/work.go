@@ -21,6 +21,9 @@ type Claim struct {
 	Registration Registration
 	// Attempts counts failed passes since the last success.
 	Attempts int
+	// DeletionAge is how long ago deregistration was asked for, by the
+	// database's clock (zero when it was not).
+	DeletionAge time.Duration
 }
 
 // Outcome is what one reconcile pass decided for a claimed registration:
@@ -85,8 +88,9 @@ type HubLiveness struct {
 type HubMonitor interface {
 	// ListHubLiveness returns every live hub.
 	ListHubLiveness(ctx context.Context) ([]HubLiveness, error)
-	// SetHubConditions writes a hub's conditions.
-	SetHubConditions(ctx context.Context, id string, conds Conditions) error
+	// SetHubReadyCondition sets a hub's Ready condition, leaving the others
+	// (its agent's) as they are.
+	SetHubReadyCondition(ctx context.Context, id string, ready Condition) error
 	// MarkInventoryStale flags a silent hub's inventory as stale (kept, not
 	// trusted) and asks its agent for a full resync when it returns.
 	MarkInventoryStale(ctx context.Context, hubID string) error

@@ -24,10 +24,26 @@ FROM hubs h WHERE h.deleted_at IS NULL ORDER BY h.id`, s.cfg.HeartbeatTimeout.Se
 	return out, nil
 }
 
-// SetHubConditions writes a hub's conditions (status, not spec: no generation bump).
-func (s *Store) SetHubConditions(ctx context.Context, id string, conds fleet.Conditions) error {
-	err := s.db.Gorm.WithContext(ctx).Exec(`UPDATE hubs SET conditions = ?, updated_at = now() WHERE id = ?`, jsonText(conds), id).Error
-	return wrapErr("SetHubConditions", id, err)
+// SetHubReadyCondition sets a hub's Ready condition under the row lock, so a
+// concurrent heartbeat's conditions are kept.
+func (s *Store) SetHubReadyCondition(ctx context.Context, id string, ready fleet.Condition) error {
+	err := s.transact(ctx, func(tx *gorm.DB) error {
+		row, err := findHub(tx, id, true)
+		if err != nil {
+			return err
+		}
+		conds := row.Conditions.Set(ready, ready.LastTransitionTime)
+		return tx.Exec(`UPDATE hubs SET conditions = ?, updated_at = now() WHERE id = ?`, jsonText(conds), id).Error
+	})
+	return wrapErr("SetHubReadyCondition", id, err)
+}
+
+// PurgeIdempotencyKeys deletes the keys older than their time to live and
+// returns how many.
+func (s *Store) PurgeIdempotencyKeys(ctx context.Context) (int, error) {
+	res := s.db.Gorm.WithContext(ctx).Exec(`DELETE FROM idempotency_keys WHERE created_at < now() - make_interval(secs => ?)`,
+		s.cfg.IdempotencyKeyTTL.Seconds())
+	return int(res.RowsAffected), wrapErr("PurgeIdempotencyKeys", "", res.Error)
 }
 
 // RequeueUnplaced wakes the unplaced registrations of every zone where a ready
@@ -39,6 +55,7 @@ func (s *Store) RequeueUnplaced(ctx context.Context, modes []fleet.DeliveryMode)
 WHERE r.hub_id IS NULL AND r.deleted_at IS NULL AND r.deletion_requested_at IS NULL
   AND (r.next_attempt_at IS NULL OR r.next_attempt_at > now())
   AND EXISTS (SELECT 1 FROM hubs h WHERE h.zone = r.zone AND h.deleted_at IS NULL AND NOT h.cordoned
+              AND (h.owner_org_id IS NULL OR h.owner_org_id = r.org_id)
               AND h.placed_count < h.capacity AND h.delivery_mode IN ? AND `+hubReadySQL+`)`,
 			modeStrings(modes), s.cfg.HeartbeatTimeout.Seconds())
 		if res.Error != nil || res.RowsAffected == 0 {

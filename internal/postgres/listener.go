@@ -44,9 +44,12 @@ func (l *Listener) Subscribe(channel string) <-chan string {
 func (l *Listener) Run(ctx context.Context) {
 	wait := l.backoff
 	for ctx.Err() == nil {
-		err := l.listen(ctx)
+		connected, err := l.listen(ctx)
 		if ctx.Err() != nil {
 			return
+		}
+		if connected {
+			wait = l.backoff // the connection had worked: start the backoff over
 		}
 		l.logger.Warn("notification connection lost, reconnecting", "error", err, "in", wait)
 		select {
@@ -58,22 +61,24 @@ func (l *Listener) Run(ctx context.Context) {
 	}
 }
 
-func (l *Listener) listen(ctx context.Context) error {
+// listen holds one connection until it fails; connected tells whether it
+// got as far as listening.
+func (l *Listener) listen(ctx context.Context) (connected bool, err error) {
 	conn, err := pgx.Connect(ctx, l.cfg.DSN())
 	if err != nil {
-		return err
+		return false, err
 	}
 	defer conn.Close(context.WithoutCancel(ctx))
 	for _, ch := range l.channels {
 		if _, err := conn.Exec(ctx, "LISTEN "+pgx.Identifier{ch}.Sanitize()); err != nil {
-			return err
+			return false, err
 		}
 	}
 	l.wakeAll()
 	for {
 		n, err := conn.WaitForNotification(ctx)
 		if err != nil {
-			return err
+			return true, err
 		}
 		l.publish(n.Channel, n.Payload)
 	}

@@ -56,12 +56,18 @@ RETURNING r.id`, kind == fleet.WorkDeprovision, limit, owner, lease.Seconds(), l
 		return nil, wrapErr("ClaimRegistrations", string(kind), err)
 	}
 	var rows []registrationRow
-	if err := registrations(q.store.db.Gorm.WithContext(ctx)).Where("r.id IN ?", ids).Order("r.next_attempt_at, r.id").Find(&rows).Error; err != nil {
+	err = registrations(q.store.db.Gorm.WithContext(ctx)).
+		Select("r.*, h.name AS hub_name, h.zone AS hub_zone, h.region AS hub_region, extract(epoch FROM now() - r.deletion_requested_at) AS deletion_age_seconds").
+		Where("r.id IN ?", ids).Order("r.id").Find(&rows).Error
+	if err != nil {
 		return nil, wrapErr("ClaimRegistrations", string(kind), err)
 	}
 	claims := make([]fleet.Claim, len(rows))
 	for i, r := range rows {
 		claims[i] = fleet.Claim{Registration: r.toRegistration(), Attempts: r.Attempts}
+		if r.DeletionAgeSeconds != nil {
+			claims[i].DeletionAge = time.Duration(*r.DeletionAgeSeconds * float64(time.Second))
+		}
 	}
 	return claims, nil
 }
@@ -110,16 +116,19 @@ func (q *Queue) PlaceRegistration(ctx context.Context, id, owner string, modes [
 	return placed, nil
 }
 
-// chooseHub locks the hub to place reg on. FOR UPDATE re-checks the room
-// condition on the locked row, so a hub filled meanwhile is passed over.
+// chooseHub locks the hub to place reg on: in its zone, shared or owned by
+// its org (an org's own hub first), its region first, least loaded first.
+// FOR UPDATE re-checks the room condition on the locked row, so a hub filled
+// meanwhile is passed over.
 func (q *Queue) chooseHub(tx *gorm.DB, reg registrationRow, modes []fleet.DeliveryMode) (hubRow, bool, error) {
 	var hubs []hubRow
 	err := tx.Raw(`SELECT h.* FROM hubs h
 WHERE h.deleted_at IS NULL AND NOT h.cordoned AND h.zone = ? AND h.placed_count < h.capacity
+  AND (h.owner_org_id IS NULL OR h.owner_org_id = ?)
   AND h.delivery_mode IN ? AND `+hubReadySQL+`
-ORDER BY (h.region = ?) DESC, h.placed_count::float8 / h.capacity, h.placed_count, h.id
+ORDER BY (h.owner_org_id IS NOT NULL) DESC, (h.region = ?) DESC, h.placed_count::float8 / h.capacity, h.placed_count, h.id
 LIMIT 1
-FOR UPDATE OF h`, reg.Zone, modeStrings(modes), q.store.cfg.HeartbeatTimeout.Seconds(), reg.Region).Scan(&hubs).Error
+FOR UPDATE OF h`, reg.Zone, reg.OrgID, modeStrings(modes), q.store.cfg.HeartbeatTimeout.Seconds(), reg.Region).Scan(&hubs).Error
 	if err != nil || len(hubs) == 0 {
 		return hubRow{}, false, err
 	}

@@ -47,9 +47,12 @@ type registrationRow struct {
 	HubConditions       fleet.Conditions `gorm:"serializer:json"`
 	ImportMaterial      []byte
 	ImportMaterialKeyID *string
-	HubName             *string `gorm:"->"`
-	HubZone             *string `gorm:"->"`
-	HubRegion           *string `gorm:"->"`
+	// DeletionAgeSeconds is filled only by the queue's claim: how long ago,
+	// by the database's clock, deregistration was asked for.
+	DeletionAgeSeconds *float64 `gorm:"->"`
+	HubName            *string  `gorm:"->"`
+	HubZone            *string  `gorm:"->"`
+	HubRegion          *string  `gorm:"->"`
 }
 
 func (registrationRow) TableName() string { return "registrations" }
@@ -95,13 +98,14 @@ func registrations(tx *gorm.DB) *gorm.DB {
 		Joins("LEFT JOIN hubs h ON h.id = r.hub_id")
 }
 
+// findRegistration reads a live registration of org. A caller without an
+// org sees nothing: never leave the org out to mean "any".
 func findRegistration(tx *gorm.DB, org, id string) (registrationRow, error) {
 	var row registrationRow
-	q := registrations(tx).Where("r.id = ? AND r.deleted_at IS NULL", id)
-	if org != "" {
-		q = q.Where("r.org_id = ?", org)
+	if org == "" {
+		return row, notFound("cluster", id)
 	}
-	err := q.Take(&row).Error
+	err := registrations(tx).Where("r.id = ? AND r.deleted_at IS NULL AND r.org_id = ?", id, org).Take(&row).Error
 	if errors.Is(err, gorm.ErrRecordNotFound) {
 		return row, notFound("cluster", id)
 	}
@@ -162,8 +166,9 @@ func (s *Store) CreateRegistration(ctx context.Context, caller fleet.Identity, c
 	if err != nil {
 		return fleet.Registration{}, false, fmt.Errorf("CreateRegistration(%s/%s): %w", caller.OrgID, create.Name, err)
 	}
-	row, err := findRegistration(s.db.Gorm.WithContext(ctx), "", id)
-	if err != nil {
+	// A replay answers the registration as it is now, deleted or not.
+	var row registrationRow
+	if err := registrations(s.db.Gorm.WithContext(ctx)).Where("r.id = ?", id).Take(&row).Error; err != nil {
 		return fleet.Registration{}, false, fmt.Errorf("CreateRegistration(%s/%s): %w", caller.OrgID, create.Name, err)
 	}
 	return row.toRegistration(), created, nil
@@ -210,7 +215,7 @@ func (s *Store) insertRegistration(tx *gorm.DB, caller fleet.Identity, create fl
 	row := registrationRow{
 		ID: newID(), OrgID: caller.OrgID, Owner: caller.Username, Name: create.Name, DisplayName: create.DisplayName,
 		Labels: create.Labels, Zone: create.Zone, Region: create.Region, Product: string(create.Product),
-		Conditions: conds, Phase: string(fleet.DerivePhase(conds, false, false)), Generation: 1, NextAttemptAt: &now,
+		Conditions: conds, Phase: string(fleet.DerivePhase(conds, false, false)), Generation: 1,
 		HubConditions: fleet.Conditions{},
 	}
 	if row.Labels == nil {
@@ -233,7 +238,8 @@ func (s *Store) insertRegistration(tx *gorm.DB, caller fleet.Identity, create fl
 		}
 		return "", err
 	}
-	return row.ID, nil
+	// Due at once, by the database's clock like every queue time.
+	return row.ID, tx.Exec(`UPDATE registrations SET next_attempt_at = now() WHERE id = ?`, row.ID).Error
 }
 
 // requestHash fingerprints a create request for its Idempotency-Key.

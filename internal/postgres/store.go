@@ -64,11 +64,8 @@ func notify(tx *gorm.DB, channel, payload string) error {
 // newID returns a time-ordered id, so new rows land at the end of the index.
 func newID() string { return uuid.Must(uuid.NewV7()).String() }
 
-// PostgreSQL error codes the store translates.
-const (
-	pgUniqueViolation = "23505"
-	pgCheckViolation  = "23514"
-)
+// pgUniqueViolation is the PostgreSQL error code the store translates.
+const pgUniqueViolation = "23505"
 
 // uniqueViolation returns the constraint a unique violation broke, if err is one.
 func uniqueViolation(err error) (string, bool) {

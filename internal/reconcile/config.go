@@ -26,6 +26,9 @@ type Config struct {
 	Lease time.Duration
 	// Resync is the safety net: every reconciler passes this often, woken or not.
 	Resync time.Duration
+	// Recheck is how often a settled registration is reconciled again, to
+	// catch what no wake-up announced (drift).
+	Recheck time.Duration
 	// RemovalTimeout bounds the wait for a hub to confirm a removal.
 	RemovalTimeout time.Duration
 	// StatsInterval is how often the fleet gauges are refreshed.
@@ -35,7 +38,7 @@ type Config struct {
 // DefaultConfig returns the reconcilers' defaults.
 func DefaultConfig() Config {
 	return Config{
-		Enabled: true, Workers: 4, BatchSize: 50, Lease: time.Minute, Resync: 5 * time.Minute,
+		Enabled: true, Workers: 4, BatchSize: 50, Lease: time.Minute, Resync: 5 * time.Minute, Recheck: time.Hour,
 		RemovalTimeout: 30 * time.Minute, StatsInterval: 30 * time.Second,
 	}
 }
@@ -47,6 +50,7 @@ func (c *Config) AddFlags(fs *pflag.FlagSet) {
 	fs.IntVar(&c.BatchSize, "reconcile-batch-size", c.BatchSize, "registrations one claim takes")
 	fs.DurationVar(&c.Lease, "reconcile-lease", c.Lease, "how long a claim holds before another replica may take the work")
 	fs.DurationVar(&c.Resync, "reconcile-resync-interval", c.Resync, "how often every reconciler passes even without a wake-up")
+	fs.DurationVar(&c.Recheck, "reconcile-recheck-interval", c.Recheck, "how often a settled registration is reconciled again")
 	fs.DurationVar(&c.RemovalTimeout, "reconcile-removal-timeout", c.RemovalTimeout, "how long deleting_mgr waits for a hub to confirm a removal before forcing it")
 	fs.DurationVar(&c.StatsInterval, "reconcile-stats-interval", c.StatsInterval, "how often the fleet gauges are refreshed")
 }
@@ -61,7 +65,7 @@ func (c Config) Validate() error {
 		p.Addf("reconcile-batch-size", "must be between 1 and 10000 (got %d)", c.BatchSize)
 	}
 	for flag, d := range map[string]time.Duration{
-		"reconcile-lease": c.Lease, "reconcile-resync-interval": c.Resync,
+		"reconcile-lease": c.Lease, "reconcile-resync-interval": c.Resync, "reconcile-recheck-interval": c.Recheck,
 		"reconcile-removal-timeout": c.RemovalTimeout, "reconcile-stats-interval": c.StatsInterval,
 	} {
 		if d <= 0 {

@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
-	"time"
 
 	"github.com/fleetmanager/fleet-manager/internal/fleet"
 )
@@ -48,14 +47,15 @@ func (m *DeletingManager) reconcileRegistration(ctx context.Context, c fleet.Cla
 		out.Err = err
 		return out
 	}
-	report := fleet.DeliveryReport{Done: true, Reason: fleet.ReasonRemoved, Message: "nothing was delivered to the hub"}
+	report := fleet.DeliveryReport{Reason: fleet.ReasonDeliveryPending,
+		Message: fmt.Sprintf("this deployment cannot withdraw from %s hubs", hub.DeliveryMode)}
 	if delivery, ok := m.deliveries[hub.DeliveryMode]; ok {
 		if report, err = delivery.Withdraw(ctx, hub, reg); err != nil {
 			out.Err = err
 			return out
 		}
 	}
-	waited := now.Sub(derefTime(reg.DeletionRequestedAt, now))
+	waited := c.DeletionAge
 	switch {
 	case report.Done:
 		out.Conditions = out.Conditions.MarkFalse(fleet.ConditionDelivered, report.Reason, report.Message, reg.Generation, now)
@@ -69,11 +69,4 @@ func (m *DeletingManager) reconcileRegistration(ctx context.Context, c fleet.Cla
 		out.RequeueAfter = min(m.cfg.Resync, m.cfg.RemovalTimeout-waited)
 	}
 	return out
-}
-
-func derefTime(t *time.Time, fallback time.Time) time.Time {
-	if t == nil {
-		return fallback
-	}
-	return *t
 }

@@ -2,7 +2,9 @@ package reconcile
 
 import (
 	"context"
+	"fmt"
 	"log/slog"
+	"slices"
 	"time"
 
 	"github.com/fleetmanager/fleet-manager/internal/fleet"
@@ -43,7 +45,7 @@ func (m *HubManager) pass(ctx context.Context) (time.Duration, bool) {
 	}
 	counts := map[fleet.ConditionStatus]int{}
 	for _, h := range hubs {
-		conds := readyCondition(h, m.clock.Now())
+		conds := readyCondition(h, slices.Contains(m.modes, h.Hub.DeliveryMode), m.clock.Now())
 		counts[conds.Status(fleet.ConditionHubReady)]++
 		if conds.Status(fleet.ConditionHubReady) == fleet.ConditionFalse && !h.Hub.InventoryStale {
 			if err := m.monitor.MarkInventoryStale(ctx, h.Hub.ID); err != nil {
@@ -54,7 +56,8 @@ func (m *HubManager) pass(ctx context.Context) (time.Duration, bool) {
 		if conds.Equal(h.Hub.Conditions) {
 			continue
 		}
-		if err := m.monitor.SetHubConditions(ctx, h.Hub.ID, conds); err != nil {
+		ready, _ := conds.Get(fleet.ConditionHubReady)
+		if err := m.monitor.SetHubReadyCondition(ctx, h.Hub.ID, ready); err != nil {
 			outcome = outcomeError
 			m.logger.Error("writing hub conditions", "hub", h.Hub.Name, "error", err)
 		}
@@ -69,10 +72,14 @@ func (m *HubManager) pass(ctx context.Context) (time.Duration, bool) {
 	return 0, false
 }
 
-// readyCondition is the pure rule for a hub's Ready condition.
-func readyCondition(h fleet.HubLiveness, now time.Time) fleet.Conditions {
+// readyCondition is the pure rule for a hub's Ready condition; supported
+// tells whether this deployment can deliver to the hub's mode.
+func readyCondition(h fleet.HubLiveness, supported bool, now time.Time) fleet.Conditions {
 	cs, gen := h.Hub.Conditions, h.Hub.Generation
 	switch {
+	case !supported:
+		return cs.MarkFalse(fleet.ConditionHubReady, fleet.ReasonDeliveryPending,
+			fmt.Sprintf("this deployment cannot deliver to %s hubs", h.Hub.DeliveryMode), gen, now)
 	case h.Hub.DeliveryMode != fleet.DeliveryAgent:
 		return cs.MarkTrue(fleet.ConditionHubReady, fleet.ReasonNoAgentNeeded, "registrations reach this hub through a SyncSet", gen, now)
 	case h.HeartbeatFresh:
@@ -85,20 +92,26 @@ func readyCondition(h fleet.HubLiveness, now time.Time) fleet.Conditions {
 	}
 }
 
-// StatsSource reads the fleet gauges.
-type StatsSource interface {
+// Housekeeper reads the fleet gauges and purges what outlived its use.
+type Housekeeper interface {
 	Stats(ctx context.Context) (fleet.FleetStats, error)
+	PurgeIdempotencyKeys(ctx context.Context) (int, error)
 }
 
-// RunStats refreshes the fleet gauges every StatsInterval until ctx ends.
-func RunStats(ctx context.Context, cfg Config, source StatsSource, metrics *Metrics, logger *slog.Logger) {
+// RunHousekeeping refreshes the fleet gauges and purges expired idempotency
+// keys every StatsInterval until ctx ends.
+func RunHousekeeping(ctx context.Context, cfg Config, source Housekeeper, metrics *Metrics, logger *slog.Logger) {
 	loop(ctx, nil, cfg.StatsInterval, func(ctx context.Context) (time.Duration, bool) {
-		stats, err := source.Stats(ctx)
-		if err != nil {
+		if stats, err := source.Stats(ctx); err != nil {
 			logger.Error("reading fleet stats", "error", err)
-			return 0, false
+		} else {
+			metrics.setStats(stats)
 		}
-		metrics.setStats(stats)
+		if n, err := source.PurgeIdempotencyKeys(ctx); err != nil {
+			logger.Error("purging expired idempotency keys", "error", err)
+		} else if n > 0 {
+			logger.Info("purged expired idempotency keys", "count", n)
+		}
 		return 0, false
 	})
 }

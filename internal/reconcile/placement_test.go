@@ -91,3 +91,34 @@ func TestSilentHubTakesNoPlacements(t *testing.T) {
 		return h.Conditions.Reason(fleet.ConditionHubReady)
 	}).WithTimeout(5 * time.Second).Should(gomega.Equal(fleet.ReasonHeartbeatFresh))
 }
+
+// TestCustomerHubTakesOnlyItsOrg: a hub with an owner org takes only that
+// org's registrations, and that org's registrations go there first.
+func TestCustomerHubTakesOnlyItsOrg(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	shared := e.hub("hub-shared", "eu", "eu-west-1", 10)
+	owned, err := e.store.CreateHub(context.Background(), fleet.HubCreate{Name: "hub-owned", Zone: "eu", Region: "eu-west-1",
+		DeliveryMode: fleet.DeliveryAgent, Capacity: 10, AgentIdentity: "hub-owned-agent", OwnerOrgID: caller.OrgID})
+	if err != nil {
+		t.Fatal(err)
+	}
+	e.heartbeat(owned, 0)
+	e.startReplica(replicaOptions{})
+	mine := e.register("mine", "eu", "eu-west-1")
+	other, _, err := e.store.CreateRegistration(context.Background(), fleet.Identity{OrgID: "org-other", Username: "bob"},
+		fleet.RegistrationCreate{Name: "theirs", Zone: "eu", Region: "eu-west-1", Product: fleet.ProductOCP}, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r := e.eventually(mine.ID, 5*time.Second, cond(fleet.ConditionPlaced, fleet.ConditionTrue, ""), "placed"); r.Hub.ID != owned.ID {
+		t.Errorf("the owner org's registration went to %s, want its own hub %s", r.Hub.Name, owned.Name)
+	}
+	gomega.NewWithT(t).Eventually(func() string {
+		r, _ := e.store.FindRegistration(context.Background(), "org-other", other.ID)
+		if r.Hub == nil {
+			return ""
+		}
+		return r.Hub.ID
+	}).WithTimeout(5*time.Second).Should(gomega.Equal(shared.ID), "another org's registration must land on the shared hub")
+}

@@ -49,6 +49,7 @@ func (m *ProvisioningManager) reconcileRegistration(ctx context.Context, c fleet
 	if hub == nil {
 		out.Conditions = out.Conditions.MarkFalse(fleet.ConditionPlaced, fleet.ReasonNoHubAvailable,
 			fmt.Sprintf("no ready, uncordoned hub with room in zone %s; retried when hubs change", reg.Zone), reg.Generation, now)
+		out.RequeueAfter = m.cfg.Recheck
 		return out
 	}
 	out.Conditions = out.Conditions.MarkTrue(fleet.ConditionPlaced, fleet.ReasonHubSelected,
@@ -66,8 +67,10 @@ func (m *ProvisioningManager) reconcileRegistration(ctx context.Context, c fleet
 		return out
 	}
 	out.Conditions = setDelivered(out.Conditions, report, reg.Generation, now)
+	// The agent's acknowledgement wakes this registration; the requeue is the
+	// safety net, and a settled registration is still looked at now and then.
+	out.RequeueAfter = m.cfg.Recheck
 	if !report.Done {
-		// The agent's acknowledgement wakes this registration; the requeue is the safety net.
 		out.RequeueAfter = m.cfg.Resync
 	}
 	return out

@@ -164,6 +164,9 @@ func (s *Server) validate(op operation, next handlerFunc) handlerFunc {
 			Route:      &route,
 			Options: &openapi3filter.Options{
 				AuthenticationFunc: openapi3filter.NoopAuthenticationFunc,
+				// Defaults are the handlers' and the services' business: the
+				// validator must not write them into the request.
+				SkipSettingDefaults: true,
 			},
 		}
 		if err := openapi3filter.ValidateRequest(r.Context(), input); err != nil {

@@ -287,9 +287,6 @@ type CreateHubJSONRequestBody = HubCreate
 // UpdateHubJSONRequestBody defines body for UpdateHub for application/json ContentType.
 type UpdateHubJSONRequestBody = HubPatch
 
-// UpdateHubApplicationMergePatchPlusJSONRequestBody defines body for UpdateHub for application/merge-patch+json ContentType.
-type UpdateHubApplicationMergePatchPlusJSONRequestBody = HubPatch
-
 // RequestEditorFn is the function signature for the RequestEditor callback function
 type RequestEditorFn func(ctx context.Context, req *http.Request) error
 
@@ -407,13 +404,6 @@ type ClientInterface interface {
 	// Corresponds with PATCH /admin/hubs/{id} (the `UpdateHub` operationId).
 	UpdateHub(ctx context.Context, id Id, params *UpdateHubParams, body UpdateHubJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error)
 
-	// UpdateHubWithApplicationMergePatchPlusJSONBody Change a hub.
-	//
-	// Takes a body of the `application/merge-patch+json` content type.
-	//
-	// Corresponds with PATCH /admin/hubs/{id} (the `UpdateHub` operationId).
-	UpdateHubWithApplicationMergePatchPlusJSONBody(ctx context.Context, id Id, params *UpdateHubParams, body UpdateHubApplicationMergePatchPlusJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error)
-
 	// CordonHub Stop new placements on a hub; what is placed stays.
 	//
 	// Corresponds with POST /admin/hubs/{id}/cordon (the `CordonHub` operationId).
@@ -528,23 +518,6 @@ func (c *Client) UpdateHubWithBody(ctx context.Context, id Id, params *UpdateHub
 // Corresponds with PATCH /admin/hubs/{id} (the `UpdateHub` operationId).
 func (c *Client) UpdateHub(ctx context.Context, id Id, params *UpdateHubParams, body UpdateHubJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error) {
 	req, err := NewUpdateHubRequest(c.Server, id, params, body)
-	if err != nil {
-		return nil, err
-	}
-	req = req.WithContext(ctx)
-	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
-		return nil, err
-	}
-	return c.Client.Do(req)
-}
-
-// UpdateHubWithApplicationMergePatchPlusJSONBody Change a hub.
-//
-// Takes a body of the `application/merge-patch+json` content type.
-//
-// Corresponds with PATCH /admin/hubs/{id} (the `UpdateHub` operationId).
-func (c *Client) UpdateHubWithApplicationMergePatchPlusJSONBody(ctx context.Context, id Id, params *UpdateHubParams, body UpdateHubApplicationMergePatchPlusJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error) {
-	req, err := NewUpdateHubRequestWithApplicationMergePatchPlusJSONBody(c.Server, id, params, body)
 	if err != nil {
 		return nil, err
 	}
@@ -794,17 +767,6 @@ func NewUpdateHubRequest(server string, id Id, params *UpdateHubParams, body Upd
 	return NewUpdateHubRequestWithBody(server, id, params, "application/json", bodyReader)
 }
 
-// NewUpdateHubRequestWithApplicationMergePatchPlusJSONBody calls the generic UpdateHub builder with application/merge-patch+json body
-func NewUpdateHubRequestWithApplicationMergePatchPlusJSONBody(server string, id Id, params *UpdateHubParams, body UpdateHubApplicationMergePatchPlusJSONRequestBody) (*http.Request, error) {
-	var bodyReader io.Reader
-	buf, err := json.Marshal(body)
-	if err != nil {
-		return nil, err
-	}
-	bodyReader = bytes.NewReader(buf)
-	return NewUpdateHubRequestWithBody(server, id, params, "application/merge-patch+json", bodyReader)
-}
-
 // NewUpdateHubRequestWithBody constructs an http.Request for the UpdateHub method, with any body, and a specified content type
 func NewUpdateHubRequestWithBody(server string, id Id, params *UpdateHubParams, contentType string, body io.Reader) (*http.Request, error) {
 	var err error
@@ -1016,13 +978,6 @@ type ClientWithResponsesInterface interface {
 	//
 	// Corresponds with PATCH /admin/hubs/{id} (the `UpdateHub` operationId).
 	UpdateHubWithResponse(ctx context.Context, id Id, params *UpdateHubParams, body UpdateHubJSONRequestBody, reqEditors ...RequestEditorFn) (*UpdateHubResponse, error)
-
-	// UpdateHubWithApplicationMergePatchPlusJSONBodyWithResponse Change a hub.
-	//
-	// Takes a body of the `application/merge-patch+json` content type, and returns a wrapper object for the known response body format(s).
-	//
-	// Corresponds with PATCH /admin/hubs/{id} (the `UpdateHub` operationId).
-	UpdateHubWithApplicationMergePatchPlusJSONBodyWithResponse(ctx context.Context, id Id, params *UpdateHubParams, body UpdateHubApplicationMergePatchPlusJSONRequestBody, reqEditors ...RequestEditorFn) (*UpdateHubResponse, error)
 
 	// CordonHubWithResponse Stop new placements on a hub; what is placed stays.
 	//
@@ -1726,19 +1681,6 @@ func (c *ClientWithResponses) UpdateHubWithBodyWithResponse(ctx context.Context,
 // Corresponds with PATCH /admin/hubs/{id} (the `UpdateHub` operationId).
 func (c *ClientWithResponses) UpdateHubWithResponse(ctx context.Context, id Id, params *UpdateHubParams, body UpdateHubJSONRequestBody, reqEditors ...RequestEditorFn) (*UpdateHubResponse, error) {
 	rsp, err := c.UpdateHub(ctx, id, params, body, reqEditors...)
-	if err != nil {
-		return nil, err
-	}
-	return ParseUpdateHubResponse(rsp)
-}
-
-// UpdateHubWithApplicationMergePatchPlusJSONBodyWithResponse Change a hub.
-//
-// Takes a body of the `application/merge-patch+json` content type, and returns a wrapper object for the known response body format(s).
-//
-// Corresponds with PATCH /admin/hubs/{id} (the `UpdateHub` operationId).
-func (c *ClientWithResponses) UpdateHubWithApplicationMergePatchPlusJSONBodyWithResponse(ctx context.Context, id Id, params *UpdateHubParams, body UpdateHubApplicationMergePatchPlusJSONRequestBody, reqEditors ...RequestEditorFn) (*UpdateHubResponse, error) {
-	rsp, err := c.UpdateHubWithApplicationMergePatchPlusJSONBody(ctx, id, params, body, reqEditors...)
 	if err != nil {
 		return nil, err
 	}

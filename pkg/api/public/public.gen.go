@@ -611,9 +611,6 @@ type CreateClusterJSONRequestBody = ClusterCreate
 // UpdateClusterJSONRequestBody defines body for UpdateCluster for application/json ContentType.
 type UpdateClusterJSONRequestBody = ClusterPatch
 
-// UpdateClusterApplicationMergePatchPlusJSONRequestBody defines body for UpdateCluster for application/merge-patch+json ContentType.
-type UpdateClusterApplicationMergePatchPlusJSONRequestBody = ClusterPatch
-
 // RequestEditorFn is the function signature for the RequestEditor callback function
 type RequestEditorFn func(ctx context.Context, req *http.Request) error
 
@@ -719,6 +716,8 @@ type ClientInterface interface {
 
 	// UpdateClusterWithBody Change a cluster's labels or display name.
 	//
+	// The fields given replace the current ones; `labels` replaces the whole label set.
+	//
 	// Takes any type of body and a specified content type.
 	//
 	// Corresponds with PATCH /clusters/{id} (the `UpdateCluster` operationId).
@@ -726,17 +725,12 @@ type ClientInterface interface {
 
 	// UpdateCluster Change a cluster's labels or display name.
 	//
+	// The fields given replace the current ones; `labels` replaces the whole label set.
+	//
 	// Takes a body of the `application/json` content type.
 	//
 	// Corresponds with PATCH /clusters/{id} (the `UpdateCluster` operationId).
 	UpdateCluster(ctx context.Context, id Id, params *UpdateClusterParams, body UpdateClusterJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error)
-
-	// UpdateClusterWithApplicationMergePatchPlusJSONBody Change a cluster's labels or display name.
-	//
-	// Takes a body of the `application/merge-patch+json` content type.
-	//
-	// Corresponds with PATCH /clusters/{id} (the `UpdateCluster` operationId).
-	UpdateClusterWithApplicationMergePatchPlusJSONBody(ctx context.Context, id Id, params *UpdateClusterParams, body UpdateClusterApplicationMergePatchPlusJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error)
 
 	// GetClusterImport The manifests a cluster admin applies on the cluster to import it.
 	//
@@ -860,6 +854,8 @@ func (c *Client) GetCluster(ctx context.Context, id Id, reqEditors ...RequestEdi
 
 // UpdateClusterWithBody Change a cluster's labels or display name.
 //
+// The fields given replace the current ones; `labels` replaces the whole label set.
+//
 // Takes any type of body and a specified content type.
 //
 // Corresponds with PATCH /clusters/{id} (the `UpdateCluster` operationId).
@@ -877,28 +873,13 @@ func (c *Client) UpdateClusterWithBody(ctx context.Context, id Id, params *Updat
 
 // UpdateCluster Change a cluster's labels or display name.
 //
+// The fields given replace the current ones; `labels` replaces the whole label set.
+//
 // Takes a body of the `application/json` content type.
 //
 // Corresponds with PATCH /clusters/{id} (the `UpdateCluster` operationId).
 func (c *Client) UpdateCluster(ctx context.Context, id Id, params *UpdateClusterParams, body UpdateClusterJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error) {
 	req, err := NewUpdateClusterRequest(c.Server, id, params, body)
-	if err != nil {
-		return nil, err
-	}
-	req = req.WithContext(ctx)
-	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
-		return nil, err
-	}
-	return c.Client.Do(req)
-}
-
-// UpdateClusterWithApplicationMergePatchPlusJSONBody Change a cluster's labels or display name.
-//
-// Takes a body of the `application/merge-patch+json` content type.
-//
-// Corresponds with PATCH /clusters/{id} (the `UpdateCluster` operationId).
-func (c *Client) UpdateClusterWithApplicationMergePatchPlusJSONBody(ctx context.Context, id Id, params *UpdateClusterParams, body UpdateClusterApplicationMergePatchPlusJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error) {
-	req, err := NewUpdateClusterRequestWithApplicationMergePatchPlusJSONBody(c.Server, id, params, body)
 	if err != nil {
 		return nil, err
 	}
@@ -1231,17 +1212,6 @@ func NewUpdateClusterRequest(server string, id Id, params *UpdateClusterParams, 
 	}
 	bodyReader = bytes.NewReader(buf)
 	return NewUpdateClusterRequestWithBody(server, id, params, "application/json", bodyReader)
-}
-
-// NewUpdateClusterRequestWithApplicationMergePatchPlusJSONBody calls the generic UpdateCluster builder with application/merge-patch+json body
-func NewUpdateClusterRequestWithApplicationMergePatchPlusJSONBody(server string, id Id, params *UpdateClusterParams, body UpdateClusterApplicationMergePatchPlusJSONRequestBody) (*http.Request, error) {
-	var bodyReader io.Reader
-	buf, err := json.Marshal(body)
-	if err != nil {
-		return nil, err
-	}
-	bodyReader = bytes.NewReader(buf)
-	return NewUpdateClusterRequestWithBody(server, id, params, "application/merge-patch+json", bodyReader)
 }
 
 // NewUpdateClusterRequestWithBody constructs an http.Request for the UpdateCluster method, with any body, and a specified content type
@@ -1654,6 +1624,8 @@ type ClientWithResponsesInterface interface {
 
 	// UpdateClusterWithBodyWithResponse Change a cluster's labels or display name.
 	//
+	// The fields given replace the current ones; `labels` replaces the whole label set.
+	//
 	// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
 	//
 	// Corresponds with PATCH /clusters/{id} (the `UpdateCluster` operationId).
@@ -1661,17 +1633,12 @@ type ClientWithResponsesInterface interface {
 
 	// UpdateClusterWithResponse Change a cluster's labels or display name.
 	//
+	// The fields given replace the current ones; `labels` replaces the whole label set.
+	//
 	// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
 	//
 	// Corresponds with PATCH /clusters/{id} (the `UpdateCluster` operationId).
 	UpdateClusterWithResponse(ctx context.Context, id Id, params *UpdateClusterParams, body UpdateClusterJSONRequestBody, reqEditors ...RequestEditorFn) (*UpdateClusterResponse, error)
-
-	// UpdateClusterWithApplicationMergePatchPlusJSONBodyWithResponse Change a cluster's labels or display name.
-	//
-	// Takes a body of the `application/merge-patch+json` content type, and returns a wrapper object for the known response body format(s).
-	//
-	// Corresponds with PATCH /clusters/{id} (the `UpdateCluster` operationId).
-	UpdateClusterWithApplicationMergePatchPlusJSONBodyWithResponse(ctx context.Context, id Id, params *UpdateClusterParams, body UpdateClusterApplicationMergePatchPlusJSONRequestBody, reqEditors ...RequestEditorFn) (*UpdateClusterResponse, error)
 
 	// GetClusterImportWithResponse The manifests a cluster admin applies on the cluster to import it.
 	//
@@ -1790,8 +1757,9 @@ func (r ListClustersResponse) ContentType() string {
 
 // CreateClusterResponse202Headers the declared response headers of an HTTP 202 response for CreateCluster
 type CreateClusterResponse202Headers struct {
-	ETag     *string
-	Location *string
+	ETag                *string
+	IdempotencyReplayed *string
+	Location            *string
 }
 
 type CreateClusterResponse struct {
@@ -2553,6 +2521,8 @@ func (c *ClientWithResponses) GetClusterWithResponse(ctx context.Context, id Id,
 
 // UpdateClusterWithBodyWithResponse Change a cluster's labels or display name.
 //
+// The fields given replace the current ones; `labels` replaces the whole label set.
+//
 // Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
 //
 // Corresponds with PATCH /clusters/{id} (the `UpdateCluster` operationId).
@@ -2566,24 +2536,13 @@ func (c *ClientWithResponses) UpdateClusterWithBodyWithResponse(ctx context.Cont
 
 // UpdateClusterWithResponse Change a cluster's labels or display name.
 //
+// The fields given replace the current ones; `labels` replaces the whole label set.
+//
 // Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
 //
 // Corresponds with PATCH /clusters/{id} (the `UpdateCluster` operationId).
 func (c *ClientWithResponses) UpdateClusterWithResponse(ctx context.Context, id Id, params *UpdateClusterParams, body UpdateClusterJSONRequestBody, reqEditors ...RequestEditorFn) (*UpdateClusterResponse, error) {
 	rsp, err := c.UpdateCluster(ctx, id, params, body, reqEditors...)
-	if err != nil {
-		return nil, err
-	}
-	return ParseUpdateClusterResponse(rsp)
-}
-
-// UpdateClusterWithApplicationMergePatchPlusJSONBodyWithResponse Change a cluster's labels or display name.
-//
-// Takes a body of the `application/merge-patch+json` content type, and returns a wrapper object for the known response body format(s).
-//
-// Corresponds with PATCH /clusters/{id} (the `UpdateCluster` operationId).
-func (c *ClientWithResponses) UpdateClusterWithApplicationMergePatchPlusJSONBodyWithResponse(ctx context.Context, id Id, params *UpdateClusterParams, body UpdateClusterApplicationMergePatchPlusJSONRequestBody, reqEditors ...RequestEditorFn) (*UpdateClusterResponse, error) {
-	rsp, err := c.UpdateClusterWithApplicationMergePatchPlusJSONBody(ctx, id, params, body, reqEditors...)
 	if err != nil {
 		return nil, err
 	}
@@ -2806,6 +2765,13 @@ func ParseCreateClusterResponse(rsp *http.Response) (*CreateClusterResponse, err
 				return nil, err
 			}
 			headers.ETag = &value
+		}
+		if values := rsp.Header.Values("Idempotency-Replayed"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "Idempotency-Replayed", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.IdempotencyReplayed = &value
 		}
 		if values := rsp.Header.Values("Location"); len(values) > 0 {
 			var value string
