@@ -50,8 +50,13 @@ run: db/setup build ## Run the service against a local PostgreSQL (migrates firs
 	$(BINARY) serve $(DB_FLAGS) $(RUN_FLAGS)
 
 .PHONY: test
-test: db/setup generate/check ## Run every test (starts a local PostgreSQL when none listens)
+test: db/setup generate/check test/binaries ## Run every test (starts a local PostgreSQL when none listens)
 	$(GOTEST) $(TESTFLAGS) ./...
+
+.PHONY: test/binaries
+test/binaries: ## Build or find the test hub (etcd, kube-apiserver) and OIDC issuer (Hydra); cached in ~/.cache/fleet-manager
+	scripts/hub/ensure-hub-binaries.sh >/dev/null
+	scripts/hydra/build-hydra.sh
 
 .PHONY: generate
 generate: ## Regenerate the Go types and clients from openapi/

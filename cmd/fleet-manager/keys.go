@@ -5,6 +5,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/fleetmanager/fleet-manager/internal/config"
 	"github.com/fleetmanager/fleet-manager/internal/fleet"
 	"github.com/fleetmanager/fleet-manager/internal/postgres"
 	"github.com/fleetmanager/fleet-manager/internal/secrets"
@@ -39,7 +40,14 @@ func newRotateKeysCommand(env lookupEnv) *cobra.Command {
 			if err := complete(cmd.Flags(), env, &dbOpts.SecretsDir); err != nil {
 				return err
 			}
-			if err := joinProblems(logOpts.validate, dbOpts.Validate, keyOpts.Validate); err != nil {
+			batchValid := func() error {
+				var p config.Problems
+				if batch < 1 {
+					p.Addf("batch-size", "must be at least 1 (got %d)", batch)
+				}
+				return p.Err()
+			}
+			if err := joinProblems(logOpts.validate, dbOpts.Validate, keyOpts.Validate, batchValid); err != nil {
 				return err
 			}
 			keyring, err := secrets.LoadKeyring(keyOpts)

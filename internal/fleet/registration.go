@@ -7,6 +7,7 @@ import (
 	"slices"
 	"strings"
 	"time"
+	"unicode/utf8"
 )
 
 // Product is the kind of cluster a registration is for.
@@ -154,7 +155,7 @@ func (c RegistrationCreate) Validate() error {
 	if !dnsLabel.MatchString(c.Name) {
 		return Errorf(CodeValidation, "name %q must be a DNS label: 1-63 lower-case letters, digits or '-', starting and ending alphanumeric", c.Name)
 	}
-	if len(c.DisplayName) > maxDisplayName {
+	if utf8.RuneCountInString(c.DisplayName) > maxDisplayName {
 		return Errorf(CodeValidation, "display_name must be at most %d characters", maxDisplayName)
 	}
 	if c.Zone != "" && !regionOrZone.MatchString(c.Zone) {
@@ -190,7 +191,7 @@ func (ic *ImportCredentials) validate() error {
 
 // Validate checks an update; errors carry CodeValidation.
 func (u RegistrationUpdate) Validate() error {
-	if u.DisplayName != nil && len(*u.DisplayName) > maxDisplayName {
+	if u.DisplayName != nil && utf8.RuneCountInString(*u.DisplayName) > maxDisplayName {
 		return Errorf(CodeValidation, "display_name must be at most %d characters", maxDisplayName)
 	}
 	if u.Labels != nil {

@@ -15,6 +15,9 @@ var sealedColumns = [][2]string{{"hubs", "credentials"}, {"registrations", "cred
 // key, in batches, and returns how many it re-wrapped. Each row is updated
 // only if it still holds what was read, so it runs safely beside serve.
 func (s *Store) RewrapSecrets(ctx context.Context, batch int) (int, error) {
+	if batch < 1 {
+		return 0, fmt.Errorf("RewrapSecrets(): the batch size must be at least 1 (got %d)", batch)
+	}
 	total := 0
 	for _, tc := range sealedColumns {
 		for {
@@ -43,16 +46,22 @@ WHERE %[2]s IS NOT NULL AND %[2]s_key_id <> ? ORDER BY id LIMIT ?`, table, colum
 	if err != nil {
 		return 0, err
 	}
+	rewrapped := 0
 	for _, r := range rows {
 		sealed, _, err := s.keyring.Rewrap(secrets.Sealed{KeyID: r.KeyID, Data: r.Data}, aad(table, column, r.ID))
 		if err != nil {
-			return 0, fmt.Errorf("row %s: %w", r.ID, err)
+			return rewrapped, fmt.Errorf("row %s: %w", r.ID, err)
 		}
-		err = s.db.Gorm.WithContext(ctx).Exec(fmt.Sprintf(`UPDATE %[1]s SET %[2]s = ?, %[2]s_key_id = ? WHERE id = ? AND %[2]s_key_id = ?`, table, column),
-			sealed.Data, sealed.KeyID, r.ID, r.KeyID).Error
-		if err != nil {
-			return 0, err
+		// Only if the row still holds what was read: a value written meanwhile wins.
+		res := s.db.Gorm.WithContext(ctx).Exec(fmt.Sprintf(`UPDATE %[1]s SET %[2]s = ?, %[2]s_key_id = ?
+WHERE id = ? AND %[2]s_key_id = ? AND %[2]s = ?`, table, column), sealed.Data, sealed.KeyID, r.ID, r.KeyID, r.Data)
+		if res.Error != nil {
+			return rewrapped, res.Error
 		}
+		rewrapped += int(res.RowsAffected)
+	}
+	if len(rows) == batch && rewrapped == 0 {
+		return 0, fmt.Errorf("a whole batch of %s.%s changed under rotate-keys; run it again", table, column)
 	}
 	return len(rows), nil
 }

@@ -75,13 +75,15 @@ func TestPlacementPrefersRegionAndLeastLoaded(t *testing.T) {
 func TestSilentHubTakesNoPlacements(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t)
-	e.scfg.HeartbeatTimeout = time.Second
+	// Long enough that a loaded machine still places within it after the
+	// heartbeat; short enough to wait for.
+	e.scfg.HeartbeatTimeout = 3 * time.Second
 	e.startReplica(replicaOptions{})
 	hub := e.hub("hub-quiet", "eu", "eu-west-1", 5)
 	gomega.NewWithT(t).Eventually(func() fleet.ConditionStatus {
 		h, _ := e.store.FindHub(context.Background(), hub.ID)
 		return h.Conditions.Status(fleet.ConditionHubReady)
-	}).WithTimeout(10*time.Second).WithPolling(50*time.Millisecond).Should(gomega.Equal(fleet.ConditionFalse), "hub never turned unready")
+	}).WithTimeout(20*time.Second).WithPolling(50*time.Millisecond).Should(gomega.Equal(fleet.ConditionFalse), "hub never turned unready")
 	reg := e.register("late", "eu", "")
 	e.eventually(reg.ID, 5*time.Second, cond(fleet.ConditionPlaced, fleet.ConditionFalse, fleet.ReasonNoHubAvailable), "NoHubAvailable")
 	e.heartbeat(hub, 0)

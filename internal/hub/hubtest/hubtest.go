@@ -1,0 +1,253 @@
+// Package hubtest runs a real hub for tests: an etcd and a kube-apiserver on
+// loopback ports with every hub CRD of ../shared/hub-crds installed and
+// established. The hub starts once per test binary, on the first Start, and
+// all tests of the package share it (t.Parallel is fine; give objects
+// distinct names). Main stops it when the tests are done:
+//
+//	func TestMain(m *testing.M) { hubtest.Main(m) }
+//
+//	func TestSomething(t *testing.T) {
+//		hub := hubtest.Start(t)
+//		clients := hub.NewClientsetFor(t)
+//		...
+//	}
+//
+// The binaries come from $HUB_BIN_DIR (default ~/.cache/fleet-manager/hub-bin),
+// which scripts/hub/ensure-hub-binaries.sh fills. There is no
+// kube-controller-manager: no garbage collection, no namespace deletion, no
+// service-account tokens.
+package hubtest
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"sync"
+	"testing"
+	"time"
+
+	"k8s.io/client-go/dynamic"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
+	"k8s.io/client-go/tools/clientcmd"
+	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
+)
+
+// BinDirEnv names the environment variable that holds the folder with the
+// etcd and kube-apiserver binaries.
+const BinDirEnv = "HUB_BIN_DIR"
+
+const ensureScript = "scripts/hub/ensure-hub-binaries.sh"
+
+// Hub is a running etcd plus kube-apiserver with the hub CRDs installed. It
+// is shared by the tests of a package: don't change what others rely on.
+type Hub struct {
+	cp      *controlPlane
+	config  *rest.Config
+	crds    []string
+	timings Timings
+}
+
+// Timings says how long each part of the hub start took.
+type Timings struct {
+	Etcd      time.Duration // until etcd answered /health
+	APIServer time.Duration // until kube-apiserver answered /readyz
+	CRDs      time.Duration // until every CRD was Established
+	Total     time.Duration
+}
+
+// shared holds the one hub of the test binary.
+var shared struct {
+	once sync.Once
+	mu   sync.Mutex // guards hub against Stop
+	hub  *Hub
+	err  error
+}
+
+// Start returns the hub of this test binary, starting it on the first call.
+// It fails the test when the hub cannot start, for instance when the
+// binaries are missing; it never skips.
+func Start(t testing.TB) *Hub {
+	t.Helper()
+	shared.once.Do(func() {
+		hub, err := start()
+		shared.mu.Lock()
+		shared.hub, shared.err = hub, err
+		shared.mu.Unlock()
+		if err == nil {
+			tm := hub.timings
+			t.Logf("hubtest: hub at %s started in %s (etcd %s, kube-apiserver %s, %d CRDs %s)",
+				hub.config.Host, tm.Total.Round(time.Millisecond), tm.Etcd.Round(time.Millisecond),
+				tm.APIServer.Round(time.Millisecond), len(hub.crds), tm.CRDs.Round(time.Millisecond))
+		}
+	})
+	shared.mu.Lock()
+	defer shared.mu.Unlock()
+	if shared.err != nil {
+		t.Fatalf("hubtest.Start: %v", shared.err)
+	}
+	if shared.hub == nil {
+		t.Fatal("hubtest.Start: the hub was stopped (Start called after Main's m.Run returned)")
+	}
+	return shared.hub
+}
+
+// Main runs the tests and then stops the hub, if one was started; call it
+// from TestMain. A package that needs more than one such helper calls
+// m.Run itself and then Stop.
+func Main(m *testing.M) {
+	code := m.Run()
+	Stop()
+	os.Exit(code)
+}
+
+// Stop stops the hub of this test binary and removes its files. Tests that
+// call Start afterwards fail.
+func Stop() {
+	shared.mu.Lock()
+	defer shared.mu.Unlock()
+	if shared.hub != nil {
+		shared.hub.cp.stop()
+		shared.hub = nil
+	}
+}
+
+// Dynamic starts the hub if needed and returns a dynamic client for it.
+func Dynamic(t testing.TB) dynamic.Interface {
+	t.Helper()
+	return Start(t).NewDynamicFor(t)
+}
+
+// start brings up the control plane and installs the CRDs.
+func start() (*Hub, error) {
+	began := time.Now()
+	bins, err := findBinaries()
+	if err != nil {
+		return nil, err
+	}
+	crdDir, err := findCRDDir()
+	if err != nil {
+		return nil, err
+	}
+	crds, err := readCRDs(crdDir)
+	if err != nil {
+		return nil, err
+	}
+	hub := &Hub{}
+	if hub.cp, err = startControlPlane(bins, &hub.timings); err != nil {
+		return nil, err
+	}
+	hub.config = &rest.Config{
+		Host:            hub.cp.host,
+		BearerToken:     hub.cp.token,
+		TLSClientConfig: rest.TLSClientConfig{CAData: hub.cp.caData},
+		QPS:             100,
+		Burst:           200,
+		UserAgent:       "hubtest",
+	}
+	// The upstream CRDs draw schema warnings (unknown formats) that say
+	// nothing about the code under test.
+	installConfig := rest.CopyConfig(hub.config)
+	installConfig.WarningHandler = rest.NoWarnings{}
+	client, err := dynamic.NewForConfig(installConfig)
+	if err != nil {
+		hub.cp.stop()
+		return nil, fmt.Errorf("hubtest: dynamic client: %w", err)
+	}
+	crdsBegan := time.Now()
+	if hub.crds, err = installCRDs(context.Background(), client, crds); err != nil {
+		hub.cp.stop()
+		return nil, fmt.Errorf("hubtest: CRDs of %s: %w", crdDir, err)
+	}
+	hub.timings.CRDs = time.Since(crdsBegan)
+	hub.timings.Total = time.Since(began)
+	return hub, nil
+}
+
+// binaries are the paths of the two programs a hub runs.
+type binaries struct{ etcd, apiserver string }
+
+// findBinaries looks in $HUB_BIN_DIR or the default cache folder; etcd may
+// also come from PATH (Debian's etcd-server puts it in /usr/bin).
+func findBinaries() (binaries, error) {
+	dir := os.Getenv(BinDirEnv)
+	if dir == "" {
+		home, err := os.UserHomeDir()
+		if err != nil {
+			return binaries{}, fmt.Errorf("hubtest: %w; set %s", err, BinDirEnv)
+		}
+		dir = filepath.Join(home, ".cache", "fleet-manager", "hub-bin")
+	}
+	bins := binaries{etcd: filepath.Join(dir, "etcd"), apiserver: filepath.Join(dir, "kube-apiserver")}
+	if !executable(bins.etcd) {
+		if onPath, err := exec.LookPath("etcd"); err == nil {
+			bins.etcd = onPath
+		}
+	}
+	for _, bin := range []string{bins.etcd, bins.apiserver} {
+		if !executable(bin) {
+			return binaries{}, fmt.Errorf("hubtest: no executable %s: run %s (it installs etcd and builds kube-apiserver into %s; %s chooses the folder)",
+				bin, ensureScript, dir, BinDirEnv)
+		}
+	}
+	return bins, nil
+}
+
+func executable(path string) bool {
+	info, err := os.Stat(path)
+	return err == nil && !info.IsDir() && info.Mode()&0o111 != 0
+}
+
+// RESTConfig returns a copy of the admin configuration: a system:masters
+// token and the apiserver's serving certificate as CA.
+func (h *Hub) RESTConfig() *rest.Config {
+	return rest.CopyConfig(h.config)
+}
+
+// CRDs returns the names of the CustomResourceDefinitions Start installed.
+func (h *Hub) CRDs() []string {
+	return append([]string(nil), h.crds...)
+}
+
+// Timings returns how long the hub took to start.
+func (h *Hub) Timings() Timings {
+	return h.timings
+}
+
+// NewClientsetFor returns a typed admin client for the hub.
+func (h *Hub) NewClientsetFor(t testing.TB) *kubernetes.Clientset {
+	t.Helper()
+	clients, err := kubernetes.NewForConfig(h.RESTConfig())
+	if err != nil {
+		t.Fatalf("hubtest: kubernetes.NewForConfig: %v", err)
+	}
+	return clients
+}
+
+// NewDynamicFor returns a dynamic admin client for the hub.
+func (h *Hub) NewDynamicFor(t testing.TB) dynamic.Interface {
+	t.Helper()
+	client, err := dynamic.NewForConfig(h.RESTConfig())
+	if err != nil {
+		t.Fatalf("hubtest: dynamic.NewForConfig: %v", err)
+	}
+	return client
+}
+
+// Kubeconfig writes an admin kubeconfig for the hub into t.TempDir and
+// returns its path, for code under test that reads a kubeconfig file.
+func (h *Hub) Kubeconfig(t testing.TB) string {
+	t.Helper()
+	cfg := clientcmdapi.NewConfig()
+	cfg.Clusters["hub"] = &clientcmdapi.Cluster{Server: h.config.Host, CertificateAuthorityData: h.config.CAData}
+	cfg.AuthInfos["hubtest-admin"] = &clientcmdapi.AuthInfo{Token: h.config.BearerToken}
+	cfg.Contexts["hub"] = &clientcmdapi.Context{Cluster: "hub", AuthInfo: "hubtest-admin"}
+	cfg.CurrentContext = "hub"
+	path := filepath.Join(t.TempDir(), "kubeconfig")
+	if err := clientcmd.WriteToFile(*cfg, path); err != nil {
+		t.Fatalf("hubtest: clientcmd.WriteToFile(%s): %v", path, err)
+	}
+	return path
+}

@@ -1,0 +1,12 @@
+package hubtest
+
+import (
+	"os/exec"
+	"syscall"
+)
+
+// setDeathSignal has the kernel kill the child when the test binary dies, so
+// a test killed by its timeout leaves no etcd or kube-apiserver behind.
+func setDeathSignal(cmd *exec.Cmd) {
+	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
+}

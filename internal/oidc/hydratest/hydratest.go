@@ -1,0 +1,255 @@
+// Package hydratest runs a real OIDC issuer for tests: Ory Hydra with an
+// in-memory store on loopback ports, issuing RS256 JWT access tokens. It
+// starts once per test binary, on the first Start, and all tests of the
+// package share it (t.Parallel is fine; give clients distinct ids). Main
+// stops it when the tests are done:
+//
+//	func TestMain(m *testing.M) { hydratest.Main(m) }
+//
+//	func TestSomething(t *testing.T) {
+//		issuer := hydratest.Start(t)
+//		issuer.CreateClient(t, "agent", "secret", "fleet-manager", "fleet:read")
+//		token := issuer.Token(t, "agent", "secret", "fleet-manager")
+//		...
+//	}
+//
+// The binary is $HYDRA_BIN (default ~/.cache/fleet-manager/hydra/hydra),
+// which scripts/hydra/build-hydra.sh builds.
+package hydratest
+
+import (
+	"crypto/rand"
+	"encoding/hex"
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strconv"
+	"sync"
+	"testing"
+	"time"
+)
+
+// BinEnv names the environment variable that holds the hydra binary's path.
+const BinEnv = "HYDRA_BIN"
+
+const buildScript = "scripts/hydra/build-hydra.sh"
+
+// startAttempts bounds the retries when another process takes a port
+// between freePorts and the bind.
+const startAttempts = 3
+
+// Hydra is a running Hydra shared by the tests of a package.
+type Hydra struct {
+	proc      *process
+	dir       string
+	public    string // http://127.0.0.1:<port>, no trailing slash
+	admin     string
+	discovery discovery
+	http      *http.Client
+	startup   time.Duration
+
+	mu     sync.Mutex
+	scopes map[string][]string // client id -> scopes, for Token
+}
+
+// discovery is the part of /.well-known/openid-configuration the tests use.
+type discovery struct {
+	Issuer        string `json:"issuer"`
+	JWKSURI       string `json:"jwks_uri"`
+	TokenEndpoint string `json:"token_endpoint"`
+}
+
+// shared holds the one Hydra of the test binary.
+var shared struct {
+	once  sync.Once
+	mu    sync.Mutex // guards hydra against Stop
+	hydra *Hydra
+	err   error
+}
+
+// Start returns the Hydra of this test binary, starting it on the first
+// call. It fails the test when Hydra cannot start, for instance when the
+// binary is missing; it never skips.
+func Start(t testing.TB) *Hydra {
+	t.Helper()
+	shared.once.Do(func() {
+		h, err := start()
+		shared.mu.Lock()
+		shared.hydra, shared.err = h, err
+		shared.mu.Unlock()
+		if err == nil {
+			t.Logf("hydratest: hydra with issuer %s started in %s", h.Issuer(), h.startup.Round(time.Millisecond))
+		}
+	})
+	shared.mu.Lock()
+	defer shared.mu.Unlock()
+	if shared.err != nil {
+		t.Fatalf("hydratest.Start: %v", shared.err)
+	}
+	if shared.hydra == nil {
+		t.Fatal("hydratest.Start: hydra was stopped (Start called after Main's m.Run returned)")
+	}
+	return shared.hydra
+}
+
+// Main runs the tests and then stops Hydra, if it was started; call it from
+// TestMain. A package that needs more than one such helper calls m.Run
+// itself and then Stop.
+func Main(m *testing.M) {
+	code := m.Run()
+	Stop()
+	os.Exit(code)
+}
+
+// Stop stops the Hydra of this test binary and removes its folder. Tests
+// that call Start afterwards fail.
+func Stop() {
+	shared.mu.Lock()
+	defer shared.mu.Unlock()
+	if shared.hydra != nil {
+		shared.hydra.proc.stop(10 * time.Second)
+		os.RemoveAll(shared.hydra.dir)
+		shared.hydra = nil
+	}
+}
+
+// start runs hydra serve all on two free loopback ports and waits until
+// both answer and discovery is served.
+func start() (_ *Hydra, err error) {
+	began := time.Now()
+	bin, err := findBinary()
+	if err != nil {
+		return nil, err
+	}
+	dir, err := os.MkdirTemp("", "hydratest-")
+	if err != nil {
+		return nil, fmt.Errorf("hydratest: %w", err)
+	}
+	h := &Hydra{dir: dir, http: &http.Client{Timeout: 60 * time.Second}, scopes: map[string][]string{}}
+	defer func() {
+		if err != nil {
+			os.RemoveAll(dir)
+		}
+	}()
+	for attempt := 1; ; attempt++ {
+		exited, err := h.run(bin)
+		if err == nil {
+			break
+		}
+		h.proc.stop(5 * time.Second)
+		if !exited || !h.proc.portTaken() || attempt == startAttempts {
+			return nil, fmt.Errorf("hydratest: %w", err)
+		}
+	}
+	if err := h.getJSON(h.public+"/.well-known/openid-configuration", &h.discovery); err != nil {
+		h.proc.stop(5 * time.Second)
+		return nil, fmt.Errorf("hydratest: discovery: %w", err)
+	}
+	// Hydra makes its RSA signing keys on first use, which takes seconds:
+	// have it make them now, so the start time holds it and tests do not.
+	var jwks struct {
+		Keys []json.RawMessage `json:"keys"`
+	}
+	if err := h.getJSON(h.discovery.JWKSURI, &jwks); err != nil || len(jwks.Keys) == 0 {
+		h.proc.stop(5 * time.Second)
+		return nil, fmt.Errorf("hydratest: JWKS %s: %d keys, error %v", h.discovery.JWKSURI, len(jwks.Keys), err)
+	}
+	h.startup = time.Since(began)
+	return h, nil
+}
+
+// run starts one hydra process and waits for it to be ready.
+func (h *Hydra) run(bin string) (exited bool, err error) {
+	ports, err := freePorts(2)
+	if err != nil {
+		return false, err
+	}
+	secret := make([]byte, 32)
+	if _, err := rand.Read(secret); err != nil {
+		return false, err
+	}
+	h.public = "http://127.0.0.1:" + strconv.Itoa(ports[0])
+	h.admin = "http://127.0.0.1:" + strconv.Itoa(ports[1])
+	env := []string{
+		"PATH=" + os.Getenv("PATH"),
+		"HOME=" + h.dir,
+		"DSN=memory",
+		"SERVE_PUBLIC_HOST=127.0.0.1",
+		"SERVE_PUBLIC_PORT=" + strconv.Itoa(ports[0]),
+		"SERVE_ADMIN_HOST=127.0.0.1",
+		"SERVE_ADMIN_PORT=" + strconv.Itoa(ports[1]),
+		"URLS_SELF_ISSUER=" + h.public + "/",
+		"STRATEGIES_ACCESS_TOKEN=jwt",
+		"SECRETS_SYSTEM=" + hex.EncodeToString(secret),
+		"SQA_OPT_OUT=true",
+	}
+	h.proc, err = startProcess(h.dir, filepath.Join(h.dir, "hydra.log"), env, bin, "serve", "all", "--dev")
+	if err != nil {
+		return false, err
+	}
+	return h.proc.waitReady(30*time.Second, func() error {
+		if err := h.probe(h.admin + "/health/ready"); err != nil {
+			return err
+		}
+		return h.probe(h.public + "/health/alive")
+	})
+}
+
+// findBinary returns $HYDRA_BIN or the default cache path.
+func findBinary() (string, error) {
+	bin := os.Getenv(BinEnv)
+	if bin == "" {
+		home, err := os.UserHomeDir()
+		if err != nil {
+			return "", fmt.Errorf("hydratest: %w; set %s", err, BinEnv)
+		}
+		bin = filepath.Join(home, ".cache", "fleet-manager", "hydra", "hydra")
+	}
+	if info, err := os.Stat(bin); err != nil || info.IsDir() || info.Mode()&0o111 == 0 {
+		return "", fmt.Errorf("hydratest: no executable %s: run %s (it builds Ory Hydra there; %s chooses the path)", bin, buildScript, BinEnv)
+	}
+	return bin, nil
+}
+
+// Issuer returns the issuer URL as discovery and the tokens' iss state it.
+func (h *Hydra) Issuer() string { return h.discovery.Issuer }
+
+// JWKSURL returns the URL of the public signing keys.
+func (h *Hydra) JWKSURL() string { return h.discovery.JWKSURI }
+
+// TokenURL returns the OAuth2 token endpoint.
+func (h *Hydra) TokenURL() string { return h.discovery.TokenEndpoint }
+
+// AdminURL returns the base URL of Hydra's admin API, without trailing slash.
+func (h *Hydra) AdminURL() string { return h.admin }
+
+// StartupTime returns how long Hydra took to start and become ready.
+func (h *Hydra) StartupTime() time.Duration { return h.startup }
+
+// probe returns nil when GET url answers 200.
+func (h *Hydra) probe(url string) error {
+	resp, err := h.http.Get(url)
+	if err != nil {
+		return err
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		return fmt.Errorf("GET %s: %s", url, resp.Status)
+	}
+	return nil
+}
+
+// getJSON decodes the 200 answer of GET url into v.
+func (h *Hydra) getJSON(url string, v any) error {
+	resp, err := h.http.Get(url)
+	if err != nil {
+		return err
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		return fmt.Errorf("GET %s: %s", url, resp.Status)
+	}
+	return json.NewDecoder(resp.Body).Decode(v)
+}
