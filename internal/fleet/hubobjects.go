@@ -9,7 +9,10 @@ import (
 const (
 	LabelRegistrationID = "fleet-manager.io/registration-id"
 	LabelOrgID          = "fleet-manager.io/org-id"
-	LabelManagedBy      = "app.kubernetes.io/managed-by"
+	// LabelHubID scopes what an agent owns to its hub, so an agent never
+	// touches objects another hub's agent applied (as on a shared test hub).
+	LabelHubID     = "fleet-manager.io/hub-id"
+	LabelManagedBy = "app.kubernetes.io/managed-by"
 	// ManagedByAgent marks what fleetshard-sync applied, so it can find and
 	// remove what left the desired set.
 	ManagedByAgent = "fleetshard-sync"
@@ -33,9 +36,9 @@ func ManagedClusterName(reg Registration) string {
 // DesiredObjects renders the hub-side objects of a registration, in apply
 // order: its namespace, the ManagedCluster, the KlusterletAddonConfig and,
 // with credentials, the auto-import secret.
-func DesiredObjects(reg Registration, creds *ImportCredentials) []map[string]any {
+func DesiredObjects(reg Registration, hubID string, creds *ImportCredentials) []map[string]any {
 	name := ManagedClusterName(reg)
-	own := map[string]any{LabelRegistrationID: reg.ID, LabelOrgID: reg.OrgID, LabelManagedBy: ManagedByAgent}
+	own := map[string]any{LabelRegistrationID: reg.ID, LabelOrgID: reg.OrgID, LabelManagedBy: ManagedByAgent, LabelHubID: hubID}
 	clusterLabels := map[string]any{}
 	for k, v := range reg.Labels {
 		clusterLabels[k] = v

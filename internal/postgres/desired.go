@@ -42,7 +42,7 @@ func (s *Store) DesiredSet(ctx context.Context, hubID, agentIdentity string) (fl
 		reg := r.toRegistration()
 		set.Registrations = append(set.Registrations, fleet.DesiredRegistration{
 			RegistrationID: reg.ID, Generation: reg.Generation, ManagedClusterName: fleet.ManagedClusterName(reg),
-			Objects: fleet.DesiredObjects(reg, creds),
+			Objects: fleet.DesiredObjects(reg, hubID, creds),
 		})
 	}
 	return set, nil
