@@ -34,6 +34,9 @@ type Config struct {
 	ShutdownTimeout   time.Duration
 	ReadyTimeout      time.Duration
 	MaxBodyBytes      int64
+	// AgentMaxBodyBytes is the limit of the agents' API, whose inventory
+	// batches of hundreds of clusters are larger than any user request.
+	AgentMaxBodyBytes int64
 
 	// PublicPaths are spec paths (relative to BasePath) served without a token.
 	PublicPaths []string
@@ -73,6 +76,7 @@ func DefaultConfig() Config {
 		ShutdownTimeout:    30 * time.Second,
 		ReadyTimeout:       2 * time.Second,
 		MaxBodyBytes:       1 << 20,
+		AgentMaxBodyBytes:  64 << 20,
 		PublicPaths:        []string{"/openapi", "/errors", "/errors/{id}"},
 		AgentMaxWait:       time.Minute,
 		AgentDefaultWait:   30 * time.Second,
@@ -102,6 +106,7 @@ func (c *Config) AddFlags(fs *pflag.FlagSet) {
 	fs.DurationVar(&c.ShutdownTimeout, "shutdown-timeout", c.ShutdownTimeout, "how long in-flight requests may finish after SIGTERM")
 	fs.DurationVar(&c.ReadyTimeout, "ready-timeout", c.ReadyTimeout, "time the readiness check may take")
 	fs.Int64Var(&c.MaxBodyBytes, "api-max-body-bytes", c.MaxBodyBytes, "largest request body accepted")
+	fs.Int64Var(&c.AgentMaxBodyBytes, "agent-max-body-bytes", c.AgentMaxBodyBytes, "largest request body accepted from hub agents")
 	fs.StringSliceVar(&c.PublicPaths, "auth-public-paths", c.PublicPaths, "spec paths, relative to the base path, served without a token")
 	fs.DurationVar(&c.AgentMaxWait, "agent-max-wait", c.AgentMaxWait, "longest long-poll an agent may ask for (below --api-write-timeout)")
 	fs.DurationVar(&c.AgentDefaultWait, "agent-default-wait", c.AgentDefaultWait, "long-poll wait when an agent names none")
@@ -145,6 +150,9 @@ func (c Config) Validate() error {
 	}
 	if c.MaxBodyBytes < 1024 {
 		p.Addf("api-max-body-bytes", "must be at least 1024 (got %d)", c.MaxBodyBytes)
+	}
+	if c.AgentMaxBodyBytes < 1024 {
+		p.Addf("agent-max-body-bytes", "must be at least 1024 (got %d)", c.AgentMaxBodyBytes)
 	}
 	for _, path := range c.PublicPaths {
 		if !strings.HasPrefix(path, "/") {
