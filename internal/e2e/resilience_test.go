@@ -69,7 +69,7 @@ func TestAgentRestartConverges(t *testing.T) {
 	s := newStack(t, "hub-e2e-restart")
 	gone := "gone-" + s.hubID[len(s.hubID)-6:]
 	createDirect(t, gone)
-	s.g.Eventually(func() int { return len(s.inventory(gone)) }).WithTimeout(30*time.Second).Should(gomega.Equal(1))
+	s.g.Eventually(func() int { return len(s.inventory(gone)) }).WithTimeout(30 * time.Second).Should(gomega.Equal(1))
 
 	s.agent.stop()
 	deleteDirect(t, gone)
@@ -107,7 +107,7 @@ func TestSilentHubTurnsUnavailableAndBack(t *testing.T) {
 	s := newStack(t, "hub-e2e-silent")
 	name := "quiet-" + s.hubID[len(s.hubID)-6:]
 	createDirect(t, name)
-	s.g.Eventually(func() int { return len(s.inventory(name)) }).WithTimeout(30*time.Second).Should(gomega.Equal(1))
+	s.g.Eventually(func() int { return len(s.inventory(name)) }).WithTimeout(30 * time.Second).Should(gomega.Equal(1))
 
 	s.agent.stop()
 	s.waitHubReady(fleet.ConditionFalse)

@@ -123,7 +123,7 @@ func writeImportSecret(ctx context.Context, dyn dynamic.Interface, name string) 
 	}
 	secret := &unstructured.Unstructured{Object: map[string]any{
 		"apiVersion": "v1", "kind": "Secret",
-		"metadata":   map[string]any{"name": name + "-import", "namespace": name},
+		"metadata": map[string]any{"name": name + "-import", "namespace": name},
 		"stringData": map[string]any{
 			"crds.yaml":   "kind: CustomResourceDefinition # import crds of " + name,
 			"import.yaml": "kind: Namespace # import manifests of " + name,
