@@ -37,6 +37,8 @@ type Config struct {
 	// AgentMaxBodyBytes is the limit of the agents' API, whose inventory
 	// batches of hundreds of clusters are larger than any user request.
 	AgentMaxBodyBytes int64
+	// AgentIngestConcurrency bounds the inventory batches handled at once.
+	AgentIngestConcurrency int
 
 	// PublicPaths are spec paths (relative to BasePath) served without a token.
 	PublicPaths []string
@@ -63,25 +65,26 @@ type CORSConfig struct {
 // DefaultConfig returns the configuration of the upstream service.
 func DefaultConfig() Config {
 	return Config{
-		ServiceName:        "fleet-manager",
-		BasePath:           "/api/fleet_manager/v1",
-		ErrorCodePrefix:    "FLEET-MGMT",
-		APIBindAddress:     ":8000",
-		MetricsBindAddress: ":8080",
-		HealthBindAddress:  ":8083",
-		ReadHeaderTimeout:  10 * time.Second,
-		ReadTimeout:        60 * time.Second,
-		WriteTimeout:       2 * time.Minute,
-		IdleTimeout:        2 * time.Minute,
-		ShutdownTimeout:    30 * time.Second,
-		ReadyTimeout:       2 * time.Second,
-		MaxBodyBytes:       1 << 20,
-		AgentMaxBodyBytes:  64 << 20,
-		PublicPaths:        []string{"/openapi", "/errors", "/errors/{id}"},
-		AgentMaxWait:       time.Minute,
-		AgentDefaultWait:   30 * time.Second,
-		AdminRoles:         []string{"fleet-admin"},
-		AdminReadRoles:     []string{"fleet-admin", "fleet-viewer"},
+		ServiceName:            "fleet-manager",
+		BasePath:               "/api/fleet_manager/v1",
+		ErrorCodePrefix:        "FLEET-MGMT",
+		APIBindAddress:         ":8000",
+		MetricsBindAddress:     ":8080",
+		HealthBindAddress:      ":8083",
+		ReadHeaderTimeout:      10 * time.Second,
+		ReadTimeout:            60 * time.Second,
+		WriteTimeout:           2 * time.Minute,
+		IdleTimeout:            2 * time.Minute,
+		ShutdownTimeout:        30 * time.Second,
+		ReadyTimeout:           2 * time.Second,
+		MaxBodyBytes:           1 << 20,
+		AgentMaxBodyBytes:      64 << 20,
+		AgentIngestConcurrency: 8,
+		PublicPaths:            []string{"/openapi", "/errors", "/errors/{id}"},
+		AgentMaxWait:           time.Minute,
+		AgentDefaultWait:       30 * time.Second,
+		AdminRoles:             []string{"fleet-admin"},
+		AdminReadRoles:         []string{"fleet-admin", "fleet-viewer"},
 		CORS: CORSConfig{
 			AllowedMethods: []string{"GET", "POST", "PUT", "PATCH", "DELETE"},
 			AllowedHeaders: []string{"Authorization", "Content-Type", "If-Match", "Idempotency-Key", OperationIDHeader},
@@ -106,6 +109,7 @@ func (c *Config) AddFlags(fs *pflag.FlagSet) {
 	fs.DurationVar(&c.ShutdownTimeout, "shutdown-timeout", c.ShutdownTimeout, "how long in-flight requests may finish after SIGTERM")
 	fs.DurationVar(&c.ReadyTimeout, "ready-timeout", c.ReadyTimeout, "time the readiness check may take")
 	fs.Int64Var(&c.MaxBodyBytes, "api-max-body-bytes", c.MaxBodyBytes, "largest request body accepted")
+	fs.IntVar(&c.AgentIngestConcurrency, "agent-ingest-concurrency", c.AgentIngestConcurrency, "inventory batches handled at once (each holds its body in memory)")
 	fs.Int64Var(&c.AgentMaxBodyBytes, "agent-max-body-bytes", c.AgentMaxBodyBytes, "largest request body accepted from hub agents")
 	fs.StringSliceVar(&c.PublicPaths, "auth-public-paths", c.PublicPaths, "spec paths, relative to the base path, served without a token")
 	fs.DurationVar(&c.AgentMaxWait, "agent-max-wait", c.AgentMaxWait, "longest long-poll an agent may ask for (below --api-write-timeout)")
@@ -150,6 +154,9 @@ func (c Config) Validate() error {
 	}
 	if c.MaxBodyBytes < 1024 {
 		p.Addf("api-max-body-bytes", "must be at least 1024 (got %d)", c.MaxBodyBytes)
+	}
+	if c.AgentIngestConcurrency < 1 {
+		p.Addf("agent-ingest-concurrency", "must be at least 1 (got %d)", c.AgentIngestConcurrency)
 	}
 	if c.AgentMaxBodyBytes < 1024 {
 		p.Addf("agent-max-body-bytes", "must be at least 1024 (got %d)", c.AgentMaxBodyBytes)

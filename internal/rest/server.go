@@ -33,11 +33,16 @@ type Server struct {
 	services Services
 	specs    []*spec
 	public   *spec
+	// ingest bounds the inventory batches read at once: each holds a large
+	// body in memory, and a hundred agents resyncing together must not
+	// multiply that.
+	ingest chan struct{}
 }
 
 // NewServer loads the embedded specifications and returns the API server.
 func NewServer(ctx context.Context, cfg Config, logger *slog.Logger, auth fleet.Authenticator, metrics *HTTPMetrics, services Services) (*Server, error) {
-	s := &Server{cfg: cfg, logger: logger.With("component", "api"), auth: auth, metrics: metrics, services: services}
+	s := &Server{cfg: cfg, logger: logger.With("component", "api"), auth: auth, metrics: metrics, services: services,
+		ingest: make(chan struct{}, cfg.AgentIngestConcurrency)}
 	for _, file := range openapi.All() {
 		sp, err := loadSpec(ctx, openapi.Specs, file, cfg.BasePath)
 		if err != nil {
@@ -99,7 +104,7 @@ func (s *Server) Handler() (http.Handler, error) {
 		}
 		used[id] = true
 		public := slices.Contains(s.cfg.PublicPaths, op.route.Path)
-		h = s.authenticate(op, public, s.validate(op, h))
+		h = s.authenticate(op, public, s.limitIngest(op, s.validate(op, h)))
 		router.Handle(s.cfg.BasePath+op.route.Path, s.adapt(h)).Methods(op.route.Method)
 	}
 	for id := range handlers {
@@ -113,6 +118,24 @@ func (s *Server) Handler() (http.Handler, error) {
 		}
 	}
 	return s.withObservability(s.withCORS(router)), nil
+}
+
+// limitIngest lets at most AgentIngestConcurrency inventory batches be read
+// and stored at once; the others wait (their bodies unread) until a slot frees
+// or their request ends.
+func (s *Server) limitIngest(op operation, next handlerFunc) handlerFunc {
+	if op.route.Operation.OperationID != "postHubInventory" {
+		return next
+	}
+	return func(w http.ResponseWriter, r *http.Request) error {
+		select {
+		case s.ingest <- struct{}{}:
+			defer func() { <-s.ingest }()
+			return next(w, r)
+		case <-r.Context().Done():
+			return fleet.Errorf(fleet.CodeUnavailable, "the request ended while waiting for an inventory slot")
+		}
+	}
 }
 
 // operations lists the operations of every spec.
