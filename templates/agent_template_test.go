@@ -157,7 +157,7 @@ var wantAgentRules = []policyRule{
 	{APIGroups: []string{"register.open-cluster-management.io"}, Resources: []string{"managedclusters/accept"}, Verbs: []string{"update"}},
 	{APIGroups: []string{""}, Resources: []string{"namespaces"}, Verbs: []string{"get", "list", "watch", "create", "patch", "delete"}},
 	{APIGroups: []string{"agent.open-cluster-management.io"}, Resources: []string{"klusterletaddonconfigs"}, Verbs: []string{"get", "list", "create", "patch", "update", "delete"}},
-	{APIGroups: []string{""}, Resources: []string{"secrets"}, Verbs: []string{"get", "list", "watch", "create", "patch", "update", "delete"}},
+	{APIGroups: []string{""}, Resources: []string{"secrets"}, Verbs: []string{"get", "create", "patch"}},
 }
 
 // grants flattens rules to group/resource/verb triples.

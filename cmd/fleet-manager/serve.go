@@ -187,8 +187,10 @@ func runServers(ctx context.Context, cfg rest.Config, logger *slog.Logger, api *
 	if err != nil {
 		return fmt.Errorf("serve: %w", err)
 	}
+	apiServer := rest.NewHTTPServer(cfg, apiHandler, logger)
+	apiServer.RegisterOnShutdown(api.Drain)
 	bound, err := rest.Bind(
-		rest.Listener{Name: "api", Address: cfg.APIBindAddress, Server: rest.NewHTTPServer(cfg, apiHandler, logger)},
+		rest.Listener{Name: "api", Address: cfg.APIBindAddress, Server: apiServer},
 		rest.Listener{Name: "metrics", Address: cfg.MetricsBindAddress, Server: rest.NewHTTPServer(cfg, rest.NewMetricsHandler(registry), logger)},
 		rest.Listener{Name: "health", Address: cfg.HealthBindAddress, Server: rest.NewHTTPServer(cfg, rest.NewHealthHandler(db, cfg.ReadyTimeout), logger)},
 	)

@@ -54,8 +54,9 @@ CREATE INDEX managed_clusters_live ON managed_clusters (hub_id, created_at, id) 
 CREATE INDEX managed_clusters_registration ON managed_clusters (registration_id) WHERE registration_id IS NOT NULL;
 CREATE INDEX managed_clusters_labels ON managed_clusters USING gin (labels);
 -- The names one full resync reported so far; only the tombstoning at its end
--- reads them. Unlogged: losing them in a crash only restarts that resync.
-CREATE UNLOGGED TABLE inventory_sync (
+-- reads them. Logged, like every table: after a crash or a fail-over the
+-- resync's last batch must still see what its first batches reported.
+CREATE TABLE inventory_sync (
 	hub_id     text   NOT NULL,
 	generation bigint NOT NULL,
 	name       text   NOT NULL,

@@ -6,6 +6,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/onsi/gomega"
+
 	"github.com/fleetmanager/fleet-manager/pkg/api/private"
 	"github.com/fleetmanager/fleet-manager/pkg/api/public"
 )
@@ -67,5 +69,35 @@ func TestDesiredLongPoll(t *testing.T) {
 	again, err := e.agent.GetHubDesiredWithResponse(ctx, hub.Id, &private.GetHubDesiredParams{After: &set.Revision, Wait: ptr("100ms")}, agent)
 	if err != nil || again.StatusCode() != http.StatusNotModified {
 		t.Errorf("GetHubDesired(after the current revision) = %v; want 304", outcome(again, err))
+	}
+}
+
+// TestDesiredWithoutAfterAndOnDrain: an agent with nothing yet gets the set at
+// once, and a waiting long-poll answers as soon as the server drains.
+func TestDesiredWithoutAfterAndOnDrain(t *testing.T) {
+	t.Parallel()
+	e := newStackEnv(t, flavours()[0])
+	ctx := context.Background()
+	hub := e.createAgentHub(t, "hub-drain", "eu", 10)
+	agent := agentAuth(e.agentToken(t, *hub.AgentIdentity))
+	first, err := e.agent.GetHubDesiredWithResponse(ctx, hub.Id, &private.GetHubDesiredParams{Wait: ptr("20s")}, agent)
+	if err != nil || first.JSON200 == nil || first.JSON200.Revision != 0 || len(first.JSON200.Registrations) != 0 {
+		t.Fatalf("GetHubDesired(no after) = %v; want the empty set at once", outcome(first, err))
+	}
+	answered := make(chan int, 1)
+	start := time.Now()
+	go func() {
+		r, err := e.agent.GetHubDesiredWithResponse(ctx, hub.Id, &private.GetHubDesiredParams{After: ptr(int64(0)), Wait: ptr("30s")}, agent)
+		if err != nil {
+			answered <- 0
+			return
+		}
+		answered <- r.StatusCode()
+	}()
+	// Let the poll reach its wait, then drain.
+	gomega.NewWithT(t).Eventually(func() bool { return time.Since(start) > 300*time.Millisecond }).Should(gomega.BeTrue())
+	e.api.Drain()
+	if got := <-answered; got != http.StatusNotModified || time.Since(start) > 10*time.Second {
+		t.Errorf("a waiting long-poll on drain = %d after %s; want 304 at once", got, time.Since(start))
 	}
 }

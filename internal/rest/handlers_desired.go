@@ -15,7 +15,11 @@ import (
 // pg_notify on whichever replica holds the request), else 304 at `wait`.
 func (s *Server) handleHubDesiredGet(w http.ResponseWriter, r *http.Request) error {
 	hubID, agent := pathParam(r, "hub_id"), caller(r).AgentID
-	after, _ := strconv.ParseInt(r.URL.Query().Get("after"), 10, 64)
+	// Without `after` the agent has nothing yet: it gets the set at once.
+	after := int64(-1)
+	if v := r.URL.Query().Get("after"); v != "" {
+		after, _ = strconv.ParseInt(v, 10, 64)
+	}
 	wait := s.cfg.AgentDefaultWait
 	if v := r.URL.Query().Get("wait"); v != "" {
 		d, err := time.ParseDuration(v)
@@ -40,6 +44,11 @@ func (s *Server) handleHubDesiredGet(w http.ResponseWriter, r *http.Request) err
 		}
 		select {
 		case <-woken:
+		case <-s.draining:
+			// Shutting down: the agent polls again, on another replica.
+			stop()
+			w.WriteHeader(http.StatusNotModified)
+			return nil
 		case <-ctx.Done():
 			stop()
 			if r.Context().Err() != nil {

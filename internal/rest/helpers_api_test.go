@@ -89,7 +89,7 @@ func newStackEnv(t *testing.T, f flavour) *stackEnv {
 	t.Cleanup(ts.Close)
 	base := ts.URL + f.http.BasePath
 	e := &stackEnv{
-		apiEnv: &apiEnv{flavour: f, key: key, base: base, server: ts, registry: reg, logs: logs, store: store},
+		apiEnv: &apiEnv{flavour: f, key: key, base: base, server: ts, registry: reg, logs: logs, store: store, api: srv},
 		dbCfg:  dbCfg, keyring: keyring, storeCfg: storeCfg,
 	}
 	if e.client, err = public.NewClientWithResponses(base,

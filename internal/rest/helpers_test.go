@@ -82,6 +82,7 @@ type apiEnv struct {
 	registry *prometheus.Registry
 	logs     *syncBuffer
 	store    *postgres.Store
+	api      *rest.Server
 }
 
 func newAPIEnv(t *testing.T, f flavour) *apiEnv {
@@ -124,7 +125,7 @@ func newAPIEnv(t *testing.T, f flavour) *apiEnv {
 	if err != nil {
 		t.Fatalf("NewClientWithResponses(): %v", err)
 	}
-	return &apiEnv{flavour: f, key: key, base: base, server: ts, client: client, registry: reg, logs: logs, store: store}
+	return &apiEnv{flavour: f, key: key, base: base, server: ts, client: client, registry: reg, logs: logs, store: store, api: srv}
 }
 
 // newStore returns a store on a fresh, migrated database.

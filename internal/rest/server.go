@@ -6,6 +6,7 @@ import (
 	"log/slog"
 	"net/http"
 	"slices"
+	"sync"
 	"time"
 
 	"github.com/gorilla/mux"
@@ -37,12 +38,16 @@ type Server struct {
 	// body in memory, and a hundred agents resyncing together must not
 	// multiply that.
 	ingest chan struct{}
+	// draining is closed when the server starts shutting down, so waiting
+	// long-polls answer at once instead of holding the drain.
+	draining  chan struct{}
+	drainOnce sync.Once
 }
 
 // NewServer loads the embedded specifications and returns the API server.
 func NewServer(ctx context.Context, cfg Config, logger *slog.Logger, auth fleet.Authenticator, metrics *HTTPMetrics, services Services) (*Server, error) {
 	s := &Server{cfg: cfg, logger: logger.With("component", "api"), auth: auth, metrics: metrics, services: services,
-		ingest: make(chan struct{}, cfg.AgentIngestConcurrency)}
+		ingest: make(chan struct{}, cfg.AgentIngestConcurrency), draining: make(chan struct{})}
 	for _, file := range openapi.All() {
 		sp, err := loadSpec(ctx, openapi.Specs, file, cfg.BasePath)
 		if err != nil {
@@ -119,6 +124,9 @@ func (s *Server) Handler() (http.Handler, error) {
 	}
 	return s.withObservability(s.withCORS(router)), nil
 }
+
+// Drain ends the waiting long-polls; http.Server.RegisterOnShutdown calls it.
+func (s *Server) Drain() { s.drainOnce.Do(func() { close(s.draining) }) }
 
 // limitIngest lets at most AgentIngestConcurrency inventory batches be read
 // and stored at once; the others wait (their bodies unread) until a slot frees
