@@ -29,7 +29,10 @@ RUN --mount=type=cache,target=/go/pkg/mod \
     --mount=type=cache,target=/root/.cache/go-build \
     CGO_ENABLED=0 go build -trimpath \
       -ldflags "-s -w -X github.com/fleetmanager/fleet-manager/internal/version.Version=${VERSION} -X github.com/fleetmanager/fleet-manager/internal/version.Commit=${COMMIT}" \
-      -o /out/fleet-manager ./cmd/fleet-manager
+      -o /out/fleet-manager ./cmd/fleet-manager && \
+    CGO_ENABLED=0 go build -trimpath \
+      -ldflags "-s -w -X github.com/fleetmanager/fleet-manager/internal/version.Version=${VERSION} -X github.com/fleetmanager/fleet-manager/internal/version.Commit=${COMMIT}" \
+      -o /out/fleetshard-sync ./cmd/fleetshard-sync
 
 # Runtime: ubi-minimal rather than distroless, for Red Hat's errata and CVE
 # scanning, and because it still has a shell and `sleep`, which the template's
@@ -51,7 +54,9 @@ LABEL org.opencontainers.image.title="fleet-manager" \
       io.k8s.description="Fleet Manager: the inventory of a fleet of clusters across RHACM hubs" \
       io.openshift.tags="fleet-manager,rhacm"
 
-COPY --from=builder /out/fleet-manager /usr/local/bin/fleet-manager
+# One image, two binaries: the service, and fleetshard-sync, the agent each
+# hub runs (templates/agent-template.yml sets its command).
+COPY --from=builder /out/fleet-manager /out/fleetshard-sync /usr/local/bin/
 
 # OpenShift runs the container under an arbitrary UID anyway; 1001 keeps it
 # non-root everywhere else.

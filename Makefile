@@ -40,8 +40,9 @@ help: ## Show the targets
 	@grep -hE '^[a-zA-Z/_-]+:.*## ' $(MAKEFILE_LIST) | awk 'BEGIN {FS = ":.*## "}; {printf "  %-18s %s\n", $$1, $$2}'
 
 .PHONY: build
-build: ## Build bin/fleet-manager
+build: ## Build bin/fleet-manager and bin/fleetshard-sync
 	CGO_ENABLED=0 go build -trimpath -ldflags "$(LDFLAGS)" -o $(BINARY) ./cmd/fleet-manager
+	CGO_ENABLED=0 go build -trimpath -ldflags "$(LDFLAGS)" -o bin/fleetshard-sync ./cmd/fleetshard-sync
 
 .PHONY: run
 run: db/setup build ## Run the service against a local PostgreSQL (migrates first)
@@ -57,6 +58,10 @@ test: db/setup generate/check test/binaries ## Run every test (starts a local Po
 test/binaries: ## Build or find the test hub (etcd, kube-apiserver) and OIDC issuer (Hydra); cached in ~/.cache/fleet-manager
 	scripts/hub/ensure-hub-binaries.sh >/dev/null
 	scripts/hydra/build-hydra.sh
+
+.PHONY: bench
+bench: build ## Benchmark inventory ingest and propagation at the issue's sizes (BENCHFLAGS=--quick to try it)
+	go run ./cmd/fleet-bench --fleet-manager=$(BINARY) --db-host=$(DB_HOST) --db-port=$(DB_PORT) --db-user=$(DB_USER) $(BENCHFLAGS)
 
 .PHONY: generate
 generate: ## Regenerate the Go types and clients from openapi/

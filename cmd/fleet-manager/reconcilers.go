@@ -12,20 +12,35 @@ import (
 	"github.com/fleetmanager/fleet-manager/internal/reconcile"
 )
 
-// reconcilers are the background workers of one replica.
-type reconcilers struct {
+// background is what a replica runs beside its servers: the notification
+// listener, the long-poll wake-ups and, when enabled, the reconcilers. It
+// outlives the servers' graceful shutdown and is stopped after it.
+type background struct {
+	ctx    context.Context
 	cancel context.CancelFunc
 	wg     sync.WaitGroup
 }
 
-// startReconcilers starts the listener, provisioning_mgr, deleting_mgr,
-// hub_mgr and the gauges' refresher; stop ends them.
-func startReconcilers(ctx context.Context, opts serveOptions, logger *slog.Logger, store *postgres.Store, queue *postgres.Queue,
-	deliveries map[fleet.DeliveryMode]fleet.Delivery, metrics *reconcile.Metrics) *reconcilers {
+// startBackground starts the listener and the revision watch.
+func startBackground(ctx context.Context, listener *postgres.Listener, watch *postgres.RevisionWatch) *background {
 	ctx, cancel := context.WithCancel(context.WithoutCancel(ctx))
-	r := &reconcilers{cancel: cancel}
-	cfg, clock, owner := opts.Reconcile, fleet.SystemClock{}, reconcile.NewOwner()
-	listener := postgres.NewListener(opts.DB.Config, logger, postgres.ChannelRegistrations, postgres.ChannelHubs)
+	b := &background{ctx: ctx, cancel: cancel}
+	b.goRun(func() { listener.Run(ctx) }, func() { watch.Run(ctx) })
+	return b
+}
+
+func (b *background) goRun(runs ...func()) {
+	for _, run := range runs {
+		b.wg.Add(1)
+		go func() { defer b.wg.Done(); run() }()
+	}
+}
+
+// startReconcilers starts provisioning_mgr, deleting_mgr, hub_mgr and the
+// gauges' refresher in b.
+func startReconcilers(b *background, opts serveOptions, logger *slog.Logger, listener *postgres.Listener, store *postgres.Store,
+	queue *postgres.Queue, deliveries map[fleet.DeliveryMode]fleet.Delivery, metrics *reconcile.Metrics) {
+	ctx, cfg, clock, owner := b.ctx, opts.Reconcile, fleet.SystemClock{}, reconcile.NewOwner()
 	prov := reconcile.NewProvisioningManager(cfg, queue, deliveries, clock, owner, logger, metrics)
 	del := reconcile.NewDeletingManager(cfg, queue, deliveries, clock, owner, logger, metrics)
 	hubs := reconcile.NewHubManager(cfg, store, slices.Sorted(maps.Keys(deliveries)), clock, logger, metrics)
@@ -34,23 +49,18 @@ func startReconcilers(ctx context.Context, opts serveOptions, logger *slog.Logge
 	hubWake := listener.Subscribe(postgres.ChannelHubs)
 	// A silent hub must turn unready within a fraction of its timeout.
 	heartbeatCheck := opts.Store.HeartbeatTimeout / 4
-	for _, run := range []func(){
-		func() { listener.Run(ctx) },
+	b.goRun(
 		func() { prov.Run(ctx, provWake) },
 		func() { del.Run(ctx, delWake) },
 		func() { hubs.Run(ctx, hubWake, heartbeatCheck) },
 		func() { reconcile.RunHousekeeping(ctx, cfg, store, metrics, logger) },
-	} {
-		r.wg.Add(1)
-		go func() { defer r.wg.Done(); run() }()
-	}
+	)
 	logger.Info("reconcilers started", "owner", owner, "delivery_modes", slices.Sorted(maps.Keys(deliveries)))
-	return r
 }
 
-// stop ends the reconcilers and waits for them; claims they held lapse at the
-// end of their lease.
-func (r *reconcilers) stop() {
-	r.cancel()
-	r.wg.Wait()
+// stop ends everything in b and waits; claims the reconcilers held lapse at
+// the end of their lease.
+func (b *background) stop() {
+	b.cancel()
+	b.wg.Wait()
 }

@@ -114,8 +114,14 @@ func serve(ctx context.Context, opts serveOptions, logger *slog.Logger) error {
 			}
 			return v, v.Close, nil
 		}, di.As(new(fleet.Authenticator))),
-		di.Provide(func(cfg rest.Config, l *slog.Logger, a fleet.Authenticator, m *rest.HTTPMetrics, store *postgres.Store) (*rest.Server, error) {
-			return rest.NewServer(ctx, cfg, l, a, m, rest.Services{Registrations: store, Hubs: store, Agents: store})
+		di.Provide(func(cfg postgres.Config, l *slog.Logger) *postgres.Listener {
+			return postgres.NewListener(cfg, l, postgres.ChannelRegistrations, postgres.ChannelHubs, postgres.ChannelHubRevision)
+		}),
+		di.Provide(postgres.NewRevisionWatch),
+		di.Provide(func(cfg rest.Config, l *slog.Logger, a fleet.Authenticator, m *rest.HTTPMetrics, store *postgres.Store,
+			watch *postgres.RevisionWatch) (*rest.Server, error) {
+			return rest.NewServer(ctx, cfg, l, a, m, rest.Services{Registrations: store, Hubs: store, Agents: store,
+				Inventory: store, Revisions: watch})
 		}),
 	)
 	if err != nil {
@@ -131,23 +137,23 @@ func serve(ctx context.Context, opts serveOptions, logger *slog.Logger) error {
 	}
 	var api *rest.Server
 	var registry *prometheus.Registry
-	var workers *reconcilers
-	for _, target := range []any{&api, &registry} {
+	var listener *postgres.Listener
+	var watch *postgres.RevisionWatch
+	for _, target := range []any{&api, &registry, &listener, &watch} {
 		if err := c.Resolve(target); err != nil {
 			return fmt.Errorf("serve: %w", err)
 		}
 	}
+	workers := startBackground(ctx, listener, watch)
 	if opts.Reconcile.Enabled {
 		if err := c.Invoke(func(store *postgres.Store, queue *postgres.Queue, d map[fleet.DeliveryMode]fleet.Delivery, m *reconcile.Metrics) {
-			workers = startReconcilers(ctx, opts, logger, store, queue, d, m)
+			startReconcilers(workers, opts, logger, listener, store, queue, d, m)
 		}); err != nil {
 			return fmt.Errorf("serve: %w", err)
 		}
 	}
 	err = runServers(ctx, opts.HTTP, logger, api, db, registry)
-	if workers != nil {
-		workers.stop()
-	}
+	workers.stop()
 	return err
 }
 
@@ -181,8 +187,10 @@ func runServers(ctx context.Context, cfg rest.Config, logger *slog.Logger, api *
 	if err != nil {
 		return fmt.Errorf("serve: %w", err)
 	}
+	apiServer := rest.NewHTTPServer(cfg, apiHandler, logger)
+	apiServer.RegisterOnShutdown(api.Drain)
 	bound, err := rest.Bind(
-		rest.Listener{Name: "api", Address: cfg.APIBindAddress, Server: rest.NewHTTPServer(cfg, apiHandler, logger)},
+		rest.Listener{Name: "api", Address: cfg.APIBindAddress, Server: apiServer},
 		rest.Listener{Name: "metrics", Address: cfg.MetricsBindAddress, Server: rest.NewHTTPServer(cfg, rest.NewMetricsHandler(registry), logger)},
 		rest.Listener{Name: "health", Address: cfg.HealthBindAddress, Server: rest.NewHTTPServer(cfg, rest.NewHealthHandler(db, cfg.ReadyTimeout), logger)},
 	)

@@ -54,9 +54,17 @@ type Hub struct {
 	AppliedRevision int64
 	LastHeartbeatAt *time.Time
 	AgentVersion    string
-	Generation      int64
-	CreatedAt       time.Time
-	UpdatedAt       time.Time
+	// AgentCapacity is the hub's capacity as its agent reports it.
+	AgentCapacity map[string]string
+	// ResyncRequested asks the agent for a full inventory resync: it
+	// restarted, or the hub was silent and its inventory went stale.
+	ResyncRequested bool
+	// InventoryStale is true while the hub is silent: its clusters are kept
+	// but not trusted.
+	InventoryStale bool
+	Generation     int64
+	CreatedAt      time.Time
+	UpdatedAt      time.Time
 }
 
 // HubCreate is what an SRE registers.
@@ -156,6 +164,7 @@ type HubHeartbeat struct {
 	AgentStartGeneration int64
 	// AppliedRevision acknowledges the desired set the agent has applied.
 	AppliedRevision int64
+	Capacity        map[string]string
 	Conditions      Conditions
 }
 

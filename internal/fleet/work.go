@@ -91,6 +91,9 @@ type HubMonitor interface {
 	// SetHubReadyCondition sets a hub's Ready condition, leaving the others
 	// (its agent's) as they are.
 	SetHubReadyCondition(ctx context.Context, id string, ready Condition) error
+	// MarkInventoryStale flags a silent hub's inventory as stale (kept, not
+	// trusted) and asks its agent for a full resync when it returns.
+	MarkInventoryStale(ctx context.Context, hubID string) error
 	// RequeueUnplaced wakes unplaced registrations of zones where a ready hub
 	// (with a delivery mode in modes) has room; it returns how many.
 	RequeueUnplaced(ctx context.Context, modes []DeliveryMode) (int, error)

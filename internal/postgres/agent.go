@@ -136,12 +136,14 @@ func (s *Store) FindAgentHub(ctx context.Context, hubID, agentIdentity string) (
 func (s *Store) RecordHubHeartbeat(ctx context.Context, hubID, agentIdentity string, hb fleet.HubHeartbeat) (fleet.Hub, error) {
 	err := s.transact(ctx, func(tx *gorm.DB) error {
 		var old struct {
-			AppliedRevision int64
-			Revision        int64
-			WasReady        bool
-			Conditions      fleet.Conditions `gorm:"serializer:json"`
+			AppliedRevision      int64
+			Revision             int64
+			AgentStartGeneration int64
+			WasReady             bool
+			Conditions           fleet.Conditions `gorm:"serializer:json"`
 		}
-		err := tx.Raw(`SELECT applied_revision, revision, conditions, coalesce(last_heartbeat_at > now() - make_interval(secs => ?), false) AS was_ready
+		err := tx.Raw(`SELECT applied_revision, revision, agent_start_generation, conditions,
+	coalesce(last_heartbeat_at > now() - make_interval(secs => ?), false) AS was_ready
 FROM hubs WHERE id = ? AND agent_identity = ? AND deleted_at IS NULL FOR UPDATE`, s.cfg.HeartbeatTimeout.Seconds(), hubID, agentIdentity).Take(&old).Error
 		if errors.Is(err, gorm.ErrRecordNotFound) || agentIdentity == "" {
 			return notFound("hub", hubID)
@@ -150,8 +152,13 @@ FROM hubs WHERE id = ? AND agent_identity = ? AND deleted_at IS NULL FOR UPDATE`
 			return err
 		}
 		applied := max(old.AppliedRevision, min(hb.AppliedRevision, old.Revision))
+		// A restarted agent, or one back from silence, resends its whole inventory.
+		restarted := hb.AgentStartGeneration != old.AgentStartGeneration
 		err = tx.Exec(`UPDATE hubs SET last_heartbeat_at = now(), agent_version = ?, agent_start_generation = ?, applied_revision = ?,
-	conditions = ? WHERE id = ?`, hb.AgentVersion, hb.AgentStartGeneration, applied, jsonText(mergeAgentConditions(old.Conditions, hb.Conditions, s.clock.Now())), hubID).Error
+	conditions = ?, agent_capacity = ?, resync_requested = resync_requested OR ? OR inventory_stale OR NOT ?
+WHERE id = ?`, hb.AgentVersion, hb.AgentStartGeneration, applied,
+			jsonText(mergeAgentConditions(old.Conditions, hb.Conditions, s.clock.Now())), jsonText(orEmpty(hb.Capacity)),
+			restarted, old.WasReady, hubID).Error
 		if err != nil {
 			return err
 		}

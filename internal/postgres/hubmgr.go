@@ -92,3 +92,10 @@ FROM registrations WHERE deleted_at IS NULL AND next_attempt_at <= now()`).Scan(
 	})
 	return stats, wrapErr("Stats", "", err)
 }
+
+// MarkInventoryStale flags a hub's inventory stale until its next full resync.
+func (s *Store) MarkInventoryStale(ctx context.Context, hubID string) error {
+	err := s.db.Gorm.WithContext(ctx).Exec(`UPDATE hubs SET inventory_stale = true, resync_requested = true
+WHERE id = ? AND NOT inventory_stale`, hubID).Error
+	return wrapErr("MarkInventoryStale", hubID, err)
+}

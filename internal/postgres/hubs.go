@@ -37,6 +37,11 @@ type hubRow struct {
 	Revision             int64
 	PlacedCount          int
 	AppliedRevision      int64
+	ResyncRequested      bool
+	LastFullGeneration   int64
+	LastInventoryAt      *time.Time
+	InventoryStale       bool
+	AgentCapacity        map[string]string `gorm:"serializer:json"`
 	// HeartbeatFresh is filled only by queries that compute it.
 	HeartbeatFresh bool `gorm:"->"`
 }
@@ -50,7 +55,8 @@ func (r hubRow) toHub() fleet.Hub {
 		AgentIdentity: deref(r.AgentIdentity), OwnerOrgID: deref(r.OwnerOrgID), Cordoned: r.Cordoned,
 		HasCredentials: len(r.Credentials) > 0, Conditions: r.Conditions, PlacedCount: r.PlacedCount,
 		Revision: r.Revision, AppliedRevision: r.AppliedRevision, LastHeartbeatAt: r.LastHeartbeatAt,
-		AgentVersion: r.AgentVersion, Generation: r.Generation, CreatedAt: r.CreatedAt, UpdatedAt: r.UpdatedAt,
+		AgentVersion: r.AgentVersion, AgentCapacity: r.AgentCapacity, ResyncRequested: r.ResyncRequested,
+		InventoryStale: r.InventoryStale, Generation: r.Generation, CreatedAt: r.CreatedAt, UpdatedAt: r.UpdatedAt,
 	}
 }
 
@@ -84,7 +90,8 @@ func (s *Store) CreateHub(ctx context.Context, create fleet.HubCreate) (fleet.Hu
 		ID: newID(), Generation: 1, Name: create.Name, Zone: create.Zone, Region: create.Region,
 		CloudProvider: create.CloudProvider, DeliveryMode: string(create.DeliveryMode), Capacity: create.Capacity,
 		AgentIdentity: nonEmpty(create.AgentIdentity), OwnerOrgID: nonEmpty(create.OwnerOrgID),
-		Conditions: initialHubConditions(create.DeliveryMode, s.clock.Now()),
+		Conditions:    initialHubConditions(create.DeliveryMode, s.clock.Now()),
+		AgentCapacity: map[string]string{}, ResyncRequested: true, LastFullGeneration: -1,
 	}
 	if err := s.sealHubCredentials(&row, create.Credentials); err != nil {
 		return fleet.Hub{}, err

@@ -25,6 +25,7 @@ func migrations() []*gormigrate.Migration {
 	return []*gormigrate.Migration{
 		migration202611300001Hubs(),
 		migration202611300002Registrations(),
+		migration202611300003Inventory(),
 	}
 }
 

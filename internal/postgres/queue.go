@@ -162,7 +162,7 @@ func (q *Queue) CompleteRegistration(ctx context.Context, owner string, out flee
 // release stores the new status and schedules the next pass: after a failure
 // with exponential backoff computed in the statement, else when asked.
 func (q *Queue) release(tx *gorm.DB, reg registrationRow, out fleet.Outcome) error {
-	phase := fleet.DerivePhase(out.Conditions, reg.DeletionRequestedAt != nil, false)
+	phase := fleet.DerivePhase(mergeConditions(out.Conditions, reg.HubConditions), reg.DeletionRequestedAt != nil, false)
 	if out.Err != nil {
 		return tx.Exec(`UPDATE registrations SET conditions = ?, phase = ?, observed_generation = ?,
 	attempts = attempts + 1, last_error = ?, claimed_by = NULL, claimed_until = NULL, updated_at = now(),

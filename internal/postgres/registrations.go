@@ -44,6 +44,9 @@ type registrationRow struct {
 	ClaimedBy           *string
 	ClaimedUntil        *time.Time
 	LastError           string
+	HubConditions       fleet.Conditions `gorm:"serializer:json"`
+	ImportMaterial      []byte
+	ImportMaterialKeyID *string
 	// DeletionAgeSeconds is filled only by the queue's claim: how long ago,
 	// by the database's clock, deregistration was asked for.
 	DeletionAgeSeconds *float64 `gorm:"->"`
@@ -58,7 +61,7 @@ func (r registrationRow) toRegistration() fleet.Registration {
 	reg := fleet.Registration{
 		ID: r.ID, OrgID: r.OrgID, Owner: r.Owner, Name: r.Name, DisplayName: r.DisplayName, Labels: r.Labels,
 		Zone: r.Zone, Region: r.Region, Product: fleet.Product(r.Product), HasCredentials: len(r.Credentials) > 0,
-		Conditions: r.Conditions, Phase: fleet.Phase(r.Phase), Generation: r.Generation,
+		Conditions: mergeConditions(r.Conditions, r.HubConditions), Phase: fleet.Phase(r.Phase), Generation: r.Generation,
 		ObservedGeneration: r.ObservedGeneration, CreatedAt: r.CreatedAt, UpdatedAt: r.UpdatedAt,
 		DeletionRequestedAt: r.DeletionRequestedAt, DeletedAt: r.DeletedAt,
 	}
@@ -213,6 +216,7 @@ func (s *Store) insertRegistration(tx *gorm.DB, caller fleet.Identity, create fl
 		ID: newID(), OrgID: caller.OrgID, Owner: caller.Username, Name: create.Name, DisplayName: create.DisplayName,
 		Labels: create.Labels, Zone: create.Zone, Region: create.Region, Product: string(create.Product),
 		Conditions: conds, Phase: string(fleet.DerivePhase(conds, false, false)), Generation: 1,
+		HubConditions: fleet.Conditions{},
 	}
 	if row.Labels == nil {
 		row.Labels = map[string]string{}
@@ -316,7 +320,7 @@ func (s *Store) RequestRegistrationDeletion(ctx context.Context, org, id string)
 		if err != nil || row.DeletionRequestedAt != nil {
 			return err
 		}
-		phase := fleet.DerivePhase(row.Conditions, true, false)
+		phase := fleet.DerivePhase(mergeConditions(row.Conditions, row.HubConditions), true, false)
 		err = tx.Exec(`UPDATE registrations SET deletion_requested_at = now(), phase = ?, updated_at = now(),
 			next_attempt_at = now(), attempts = 0 WHERE id = ?`, string(phase), id).Error
 		if err != nil {

@@ -47,6 +47,12 @@ func (m *HubManager) pass(ctx context.Context) (time.Duration, bool) {
 	for _, h := range hubs {
 		conds := readyCondition(h, slices.Contains(m.modes, h.Hub.DeliveryMode), m.clock.Now())
 		counts[conds.Status(fleet.ConditionHubReady)]++
+		if conds.Status(fleet.ConditionHubReady) == fleet.ConditionFalse && !h.Hub.InventoryStale {
+			if err := m.monitor.MarkInventoryStale(ctx, h.Hub.ID); err != nil {
+				outcome = outcomeError
+				m.logger.Error("marking a silent hub's inventory stale", "hub", h.Hub.Name, "error", err)
+			}
+		}
 		if conds.Equal(h.Hub.Conditions) {
 			continue
 		}

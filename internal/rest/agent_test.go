@@ -100,7 +100,7 @@ func testAgentReadyAndClamp(t *testing.T, e *stackEnv) {
 	tok := e.userToken(t, "org-clamp", "alice")
 	c := e.createCluster(t, tok, public.ClusterCreate{Name: "clamp", Zone: ptr("ready"), Product: public.OCP})
 	e.eventuallyCluster(t, tok, c.Id, "published", func(c public.Cluster) bool {
-		return hasCondition(c, fleet.ConditionDelivered, public.False, fleet.ReasonPublished)
+		return hasCondition(c, fleet.ConditionDelivered, public.ConditionStatusFalse, fleet.ReasonPublished)
 	})
 	revision := e.getHub(t, hub.Id).Revision
 	if revision < 1 {
@@ -114,7 +114,7 @@ func testAgentReadyAndClamp(t *testing.T, e *stackEnv) {
 		t.Errorf("PutHubStatus(ready-hub, 0) after applying %d = applied %d; want it never to go back", revision, older.AppliedRevision)
 	}
 	e.eventuallyCluster(t, tok, c.Id, "delivered", func(c public.Cluster) bool {
-		return hasCondition(c, fleet.ConditionDelivered, public.True, fleet.ReasonAcknowledged)
+		return hasCondition(c, fleet.ConditionDelivered, public.ConditionStatusTrue, fleet.ReasonAcknowledged)
 	})
 }
 

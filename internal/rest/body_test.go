@@ -65,7 +65,7 @@ func TestRequestBodies(t *testing.T) {
 	for _, f := range flavours() {
 		t.Run(f.name, func(t *testing.T) {
 			t.Parallel()
-			f.http.MaxBodyBytes = bodyLimit
+			f.http.MaxBodyBytes, f.http.AgentMaxBodyBytes = bodyLimit, bodyLimit
 			e := newStackEnv(t, f)
 			tok := e.userToken(t, "org-body", "alice")
 			c := e.createCluster(t, tok, public.ClusterCreate{Name: "body", Zone: ptr("eu"), Product: public.OCP})

@@ -79,7 +79,7 @@ func testClusterCreate(t *testing.T, e *stackEnv) {
 			c.Generation != 1 || c.Hub != nil || c.DeletionRequestedAt != nil {
 			t.Errorf("CreateCluster(%s) = %+v, want the request's fields, has_credentials %v, phase accepted, generation 1", tc.name, c, wantCreds)
 		}
-		if !hasCondition(c, fleet.ConditionAccepted, public.True, fleet.ReasonValidated) {
+		if !hasCondition(c, fleet.ConditionAccepted, public.ConditionStatusTrue, fleet.ReasonValidated) {
 			t.Errorf("CreateCluster(%s): %s, want Accepted=True (Validated)", tc.name, describeCluster(c))
 		}
 		assertNoSecrets(t, e, tok, c, resp.Body, tc.secrets)

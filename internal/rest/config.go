@@ -34,9 +34,17 @@ type Config struct {
 	ShutdownTimeout   time.Duration
 	ReadyTimeout      time.Duration
 	MaxBodyBytes      int64
+	// AgentMaxBodyBytes is the limit of the agents' API, whose inventory
+	// batches of hundreds of clusters are larger than any user request.
+	AgentMaxBodyBytes int64
+	// AgentIngestConcurrency bounds the inventory batches handled at once.
+	AgentIngestConcurrency int
 
 	// PublicPaths are spec paths (relative to BasePath) served without a token.
 	PublicPaths []string
+	// AgentMaxWait caps an agent's long-poll; AgentDefaultWait is used when it names none.
+	AgentMaxWait     time.Duration
+	AgentDefaultWait time.Duration
 	// AdminRoles may change hubs; AdminReadRoles may read them.
 	AdminRoles     []string
 	AdminReadRoles []string
@@ -57,22 +65,26 @@ type CORSConfig struct {
 // DefaultConfig returns the configuration of the upstream service.
 func DefaultConfig() Config {
 	return Config{
-		ServiceName:        "fleet-manager",
-		BasePath:           "/api/fleet_manager/v1",
-		ErrorCodePrefix:    "FLEET-MGMT",
-		APIBindAddress:     ":8000",
-		MetricsBindAddress: ":8080",
-		HealthBindAddress:  ":8083",
-		ReadHeaderTimeout:  10 * time.Second,
-		ReadTimeout:        60 * time.Second,
-		WriteTimeout:       2 * time.Minute,
-		IdleTimeout:        2 * time.Minute,
-		ShutdownTimeout:    30 * time.Second,
-		ReadyTimeout:       2 * time.Second,
-		MaxBodyBytes:       1 << 20,
-		PublicPaths:        []string{"/openapi", "/errors", "/errors/{id}"},
-		AdminRoles:         []string{"fleet-admin"},
-		AdminReadRoles:     []string{"fleet-admin", "fleet-viewer"},
+		ServiceName:            "fleet-manager",
+		BasePath:               "/api/fleet_manager/v1",
+		ErrorCodePrefix:        "FLEET-MGMT",
+		APIBindAddress:         ":8000",
+		MetricsBindAddress:     ":8080",
+		HealthBindAddress:      ":8083",
+		ReadHeaderTimeout:      10 * time.Second,
+		ReadTimeout:            60 * time.Second,
+		WriteTimeout:           2 * time.Minute,
+		IdleTimeout:            2 * time.Minute,
+		ShutdownTimeout:        30 * time.Second,
+		ReadyTimeout:           2 * time.Second,
+		MaxBodyBytes:           1 << 20,
+		AgentMaxBodyBytes:      64 << 20,
+		AgentIngestConcurrency: 8,
+		PublicPaths:            []string{"/openapi", "/errors", "/errors/{id}"},
+		AgentMaxWait:           time.Minute,
+		AgentDefaultWait:       30 * time.Second,
+		AdminRoles:             []string{"fleet-admin"},
+		AdminReadRoles:         []string{"fleet-admin", "fleet-viewer"},
 		CORS: CORSConfig{
 			AllowedMethods: []string{"GET", "POST", "PUT", "PATCH", "DELETE"},
 			AllowedHeaders: []string{"Authorization", "Content-Type", "If-Match", "Idempotency-Key", OperationIDHeader},
@@ -97,7 +109,11 @@ func (c *Config) AddFlags(fs *pflag.FlagSet) {
 	fs.DurationVar(&c.ShutdownTimeout, "shutdown-timeout", c.ShutdownTimeout, "how long in-flight requests may finish after SIGTERM")
 	fs.DurationVar(&c.ReadyTimeout, "ready-timeout", c.ReadyTimeout, "time the readiness check may take")
 	fs.Int64Var(&c.MaxBodyBytes, "api-max-body-bytes", c.MaxBodyBytes, "largest request body accepted")
+	fs.IntVar(&c.AgentIngestConcurrency, "agent-ingest-concurrency", c.AgentIngestConcurrency, "inventory batches handled at once (each holds its body in memory)")
+	fs.Int64Var(&c.AgentMaxBodyBytes, "agent-max-body-bytes", c.AgentMaxBodyBytes, "largest request body accepted from hub agents")
 	fs.StringSliceVar(&c.PublicPaths, "auth-public-paths", c.PublicPaths, "spec paths, relative to the base path, served without a token")
+	fs.DurationVar(&c.AgentMaxWait, "agent-max-wait", c.AgentMaxWait, "longest long-poll an agent may ask for (below --api-write-timeout)")
+	fs.DurationVar(&c.AgentDefaultWait, "agent-default-wait", c.AgentDefaultWait, "long-poll wait when an agent names none")
 	fs.StringSliceVar(&c.AdminRoles, "admin-roles", c.AdminRoles, "roles that may change hubs through the admin API")
 	fs.StringSliceVar(&c.AdminReadRoles, "admin-read-roles", c.AdminReadRoles, "roles that may read hubs through the admin API")
 	fs.StringSliceVar(&c.CORS.AllowedOrigins, "cors-allowed-origins", c.CORS.AllowedOrigins, "origins allowed by CORS (empty: CORS off)")
@@ -139,10 +155,22 @@ func (c Config) Validate() error {
 	if c.MaxBodyBytes < 1024 {
 		p.Addf("api-max-body-bytes", "must be at least 1024 (got %d)", c.MaxBodyBytes)
 	}
+	if c.AgentIngestConcurrency < 1 {
+		p.Addf("agent-ingest-concurrency", "must be at least 1 (got %d)", c.AgentIngestConcurrency)
+	}
+	if c.AgentMaxBodyBytes < 1024 {
+		p.Addf("agent-max-body-bytes", "must be at least 1024 (got %d)", c.AgentMaxBodyBytes)
+	}
 	for _, path := range c.PublicPaths {
 		if !strings.HasPrefix(path, "/") {
 			p.Addf("auth-public-paths", "%q must start with /", path)
 		}
+	}
+	if c.AgentMaxWait <= 0 || c.AgentMaxWait >= c.WriteTimeout {
+		p.Addf("agent-max-wait", "must be positive and below --api-write-timeout %s (got %s)", c.WriteTimeout, c.AgentMaxWait)
+	}
+	if c.AgentDefaultWait <= 0 || c.AgentDefaultWait > c.AgentMaxWait {
+		p.Addf("agent-default-wait", "must be positive and at most --agent-max-wait (got %s)", c.AgentDefaultWait)
 	}
 	if len(c.AdminRoles) == 0 {
 		p.Addf("admin-roles", "at least one role is required, or nobody could register a hub")

@@ -14,7 +14,8 @@ func (s *Server) handleHubStatusPut(w http.ResponseWriter, r *http.Request) erro
 	if err := decodeBody(r, &body); err != nil {
 		return err
 	}
-	hb := fleet.HubHeartbeat{AgentVersion: body.AgentVersion, AgentStartGeneration: body.AgentStartGeneration, AppliedRevision: body.AppliedRevision}
+	hb := fleet.HubHeartbeat{AgentVersion: body.AgentVersion, AgentStartGeneration: body.AgentStartGeneration,
+		AppliedRevision: body.AppliedRevision, Capacity: derefStrings(body.Capacity)}
 	if body.Conditions != nil {
 		for _, c := range *body.Conditions {
 			hb.Conditions = append(hb.Conditions, fleet.Condition{Type: c.Type, Status: fleet.ConditionStatus(c.Status),
@@ -26,6 +27,6 @@ func (s *Server) handleHubStatusPut(w http.ResponseWriter, r *http.Request) erro
 		return err
 	}
 	writeJSON(w, http.StatusOK, private.HubStatusAck{Kind: private.HubStatusAckKindHubStatusAck, HubId: hub.ID,
-		Revision: hub.Revision, AppliedRevision: hub.AppliedRevision})
+		Revision: hub.Revision, AppliedRevision: hub.AppliedRevision, ResyncRequested: hub.ResyncRequested})
 	return nil
 }

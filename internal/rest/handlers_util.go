@@ -14,11 +14,16 @@ import (
 func (s *Server) requireRole(roles []string, next handlerFunc) handlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) error {
 		id, _ := fleet.IdentityFromContext(r.Context())
-		if !slices.ContainsFunc(roles, id.HasRole) {
+		if !hasAnyRole(id, roles) {
 			return fleet.Errorf(fleet.CodeAdminRoleRequired, "this operation needs one of the roles %v", roles)
 		}
 		return next(w, r)
 	}
+}
+
+// hasAnyRole reports whether id carries one of roles.
+func hasAnyRole(id fleet.Identity, roles []string) bool {
+	return slices.ContainsFunc(roles, id.HasRole)
 }
 
 // caller returns the authenticated identity of the request.

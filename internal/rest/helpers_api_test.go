@@ -77,7 +77,7 @@ func newStackEnv(t *testing.T, f flavour) *stackEnv {
 	storeCfg.MaxPageSize = 50
 	store := postgres.NewStore(db, keyring, fleet.SystemClock{}, storeCfg)
 	srv, err := rest.NewServer(context.Background(), f.http, logger, verifier, metrics,
-		rest.Services{Registrations: store, Hubs: store, Agents: store})
+		rest.Services{Registrations: store, Hubs: store, Agents: store, Inventory: store, Revisions: startRevisionWatch(t, dbCfg)})
 	if err != nil {
 		t.Fatalf("NewServer(): %v", err)
 	}
@@ -89,7 +89,7 @@ func newStackEnv(t *testing.T, f flavour) *stackEnv {
 	t.Cleanup(ts.Close)
 	base := ts.URL + f.http.BasePath
 	e := &stackEnv{
-		apiEnv: &apiEnv{flavour: f, key: key, base: base, server: ts, registry: reg, logs: logs, store: store},
+		apiEnv: &apiEnv{flavour: f, key: key, base: base, server: ts, registry: reg, logs: logs, store: store, api: srv},
 		dbCfg:  dbCfg, keyring: keyring, storeCfg: storeCfg,
 	}
 	if e.client, err = public.NewClientWithResponses(base,
@@ -362,4 +362,18 @@ func clusterTotal(t *testing.T, e *stackEnv, tok, search string) int {
 		t.Fatalf("ListClusters(search %q) = %s; want 200", search, outcome(resp, err))
 	}
 	return resp.JSON200.Total
+}
+
+// startRevisionWatch runs a listener and the long-polls' revision watch on
+// the database until t ends.
+func startRevisionWatch(t *testing.T, cfg postgres.Config) *postgres.RevisionWatch {
+	t.Helper()
+	listener := postgres.NewListener(cfg, slog.New(slog.DiscardHandler), postgres.ChannelHubRevision)
+	watch := postgres.NewRevisionWatch(listener)
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{}, 2)
+	go func() { listener.Run(ctx); done <- struct{}{} }()
+	go func() { watch.Run(ctx); done <- struct{}{} }()
+	t.Cleanup(func() { cancel(); <-done; <-done })
+	return watch
 }

@@ -82,6 +82,7 @@ type apiEnv struct {
 	registry *prometheus.Registry
 	logs     *syncBuffer
 	store    *postgres.Store
+	api      *rest.Server
 }
 
 func newAPIEnv(t *testing.T, f flavour) *apiEnv {
@@ -106,9 +107,9 @@ func newAPIEnv(t *testing.T, f flavour) *apiEnv {
 	if err != nil {
 		t.Fatalf("NewHTTPMetrics(): %v", err)
 	}
-	store := newStore(t)
+	store, dbCfg := newStore(t)
 	srv, err := rest.NewServer(context.Background(), f.http, logger, verifier, metrics,
-		rest.Services{Registrations: store, Hubs: store, Agents: store})
+		rest.Services{Registrations: store, Hubs: store, Agents: store, Inventory: store, Revisions: startRevisionWatch(t, dbCfg)})
 	if err != nil {
 		t.Fatalf("NewServer(): %v", err)
 	}
@@ -124,13 +125,13 @@ func newAPIEnv(t *testing.T, f flavour) *apiEnv {
 	if err != nil {
 		t.Fatalf("NewClientWithResponses(): %v", err)
 	}
-	return &apiEnv{flavour: f, key: key, base: base, server: ts, client: client, registry: reg, logs: logs, store: store}
+	return &apiEnv{flavour: f, key: key, base: base, server: ts, client: client, registry: reg, logs: logs, store: store, api: srv}
 }
 
 // newStore returns a store on a fresh, migrated database.
-func newStore(t *testing.T) *postgres.Store {
+func newStore(t *testing.T) (*postgres.Store, postgres.Config) {
 	t.Helper()
-	db, _ := pgtest.NewMigratedDatabase(t)
+	db, dbCfg := pgtest.NewMigratedDatabase(t)
 	key := make([]byte, 32)
 	_, _ = rand.Read(key)
 	keyring, err := secrets.NewKeyring(key)
@@ -139,7 +140,7 @@ func newStore(t *testing.T) *postgres.Store {
 	}
 	cfg := postgres.DefaultStoreConfig()
 	cfg.MaxPageSize = 50
-	return postgres.NewStore(db, keyring, fleet.SystemClock{}, cfg)
+	return postgres.NewStore(db, keyring, fleet.SystemClock{}, cfg), dbCfg
 }
 
 // serveJWKS serves the JWKS file at /jwks.json, read at every request so a

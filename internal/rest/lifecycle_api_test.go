@@ -38,8 +38,8 @@ func testLifecycle(t *testing.T, e *stackEnv) {
 	}
 
 	c = e.eventuallyCluster(t, tok, c.Id, "published to its hub's agent", func(c public.Cluster) bool {
-		return c.Phase == public.Provisioning && hasCondition(c, fleet.ConditionPlaced, public.True, fleet.ReasonHubSelected) &&
-			hasCondition(c, fleet.ConditionDelivered, public.False, fleet.ReasonPublished)
+		return c.Phase == public.Provisioning && hasCondition(c, fleet.ConditionPlaced, public.ConditionStatusTrue, fleet.ReasonHubSelected) &&
+			hasCondition(c, fleet.ConditionDelivered, public.ConditionStatusFalse, fleet.ReasonPublished)
 	})
 	if c.Hub == nil || c.Hub.Id != hub.Id || c.Hub.Name != "life-eu" || c.Hub.Zone != "eu" || c.Hub.Region != "eu-1" {
 		t.Errorf("GetCluster(life).hub = %+v, want life-eu in zone eu, region eu-1", c.Hub)
@@ -56,10 +56,10 @@ func testLifecycle(t *testing.T, e *stackEnv) {
 		t.Errorf("PutHubStatus(life-eu, %d).applied_revision = %d, want %d", placed.Revision, ack.AppliedRevision, placed.Revision)
 	}
 	c = e.eventuallyCluster(t, tok, c.Id, "delivered", func(c public.Cluster) bool {
-		return hasCondition(c, fleet.ConditionDelivered, public.True, fleet.ReasonAcknowledged)
+		return hasCondition(c, fleet.ConditionDelivered, public.ConditionStatusTrue, fleet.ReasonAcknowledged)
 	})
 	for _, typ := range []string{fleet.ConditionJoined, fleet.ConditionAvailable} {
-		if cond, _ := clusterCondition(c, typ); cond.Status != public.Unknown || c.Phase != public.Provisioning {
+		if cond, _ := clusterCondition(c, typ); cond.Status != public.ConditionStatusUnknown || c.Phase != public.Provisioning {
 			t.Errorf("GetCluster(life) delivered: %s = %s, phase %s; want Unknown until the hub reports, provisioning", typ, cond.Status, c.Phase)
 		}
 	}
@@ -69,7 +69,7 @@ func testLifecycle(t *testing.T, e *stackEnv) {
 		t.Fatalf("DeleteCluster(life) = %s; want 202", outcome(del, err))
 	}
 	e.eventuallyCluster(t, tok, c.Id, "withdrawn from its hub", func(c public.Cluster) bool {
-		return c.Phase == public.Deleting && hasCondition(c, fleet.ConditionDelivered, public.False, fleet.ReasonWithdrawing)
+		return c.Phase == public.Deleting && hasCondition(c, fleet.ConditionDelivered, public.ConditionStatusFalse, fleet.ReasonWithdrawing)
 	})
 	withdrawn := e.getHub(t, hub.Id)
 	if withdrawn.Revision <= placed.Revision || withdrawn.PlacedCount != 1 {
@@ -97,7 +97,7 @@ func testLifecycleNoHub(t *testing.T, e *stackEnv) {
 	}
 	c = e.eventuallyCluster(t, tok, c.Id, "left unplaced", func(c public.Cluster) bool {
 		neverOnEU(c)
-		return hasCondition(c, fleet.ConditionPlaced, public.False, fleet.ReasonNoHubAvailable)
+		return hasCondition(c, fleet.ConditionPlaced, public.ConditionStatusFalse, fleet.ReasonNoHubAvailable)
 	})
 	if c.Phase != public.Accepted || c.Hub != nil {
 		t.Errorf("GetCluster(far-away) without a hub in its zone = %s, want accepted and unplaced", describeCluster(c))
@@ -123,7 +123,7 @@ func testLifecycleNoHub(t *testing.T, e *stackEnv) {
 	e.heartbeat(t, apac, 0)
 	c = e.eventuallyCluster(t, tok, c.Id, "placed on the apac hub", func(c public.Cluster) bool {
 		neverOnEU(c)
-		return c.Hub != nil && hasCondition(c, fleet.ConditionPlaced, public.True, fleet.ReasonHubSelected)
+		return c.Hub != nil && hasCondition(c, fleet.ConditionPlaced, public.ConditionStatusTrue, fleet.ReasonHubSelected)
 	})
 	if c.Hub.Id != apac.Id || c.Hub.Zone != "apac" {
 		t.Errorf("GetCluster(far-away).hub = %+v, want waiting-apac", c.Hub)

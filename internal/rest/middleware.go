@@ -18,6 +18,7 @@ import (
 	"github.com/gorilla/mux"
 
 	"github.com/fleetmanager/fleet-manager/internal/fleet"
+	"github.com/fleetmanager/fleet-manager/openapi"
 )
 
 // OperationIDHeader carries the operation id of a request, in and out.
@@ -153,7 +154,11 @@ func (s *Server) authenticate(op operation, public bool, next handlerFunc) handl
 // validate checks the request against the operation's specification.
 func (s *Server) validate(op operation, next handlerFunc) handlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) error {
-		r.Body = http.MaxBytesReader(w, r.Body, s.cfg.MaxBodyBytes)
+		limit := s.cfg.MaxBodyBytes
+		if op.spec.file == openapi.Private {
+			limit = s.cfg.AgentMaxBodyBytes
+		}
+		r.Body = http.MaxBytesReader(w, r.Body, limit)
 		if err := checkContentType(op, r); err != nil {
 			return err
 		}

@@ -6,6 +6,7 @@ import (
 	"log/slog"
 	"net/http"
 	"slices"
+	"sync"
 	"time"
 
 	"github.com/gorilla/mux"
@@ -20,6 +21,8 @@ type Services struct {
 	Registrations fleet.RegistrationService
 	Hubs          fleet.HubService
 	Agents        fleet.AgentService
+	Inventory     fleet.InventoryService
+	Revisions     fleet.RevisionWaiter
 }
 
 // Server is the API server's handler set.
@@ -31,11 +34,20 @@ type Server struct {
 	services Services
 	specs    []*spec
 	public   *spec
+	// ingest bounds the inventory batches read at once: each holds a large
+	// body in memory, and a hundred agents resyncing together must not
+	// multiply that.
+	ingest chan struct{}
+	// draining is closed when the server starts shutting down, so waiting
+	// long-polls answer at once instead of holding the drain.
+	draining  chan struct{}
+	drainOnce sync.Once
 }
 
 // NewServer loads the embedded specifications and returns the API server.
 func NewServer(ctx context.Context, cfg Config, logger *slog.Logger, auth fleet.Authenticator, metrics *HTTPMetrics, services Services) (*Server, error) {
-	s := &Server{cfg: cfg, logger: logger.With("component", "api"), auth: auth, metrics: metrics, services: services}
+	s := &Server{cfg: cfg, logger: logger.With("component", "api"), auth: auth, metrics: metrics, services: services,
+		ingest: make(chan struct{}, cfg.AgentIngestConcurrency), draining: make(chan struct{})}
 	for _, file := range openapi.All() {
 		sp, err := loadSpec(ctx, openapi.Specs, file, cfg.BasePath)
 		if err != nil {
@@ -51,23 +63,28 @@ func NewServer(ctx context.Context, cfg Config, logger *slog.Logger, auth fleet.
 // without a handler, or a handler without an operation, fails at start.
 func (s *Server) handlers() map[string]handlerFunc {
 	return map[string]handlerFunc{
-		"getOpenAPI":     s.handleOpenAPIGet,
-		"listErrors":     s.handleErrorList,
-		"getError":       s.handleErrorGet,
-		"getCurrentUser": s.handleCurrentUserGet,
-		"listClusters":   s.handleClusterList,
-		"createCluster":  s.handleClusterCreate,
-		"getCluster":     s.handleClusterGet,
-		"updateCluster":  s.handleClusterUpdate,
-		"deleteCluster":  s.handleClusterDelete,
-		"listHubs":       s.requireRole(s.cfg.AdminReadRoles, s.handleHubList),
-		"createHub":      s.requireRole(s.cfg.AdminRoles, s.handleHubCreate),
-		"getHub":         s.requireRole(s.cfg.AdminReadRoles, s.handleHubGet),
-		"updateHub":      s.requireRole(s.cfg.AdminRoles, s.handleHubUpdate),
-		"deleteHub":      s.requireRole(s.cfg.AdminRoles, s.handleHubDelete),
-		"cordonHub":      s.requireRole(s.cfg.AdminRoles, s.handleHubCordon(true)),
-		"uncordonHub":    s.requireRole(s.cfg.AdminRoles, s.handleHubCordon(false)),
-		"putHubStatus":   s.handleHubStatusPut,
+		"getOpenAPI":             s.handleOpenAPIGet,
+		"listErrors":             s.handleErrorList,
+		"getError":               s.handleErrorGet,
+		"getCurrentUser":         s.handleCurrentUserGet,
+		"listClusters":           s.handleClusterList,
+		"createCluster":          s.handleClusterCreate,
+		"getCluster":             s.handleClusterGet,
+		"updateCluster":          s.handleClusterUpdate,
+		"deleteCluster":          s.handleClusterDelete,
+		"listHubs":               s.requireRole(s.cfg.AdminReadRoles, s.handleHubList),
+		"createHub":              s.requireRole(s.cfg.AdminRoles, s.handleHubCreate),
+		"getHub":                 s.requireRole(s.cfg.AdminReadRoles, s.handleHubGet),
+		"updateHub":              s.requireRole(s.cfg.AdminRoles, s.handleHubUpdate),
+		"deleteHub":              s.requireRole(s.cfg.AdminRoles, s.handleHubDelete),
+		"cordonHub":              s.requireRole(s.cfg.AdminRoles, s.handleHubCordon(true)),
+		"uncordonHub":            s.requireRole(s.cfg.AdminRoles, s.handleHubCordon(false)),
+		"putHubStatus":           s.handleHubStatusPut,
+		"getHubDesired":          s.handleHubDesiredGet,
+		"postHubInventory":       s.handleHubInventoryPost,
+		"putRegistrationsStatus": s.handleRegistrationsStatusPut,
+		"getClusterImport":       s.handleClusterImportGet,
+		"listManagedClusters":    s.handleManagedClusterList,
 	}
 }
 
@@ -92,7 +109,7 @@ func (s *Server) Handler() (http.Handler, error) {
 		}
 		used[id] = true
 		public := slices.Contains(s.cfg.PublicPaths, op.route.Path)
-		h = s.authenticate(op, public, s.validate(op, h))
+		h = s.authenticate(op, public, s.limitIngest(op, s.validate(op, h)))
 		router.Handle(s.cfg.BasePath+op.route.Path, s.adapt(h)).Methods(op.route.Method)
 	}
 	for id := range handlers {
@@ -106,6 +123,27 @@ func (s *Server) Handler() (http.Handler, error) {
 		}
 	}
 	return s.withObservability(s.withCORS(router)), nil
+}
+
+// Drain ends the waiting long-polls; http.Server.RegisterOnShutdown calls it.
+func (s *Server) Drain() { s.drainOnce.Do(func() { close(s.draining) }) }
+
+// limitIngest lets at most AgentIngestConcurrency inventory batches be read
+// and stored at once; the others wait (their bodies unread) until a slot frees
+// or their request ends.
+func (s *Server) limitIngest(op operation, next handlerFunc) handlerFunc {
+	if op.route.Operation.OperationID != "postHubInventory" {
+		return next
+	}
+	return func(w http.ResponseWriter, r *http.Request) error {
+		select {
+		case s.ingest <- struct{}{}:
+			defer func() { <-s.ingest }()
+			return next(w, r)
+		case <-r.Context().Done():
+			return fleet.Errorf(fleet.CodeUnavailable, "the request ended while waiting for an inventory slot")
+		}
+	}
 }
 
 // operations lists the operations of every spec.

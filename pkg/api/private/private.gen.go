@@ -38,6 +38,21 @@ func (e ConditionStatus) Valid() bool {
 	}
 }
 
+// Defines values for DesiredSetKind.
+const (
+	DesiredSetKindDesiredSet DesiredSetKind = "DesiredSet"
+)
+
+// Valid indicates whether the value is a known member of the DesiredSetKind enum.
+func (e DesiredSetKind) Valid() bool {
+	switch e {
+	case DesiredSetKindDesiredSet:
+		return true
+	default:
+		return false
+	}
+}
+
 // Defines values for ErrorKind.
 const (
 	ErrorKindError ErrorKind = "Error"
@@ -68,6 +83,45 @@ func (e HubStatusAckKind) Valid() bool {
 	}
 }
 
+// Defines values for InventoryAckKind.
+const (
+	InventoryAckKindInventoryAck InventoryAckKind = "InventoryAck"
+)
+
+// Valid indicates whether the value is a known member of the InventoryAckKind enum.
+func (e InventoryAckKind) Valid() bool {
+	switch e {
+	case InventoryAckKindInventoryAck:
+		return true
+	default:
+		return false
+	}
+}
+
+// Defines values for RegistrationStatusAckKind.
+const (
+	RegistrationStatusAckKindRegistrationStatusAck RegistrationStatusAckKind = "RegistrationStatusAck"
+)
+
+// Valid indicates whether the value is a known member of the RegistrationStatusAckKind enum.
+func (e RegistrationStatusAckKind) Valid() bool {
+	switch e {
+	case RegistrationStatusAckKindRegistrationStatusAck:
+		return true
+	default:
+		return false
+	}
+}
+
+// ClusterCondition A ManagedCluster condition as the hub has it.
+type ClusterCondition struct {
+	LastTransitionTime *time.Time `json:"last_transition_time,omitempty"`
+	Message            *string    `json:"message,omitempty"`
+	Reason             *string    `json:"reason,omitempty"`
+	Status             string     `json:"status"`
+	Type               string     `json:"type"`
+}
+
 // Condition defines model for Condition.
 type Condition struct {
 	LastTransitionTime time.Time       `json:"last_transition_time"`
@@ -80,6 +134,27 @@ type Condition struct {
 
 // ConditionStatus defines model for Condition.Status.
 type ConditionStatus string
+
+// DesiredRegistration defines model for DesiredRegistration.
+type DesiredRegistration struct {
+	Generation         int64  `json:"generation"`
+	ManagedClusterName string `json:"managed_cluster_name"`
+
+	// Objects In apply order (namespace first).
+	Objects        []KubeObject `json:"objects"`
+	RegistrationId string       `json:"registration_id"`
+}
+
+// DesiredSet defines model for DesiredSet.
+type DesiredSet struct {
+	HubId         string                `json:"hub_id"`
+	Kind          DesiredSetKind        `json:"kind"`
+	Registrations []DesiredRegistration `json:"registrations"`
+	Revision      int64                 `json:"revision"`
+}
+
+// DesiredSetKind defines model for DesiredSet.Kind.
+type DesiredSetKind string
 
 // Error The OCM error body. `code` is stable; `reason` is for people.
 type Error struct {
@@ -114,7 +189,10 @@ type HubStatusAck struct {
 	AppliedRevision int64            `json:"applied_revision"`
 	HubId           string           `json:"hub_id"`
 	Kind            HubStatusAckKind `json:"kind"`
-	Revision        int64            `json:"revision"`
+
+	// ResyncRequested True when the fleet manager wants a full inventory resync (the agent restarted, or the hub was silent).
+	ResyncRequested bool  `json:"resync_requested"`
+	Revision        int64 `json:"revision"`
 }
 
 // HubStatusAckKind defines model for HubStatusAck.Kind.
@@ -127,9 +205,101 @@ type HubStatusReport struct {
 	AgentVersion         string `json:"agent_version"`
 
 	// AppliedRevision The revision of the desired set the agent has applied.
-	AppliedRevision int64        `json:"applied_revision"`
-	Conditions      *[]Condition `json:"conditions,omitempty"`
+	AppliedRevision int64 `json:"applied_revision"`
+
+	// Capacity The hub's own capacity as the agent sees it (e.g. managed_clusters).
+	Capacity   *map[string]string `json:"capacity,omitempty"`
+	Conditions *[]Condition       `json:"conditions,omitempty"`
 }
+
+// ImportMaterial defines model for ImportMaterial.
+type ImportMaterial struct {
+	// Manifests The YAML a cluster admin applies on the cluster to import it (the hub's <name>-import secret).
+	Manifests string `json:"manifests"`
+}
+
+// InventoryAck defines model for InventoryAck.
+type InventoryAck struct {
+	Deleted int              `json:"deleted"`
+	Kind    InventoryAckKind `json:"kind"`
+
+	// Tombstoned Rows a completed full resync did not report.
+	Tombstoned int `json:"tombstoned"`
+
+	// Unchanged Rows whose content hash was the same (not written).
+	Unchanged int `json:"unchanged"`
+
+	// Written Rows inserted or changed.
+	Written int `json:"written"`
+}
+
+// InventoryAckKind defines model for InventoryAck.Kind.
+type InventoryAckKind string
+
+// InventoryBatch defines model for InventoryBatch.
+type InventoryBatch struct {
+	Deletes []string `json:"deletes"`
+	Full    bool     `json:"full"`
+
+	// Generation The sync generation; every batch of one full resync carries the same.
+	Generation int64 `json:"generation"`
+
+	// Last Ends a full resync; with full, what the sequence did not report is tombstoned.
+	Last    bool                    `json:"last"`
+	Upserts []ManagedClusterSummary `json:"upserts"`
+}
+
+// KubeObject A Kubernetes object as JSON (apiVersion, kind, metadata, ...).
+type KubeObject struct {
+	ApiVersion           string                 `json:"apiVersion"`
+	Kind                 string                 `json:"kind"`
+	Metadata             map[string]interface{} `json:"metadata"`
+	AdditionalProperties map[string]interface{} `json:"-"`
+}
+
+// ManagedClusterSummary defines model for ManagedClusterSummary.
+type ManagedClusterSummary struct {
+	// Allocatable status.allocatable, every key kept.
+	Allocatable *map[string]string `json:"allocatable,omitempty"`
+
+	// Capacity status.capacity, every key kept.
+	Capacity *map[string]string `json:"capacity,omitempty"`
+
+	// Claims status.clusterClaims as name to value (id.openshift.io, version.openshift.io, platform..., region..., product..., consoleurl...).
+	Claims            *map[string]string  `json:"claims,omitempty"`
+	Conditions        *[]ClusterCondition `json:"conditions,omitempty"`
+	CreatedAt         *time.Time          `json:"created_at,omitempty"`
+	KubernetesVersion *string             `json:"kubernetes_version,omitempty"`
+	Labels            *map[string]string  `json:"labels,omitempty"`
+	Name              string              `json:"name"`
+	ResourceVersion   *string             `json:"resource_version,omitempty"`
+	Uid               *string             `json:"uid,omitempty"`
+}
+
+// RegistrationStatus defines model for RegistrationStatus.
+type RegistrationStatus struct {
+	// Conditions Joined and Available (and Delivered) as the hub sees them.
+	Conditions     []Condition     `json:"conditions"`
+	Import         *ImportMaterial `json:"import,omitempty"`
+	RegistrationId string          `json:"registration_id"`
+}
+
+// RegistrationStatusAck defines model for RegistrationStatusAck.
+type RegistrationStatusAck struct {
+	Kind    RegistrationStatusAckKind `json:"kind"`
+	Updated int                       `json:"updated"`
+}
+
+// RegistrationStatusAckKind defines model for RegistrationStatusAck.Kind.
+type RegistrationStatusAckKind string
+
+// RegistrationStatusBatch defines model for RegistrationStatusBatch.
+type RegistrationStatusBatch struct {
+	Items []RegistrationStatus `json:"items"`
+}
+
+// HubId defines model for hubId.
+type HubId = string
 
 // BadRequest The OCM error body. `code` is stable; `reason` is for people.
 type BadRequest = Error
@@ -152,8 +322,117 @@ type PreconditionFailed = Error
 // Unauthenticated The OCM error body. `code` is stable; `reason` is for people.
 type Unauthenticated = Error
 
+// GetHubDesiredParams defines parameters for GetHubDesired.
+type GetHubDesiredParams struct {
+	// After The revision the agent has; 0 or absent for any.
+	After *int64 `form:"after,omitempty" json:"after,omitempty"`
+
+	// Wait How long to wait for a change, as a Go duration (e.g. 30s); capped by --agent-max-wait.
+	Wait *string `form:"wait,omitempty" json:"wait,omitempty"`
+}
+
+// PostHubInventoryJSONRequestBody defines body for PostHubInventory for application/json ContentType.
+type PostHubInventoryJSONRequestBody = InventoryBatch
+
+// PutRegistrationsStatusJSONRequestBody defines body for PutRegistrationsStatus for application/json ContentType.
+type PutRegistrationsStatusJSONRequestBody = RegistrationStatusBatch
+
 // PutHubStatusJSONRequestBody defines body for PutHubStatus for application/json ContentType.
 type PutHubStatusJSONRequestBody = HubStatusReport
+
+// Getter for additional properties for KubeObject. Returns the specified
+// element and whether it was found
+func (a KubeObject) Get(fieldName string) (value interface{}, found bool) {
+	if a.AdditionalProperties != nil {
+		value, found = a.AdditionalProperties[fieldName]
+	}
+	return
+}
+
+// Setter for additional properties for KubeObject
+func (a *KubeObject) Set(fieldName string, value interface{}) {
+	if a.AdditionalProperties == nil {
+		a.AdditionalProperties = make(map[string]interface{})
+	}
+	a.AdditionalProperties[fieldName] = value
+}
+
+// Override default JSON handling for KubeObject to handle AdditionalProperties
+func (a *KubeObject) UnmarshalJSON(b []byte) error {
+	object := make(map[string]json.RawMessage)
+	err := json.Unmarshal(b, &object)
+	if err != nil {
+		return err
+	}
+
+	if raw, found := object["apiVersion"]; found {
+		err = json.Unmarshal(raw, &a.ApiVersion)
+		if err != nil {
+			return fmt.Errorf("error reading 'apiVersion': %w", err)
+		}
+		delete(object, "apiVersion")
+	}
+
+	if raw, found := object["kind"]; found {
+		err = json.Unmarshal(raw, &a.Kind)
+		if err != nil {
+			return fmt.Errorf("error reading 'kind': %w", err)
+		}
+		delete(object, "kind")
+	}
+
+	if raw, found := object["metadata"]; found {
+		err = json.Unmarshal(raw, &a.Metadata)
+		if err != nil {
+			return fmt.Errorf("error reading 'metadata': %w", err)
+		}
+		delete(object, "metadata")
+	}
+
+	if len(object) != 0 {
+		a.AdditionalProperties = make(map[string]interface{})
+		for fieldName, fieldBuf := range object {
+			var fieldVal interface{}
+			err := json.Unmarshal(fieldBuf, &fieldVal)
+			if err != nil {
+				return fmt.Errorf("error unmarshaling field %s: %w", fieldName, err)
+			}
+			a.AdditionalProperties[fieldName] = fieldVal
+		}
+	}
+	return nil
+}
+
+// Override default JSON handling for KubeObject to handle AdditionalProperties
+func (a KubeObject) MarshalJSON() ([]byte, error) {
+	var err error
+	object := make(map[string]json.RawMessage)
+
+	object["apiVersion"], err = json.Marshal(a.ApiVersion)
+	if err != nil {
+		return nil, fmt.Errorf("error marshaling 'apiVersion': %w", err)
+	}
+
+	object["kind"], err = json.Marshal(a.Kind)
+	if err != nil {
+		return nil, fmt.Errorf("error marshaling 'kind': %w", err)
+	}
+
+	if a.Metadata != nil {
+		object["metadata"], err = json.Marshal(a.Metadata)
+		if err != nil {
+			return nil, fmt.Errorf("error marshaling 'metadata': %w", err)
+		}
+	}
+
+	for fieldName, field := range a.AdditionalProperties {
+		object[fieldName], err = json.Marshal(field)
+		if err != nil {
+			return nil, fmt.Errorf("error marshaling '%s': %w", fieldName, err)
+		}
+	}
+	return json.Marshal(object)
+}
 
 // RequestEditorFn is the function signature for the RequestEditor callback function
 type RequestEditorFn func(ctx context.Context, req *http.Request) error
@@ -229,19 +508,163 @@ func WithRequestEditorFn(fn RequestEditorFn) ClientOption {
 // The interface specification for the client above.
 type ClientInterface interface {
 
+	// GetHubDesired Long-poll for the hub's desired set.
+	//
+	// Answers at once when the hub's revision is past `after`, otherwise as
+	// soon as it moves, or with 304 when `wait` passes first. The body is the
+	// hub's full desired set at that revision.
+	//
+	// Corresponds with GET /agent-hubs/{hub_id}/desired (the `GetHubDesired` operationId).
+	GetHubDesired(ctx context.Context, hubId HubId, params *GetHubDesiredParams, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// PostHubInventoryWithBody A batch of the hub's ManagedCluster summaries.
+	//
+	// Rows whose content did not change cost no write; a retried batch
+	// changes nothing. A full resync is a sequence of batches with
+	// `full: true` and one generation; its `last` batch tombstones the hub's
+	// clusters the sequence did not report.
+	//
+	// Takes any type of body and a specified content type.
+	//
+	// Corresponds with POST /agent-hubs/{hub_id}/inventory (the `PostHubInventory` operationId).
+	PostHubInventoryWithBody(ctx context.Context, hubId HubId, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// PostHubInventory A batch of the hub's ManagedCluster summaries.
+	//
+	// Rows whose content did not change cost no write; a retried batch
+	// changes nothing. A full resync is a sequence of batches with
+	// `full: true` and one generation; its `last` batch tombstones the hub's
+	// clusters the sequence did not report.
+	//
+	// Takes a body of the `application/json` content type.
+	//
+	// Corresponds with POST /agent-hubs/{hub_id}/inventory (the `PostHubInventory` operationId).
+	PostHubInventory(ctx context.Context, hubId HubId, body PostHubInventoryJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// PutRegistrationsStatusWithBody The hub-side status of the hub's registrations, and their import material.
+	//
+	// Takes any type of body and a specified content type.
+	//
+	// Corresponds with PUT /agent-hubs/{hub_id}/registrations/status (the `PutRegistrationsStatus` operationId).
+	PutRegistrationsStatusWithBody(ctx context.Context, hubId HubId, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// PutRegistrationsStatus The hub-side status of the hub's registrations, and their import material.
+	//
+	// Takes a body of the `application/json` content type.
+	//
+	// Corresponds with PUT /agent-hubs/{hub_id}/registrations/status (the `PutRegistrationsStatus` operationId).
+	PutRegistrationsStatus(ctx context.Context, hubId HubId, body PutRegistrationsStatusJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error)
+
 	// PutHubStatusWithBody The agent's heartbeat, with the revision of the desired set it has applied.
 	//
 	// Takes any type of body and a specified content type.
 	//
 	// Corresponds with PUT /agent-hubs/{hub_id}/status (the `PutHubStatus` operationId).
-	PutHubStatusWithBody(ctx context.Context, hubId string, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error)
+	PutHubStatusWithBody(ctx context.Context, hubId HubId, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error)
 
 	// PutHubStatus The agent's heartbeat, with the revision of the desired set it has applied.
 	//
 	// Takes a body of the `application/json` content type.
 	//
 	// Corresponds with PUT /agent-hubs/{hub_id}/status (the `PutHubStatus` operationId).
-	PutHubStatus(ctx context.Context, hubId string, body PutHubStatusJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error)
+	PutHubStatus(ctx context.Context, hubId HubId, body PutHubStatusJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error)
+}
+
+// GetHubDesired Long-poll for the hub's desired set.
+//
+// Answers at once when the hub's revision is past `after`, otherwise as
+// soon as it moves, or with 304 when `wait` passes first. The body is the
+// hub's full desired set at that revision.
+//
+// Corresponds with GET /agent-hubs/{hub_id}/desired (the `GetHubDesired` operationId).
+func (c *Client) GetHubDesired(ctx context.Context, hubId HubId, params *GetHubDesiredParams, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewGetHubDesiredRequest(c.Server, hubId, params)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// PostHubInventoryWithBody A batch of the hub's ManagedCluster summaries.
+//
+// Rows whose content did not change cost no write; a retried batch
+// changes nothing. A full resync is a sequence of batches with
+// `full: true` and one generation; its `last` batch tombstones the hub's
+// clusters the sequence did not report.
+//
+// Takes any type of body and a specified content type.
+//
+// Corresponds with POST /agent-hubs/{hub_id}/inventory (the `PostHubInventory` operationId).
+func (c *Client) PostHubInventoryWithBody(ctx context.Context, hubId HubId, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewPostHubInventoryRequestWithBody(c.Server, hubId, contentType, body)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// PostHubInventory A batch of the hub's ManagedCluster summaries.
+//
+// Rows whose content did not change cost no write; a retried batch
+// changes nothing. A full resync is a sequence of batches with
+// `full: true` and one generation; its `last` batch tombstones the hub's
+// clusters the sequence did not report.
+//
+// Takes a body of the `application/json` content type.
+//
+// Corresponds with POST /agent-hubs/{hub_id}/inventory (the `PostHubInventory` operationId).
+func (c *Client) PostHubInventory(ctx context.Context, hubId HubId, body PostHubInventoryJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewPostHubInventoryRequest(c.Server, hubId, body)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// PutRegistrationsStatusWithBody The hub-side status of the hub's registrations, and their import material.
+//
+// Takes any type of body and a specified content type.
+//
+// Corresponds with PUT /agent-hubs/{hub_id}/registrations/status (the `PutRegistrationsStatus` operationId).
+func (c *Client) PutRegistrationsStatusWithBody(ctx context.Context, hubId HubId, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewPutRegistrationsStatusRequestWithBody(c.Server, hubId, contentType, body)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// PutRegistrationsStatus The hub-side status of the hub's registrations, and their import material.
+//
+// Takes a body of the `application/json` content type.
+//
+// Corresponds with PUT /agent-hubs/{hub_id}/registrations/status (the `PutRegistrationsStatus` operationId).
+func (c *Client) PutRegistrationsStatus(ctx context.Context, hubId HubId, body PutRegistrationsStatusJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewPutRegistrationsStatusRequest(c.Server, hubId, body)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
 }
 
 // PutHubStatusWithBody The agent's heartbeat, with the revision of the desired set it has applied.
@@ -249,7 +672,7 @@ type ClientInterface interface {
 // Takes any type of body and a specified content type.
 //
 // Corresponds with PUT /agent-hubs/{hub_id}/status (the `PutHubStatus` operationId).
-func (c *Client) PutHubStatusWithBody(ctx context.Context, hubId string, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error) {
+func (c *Client) PutHubStatusWithBody(ctx context.Context, hubId HubId, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error) {
 	req, err := NewPutHubStatusRequestWithBody(c.Server, hubId, contentType, body)
 	if err != nil {
 		return nil, err
@@ -266,7 +689,7 @@ func (c *Client) PutHubStatusWithBody(ctx context.Context, hubId string, content
 // Takes a body of the `application/json` content type.
 //
 // Corresponds with PUT /agent-hubs/{hub_id}/status (the `PutHubStatus` operationId).
-func (c *Client) PutHubStatus(ctx context.Context, hubId string, body PutHubStatusJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error) {
+func (c *Client) PutHubStatus(ctx context.Context, hubId HubId, body PutHubStatusJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error) {
 	req, err := NewPutHubStatusRequest(c.Server, hubId, body)
 	if err != nil {
 		return nil, err
@@ -278,8 +701,175 @@ func (c *Client) PutHubStatus(ctx context.Context, hubId string, body PutHubStat
 	return c.Client.Do(req)
 }
 
+// NewGetHubDesiredRequest constructs an http.Request for the GetHubDesired method
+func NewGetHubDesiredRequest(server string, hubId HubId, params *GetHubDesiredParams) (*http.Request, error) {
+	var err error
+
+	var pathParam0 string
+
+	pathParam0, err = runtime.StyleParamWithOptions("simple", false, "hub_id", hubId, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationPath, Type: "string", Format: ""})
+	if err != nil {
+		return nil, err
+	}
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/agent-hubs/%s/desired", pathParam0)
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	if params != nil {
+		// queryValues collects non-styled parameters (passthrough, JSON)
+		// that are safe to round-trip through url.Values.Encode().
+		queryValues := queryURL.Query()
+		// rawQueryFragments collects pre-encoded query fragments from
+		// styled parameters, preserving literal commas as delimiters
+		// per the OpenAPI spec (e.g. "color=blue,black,brown").
+		var rawQueryFragments []string
+
+		if params.After != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", true, "after", *params.After, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "integer", Format: "int64"}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
+		if params.Wait != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", true, "wait", *params.Wait, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
+		if encoded := queryValues.Encode(); encoded != "" {
+			rawQueryFragments = append(rawQueryFragments, encoded)
+		}
+		queryURL.RawQuery = strings.Join(rawQueryFragments, "&")
+	}
+
+	req, err := http.NewRequest(http.MethodGet, queryURL.String(), nil)
+	if err != nil {
+		return nil, err
+	}
+
+	return req, nil
+}
+
+// NewPostHubInventoryRequest calls the generic PostHubInventory builder with application/json body
+func NewPostHubInventoryRequest(server string, hubId HubId, body PostHubInventoryJSONRequestBody) (*http.Request, error) {
+	var bodyReader io.Reader
+	buf, err := json.Marshal(body)
+	if err != nil {
+		return nil, err
+	}
+	bodyReader = bytes.NewReader(buf)
+	return NewPostHubInventoryRequestWithBody(server, hubId, "application/json", bodyReader)
+}
+
+// NewPostHubInventoryRequestWithBody constructs an http.Request for the PostHubInventory method, with any body, and a specified content type
+func NewPostHubInventoryRequestWithBody(server string, hubId HubId, contentType string, body io.Reader) (*http.Request, error) {
+	var err error
+
+	var pathParam0 string
+
+	pathParam0, err = runtime.StyleParamWithOptions("simple", false, "hub_id", hubId, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationPath, Type: "string", Format: ""})
+	if err != nil {
+		return nil, err
+	}
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/agent-hubs/%s/inventory", pathParam0)
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	req, err := http.NewRequest(http.MethodPost, queryURL.String(), body)
+	if err != nil {
+		return nil, err
+	}
+
+	req.Header.Add("Content-Type", contentType)
+
+	return req, nil
+}
+
+// NewPutRegistrationsStatusRequest calls the generic PutRegistrationsStatus builder with application/json body
+func NewPutRegistrationsStatusRequest(server string, hubId HubId, body PutRegistrationsStatusJSONRequestBody) (*http.Request, error) {
+	var bodyReader io.Reader
+	buf, err := json.Marshal(body)
+	if err != nil {
+		return nil, err
+	}
+	bodyReader = bytes.NewReader(buf)
+	return NewPutRegistrationsStatusRequestWithBody(server, hubId, "application/json", bodyReader)
+}
+
+// NewPutRegistrationsStatusRequestWithBody constructs an http.Request for the PutRegistrationsStatus method, with any body, and a specified content type
+func NewPutRegistrationsStatusRequestWithBody(server string, hubId HubId, contentType string, body io.Reader) (*http.Request, error) {
+	var err error
+
+	var pathParam0 string
+
+	pathParam0, err = runtime.StyleParamWithOptions("simple", false, "hub_id", hubId, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationPath, Type: "string", Format: ""})
+	if err != nil {
+		return nil, err
+	}
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/agent-hubs/%s/registrations/status", pathParam0)
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	req, err := http.NewRequest(http.MethodPut, queryURL.String(), body)
+	if err != nil {
+		return nil, err
+	}
+
+	req.Header.Add("Content-Type", contentType)
+
+	return req, nil
+}
+
 // NewPutHubStatusRequest calls the generic PutHubStatus builder with application/json body
-func NewPutHubStatusRequest(server string, hubId string, body PutHubStatusJSONRequestBody) (*http.Request, error) {
+func NewPutHubStatusRequest(server string, hubId HubId, body PutHubStatusJSONRequestBody) (*http.Request, error) {
 	var bodyReader io.Reader
 	buf, err := json.Marshal(body)
 	if err != nil {
@@ -290,7 +880,7 @@ func NewPutHubStatusRequest(server string, hubId string, body PutHubStatusJSONRe
 }
 
 // NewPutHubStatusRequestWithBody constructs an http.Request for the PutHubStatus method, with any body, and a specified content type
-func NewPutHubStatusRequestWithBody(server string, hubId string, contentType string, body io.Reader) (*http.Request, error) {
+func NewPutHubStatusRequestWithBody(server string, hubId HubId, contentType string, body io.Reader) (*http.Request, error) {
 	var err error
 
 	var pathParam0 string
@@ -369,19 +959,303 @@ func WithBaseURL(baseURL string) ClientOption {
 // ClientWithResponsesInterface is the interface specification for the client with responses above.
 type ClientWithResponsesInterface interface {
 
+	// GetHubDesiredWithResponse Long-poll for the hub's desired set.
+	//
+	// Answers at once when the hub's revision is past `after`, otherwise as
+	// soon as it moves, or with 304 when `wait` passes first. The body is the
+	// hub's full desired set at that revision.
+	//
+	// Returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with GET /agent-hubs/{hub_id}/desired (the `GetHubDesired` operationId).
+	GetHubDesiredWithResponse(ctx context.Context, hubId HubId, params *GetHubDesiredParams, reqEditors ...RequestEditorFn) (*GetHubDesiredResponse, error)
+
+	// PostHubInventoryWithBodyWithResponse A batch of the hub's ManagedCluster summaries.
+	//
+	// Rows whose content did not change cost no write; a retried batch
+	// changes nothing. A full resync is a sequence of batches with
+	// `full: true` and one generation; its `last` batch tombstones the hub's
+	// clusters the sequence did not report.
+	//
+	// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with POST /agent-hubs/{hub_id}/inventory (the `PostHubInventory` operationId).
+	PostHubInventoryWithBodyWithResponse(ctx context.Context, hubId HubId, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*PostHubInventoryResponse, error)
+
+	// PostHubInventoryWithResponse A batch of the hub's ManagedCluster summaries.
+	//
+	// Rows whose content did not change cost no write; a retried batch
+	// changes nothing. A full resync is a sequence of batches with
+	// `full: true` and one generation; its `last` batch tombstones the hub's
+	// clusters the sequence did not report.
+	//
+	// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with POST /agent-hubs/{hub_id}/inventory (the `PostHubInventory` operationId).
+	PostHubInventoryWithResponse(ctx context.Context, hubId HubId, body PostHubInventoryJSONRequestBody, reqEditors ...RequestEditorFn) (*PostHubInventoryResponse, error)
+
+	// PutRegistrationsStatusWithBodyWithResponse The hub-side status of the hub's registrations, and their import material.
+	//
+	// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with PUT /agent-hubs/{hub_id}/registrations/status (the `PutRegistrationsStatus` operationId).
+	PutRegistrationsStatusWithBodyWithResponse(ctx context.Context, hubId HubId, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*PutRegistrationsStatusResponse, error)
+
+	// PutRegistrationsStatusWithResponse The hub-side status of the hub's registrations, and their import material.
+	//
+	// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with PUT /agent-hubs/{hub_id}/registrations/status (the `PutRegistrationsStatus` operationId).
+	PutRegistrationsStatusWithResponse(ctx context.Context, hubId HubId, body PutRegistrationsStatusJSONRequestBody, reqEditors ...RequestEditorFn) (*PutRegistrationsStatusResponse, error)
+
 	// PutHubStatusWithBodyWithResponse The agent's heartbeat, with the revision of the desired set it has applied.
 	//
 	// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
 	//
 	// Corresponds with PUT /agent-hubs/{hub_id}/status (the `PutHubStatus` operationId).
-	PutHubStatusWithBodyWithResponse(ctx context.Context, hubId string, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*PutHubStatusResponse, error)
+	PutHubStatusWithBodyWithResponse(ctx context.Context, hubId HubId, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*PutHubStatusResponse, error)
 
 	// PutHubStatusWithResponse The agent's heartbeat, with the revision of the desired set it has applied.
 	//
 	// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
 	//
 	// Corresponds with PUT /agent-hubs/{hub_id}/status (the `PutHubStatus` operationId).
-	PutHubStatusWithResponse(ctx context.Context, hubId string, body PutHubStatusJSONRequestBody, reqEditors ...RequestEditorFn) (*PutHubStatusResponse, error)
+	PutHubStatusWithResponse(ctx context.Context, hubId HubId, body PutHubStatusJSONRequestBody, reqEditors ...RequestEditorFn) (*PutHubStatusResponse, error)
+}
+
+type GetHubDesiredResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// JSON200 the response for an HTTP 200 `application/json` response
+	JSON200 *DesiredSet
+	// JSON400 the response for an HTTP 400 `application/json` response
+	JSON400 *BadRequest
+	// JSON401 the response for an HTTP 401 `application/json` response
+	JSON401 *Unauthenticated
+	// JSON404 the response for an HTTP 404 `application/json` response
+	JSON404 *NotFound
+	// JSON500 the response for an HTTP 500 `application/json` response
+	JSON500 *InternalError
+}
+
+// GetJSON200 returns the response for an HTTP 200 `application/json` response
+func (r GetHubDesiredResponse) GetJSON200() *DesiredSet {
+	return r.JSON200
+}
+
+// GetJSON400 returns the response for an HTTP 400 `application/json` response
+func (r GetHubDesiredResponse) GetJSON400() *BadRequest {
+	return r.JSON400
+}
+
+// GetJSON401 returns the response for an HTTP 401 `application/json` response
+func (r GetHubDesiredResponse) GetJSON401() *Unauthenticated {
+	return r.JSON401
+}
+
+// GetJSON404 returns the response for an HTTP 404 `application/json` response
+func (r GetHubDesiredResponse) GetJSON404() *NotFound {
+	return r.JSON404
+}
+
+// GetJSON500 returns the response for an HTTP 500 `application/json` response
+func (r GetHubDesiredResponse) GetJSON500() *InternalError {
+	return r.JSON500
+}
+
+// GetBody returns the raw response body bytes
+func (r GetHubDesiredResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r GetHubDesiredResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r GetHubDesiredResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r GetHubDesiredResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
+type PostHubInventoryResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// JSON200 the response for an HTTP 200 `application/json` response
+	JSON200 *InventoryAck
+	// JSON400 the response for an HTTP 400 `application/json` response
+	JSON400 *BadRequest
+	// JSON401 the response for an HTTP 401 `application/json` response
+	JSON401 *Unauthenticated
+	// JSON404 the response for an HTTP 404 `application/json` response
+	JSON404 *NotFound
+	// JSON413 the response for an HTTP 413 `application/json` response
+	JSON413 *BadRequest
+	// JSON415 the response for an HTTP 415 `application/json` response
+	JSON415 *BadRequest
+	// JSON500 the response for an HTTP 500 `application/json` response
+	JSON500 *InternalError
+}
+
+// GetJSON200 returns the response for an HTTP 200 `application/json` response
+func (r PostHubInventoryResponse) GetJSON200() *InventoryAck {
+	return r.JSON200
+}
+
+// GetJSON400 returns the response for an HTTP 400 `application/json` response
+func (r PostHubInventoryResponse) GetJSON400() *BadRequest {
+	return r.JSON400
+}
+
+// GetJSON401 returns the response for an HTTP 401 `application/json` response
+func (r PostHubInventoryResponse) GetJSON401() *Unauthenticated {
+	return r.JSON401
+}
+
+// GetJSON404 returns the response for an HTTP 404 `application/json` response
+func (r PostHubInventoryResponse) GetJSON404() *NotFound {
+	return r.JSON404
+}
+
+// GetJSON413 returns the response for an HTTP 413 `application/json` response
+func (r PostHubInventoryResponse) GetJSON413() *BadRequest {
+	return r.JSON413
+}
+
+// GetJSON415 returns the response for an HTTP 415 `application/json` response
+func (r PostHubInventoryResponse) GetJSON415() *BadRequest {
+	return r.JSON415
+}
+
+// GetJSON500 returns the response for an HTTP 500 `application/json` response
+func (r PostHubInventoryResponse) GetJSON500() *InternalError {
+	return r.JSON500
+}
+
+// GetBody returns the raw response body bytes
+func (r PostHubInventoryResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r PostHubInventoryResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r PostHubInventoryResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r PostHubInventoryResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
+type PutRegistrationsStatusResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// JSON200 the response for an HTTP 200 `application/json` response
+	JSON200 *RegistrationStatusAck
+	// JSON400 the response for an HTTP 400 `application/json` response
+	JSON400 *BadRequest
+	// JSON401 the response for an HTTP 401 `application/json` response
+	JSON401 *Unauthenticated
+	// JSON404 the response for an HTTP 404 `application/json` response
+	JSON404 *NotFound
+	// JSON413 the response for an HTTP 413 `application/json` response
+	JSON413 *BadRequest
+	// JSON415 the response for an HTTP 415 `application/json` response
+	JSON415 *BadRequest
+	// JSON500 the response for an HTTP 500 `application/json` response
+	JSON500 *InternalError
+}
+
+// GetJSON200 returns the response for an HTTP 200 `application/json` response
+func (r PutRegistrationsStatusResponse) GetJSON200() *RegistrationStatusAck {
+	return r.JSON200
+}
+
+// GetJSON400 returns the response for an HTTP 400 `application/json` response
+func (r PutRegistrationsStatusResponse) GetJSON400() *BadRequest {
+	return r.JSON400
+}
+
+// GetJSON401 returns the response for an HTTP 401 `application/json` response
+func (r PutRegistrationsStatusResponse) GetJSON401() *Unauthenticated {
+	return r.JSON401
+}
+
+// GetJSON404 returns the response for an HTTP 404 `application/json` response
+func (r PutRegistrationsStatusResponse) GetJSON404() *NotFound {
+	return r.JSON404
+}
+
+// GetJSON413 returns the response for an HTTP 413 `application/json` response
+func (r PutRegistrationsStatusResponse) GetJSON413() *BadRequest {
+	return r.JSON413
+}
+
+// GetJSON415 returns the response for an HTTP 415 `application/json` response
+func (r PutRegistrationsStatusResponse) GetJSON415() *BadRequest {
+	return r.JSON415
+}
+
+// GetJSON500 returns the response for an HTTP 500 `application/json` response
+func (r PutRegistrationsStatusResponse) GetJSON500() *InternalError {
+	return r.JSON500
+}
+
+// GetBody returns the raw response body bytes
+func (r PutRegistrationsStatusResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r PutRegistrationsStatusResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r PutRegistrationsStatusResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r PutRegistrationsStatusResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
 }
 
 type PutHubStatusResponse struct {
@@ -467,12 +1341,91 @@ func (r PutHubStatusResponse) ContentType() string {
 	return ""
 }
 
+// GetHubDesiredWithResponse Long-poll for the hub's desired set.
+//
+// Answers at once when the hub's revision is past `after`, otherwise as
+// soon as it moves, or with 304 when `wait` passes first. The body is the
+// hub's full desired set at that revision.
+//
+// Returns a wrapper object for the known response body format(s).
+//
+// Corresponds with GET /agent-hubs/{hub_id}/desired (the `GetHubDesired` operationId).
+func (c *ClientWithResponses) GetHubDesiredWithResponse(ctx context.Context, hubId HubId, params *GetHubDesiredParams, reqEditors ...RequestEditorFn) (*GetHubDesiredResponse, error) {
+	rsp, err := c.GetHubDesired(ctx, hubId, params, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseGetHubDesiredResponse(rsp)
+}
+
+// PostHubInventoryWithBodyWithResponse A batch of the hub's ManagedCluster summaries.
+//
+// Rows whose content did not change cost no write; a retried batch
+// changes nothing. A full resync is a sequence of batches with
+// `full: true` and one generation; its `last` batch tombstones the hub's
+// clusters the sequence did not report.
+//
+// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
+//
+// Corresponds with POST /agent-hubs/{hub_id}/inventory (the `PostHubInventory` operationId).
+func (c *ClientWithResponses) PostHubInventoryWithBodyWithResponse(ctx context.Context, hubId HubId, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*PostHubInventoryResponse, error) {
+	rsp, err := c.PostHubInventoryWithBody(ctx, hubId, contentType, body, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParsePostHubInventoryResponse(rsp)
+}
+
+// PostHubInventoryWithResponse A batch of the hub's ManagedCluster summaries.
+//
+// Rows whose content did not change cost no write; a retried batch
+// changes nothing. A full resync is a sequence of batches with
+// `full: true` and one generation; its `last` batch tombstones the hub's
+// clusters the sequence did not report.
+//
+// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
+//
+// Corresponds with POST /agent-hubs/{hub_id}/inventory (the `PostHubInventory` operationId).
+func (c *ClientWithResponses) PostHubInventoryWithResponse(ctx context.Context, hubId HubId, body PostHubInventoryJSONRequestBody, reqEditors ...RequestEditorFn) (*PostHubInventoryResponse, error) {
+	rsp, err := c.PostHubInventory(ctx, hubId, body, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParsePostHubInventoryResponse(rsp)
+}
+
+// PutRegistrationsStatusWithBodyWithResponse The hub-side status of the hub's registrations, and their import material.
+//
+// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
+//
+// Corresponds with PUT /agent-hubs/{hub_id}/registrations/status (the `PutRegistrationsStatus` operationId).
+func (c *ClientWithResponses) PutRegistrationsStatusWithBodyWithResponse(ctx context.Context, hubId HubId, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*PutRegistrationsStatusResponse, error) {
+	rsp, err := c.PutRegistrationsStatusWithBody(ctx, hubId, contentType, body, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParsePutRegistrationsStatusResponse(rsp)
+}
+
+// PutRegistrationsStatusWithResponse The hub-side status of the hub's registrations, and their import material.
+//
+// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
+//
+// Corresponds with PUT /agent-hubs/{hub_id}/registrations/status (the `PutRegistrationsStatus` operationId).
+func (c *ClientWithResponses) PutRegistrationsStatusWithResponse(ctx context.Context, hubId HubId, body PutRegistrationsStatusJSONRequestBody, reqEditors ...RequestEditorFn) (*PutRegistrationsStatusResponse, error) {
+	rsp, err := c.PutRegistrationsStatus(ctx, hubId, body, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParsePutRegistrationsStatusResponse(rsp)
+}
+
 // PutHubStatusWithBodyWithResponse The agent's heartbeat, with the revision of the desired set it has applied.
 //
 // Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
 //
 // Corresponds with PUT /agent-hubs/{hub_id}/status (the `PutHubStatus` operationId).
-func (c *ClientWithResponses) PutHubStatusWithBodyWithResponse(ctx context.Context, hubId string, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*PutHubStatusResponse, error) {
+func (c *ClientWithResponses) PutHubStatusWithBodyWithResponse(ctx context.Context, hubId HubId, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*PutHubStatusResponse, error) {
 	rsp, err := c.PutHubStatusWithBody(ctx, hubId, contentType, body, reqEditors...)
 	if err != nil {
 		return nil, err
@@ -485,12 +1438,205 @@ func (c *ClientWithResponses) PutHubStatusWithBodyWithResponse(ctx context.Conte
 // Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
 //
 // Corresponds with PUT /agent-hubs/{hub_id}/status (the `PutHubStatus` operationId).
-func (c *ClientWithResponses) PutHubStatusWithResponse(ctx context.Context, hubId string, body PutHubStatusJSONRequestBody, reqEditors ...RequestEditorFn) (*PutHubStatusResponse, error) {
+func (c *ClientWithResponses) PutHubStatusWithResponse(ctx context.Context, hubId HubId, body PutHubStatusJSONRequestBody, reqEditors ...RequestEditorFn) (*PutHubStatusResponse, error) {
 	rsp, err := c.PutHubStatus(ctx, hubId, body, reqEditors...)
 	if err != nil {
 		return nil, err
 	}
 	return ParsePutHubStatusResponse(rsp)
+}
+
+// ParseGetHubDesiredResponse parses an HTTP response from a GetHubDesiredWithResponse call
+func ParseGetHubDesiredResponse(rsp *http.Response) (*GetHubDesiredResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &GetHubDesiredResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 200:
+		var dest DesiredSet
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON200 = &dest
+
+	case rsp.StatusCode == 304:
+		break // No content-type
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 400:
+		var dest BadRequest
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON400 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 401:
+		var dest Unauthenticated
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON401 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 404:
+		var dest NotFound
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON404 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 500:
+		var dest InternalError
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON500 = &dest
+
+	}
+
+	return response, nil
+}
+
+// ParsePostHubInventoryResponse parses an HTTP response from a PostHubInventoryWithResponse call
+func ParsePostHubInventoryResponse(rsp *http.Response) (*PostHubInventoryResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &PostHubInventoryResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 200:
+		var dest InventoryAck
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON200 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 400:
+		var dest BadRequest
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON400 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 401:
+		var dest Unauthenticated
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON401 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 404:
+		var dest NotFound
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON404 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 413:
+		var dest BadRequest
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON413 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 415:
+		var dest BadRequest
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON415 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 500:
+		var dest InternalError
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON500 = &dest
+
+	}
+
+	return response, nil
+}
+
+// ParsePutRegistrationsStatusResponse parses an HTTP response from a PutRegistrationsStatusWithResponse call
+func ParsePutRegistrationsStatusResponse(rsp *http.Response) (*PutRegistrationsStatusResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &PutRegistrationsStatusResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 200:
+		var dest RegistrationStatusAck
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON200 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 400:
+		var dest BadRequest
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON400 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 401:
+		var dest Unauthenticated
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON401 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 404:
+		var dest NotFound
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON404 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 413:
+		var dest BadRequest
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON413 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 415:
+		var dest BadRequest
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON415 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 500:
+		var dest InternalError
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON500 = &dest
+
+	}
+
+	return response, nil
 }
 
 // ParsePutHubStatusResponse parses an HTTP response from a PutHubStatusWithResponse call

@@ -65,6 +65,21 @@ func (e ClusterPhase) Valid() bool {
 	}
 }
 
+// Defines values for ClusterImportKind.
+const (
+	ClusterImportKindClusterImport ClusterImportKind = "ClusterImport"
+)
+
+// Valid indicates whether the value is a known member of the ClusterImportKind enum.
+func (e ClusterImportKind) Valid() bool {
+	switch e {
+	case ClusterImportKindClusterImport:
+		return true
+	default:
+		return false
+	}
+}
+
 // Defines values for ClusterListKind.
 const (
 	ClusterListKindClusterList ClusterListKind = "ClusterList"
@@ -82,19 +97,19 @@ func (e ClusterListKind) Valid() bool {
 
 // Defines values for ConditionStatus.
 const (
-	False   ConditionStatus = "False"
-	True    ConditionStatus = "True"
-	Unknown ConditionStatus = "Unknown"
+	ConditionStatusFalse   ConditionStatus = "False"
+	ConditionStatusTrue    ConditionStatus = "True"
+	ConditionStatusUnknown ConditionStatus = "Unknown"
 )
 
 // Valid indicates whether the value is a known member of the ConditionStatus enum.
 func (e ConditionStatus) Valid() bool {
 	switch e {
-	case False:
+	case ConditionStatusFalse:
 		return true
-	case True:
+	case ConditionStatusTrue:
 		return true
-	case Unknown:
+	case ConditionStatusUnknown:
 		return true
 	default:
 		return false
@@ -140,6 +155,78 @@ const (
 func (e ErrorListKind) Valid() bool {
 	switch e {
 	case ErrorListKindErrorList:
+		return true
+	default:
+		return false
+	}
+}
+
+// Defines values for ManagedClusterAvailable.
+const (
+	ManagedClusterAvailableFalse   ManagedClusterAvailable = "False"
+	ManagedClusterAvailableTrue    ManagedClusterAvailable = "True"
+	ManagedClusterAvailableUnknown ManagedClusterAvailable = "Unknown"
+)
+
+// Valid indicates whether the value is a known member of the ManagedClusterAvailable enum.
+func (e ManagedClusterAvailable) Valid() bool {
+	switch e {
+	case ManagedClusterAvailableFalse:
+		return true
+	case ManagedClusterAvailableTrue:
+		return true
+	case ManagedClusterAvailableUnknown:
+		return true
+	default:
+		return false
+	}
+}
+
+// Defines values for ManagedClusterJoined.
+const (
+	ManagedClusterJoinedFalse   ManagedClusterJoined = "False"
+	ManagedClusterJoinedTrue    ManagedClusterJoined = "True"
+	ManagedClusterJoinedUnknown ManagedClusterJoined = "Unknown"
+)
+
+// Valid indicates whether the value is a known member of the ManagedClusterJoined enum.
+func (e ManagedClusterJoined) Valid() bool {
+	switch e {
+	case ManagedClusterJoinedFalse:
+		return true
+	case ManagedClusterJoinedTrue:
+		return true
+	case ManagedClusterJoinedUnknown:
+		return true
+	default:
+		return false
+	}
+}
+
+// Defines values for ManagedClusterKind.
+const (
+	ManagedClusterKindManagedCluster ManagedClusterKind = "ManagedCluster"
+)
+
+// Valid indicates whether the value is a known member of the ManagedClusterKind enum.
+func (e ManagedClusterKind) Valid() bool {
+	switch e {
+	case ManagedClusterKindManagedCluster:
+		return true
+	default:
+		return false
+	}
+}
+
+// Defines values for ManagedClusterListKind.
+const (
+	ManagedClusterListKindManagedClusterList ManagedClusterListKind = "ManagedClusterList"
+)
+
+// Valid indicates whether the value is a known member of the ManagedClusterListKind enum.
+func (e ManagedClusterListKind) Valid() bool {
+	switch e {
+	case ManagedClusterListKindManagedClusterList:
 		return true
 	default:
 		return false
@@ -236,6 +323,18 @@ type ClusterCreate struct {
 	// Zone The data-sovereignty zone; the registration never leaves it.
 	Zone *string `json:"zone,omitempty"`
 }
+
+// ClusterImport defines model for ClusterImport.
+type ClusterImport struct {
+	ClusterId string            `json:"cluster_id"`
+	Kind      ClusterImportKind `json:"kind"`
+
+	// Manifests YAML documents to apply on the cluster.
+	Manifests string `json:"manifests"`
+}
+
+// ClusterImportKind defines model for ClusterImport.Kind.
+type ClusterImportKind string
 
 // ClusterList defines model for ClusterList.
 type ClusterList struct {
@@ -347,8 +446,72 @@ type ImportCredentials struct {
 // Labels Kubernetes labels; they end up on the hub's ManagedCluster.
 type Labels map[string]string
 
+// ManagedCluster defines model for ManagedCluster.
+type ManagedCluster struct {
+	Allocatable StringMap               `json:"allocatable"`
+	Available   ManagedClusterAvailable `json:"available"`
+	Capacity    StringMap               `json:"capacity"`
+	Claims      StringMap               `json:"claims"`
+
+	// ClusterId The id.openshift.io claim, where the cluster has one.
+	ClusterId         *string                   `json:"cluster_id,omitempty"`
+	Conditions        []ManagedClusterCondition `json:"conditions"`
+	ConsoleUrl        *string                   `json:"console_url,omitempty"`
+	CreatedAt         time.Time                 `json:"created_at"`
+	Hub               HubRef                    `json:"hub"`
+	Id                string                    `json:"id"`
+	Joined            ManagedClusterJoined      `json:"joined"`
+	Kind              ManagedClusterKind        `json:"kind"`
+	KubernetesVersion *string                   `json:"kubernetes_version,omitempty"`
+	Labels            StringMap                 `json:"labels"`
+	LastSeenAt        time.Time                 `json:"last_seen_at"`
+	Name              string                    `json:"name"`
+	OpenshiftVersion  *string                   `json:"openshift_version,omitempty"`
+	Platform          *string                   `json:"platform,omitempty"`
+	Product           *string                   `json:"product,omitempty"`
+	Region            *string                   `json:"region,omitempty"`
+	RegistrationId    *string                   `json:"registration_id,omitempty"`
+
+	// Stale True while the hub is silent; the row is kept but not current.
+	Stale     bool      `json:"stale"`
+	UpdatedAt time.Time `json:"updated_at"`
+}
+
+// ManagedClusterAvailable defines model for ManagedCluster.Available.
+type ManagedClusterAvailable string
+
+// ManagedClusterJoined defines model for ManagedCluster.Joined.
+type ManagedClusterJoined string
+
+// ManagedClusterKind defines model for ManagedCluster.Kind.
+type ManagedClusterKind string
+
+// ManagedClusterCondition defines model for ManagedClusterCondition.
+type ManagedClusterCondition struct {
+	LastTransitionTime *time.Time `json:"last_transition_time,omitempty"`
+	Message            *string    `json:"message,omitempty"`
+	Reason             *string    `json:"reason,omitempty"`
+	Status             string     `json:"status"`
+	Type               string     `json:"type"`
+}
+
+// ManagedClusterList defines model for ManagedClusterList.
+type ManagedClusterList struct {
+	Items []ManagedCluster       `json:"items"`
+	Kind  ManagedClusterListKind `json:"kind"`
+	Page  int                    `json:"page"`
+	Size  int                    `json:"size"`
+	Total int                    `json:"total"`
+}
+
+// ManagedClusterListKind defines model for ManagedClusterList.Kind.
+type ManagedClusterListKind string
+
 // Product defines model for Product.
 type Product string
+
+// StringMap defines model for StringMap.
+type StringMap map[string]string
 
 // Id defines model for id.
 type Id = string
@@ -424,6 +587,22 @@ type ListErrorsParams struct {
 
 	// Size How many items a page holds.
 	Size *Size `form:"size,omitempty" json:"size,omitempty"`
+}
+
+// ListManagedClustersParams defines parameters for ListManagedClusters.
+type ListManagedClustersParams struct {
+	// Page The page to return, from 1.
+	Page *Page `form:"page,omitempty" json:"page,omitempty"`
+
+	// Size How many items a page holds.
+	Size *Size `form:"size,omitempty" json:"size,omitempty"`
+
+	// Search A filter in the search language, e.g. `name = 'a' and region in ('x','y') and labels.env = 'prod'`:
+	// comparisons (=, !=, <, <=, >, >=), in, not in, like, ilike, is null, and, or, not, parentheses.
+	Search *Search `form:"search,omitempty" json:"search,omitempty"`
+
+	// OrderBy Comma-separated fields, each optionally followed by asc or desc, e.g. `name asc, created_at desc`.
+	OrderBy *OrderBy `form:"orderBy,omitempty" json:"orderBy,omitempty"`
 }
 
 // CreateClusterJSONRequestBody defines body for CreateCluster for application/json ContentType.
@@ -553,6 +732,13 @@ type ClientInterface interface {
 	// Corresponds with PATCH /clusters/{id} (the `UpdateCluster` operationId).
 	UpdateCluster(ctx context.Context, id Id, params *UpdateClusterParams, body UpdateClusterJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error)
 
+	// GetClusterImport The manifests a cluster admin applies on the cluster to import it.
+	//
+	// Available once the hub made them (its `<name>-import` secret); 404 before.
+	//
+	// Corresponds with GET /clusters/{id}/import (the `GetClusterImport` operationId).
+	GetClusterImport(ctx context.Context, id Id, reqEditors ...RequestEditorFn) (*http.Response, error)
+
 	// GetCurrentUser The organisation, user and roles the service read from the caller's token.
 	//
 	// A fork uses this endpoint to check its claims configuration
@@ -571,6 +757,15 @@ type ClientInterface interface {
 	//
 	// Corresponds with GET /errors/{id} (the `GetError` operationId).
 	GetError(ctx context.Context, id string, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// ListManagedClusters The fleet's inventory the caller may see, a page at a time.
+	//
+	// Every ManagedCluster the hubs report: a customer-managed hub's clusters
+	// are its owner organisation's; a shared hub's clusters are visible to the
+	// organisation of their registration; administrators see all.
+	//
+	// Corresponds with GET /managed_clusters (the `ListManagedClusters` operationId).
+	ListManagedClusters(ctx context.Context, params *ListManagedClustersParams, reqEditors ...RequestEditorFn) (*http.Response, error)
 
 	// GetOpenAPI This document, with the deployment's base path as its server.
 	//
@@ -695,6 +890,23 @@ func (c *Client) UpdateCluster(ctx context.Context, id Id, params *UpdateCluster
 	return c.Client.Do(req)
 }
 
+// GetClusterImport The manifests a cluster admin applies on the cluster to import it.
+//
+// Available once the hub made them (its `<name>-import` secret); 404 before.
+//
+// Corresponds with GET /clusters/{id}/import (the `GetClusterImport` operationId).
+func (c *Client) GetClusterImport(ctx context.Context, id Id, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewGetClusterImportRequest(c.Server, id)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
 // GetCurrentUser The organisation, user and roles the service read from the caller's token.
 //
 // A fork uses this endpoint to check its claims configuration
@@ -734,6 +946,25 @@ func (c *Client) ListErrors(ctx context.Context, params *ListErrorsParams, reqEd
 // Corresponds with GET /errors/{id} (the `GetError` operationId).
 func (c *Client) GetError(ctx context.Context, id string, reqEditors ...RequestEditorFn) (*http.Response, error) {
 	req, err := NewGetErrorRequest(c.Server, id)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// ListManagedClusters The fleet's inventory the caller may see, a page at a time.
+//
+// Every ManagedCluster the hubs report: a customer-managed hub's clusters
+// are its owner organisation's; a shared hub's clusters are visible to the
+// organisation of their registration; administrators see all.
+//
+// Corresponds with GET /managed_clusters (the `ListManagedClusters` operationId).
+func (c *Client) ListManagedClusters(ctx context.Context, params *ListManagedClustersParams, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewListManagedClustersRequest(c.Server, params)
 	if err != nil {
 		return nil, err
 	}
@@ -1034,6 +1265,40 @@ func NewUpdateClusterRequestWithBody(server string, id Id, params *UpdateCluster
 	return req, nil
 }
 
+// NewGetClusterImportRequest constructs an http.Request for the GetClusterImport method
+func NewGetClusterImportRequest(server string, id Id) (*http.Request, error) {
+	var err error
+
+	var pathParam0 string
+
+	pathParam0, err = runtime.StyleParamWithOptions("simple", false, "id", id, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationPath, Type: "string", Format: ""})
+	if err != nil {
+		return nil, err
+	}
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/clusters/%s/import", pathParam0)
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	req, err := http.NewRequest(http.MethodGet, queryURL.String(), nil)
+	if err != nil {
+		return nil, err
+	}
+
+	return req, nil
+}
+
 // NewGetCurrentUserRequest constructs an http.Request for the GetCurrentUser method
 func NewGetCurrentUserRequest(server string) (*http.Request, error) {
 	var err error
@@ -1151,6 +1416,96 @@ func NewGetErrorRequest(server string, id string) (*http.Request, error) {
 	queryURL, err := serverURL.Parse(operationPath)
 	if err != nil {
 		return nil, err
+	}
+
+	req, err := http.NewRequest(http.MethodGet, queryURL.String(), nil)
+	if err != nil {
+		return nil, err
+	}
+
+	return req, nil
+}
+
+// NewListManagedClustersRequest constructs an http.Request for the ListManagedClusters method
+func NewListManagedClustersRequest(server string, params *ListManagedClustersParams) (*http.Request, error) {
+	var err error
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/managed_clusters")
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	if params != nil {
+		// queryValues collects non-styled parameters (passthrough, JSON)
+		// that are safe to round-trip through url.Values.Encode().
+		queryValues := queryURL.Query()
+		// rawQueryFragments collects pre-encoded query fragments from
+		// styled parameters, preserving literal commas as delimiters
+		// per the OpenAPI spec (e.g. "color=blue,black,brown").
+		var rawQueryFragments []string
+
+		if params.Page != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", true, "page", *params.Page, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
+		if params.Size != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", true, "size", *params.Size, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
+		if params.Search != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", true, "search", *params.Search, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
+		if params.OrderBy != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", true, "orderBy", *params.OrderBy, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
+		if encoded := queryValues.Encode(); encoded != "" {
+			rawQueryFragments = append(rawQueryFragments, encoded)
+		}
+		queryURL.RawQuery = strings.Join(rawQueryFragments, "&")
 	}
 
 	req, err := http.NewRequest(http.MethodGet, queryURL.String(), nil)
@@ -1285,6 +1640,15 @@ type ClientWithResponsesInterface interface {
 	// Corresponds with PATCH /clusters/{id} (the `UpdateCluster` operationId).
 	UpdateClusterWithResponse(ctx context.Context, id Id, params *UpdateClusterParams, body UpdateClusterJSONRequestBody, reqEditors ...RequestEditorFn) (*UpdateClusterResponse, error)
 
+	// GetClusterImportWithResponse The manifests a cluster admin applies on the cluster to import it.
+	//
+	// Available once the hub made them (its `<name>-import` secret); 404 before.
+	//
+	// Returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with GET /clusters/{id}/import (the `GetClusterImport` operationId).
+	GetClusterImportWithResponse(ctx context.Context, id Id, reqEditors ...RequestEditorFn) (*GetClusterImportResponse, error)
+
 	// GetCurrentUserWithResponse The organisation, user and roles the service read from the caller's token.
 	//
 	// A fork uses this endpoint to check its claims configuration
@@ -1309,6 +1673,17 @@ type ClientWithResponsesInterface interface {
 	//
 	// Corresponds with GET /errors/{id} (the `GetError` operationId).
 	GetErrorWithResponse(ctx context.Context, id string, reqEditors ...RequestEditorFn) (*GetErrorResponse, error)
+
+	// ListManagedClustersWithResponse The fleet's inventory the caller may see, a page at a time.
+	//
+	// Every ManagedCluster the hubs report: a customer-managed hub's clusters
+	// are its owner organisation's; a shared hub's clusters are visible to the
+	// organisation of their registration; administrators see all.
+	//
+	// Returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with GET /managed_clusters (the `ListManagedClusters` operationId).
+	ListManagedClustersWithResponse(ctx context.Context, params *ListManagedClustersParams, reqEditors ...RequestEditorFn) (*ListManagedClustersResponse, error)
 
 	// GetOpenAPIWithResponse This document, with the deployment's base path as its server.
 	//
@@ -1728,6 +2103,75 @@ func (r UpdateClusterResponse) ContentType() string {
 	return ""
 }
 
+type GetClusterImportResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// JSON200 the response for an HTTP 200 `application/json` response
+	JSON200 *ClusterImport
+	// JSON400 the response for an HTTP 400 `application/json` response
+	JSON400 *BadRequest
+	// JSON401 the response for an HTTP 401 `application/json` response
+	JSON401 *Unauthenticated
+	// JSON404 the response for an HTTP 404 `application/json` response
+	JSON404 *NotFound
+	// JSON500 the response for an HTTP 500 `application/json` response
+	JSON500 *InternalError
+}
+
+// GetJSON200 returns the response for an HTTP 200 `application/json` response
+func (r GetClusterImportResponse) GetJSON200() *ClusterImport {
+	return r.JSON200
+}
+
+// GetJSON400 returns the response for an HTTP 400 `application/json` response
+func (r GetClusterImportResponse) GetJSON400() *BadRequest {
+	return r.JSON400
+}
+
+// GetJSON401 returns the response for an HTTP 401 `application/json` response
+func (r GetClusterImportResponse) GetJSON401() *Unauthenticated {
+	return r.JSON401
+}
+
+// GetJSON404 returns the response for an HTTP 404 `application/json` response
+func (r GetClusterImportResponse) GetJSON404() *NotFound {
+	return r.JSON404
+}
+
+// GetJSON500 returns the response for an HTTP 500 `application/json` response
+func (r GetClusterImportResponse) GetJSON500() *InternalError {
+	return r.JSON500
+}
+
+// GetBody returns the raw response body bytes
+func (r GetClusterImportResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r GetClusterImportResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r GetClusterImportResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r GetClusterImportResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
 type GetCurrentUserResponse struct {
 	Body         []byte
 	HTTPResponse *http.Response
@@ -1900,6 +2344,68 @@ func (r GetErrorResponse) ContentType() string {
 	return ""
 }
 
+type ListManagedClustersResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// JSON200 the response for an HTTP 200 `application/json` response
+	JSON200 *ManagedClusterList
+	// JSON400 the response for an HTTP 400 `application/json` response
+	JSON400 *BadRequest
+	// JSON401 the response for an HTTP 401 `application/json` response
+	JSON401 *Unauthenticated
+	// JSON500 the response for an HTTP 500 `application/json` response
+	JSON500 *InternalError
+}
+
+// GetJSON200 returns the response for an HTTP 200 `application/json` response
+func (r ListManagedClustersResponse) GetJSON200() *ManagedClusterList {
+	return r.JSON200
+}
+
+// GetJSON400 returns the response for an HTTP 400 `application/json` response
+func (r ListManagedClustersResponse) GetJSON400() *BadRequest {
+	return r.JSON400
+}
+
+// GetJSON401 returns the response for an HTTP 401 `application/json` response
+func (r ListManagedClustersResponse) GetJSON401() *Unauthenticated {
+	return r.JSON401
+}
+
+// GetJSON500 returns the response for an HTTP 500 `application/json` response
+func (r ListManagedClustersResponse) GetJSON500() *InternalError {
+	return r.JSON500
+}
+
+// GetBody returns the raw response body bytes
+func (r ListManagedClustersResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r ListManagedClustersResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r ListManagedClustersResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r ListManagedClustersResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
 type GetOpenAPIResponse struct {
 	Body         []byte
 	HTTPResponse *http.Response
@@ -2043,6 +2549,21 @@ func (c *ClientWithResponses) UpdateClusterWithResponse(ctx context.Context, id 
 	return ParseUpdateClusterResponse(rsp)
 }
 
+// GetClusterImportWithResponse The manifests a cluster admin applies on the cluster to import it.
+//
+// Available once the hub made them (its `<name>-import` secret); 404 before.
+//
+// Returns a wrapper object for the known response body format(s).
+//
+// Corresponds with GET /clusters/{id}/import (the `GetClusterImport` operationId).
+func (c *ClientWithResponses) GetClusterImportWithResponse(ctx context.Context, id Id, reqEditors ...RequestEditorFn) (*GetClusterImportResponse, error) {
+	rsp, err := c.GetClusterImport(ctx, id, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseGetClusterImportResponse(rsp)
+}
+
 // GetCurrentUserWithResponse The organisation, user and roles the service read from the caller's token.
 //
 // A fork uses this endpoint to check its claims configuration
@@ -2084,6 +2605,23 @@ func (c *ClientWithResponses) GetErrorWithResponse(ctx context.Context, id strin
 		return nil, err
 	}
 	return ParseGetErrorResponse(rsp)
+}
+
+// ListManagedClustersWithResponse The fleet's inventory the caller may see, a page at a time.
+//
+// Every ManagedCluster the hubs report: a customer-managed hub's clusters
+// are its owner organisation's; a shared hub's clusters are visible to the
+// organisation of their registration; administrators see all.
+//
+// Returns a wrapper object for the known response body format(s).
+//
+// Corresponds with GET /managed_clusters (the `ListManagedClusters` operationId).
+func (c *ClientWithResponses) ListManagedClustersWithResponse(ctx context.Context, params *ListManagedClustersParams, reqEditors ...RequestEditorFn) (*ListManagedClustersResponse, error) {
+	rsp, err := c.ListManagedClusters(ctx, params, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseListManagedClustersResponse(rsp)
 }
 
 // GetOpenAPIWithResponse This document, with the deployment's base path as its server.
@@ -2464,6 +3002,60 @@ func ParseUpdateClusterResponse(rsp *http.Response) (*UpdateClusterResponse, err
 	return response, nil
 }
 
+// ParseGetClusterImportResponse parses an HTTP response from a GetClusterImportWithResponse call
+func ParseGetClusterImportResponse(rsp *http.Response) (*GetClusterImportResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &GetClusterImportResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 200:
+		var dest ClusterImport
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON200 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 400:
+		var dest BadRequest
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON400 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 401:
+		var dest Unauthenticated
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON401 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 404:
+		var dest NotFound
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON404 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 500:
+		var dest InternalError
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON500 = &dest
+
+	}
+
+	return response, nil
+}
+
 // ParseGetCurrentUserResponse parses an HTTP response from a GetCurrentUserWithResponse call
 func ParseGetCurrentUserResponse(rsp *http.Response) (*GetCurrentUserResponse, error) {
 	bodyBytes, err := io.ReadAll(rsp.Body)
@@ -2578,6 +3170,53 @@ func ParseGetErrorResponse(rsp *http.Response) (*GetErrorResponse, error) {
 			return nil, err
 		}
 		response.JSON404 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 500:
+		var dest InternalError
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON500 = &dest
+
+	}
+
+	return response, nil
+}
+
+// ParseListManagedClustersResponse parses an HTTP response from a ListManagedClustersWithResponse call
+func ParseListManagedClustersResponse(rsp *http.Response) (*ListManagedClustersResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &ListManagedClustersResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 200:
+		var dest ManagedClusterList
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON200 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 400:
+		var dest BadRequest
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON400 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 401:
+		var dest Unauthenticated
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON401 = &dest
 
 	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 500:
 		var dest InternalError

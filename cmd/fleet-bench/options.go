@@ -1,0 +1,133 @@
+package main
+
+import (
+	"errors"
+	"fmt"
+	"math"
+	"os"
+	"time"
+
+	"github.com/spf13/pflag"
+)
+
+// options is the whole configuration of a run; every size is a flag.
+type options struct {
+	FleetManager string
+	DB           dbOptions
+
+	Hubs           int
+	ClustersPerHub int
+	BatchSize      int
+	ChangeFraction float64
+	HubCapacity    int
+
+	Samples           int
+	SampleGap         time.Duration
+	PollWait          time.Duration
+	SampleTimeout     time.Duration
+	HeartbeatInterval time.Duration
+	HeartbeatTimeout  time.Duration
+
+	Quick        bool
+	KeepDatabase bool
+	ServerLog    string
+	SamplesFile  string
+	ServeArgs    []string
+	ServeEnv     []string
+}
+
+// dbOptions names the PostgreSQL server the benchmark database is created on.
+type dbOptions struct {
+	Host     string
+	Port     int
+	User     string
+	Password string
+}
+
+func defaultOptions() options {
+	return options{
+		FleetManager:      "bin/fleet-manager",
+		DB:                dbOptions{Host: "127.0.0.1", Port: 5432, User: "postgres", Password: os.Getenv("PGPASSWORD")},
+		Hubs:              100,
+		ClustersPerHub:    3000,
+		BatchSize:         500,
+		ChangeFraction:    0.01,
+		HubCapacity:       100000,
+		Samples:           200,
+		SampleGap:         100 * time.Millisecond,
+		PollWait:          30 * time.Second,
+		SampleTimeout:     30 * time.Second,
+		HeartbeatInterval: 15 * time.Second,
+		HeartbeatTimeout:  10 * time.Minute,
+	}
+}
+
+func (o *options) addFlags(fs *pflag.FlagSet) {
+	fs.StringVar(&o.FleetManager, "fleet-manager", o.FleetManager, "the fleet-manager binary to run (`make bench` builds it)")
+	fs.StringVar(&o.DB.Host, "db-host", o.DB.Host, "PostgreSQL host; the benchmark database is created there")
+	fs.IntVar(&o.DB.Port, "db-port", o.DB.Port, "PostgreSQL port")
+	fs.StringVar(&o.DB.User, "db-user", o.DB.User, "PostgreSQL user; must be allowed to create databases")
+	fs.StringVar(&o.DB.Password, "db-password", o.DB.Password, "PostgreSQL password (also read from PGPASSWORD)")
+	fs.IntVar(&o.Hubs, "hubs", o.Hubs, "agent hubs, each with one simulated agent")
+	fs.IntVar(&o.ClustersPerHub, "clusters-per-hub", o.ClustersPerHub, "managed clusters each agent reports")
+	fs.IntVar(&o.BatchSize, "batch-size", o.BatchSize, "clusters per inventory batch (at most 5000)")
+	fs.Float64Var(&o.ChangeFraction, "change-fraction", o.ChangeFraction, "share of each hub's clusters the changes scenario changes")
+	fs.IntVar(&o.HubCapacity, "hub-capacity", o.HubCapacity, "capacity of each hub")
+	fs.IntVar(&o.Samples, "propagation-samples", o.Samples, "registrations created, one at a time, to time propagation")
+	fs.DurationVar(&o.SampleGap, "propagation-gap", o.SampleGap, "pause between two registrations")
+	fs.DurationVar(&o.PollWait, "poll-wait", o.PollWait, "wait of each agent long-poll")
+	fs.DurationVar(&o.SampleTimeout, "propagation-timeout", o.SampleTimeout, "how long after the last registration its receipt is awaited")
+	fs.DurationVar(&o.HeartbeatInterval, "heartbeat-interval", o.HeartbeatInterval, "how often each agent sends its heartbeat")
+	fs.DurationVar(&o.HeartbeatTimeout, "hub-heartbeat-timeout", o.HeartbeatTimeout, "serve's --hub-heartbeat-timeout")
+	fs.BoolVar(&o.Quick, "quick", o.Quick, "try it out: 10 hubs x 300 clusters and 20 samples, unless those flags are given")
+	fs.BoolVar(&o.KeepDatabase, "keep-database", o.KeepDatabase, "leave the benchmark database in place (for EXPLAIN), printing its name")
+	fs.StringVar(&o.ServerLog, "server-log", o.ServerLog, "file the serve child's log is written to (default: a temporary file, removed)")
+	fs.StringVar(&o.SamplesFile, "samples-file", o.SamplesFile, "CSV file the propagation samples are written to, one line each")
+	fs.StringArrayVar(&o.ServeArgs, "serve-arg", o.ServeArgs, "extra flag for `serve`, e.g. --serve-arg=--db-max-open-conns=40 (repeatable)")
+	fs.StringArrayVar(&o.ServeEnv, "serve-env", o.ServeEnv, "extra environment variable for `serve`, e.g. --serve-env=GOMEMLIMIT=150MiB (repeatable)")
+}
+
+// applyQuick shrinks the sizes the caller did not set when --quick is given.
+func (o *options) applyQuick(fs *pflag.FlagSet) {
+	if !o.Quick {
+		return
+	}
+	for name, set := range map[string]func(){
+		"hubs":                func() { o.Hubs = 10 },
+		"clusters-per-hub":    func() { o.ClustersPerHub = 300 },
+		"propagation-samples": func() { o.Samples = 20 },
+	} {
+		if !fs.Changed(name) {
+			set()
+		}
+	}
+}
+
+func (o options) validate() error {
+	var errs []error
+	check := func(ok bool, flag, format string, args ...any) {
+		if !ok {
+			errs = append(errs, fmt.Errorf("--%s: "+format, append([]any{flag}, args...)...))
+		}
+	}
+	check(o.FleetManager != "", "fleet-manager", "is required")
+	check(o.Hubs >= 1 && o.Hubs <= 999, "hubs", "must be between 1 and 999 (got %d)", o.Hubs)
+	check(o.ClustersPerHub >= 1, "clusters-per-hub", "must be at least 1 (got %d)", o.ClustersPerHub)
+	check(o.BatchSize >= 1 && o.BatchSize <= 5000, "batch-size", "must be between 1 and 5000 (got %d)", o.BatchSize)
+	check(o.ChangeFraction > 0 && o.ChangeFraction <= 1, "change-fraction", "must be in (0, 1] (got %g)", o.ChangeFraction)
+	check(o.changedPerHub() <= 5000, "change-fraction", "changes more than 5000 clusters per hub, one batch's bound")
+	check(o.HubCapacity >= 1, "hub-capacity", "must be at least 1 (got %d)", o.HubCapacity)
+	check(o.Samples >= 1, "propagation-samples", "must be at least 1 (got %d)", o.Samples)
+	check(o.PollWait >= time.Second && o.PollWait <= time.Minute, "poll-wait", "must be between 1s and 1m, serve's --agent-max-wait (got %s)", o.PollWait)
+	check(o.HeartbeatInterval >= time.Second, "heartbeat-interval", "must be at least 1s (got %s)", o.HeartbeatInterval)
+	check(o.HeartbeatTimeout > 2*o.HeartbeatInterval, "hub-heartbeat-timeout", "must be more than twice --heartbeat-interval")
+	return errors.Join(errs...)
+}
+
+// changedPerHub is how many clusters of each hub the changes scenario changes.
+func (o options) changedPerHub() int {
+	return max(1, int(math.Round(o.ChangeFraction*float64(o.ClustersPerHub))))
+}
+
+// totalClusters is the rows one full sync reports.
+func (o options) totalClusters() int { return o.Hubs * o.ClustersPerHub }

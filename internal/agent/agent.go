@@ -1,0 +1,146 @@
+package agent
+
+import (
+	"context"
+	"log/slog"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/client-go/dynamic/dynamicinformer"
+	"k8s.io/client-go/tools/cache"
+
+	"github.com/fleetmanager/fleet-manager/internal/fleet"
+	"github.com/fleetmanager/fleet-manager/pkg/api/private"
+)
+
+// Options are what the agent gets from the process rather than from flags.
+type Options struct {
+	// Version is the agent's build, reported in heartbeats.
+	Version string
+	// StartGeneration moves at every start of the process (its start time in
+	// nanoseconds), so the fleet manager sees a restart.
+	StartGeneration int64
+	Logger          *slog.Logger
+	Metrics         *Metrics
+	Clock           fleet.Clock
+}
+
+// Agent is fleetshard-sync for one hub.
+type Agent struct {
+	cfg             Config
+	fleet           *FleetClient
+	hub             *Hub
+	logger          *slog.Logger
+	metrics         *Metrics
+	clock           fleet.Clock
+	version         string
+	startGeneration int64
+
+	applier   *applier
+	informer  cache.SharedIndexInformer
+	inventory *inventory
+	reporter  *regReporter
+	live      liveness
+
+	// applied is the revision of the last desired set applied in full.
+	applied      atomic.Int64
+	heartbeatNow chan struct{}
+	resync       chan struct{}
+
+	readyMu     sync.Mutex
+	readyStatus private.ConditionStatus
+	readySince  time.Time
+}
+
+// New returns the agent of the hub, talking to the fleet manager through fc.
+func New(cfg Config, fc *FleetClient, hub *Hub, opts Options) *Agent {
+	a := &Agent{
+		cfg: cfg, fleet: fc, hub: hub, logger: opts.Logger, metrics: opts.Metrics, clock: opts.Clock,
+		version: opts.Version, startGeneration: opts.StartGeneration,
+		heartbeatNow: make(chan struct{}, 1), resync: make(chan struct{}, 1),
+	}
+	a.applier = &applier{hub: hub, hubID: cfg.HubID, fieldManager: cfg.FieldManager, deletionTimeout: cfg.DeletionTimeout, logger: a.logger}
+	a.informer = dynamicinformer.NewFilteredDynamicInformer(hub.Dynamic, managedClusterGVR, metav1.NamespaceAll, 0, cache.Indexers{}, nil).Informer()
+	// The agent never reads managed fields; a hub of thousands of clusters
+	// would keep them all in memory.
+	_ = a.informer.SetTransform(func(obj any) (any, error) {
+		if u, ok := obj.(*unstructured.Unstructured); ok {
+			u.SetManagedFields(nil)
+		}
+		return obj, nil
+	})
+	now := func() time.Time { return a.clock.Now() }
+	store := a.informer.GetStore()
+	a.inventory = &inventory{
+		fleet: fc, store: store, queue: newBatcher(cfg.InventoryBatchSize, cfg.InventoryBatchDelay, now), size: cfg.InventoryBatchSize,
+		metrics: a.metrics, logger: a.logger.With("component", "inventory"), live: &a.live, clock: a.clock,
+	}
+	a.inventory.generation.Store(opts.StartGeneration)
+	a.reporter = &regReporter{
+		fleet: fc, hubID: cfg.HubID, store: store, hub: hub.Dynamic, queue: newBatcher(cfg.InventoryBatchSize, cfg.InventoryBatchDelay, now), size: cfg.InventoryBatchSize,
+		metrics: a.metrics, logger: a.logger.With("component", "registration-status"), live: &a.live, clock: a.clock,
+		sent: map[string]string{}, noImport: map[string]bool{},
+	}
+	return a
+}
+
+// Run runs the agent until ctx ends: the desired-set loop, the heartbeat,
+// and, once the ManagedCluster informer synced, the inventory and the
+// registration status. It returns after every loop stopped.
+func (a *Agent) Run(ctx context.Context) error {
+	if _, err := a.informer.AddEventHandler(cache.ResourceEventHandlerDetailedFuncs{
+		AddFunc: func(obj any, initial bool) {
+			if !initial { // the initial list is the start resync's
+				a.changed(obj)
+			}
+		},
+		UpdateFunc: func(oldObj, newObj any) {
+			o, ok1 := oldObj.(*unstructured.Unstructured)
+			n, ok2 := newObj.(*unstructured.Unstructured)
+			if !ok1 || !ok2 || o.GetResourceVersion() != n.GetResourceVersion() {
+				a.changed(newObj)
+			}
+		},
+		DeleteFunc: a.changed,
+	}); err != nil {
+		return err
+	}
+	a.logger.Info("agent starting", "hub_id", a.cfg.HubID, "version", a.version, "start_generation", a.startGeneration)
+	var wg sync.WaitGroup
+	wg.Go(func() { a.informer.RunWithContext(ctx) })
+	wg.Go(func() { a.runDesired(ctx) })
+	wg.Go(func() { a.runHeartbeat(ctx) })
+	wg.Go(func() {
+		if !cache.WaitForCacheSync(ctx.Done(), a.informer.HasSynced) {
+			return
+		}
+		a.live.hubOK(a.clock.Now())
+		a.logger.Info("ManagedCluster informer synced", "clusters", len(a.informer.GetStore().ListKeys()))
+		var inner sync.WaitGroup
+		inner.Go(func() { a.inventory.runResync(ctx, a.cfg.ResyncInterval, a.resync) })
+		inner.Go(func() { a.inventory.runIncremental(ctx) })
+		inner.Go(func() { a.reporter.run(ctx, a.cfg.HeartbeatInterval, a.cfg.ResyncInterval) })
+		inner.Wait()
+	})
+	wg.Wait()
+	a.logger.Info("agent stopped")
+	return nil
+}
+
+// changed queues a ManagedCluster that was added, changed or deleted.
+func (a *Agent) changed(obj any) {
+	key, err := cache.DeletionHandlingMetaNamespaceKeyFunc(obj)
+	if err != nil {
+		return
+	}
+	a.inventory.queue.add(key)
+	if d, ok := obj.(cache.DeletedFinalStateUnknown); ok {
+		obj = d.Obj
+	}
+	if mc, ok := obj.(*unstructured.Unstructured); ok && a.reporter.registered(mc) {
+		a.reporter.queue.add(key)
+	}
+}

@@ -1,0 +1,67 @@
+package agent
+
+import (
+	"fmt"
+
+	"k8s.io/apimachinery/pkg/api/meta"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/client-go/discovery"
+	"k8s.io/client-go/discovery/cached/memory"
+	"k8s.io/client-go/dynamic"
+	"k8s.io/client-go/rest"
+	"k8s.io/client-go/restmapper"
+	"k8s.io/client-go/tools/clientcmd"
+)
+
+// The hub resources the agent reads or removes by name.
+var (
+	managedClusterGVR = schema.GroupVersionResource{Group: "cluster.open-cluster-management.io", Version: "v1", Resource: "managedclusters"}
+	namespaceGVR      = schema.GroupVersionResource{Version: "v1", Resource: "namespaces"}
+	secretGVR         = schema.GroupVersionResource{Version: "v1", Resource: "secrets"}
+)
+
+// Hub is the agent's access to the hub's API server: a dynamic client, and a
+// REST mapper built from discovery that forgets what it knows when a kind is
+// not found (the hub's CRDs may be installed after the agent started).
+type Hub struct {
+	Dynamic dynamic.Interface
+	Mapper  meta.ResettableRESTMapper
+}
+
+// HubRESTConfig returns the configuration that reaches the hub: from the
+// kubeconfig file, or in-cluster when it is empty.
+func HubRESTConfig(kubeconfig, userAgent string) (*rest.Config, error) {
+	var (
+		cfg *rest.Config
+		err error
+	)
+	if kubeconfig == "" {
+		cfg, err = rest.InClusterConfig()
+	} else {
+		cfg, err = clientcmd.BuildConfigFromFlags("", kubeconfig)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("HubRESTConfig(%q): %w", kubeconfig, err)
+	}
+	cfg.UserAgent = userAgent
+	return cfg, nil
+}
+
+// NewHub returns the clients of the hub reached by cfg. The default client
+// rate (5 requests/s) would make a hub of thousands of registrations take
+// minutes to apply; the agent's own pace is bounded by its loops.
+func NewHub(cfg *rest.Config) (*Hub, error) {
+	cfg = rest.CopyConfig(cfg)
+	if cfg.QPS == 0 {
+		cfg.QPS, cfg.Burst = 50, 100
+	}
+	dc, err := discovery.NewDiscoveryClientForConfig(cfg)
+	if err != nil {
+		return nil, fmt.Errorf("NewHub: discovery: %w", err)
+	}
+	dyn, err := dynamic.NewForConfig(cfg)
+	if err != nil {
+		return nil, fmt.Errorf("NewHub: dynamic client: %w", err)
+	}
+	return &Hub{Dynamic: dyn, Mapper: restmapper.NewDeferredDiscoveryRESTMapper(memory.NewMemCacheClient(dc))}, nil
+}

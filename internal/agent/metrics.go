@@ -1,0 +1,84 @@
+package agent
+
+import (
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+)
+
+// metricsNamespace prefixes every metric of the agent.
+const metricsNamespace = "fleetshard_sync"
+
+// Outcomes, the values of the outcome labels.
+const (
+	outcomeSuccess  = "success"
+	outcomeError    = "error"
+	outcomeRejected = "rejected" // refused as malformed: not retried
+)
+
+// Metrics are the agent's metrics: bounded labels only, never an id or a name.
+type Metrics struct {
+	applies          *prometheus.CounterVec
+	applyDuration    prometheus.Histogram
+	desiredObjects   prometheus.Gauge
+	appliedRevision  prometheus.Gauge
+	inventoryBatches *prometheus.CounterVec
+	statusBatches    *prometheus.CounterVec
+	heartbeats       *prometheus.CounterVec
+}
+
+// NewMetrics registers the agent's metrics with reg.
+func NewMetrics(reg prometheus.Registerer) (*Metrics, error) {
+	m := &Metrics{
+		applies: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Namespace: metricsNamespace, Subsystem: "desired", Name: "applies_total",
+			Help: "Passes applying a desired set to the hub, by outcome.",
+		}, []string{"outcome"}),
+		applyDuration: prometheus.NewHistogram(prometheus.HistogramOpts{
+			Namespace: metricsNamespace, Subsystem: "desired", Name: "apply_duration_seconds",
+			Help:    "Duration of one pass applying a desired set, removals included.",
+			Buckets: []float64{.05, .1, .25, .5, 1, 2.5, 5, 10, 30, 60, 120, 300, 600},
+		}),
+		desiredObjects: prometheus.NewGauge(prometheus.GaugeOpts{
+			Namespace: metricsNamespace, Subsystem: "desired", Name: "objects",
+			Help: "Objects in the last desired set received.",
+		}),
+		appliedRevision: prometheus.NewGauge(prometheus.GaugeOpts{
+			Namespace: metricsNamespace, Subsystem: "desired", Name: "applied_revision",
+			Help: "Revision of the last desired set applied in full.",
+		}),
+		inventoryBatches: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Namespace: metricsNamespace, Subsystem: "inventory", Name: "batches_total",
+			Help: "Inventory batches sent to the fleet manager, by kind (full, incremental) and outcome.",
+		}, []string{"kind", "outcome"}),
+		statusBatches: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Namespace: metricsNamespace, Subsystem: "registration_status", Name: "batches_total",
+			Help: "Registration status batches sent to the fleet manager, by outcome.",
+		}, []string{"outcome"}),
+		heartbeats: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Namespace: metricsNamespace, Name: "heartbeats_total",
+			Help: "Hub status reports (heartbeats) sent, by outcome.",
+		}, []string{"outcome"}),
+	}
+	for _, c := range []prometheus.Collector{m.applies, m.applyDuration, m.desiredObjects, m.appliedRevision, m.inventoryBatches, m.statusBatches, m.heartbeats} {
+		if err := reg.Register(c); err != nil {
+			return nil, err
+		}
+	}
+	return m, nil
+}
+
+func (m *Metrics) observeApply(err error, elapsed time.Duration) {
+	m.applies.WithLabelValues(outcome(err)).Inc()
+	m.applyDuration.Observe(elapsed.Seconds())
+}
+
+func outcome(err error) string {
+	switch {
+	case err == nil:
+		return outcomeSuccess
+	case permanent(err):
+		return outcomeRejected
+	}
+	return outcomeError
+}

@@ -1,0 +1,96 @@
+package agent
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/http"
+	"net/url"
+	"os"
+	"strings"
+	"sync"
+	"time"
+
+	"golang.org/x/oauth2"
+	"golang.org/x/oauth2/clientcredentials"
+)
+
+// tokenEarlyExpiry is how long before its expiry an OIDC token is replaced,
+// so that no request leaves with a token about to expire.
+const tokenEarlyExpiry = 30 * time.Second
+
+// NewTokenSource returns the bearer tokens for the fleet manager: the token
+// file's content, re-read whenever the file changes, or OIDC client-credentials
+// tokens, fetched with tokenClient and replaced before they expire.
+func NewTokenSource(cfg Config, tokenClient *http.Client) oauth2.TokenSource {
+	if cfg.TokenFile != "" {
+		return &fileTokenSource{path: cfg.TokenFile}
+	}
+	return oauth2.ReuseTokenSourceWithExpiry(nil, &clientCredentialsSource{cfg: cfg, client: tokenClient}, tokenEarlyExpiry)
+}
+
+// fileTokenSource reads a token from a file (a mounted Secret or a projected
+// service-account token), again whenever its modification time or size
+// moves: Kubernetes rotates such files by swapping a symlink.
+type fileTokenSource struct {
+	path string
+
+	mu      sync.Mutex
+	modTime time.Time
+	size    int64
+	token   string
+}
+
+// Token returns the file's current token.
+func (s *fileTokenSource) Token() (*oauth2.Token, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	fi, err := os.Stat(s.path)
+	if err != nil {
+		return nil, fmt.Errorf("token file: %w", err)
+	}
+	if s.token == "" || !fi.ModTime().Equal(s.modTime) || fi.Size() != s.size {
+		b, err := os.ReadFile(s.path)
+		if err != nil {
+			return nil, fmt.Errorf("token file: %w", err)
+		}
+		tok := strings.TrimSpace(string(b))
+		if tok == "" {
+			return nil, fmt.Errorf("token file %s is empty", s.path)
+		}
+		s.token, s.modTime, s.size = tok, fi.ModTime(), fi.Size()
+	}
+	return &oauth2.Token{AccessToken: s.token, TokenType: "Bearer"}, nil
+}
+
+// clientCredentialsSource fetches a new token with the client-credentials
+// grant. It reads the client secret at each fetch, so a rotated secret is
+// used from the next token on.
+type clientCredentialsSource struct {
+	cfg    Config
+	client *http.Client
+}
+
+// Token fetches a new token.
+func (s *clientCredentialsSource) Token() (*oauth2.Token, error) {
+	b, err := os.ReadFile(s.cfg.OIDCClientSecretFile)
+	if err != nil {
+		return nil, fmt.Errorf("OIDC client secret: %w", err)
+	}
+	secret := strings.TrimSpace(string(b))
+	if secret == "" {
+		return nil, errors.New("OIDC client secret: " + s.cfg.OIDCClientSecretFile + " is empty")
+	}
+	cc := clientcredentials.Config{
+		ClientID: s.cfg.OIDCClientID, ClientSecret: secret, TokenURL: s.cfg.OIDCTokenURL, Scopes: s.cfg.OIDCScopes,
+	}
+	if s.cfg.OIDCAudience != "" {
+		cc.EndpointParams = url.Values{"audience": {s.cfg.OIDCAudience}}
+	}
+	ctx := context.WithValue(context.Background(), oauth2.HTTPClient, s.client)
+	tok, err := cc.Token(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("OIDC client credentials from %s: %w", s.cfg.OIDCTokenURL, err)
+	}
+	return tok, nil
+}

@@ -1,0 +1,178 @@
+package e2e
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"net"
+	"net/http"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/onsi/gomega"
+
+	"github.com/fleetmanager/fleet-manager/internal/auth"
+	"github.com/fleetmanager/fleet-manager/internal/oidc/hydratest"
+	"github.com/fleetmanager/fleet-manager/internal/postgres"
+	"github.com/fleetmanager/fleet-manager/internal/postgres/pgtest"
+	"github.com/fleetmanager/fleet-manager/internal/secrets"
+	"github.com/fleetmanager/fleet-manager/pkg/api/admin"
+	"github.com/fleetmanager/fleet-manager/pkg/api/public"
+)
+
+const audience = "fleet-manager"
+
+// fleetManager is the real fleet-manager binary serving one database, on
+// ports that stay the same across restarts.
+type fleetManager struct {
+	t        *testing.T
+	db       postgres.Config
+	hydra    *hydratest.Hydra
+	keyDir   string
+	keyFile  string
+	api      int
+	health   int
+	metrics  int
+	cmd      *exec.Cmd
+	done     chan error
+	mu       sync.Mutex
+	logs     bytes.Buffer
+	devKey   *auth.DevKey
+	authCfg  auth.Config
+	Base     string
+	Public   *public.ClientWithResponses
+	Admin    *admin.ClientWithResponses
+	extraArg []string
+}
+
+func startFleetManager(t *testing.T, hydra *hydratest.Hydra, extra ...string) *fleetManager {
+	t.Helper()
+	keyFile := filepath.Join(t.TempDir(), "master.key")
+	if err := secrets.GenerateKeyFile(keyFile); err != nil {
+		t.Fatal(err)
+	}
+	fm := &fleetManager{t: t, db: pgtest.NewDatabase(t), hydra: hydra, keyDir: t.TempDir(), keyFile: keyFile,
+		api: freePort(t), health: freePort(t), metrics: freePort(t), extraArg: extra}
+	devKey, err := auth.EnsureDevKey(fm.keyDir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	fm.devKey, fm.authCfg = devKey, auth.DefaultConfig()
+	fm.Base = fmt.Sprintf("http://127.0.0.1:%d/api/fleet_manager/v1", fm.api)
+	if fm.Public, err = public.NewClientWithResponses(fm.Base); err != nil {
+		t.Fatal(err)
+	}
+	if fm.Admin, err = admin.NewClientWithResponses(fm.Base); err != nil {
+		t.Fatal(err)
+	}
+	fm.start()
+	t.Cleanup(func() { fm.stop() })
+	return fm
+}
+
+func (fm *fleetManager) args() []string {
+	args := []string{"serve", "--migrate-on-start", "--log-format=json", "--log-level=info",
+		"--db-host=" + fm.db.Host, "--db-port=" + strconv.Itoa(fm.db.Port), "--db-user=" + fm.db.User, "--db-name=" + fm.db.Name,
+		fmt.Sprintf("--api-bind-address=127.0.0.1:%d", fm.api), fmt.Sprintf("--health-bind-address=127.0.0.1:%d", fm.health),
+		fmt.Sprintf("--metrics-bind-address=127.0.0.1:%d", fm.metrics),
+		"--encryption-key-file=" + fm.keyFile, "--auth-dev-key-dir=" + fm.keyDir,
+		"--auth-jwks-url=" + fm.hydra.JWKSURL(), "--auth-issuers=" + fm.hydra.Issuer(), "--auth-audience=" + audience,
+		// Hydra puts the client id of a client-credentials token in client_id.
+		"--auth-agent-claims=client_id",
+		"--hub-heartbeat-timeout=4s", "--reconcile-resync-interval=5s", "--reconcile-lease=5s",
+		"--reconcile-removal-timeout=2m", "--shutdown-timeout=5s",
+	}
+	return append(args, fm.extraArg...)
+}
+
+// start runs serve and waits until it is ready.
+func (fm *fleetManager) start() {
+	fm.t.Helper()
+	fm.cmd = exec.Command(fleetManagerBinary, fm.args()...)
+	fm.cmd.Stderr = lockedWriter{&fm.mu, &fm.logs}
+	fm.cmd.Stdout = lockedWriter{&fm.mu, &fm.logs}
+	if err := fm.cmd.Start(); err != nil {
+		fm.t.Fatalf("starting fleet-manager: %v", err)
+	}
+	fm.done = make(chan error, 1)
+	go func(cmd *exec.Cmd, done chan error) { done <- cmd.Wait() }(fm.cmd, fm.done)
+	url := fmt.Sprintf("http://127.0.0.1:%d/readyz", fm.health)
+	gomega.NewWithT(fm.t).Eventually(func() int {
+		resp, err := http.Get(url)
+		if err != nil {
+			return 0
+		}
+		_ = resp.Body.Close()
+		return resp.StatusCode
+	}).WithTimeout(30*time.Second).WithPolling(100*time.Millisecond).Should(gomega.Equal(http.StatusOK),
+		"fleet-manager never became ready; log:\n%s", fm.Logs())
+}
+
+// stop sends SIGTERM and waits for a clean exit.
+func (fm *fleetManager) stop() {
+	if fm.cmd == nil || fm.cmd.Process == nil {
+		return
+	}
+	_ = fm.cmd.Process.Signal(syscall.SIGTERM)
+	select {
+	case err := <-fm.done:
+		if err != nil {
+			fm.t.Errorf("fleet-manager exited with %v after SIGTERM; log:\n%s", err, fm.Logs())
+		}
+	case <-time.After(30 * time.Second):
+		_ = fm.cmd.Process.Kill()
+		fm.t.Errorf("fleet-manager did not stop within 30 s of SIGTERM")
+	}
+	fm.cmd = nil
+}
+
+// Logs returns what serve logged so far.
+func (fm *fleetManager) Logs() string {
+	fm.mu.Lock()
+	defer fm.mu.Unlock()
+	return fm.logs.String()
+}
+
+// token mints a user token for the fleet manager's development key.
+func (fm *fleetManager) token(org, user string, roles ...string) string {
+	fm.t.Helper()
+	tok, err := fm.devKey.Mint(fm.authCfg, auth.TokenRequest{OrgID: org, Username: user, Roles: roles, TTL: time.Hour,
+		Audience: audience}, time.Now())
+	if err != nil {
+		fm.t.Fatal(err)
+	}
+	return tok
+}
+
+func bearer(token string) func(context.Context, *http.Request) error {
+	return func(_ context.Context, r *http.Request) error {
+		r.Header.Set("Authorization", "Bearer "+token)
+		return nil
+	}
+}
+
+type lockedWriter struct {
+	mu *sync.Mutex
+	w  *bytes.Buffer
+}
+
+func (l lockedWriter) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.w.Write(p)
+}
+
+func freePort(t *testing.T) int {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	return ln.Addr().(*net.TCPAddr).Port
+}

@@ -1,0 +1,34 @@
+package e2e
+
+import (
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"testing"
+
+	"github.com/fleetmanager/fleet-manager/internal/hub/hubtest"
+	"github.com/fleetmanager/fleet-manager/internal/oidc/hydratest"
+)
+
+// fleetManagerBinary is the fleet-manager built once for the package.
+var fleetManagerBinary string
+
+func TestMain(m *testing.M) {
+	dir, err := os.MkdirTemp("", "fm-e2e-bin-")
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "e2e:", err)
+		os.Exit(1)
+	}
+	fleetManagerBinary = filepath.Join(dir, "fleet-manager")
+	build := exec.Command("go", "build", "-o", fleetManagerBinary, "../../cmd/fleet-manager")
+	if out, err := build.CombinedOutput(); err != nil {
+		fmt.Fprintf(os.Stderr, "e2e: go build fleet-manager: %v\n%s", err, out)
+		os.Exit(1)
+	}
+	code := m.Run()
+	hubtest.Stop()
+	hydratest.Stop()
+	_ = os.RemoveAll(dir)
+	os.Exit(code)
+}

@@ -1,0 +1,133 @@
+package e2e
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/client-go/dynamic"
+
+	"github.com/fleetmanager/fleet-manager/internal/fleet"
+)
+
+var (
+	managedClusters = schema.GroupVersionResource{Group: "cluster.open-cluster-management.io", Version: "v1", Resource: "managedclusters"}
+	namespaces      = schema.GroupVersionResource{Version: "v1", Resource: "namespaces"}
+	secretsGVR      = schema.GroupVersionResource{Version: "v1", Resource: "secrets"}
+	addonConfigs    = schema.GroupVersionResource{Group: "agent.open-cluster-management.io", Version: "v1", Resource: "klusterletaddonconfigs"}
+)
+
+// rhacmFinalizer is what RHACM's registration controller puts on a
+// ManagedCluster; deletion waits until it is gone.
+const rhacmFinalizer = "cluster.open-cluster-management.io/api-resource-cleanup"
+
+// playRHACM does, for the ManagedClusters of one hub id, what RHACM's
+// controllers do on a real hub: it accepts each new cluster (finalizer, the
+// HubAccepted/Joined/Available conditions and cluster claims in its status),
+// writes the <name>-import secret, and on deletion removes the finalizer. It
+// polls until the test ends.
+func playRHACM(t *testing.T, dyn dynamic.Interface, hubID string) {
+	t.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		ticker := time.NewTicker(100 * time.Millisecond)
+		defer ticker.Stop()
+		for {
+			select {
+			case <-ctx.Done():
+				return
+			case <-ticker.C:
+				rhacmPass(ctx, t, dyn, hubID)
+			}
+		}
+	}()
+	t.Cleanup(func() { cancel(); <-done })
+}
+
+func rhacmPass(ctx context.Context, t *testing.T, dyn dynamic.Interface, hubID string) {
+	list, err := dyn.Resource(managedClusters).List(ctx, metav1.ListOptions{LabelSelector: fleet.LabelHubID + "=" + hubID})
+	if err != nil {
+		return
+	}
+	for i := range list.Items {
+		mc := &list.Items[i]
+		switch {
+		case mc.GetDeletionTimestamp() != nil:
+			if len(mc.GetFinalizers()) > 0 {
+				mc.SetFinalizers(nil)
+				_, _ = dyn.Resource(managedClusters).Update(ctx, mc, metav1.UpdateOptions{})
+			}
+		case len(mc.GetFinalizers()) == 0:
+			mc.SetFinalizers([]string{rhacmFinalizer})
+			if _, err := dyn.Resource(managedClusters).Update(ctx, mc, metav1.UpdateOptions{}); err != nil && !errors.IsConflict(err) {
+				t.Logf("rhacm: finalizer on %s: %v", mc.GetName(), err)
+			}
+		case !clusterAvailable(mc):
+			acceptCluster(ctx, t, dyn, mc)
+		default:
+			writeImportSecret(ctx, dyn, mc.GetName())
+		}
+	}
+}
+
+func clusterAvailable(mc *unstructured.Unstructured) bool {
+	conds, _, _ := unstructured.NestedSlice(mc.Object, "status", "conditions")
+	for _, c := range conds {
+		if m, ok := c.(map[string]any); ok && m["type"] == fleet.HubConditionAvailable && m["status"] == "True" {
+			return true
+		}
+	}
+	return false
+}
+
+// acceptCluster sets the status a hub gives a joined, available cluster.
+func acceptCluster(ctx context.Context, t *testing.T, dyn dynamic.Interface, mc *unstructured.Unstructured) {
+	now := metav1.Now().UTC().Format(time.RFC3339)
+	cond := func(typ, reason string) map[string]any {
+		return map[string]any{"type": typ, "status": "True", "reason": reason, "message": typ, "lastTransitionTime": now}
+	}
+	status := map[string]any{
+		"conditions": []any{
+			cond(fleet.HubConditionAccepted, "HubClusterAdminAccepted"),
+			cond(fleet.HubConditionJoined, "ManagedClusterJoined"),
+			cond(fleet.HubConditionAvailable, "ManagedClusterAvailable"),
+		},
+		"clusterClaims": []any{
+			map[string]any{"name": fleet.ClaimID, "value": "cid-" + mc.GetName()},
+			map[string]any{"name": fleet.ClaimVersion, "value": "4.17.3"},
+			map[string]any{"name": fleet.ClaimPlatform, "value": "AWS"},
+		},
+		"capacity":    map[string]any{"cpu": "24", "memory": "96Gi", "core_worker": "16"},
+		"allocatable": map[string]any{"cpu": "22", "memory": "90Gi"},
+		"version":     map[string]any{"kubernetes": "v1.31.4"},
+	}
+	if err := unstructured.SetNestedField(mc.Object, status, "status"); err != nil {
+		t.Logf("rhacm: %v", err)
+		return
+	}
+	if _, err := dyn.Resource(managedClusters).UpdateStatus(ctx, mc, metav1.UpdateOptions{}); err != nil && !errors.IsConflict(err) {
+		t.Logf("rhacm: status of %s: %v", mc.GetName(), err)
+	}
+}
+
+// writeImportSecret creates <name>-import in the cluster's namespace.
+func writeImportSecret(ctx context.Context, dyn dynamic.Interface, name string) {
+	if _, err := dyn.Resource(namespaces).Get(ctx, name, metav1.GetOptions{}); err != nil {
+		return
+	}
+	secret := &unstructured.Unstructured{Object: map[string]any{
+		"apiVersion": "v1", "kind": "Secret",
+		"metadata": map[string]any{"name": name + "-import", "namespace": name},
+		"stringData": map[string]any{
+			"crds.yaml":   "kind: CustomResourceDefinition # import crds of " + name,
+			"import.yaml": "kind: Namespace # import manifests of " + name,
+		},
+	}}
+	_, _ = dyn.Resource(secretsGVR).Namespace(name).Create(ctx, secret, metav1.CreateOptions{})
+}

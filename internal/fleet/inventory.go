@@ -1,0 +1,153 @@
+package fleet
+
+import (
+	"context"
+	"time"
+)
+
+// ManagedCluster claims (status.clusterClaims) the inventory reads.
+const (
+	ClaimID         = "id.openshift.io"
+	ClaimVersion    = "version.openshift.io"
+	ClaimPlatform   = "platform.open-cluster-management.io"
+	ClaimProduct    = "product.open-cluster-management.io"
+	ClaimRegion     = "region.open-cluster-management.io"
+	ClaimConsoleURL = "consoleurl.cluster.open-cluster-management.io"
+)
+
+// ManagedCluster condition types, as RHACM sets them on the hub.
+const (
+	HubConditionAccepted  = "HubAcceptedManagedCluster"
+	HubConditionJoined    = "ManagedClusterJoined"
+	HubConditionAvailable = "ManagedClusterConditionAvailable"
+)
+
+// ClusterCondition is a ManagedCluster condition as the hub reports it.
+type ClusterCondition struct {
+	Type               string     `json:"type"`
+	Status             string     `json:"status"`
+	Reason             string     `json:"reason,omitempty"`
+	Message            string     `json:"message,omitempty"`
+	LastTransitionTime *time.Time `json:"last_transition_time,omitempty"`
+}
+
+// ManagedClusterSummary is what an agent reports of one ManagedCluster.
+type ManagedClusterSummary struct {
+	Name              string             `json:"name"`
+	UID               string             `json:"uid"`
+	ResourceVersion   string             `json:"resource_version"`
+	Labels            map[string]string  `json:"labels"`
+	Claims            map[string]string  `json:"claims"`
+	Capacity          map[string]string  `json:"capacity"`
+	Allocatable       map[string]string  `json:"allocatable"`
+	Conditions        []ClusterCondition `json:"conditions"`
+	KubernetesVersion string             `json:"kubernetes_version"`
+}
+
+// ConditionStatus returns the status of the hub condition t, Unknown when absent.
+func (s ManagedClusterSummary) ConditionStatus(t string) ConditionStatus {
+	for _, c := range s.Conditions {
+		if c.Type == t {
+			switch ConditionStatus(c.Status) {
+			case ConditionTrue, ConditionFalse:
+				return ConditionStatus(c.Status)
+			}
+		}
+	}
+	return ConditionUnknown
+}
+
+// InventoryBatch is one report of an agent: see the private API.
+type InventoryBatch struct {
+	Generation int64
+	Full       bool
+	Last       bool
+	Upserts    []ManagedClusterSummary
+	Deletes    []string
+}
+
+// InventoryResult counts what a batch did.
+type InventoryResult struct {
+	Written    int
+	Unchanged  int
+	Deleted    int
+	Tombstoned int
+}
+
+// ManagedCluster is a cluster of the inventory: one per hub and name.
+type ManagedCluster struct {
+	ID                string
+	Hub               HubRef
+	Name              string
+	UID               string
+	ClusterID         string
+	RegistrationID    string
+	Labels            map[string]string
+	Claims            map[string]string
+	Capacity          map[string]string
+	Allocatable       map[string]string
+	Conditions        []ClusterCondition
+	KubernetesVersion string
+	OpenShiftVersion  string
+	Platform          string
+	Product           string
+	Region            string
+	ConsoleURL        string
+	Joined            ConditionStatus
+	Available         ConditionStatus
+	// Stale is true while the hub is silent: the row is kept, not trusted.
+	Stale      bool
+	LastSeenAt time.Time
+	CreatedAt  time.Time
+	UpdatedAt  time.Time
+}
+
+// RegistrationHubStatus is what an agent reports of one registration: the
+// hub-side conditions, and the import material once the hub made it.
+type RegistrationHubStatus struct {
+	RegistrationID  string
+	Conditions      Conditions
+	ImportManifests *string
+}
+
+// DesiredRegistration is one registration's objects for its hub.
+type DesiredRegistration struct {
+	RegistrationID     string
+	Generation         int64
+	ManagedClusterName string
+	Objects            []map[string]any
+}
+
+// DesiredSet is everything a hub should hold, at one revision.
+type DesiredSet struct {
+	HubID         string
+	Revision      int64
+	Registrations []DesiredRegistration
+}
+
+// InventoryService is the agents' side of the inventory, and the readers'.
+type InventoryService interface {
+	// DesiredSet returns the hub's desired set. Errors: CodeNotFound as for FindAgentHub.
+	DesiredSet(ctx context.Context, hubID, agentIdentity string) (DesiredSet, error)
+	// IngestInventory stores a batch. Errors: CodeNotFound as for FindAgentHub.
+	IngestInventory(ctx context.Context, hubID, agentIdentity string, batch InventoryBatch) (InventoryResult, error)
+	// RecordRegistrationStatus stores the hub's view of its registrations and
+	// returns how many it updated; registrations not placed on the hub are
+	// ignored. Errors: CodeNotFound as for FindAgentHub.
+	RecordRegistrationStatus(ctx context.Context, hubID, agentIdentity string, items []RegistrationHubStatus) (int, error)
+	// ListManagedClusters returns a page of the inventory the caller may see:
+	// all of it for admins, else the clusters of the caller's org's hubs and
+	// registrations. Errors: CodeBadSearch, CodeBadOrderBy.
+	ListManagedClusters(ctx context.Context, caller Identity, admin bool, q ListQuery) ([]ManagedCluster, int, error)
+	// FindImportMaterial returns the import manifests of org's registration.
+	// Errors: CodeNotFound (also while the hub has not made them yet).
+	FindImportMaterial(ctx context.Context, org, id string) (string, error)
+}
+
+// RevisionWaiter wakes long-polls when a hub's desired set moves.
+type RevisionWaiter interface {
+	// WaitRevision returns a channel closed at the next change of hub's
+	// revision (or a reconnect that may have missed one), and a func that
+	// stops waiting.
+	WaitRevision(hubID string) (<-chan struct{}, func())
+}

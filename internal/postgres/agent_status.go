@@ -1,0 +1,103 @@
+package postgres
+
+import (
+	"context"
+	"fmt"
+	"slices"
+
+	"gorm.io/gorm"
+
+	"github.com/fleetmanager/fleet-manager/internal/fleet"
+	"github.com/fleetmanager/fleet-manager/internal/secrets"
+)
+
+// hubReportedTypes are the registration conditions only the hub can tell.
+var hubReportedTypes = []string{fleet.ConditionJoined, fleet.ConditionAvailable}
+
+// mergeConditions is the one view of a registration's conditions: the
+// reconcilers' own, with the hub-reported ones in place of theirs.
+func mergeConditions(own, hub fleet.Conditions) fleet.Conditions {
+	out := make(fleet.Conditions, 0, len(own)+len(hub))
+	for _, c := range own {
+		if reported, ok := hub.Get(c.Type); ok && slices.Contains(hubReportedTypes, c.Type) {
+			c = reported
+		}
+		out = append(out, c)
+	}
+	for _, c := range hub {
+		if _, ok := out.Get(c.Type); !ok && slices.Contains(hubReportedTypes, c.Type) {
+			out = append(out, c)
+		}
+	}
+	return out
+}
+
+// RecordRegistrationStatus stores the hub's view of the registrations placed
+// on it: Joined and Available, and the import material (encrypted). Each row
+// is locked, so the derived phase agrees with the reconcilers' writes.
+func (s *Store) RecordRegistrationStatus(ctx context.Context, hubID, agentIdentity string, items []fleet.RegistrationHubStatus) (int, error) {
+	updated := 0
+	err := s.transact(ctx, func(tx *gorm.DB) error {
+		if _, err := lockAgentHub(tx, hubID, agentIdentity); err != nil {
+			return err
+		}
+		for _, item := range items {
+			ok, err := s.recordOne(tx, hubID, item)
+			if err != nil {
+				return err
+			}
+			if ok {
+				updated++
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		return 0, fmt.Errorf("RecordRegistrationStatus(%s): %w", hubID, err)
+	}
+	return updated, nil
+}
+
+func (s *Store) recordOne(tx *gorm.DB, hubID string, item fleet.RegistrationHubStatus) (bool, error) {
+	var row registrationRow
+	err := tx.Raw(`SELECT * FROM registrations WHERE id = ? AND hub_id = ? AND deleted_at IS NULL FOR UPDATE`, item.RegistrationID, hubID).Scan(&row).Error
+	if err != nil || row.ID == "" {
+		return false, err
+	}
+	now := s.clock.Now()
+	hubConds := row.HubConditions
+	for _, c := range item.Conditions {
+		if slices.Contains(hubReportedTypes, c.Type) {
+			c.ObservedGeneration = row.Generation
+			hubConds = hubConds.Set(c, now)
+		}
+	}
+	updates := map[string]any{
+		"hub_conditions": jsonText(hubConds),
+		"phase":          string(fleet.DerivePhase(mergeConditions(row.Conditions, hubConds), row.DeletionRequestedAt != nil, false)),
+	}
+	if item.ImportManifests != nil {
+		sealed, err := s.seal([]byte(*item.ImportManifests), "registrations", "import_material", row.ID)
+		if err != nil {
+			return false, err
+		}
+		updates["import_material"], updates["import_material_key_id"] = sealed.Data, sealed.KeyID
+	}
+	return true, tx.Model(&registrationRow{}).Where("id = ?", row.ID).Updates(updates).Error
+}
+
+// FindImportMaterial returns the manifests that import org's registration.
+func (s *Store) FindImportMaterial(ctx context.Context, org, id string) (string, error) {
+	row, err := findRegistration(s.db.Gorm.WithContext(ctx), org, id)
+	if err != nil {
+		return "", fmt.Errorf("FindImportMaterial(%s/%s): %w", org, id, err)
+	}
+	if len(row.ImportMaterial) == 0 || row.ImportMaterialKeyID == nil {
+		return "", fleet.Errorf(fleet.CodeNotFound, "the hub has not made the import material of cluster %s yet", id)
+	}
+	plain, err := s.keyring.Open(secrets.Sealed{KeyID: *row.ImportMaterialKeyID, Data: row.ImportMaterial}, aad("registrations", "import_material", row.ID))
+	if err != nil {
+		return "", fmt.Errorf("FindImportMaterial(%s/%s): %w", org, id, err)
+	}
+	return string(plain), nil
+}

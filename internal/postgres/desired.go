@@ -1,0 +1,65 @@
+package postgres
+
+import (
+	"context"
+	"database/sql"
+	"encoding/json"
+	"fmt"
+
+	"github.com/fleetmanager/fleet-manager/internal/fleet"
+	"github.com/fleetmanager/fleet-manager/internal/secrets"
+)
+
+// sqlTxReadOnlyRepeatable reads a consistent snapshot.
+var sqlTxReadOnlyRepeatable = sql.TxOptions{Isolation: sql.LevelRepeatableRead, ReadOnly: true}
+
+// DesiredSet returns the hub's desired set at its current revision: every
+// live registration placed on it and not withdrawn, rendered as hub objects.
+// The revision and the rows are read in one snapshot.
+func (s *Store) DesiredSet(ctx context.Context, hubID, agentIdentity string) (fleet.DesiredSet, error) {
+	set := fleet.DesiredSet{HubID: hubID}
+	tx := s.db.Gorm.WithContext(ctx).Begin(&sqlTxReadOnlyRepeatable)
+	if tx.Error != nil {
+		return set, fmt.Errorf("DesiredSet(%s): %w", hubID, tx.Error)
+	}
+	defer tx.Rollback()
+	var hub hubRow
+	err := tx.Where("id = ? AND agent_identity = ? AND deleted_at IS NULL", hubID, agentIdentity).Take(&hub).Error
+	if err != nil || agentIdentity == "" {
+		return set, notFound("hub", hubID)
+	}
+	var rows []registrationRow
+	if err := registrations(tx).Where("r.hub_id = ? AND r.deleted_at IS NULL AND r.withdrawn_revision IS NULL", hubID).
+		Order("r.created_at, r.id").Find(&rows).Error; err != nil {
+		return set, fmt.Errorf("DesiredSet(%s): %w", hubID, err)
+	}
+	set.Revision = hub.Revision
+	for _, r := range rows {
+		creds, err := s.openCredentials(r)
+		if err != nil {
+			return set, fmt.Errorf("DesiredSet(%s): %w", hubID, err)
+		}
+		reg := r.toRegistration()
+		set.Registrations = append(set.Registrations, fleet.DesiredRegistration{
+			RegistrationID: reg.ID, Generation: reg.Generation, ManagedClusterName: fleet.ManagedClusterName(reg),
+			Objects: fleet.DesiredObjects(reg, hubID, creds),
+		})
+	}
+	return set, nil
+}
+
+// openCredentials decrypts a registration's auto-import credentials.
+func (s *Store) openCredentials(r registrationRow) (*fleet.ImportCredentials, error) {
+	if len(r.Credentials) == 0 || r.CredentialsKeyID == nil {
+		return nil, nil
+	}
+	plain, err := s.keyring.Open(secrets.Sealed{KeyID: *r.CredentialsKeyID, Data: r.Credentials}, aad("registrations", "credentials", r.ID))
+	if err != nil {
+		return nil, fmt.Errorf("registration %s credentials: %w", r.ID, err)
+	}
+	var creds fleet.ImportCredentials
+	if err := json.Unmarshal(plain, &creds); err != nil {
+		return nil, fmt.Errorf("registration %s credentials: %w", r.ID, err)
+	}
+	return &creds, nil
+}

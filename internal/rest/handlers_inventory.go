@@ -1,0 +1,129 @@
+package rest
+
+import (
+	"net/http"
+
+	"github.com/fleetmanager/fleet-manager/internal/fleet"
+	"github.com/fleetmanager/fleet-manager/pkg/api/private"
+	"github.com/fleetmanager/fleet-manager/pkg/api/public"
+)
+
+// handleHubInventoryPost stores a batch of the hub's ManagedCluster summaries.
+func (s *Server) handleHubInventoryPost(w http.ResponseWriter, r *http.Request) error {
+	var body private.InventoryBatch
+	if err := decodeBody(r, &body); err != nil {
+		return err
+	}
+	batch := fleet.InventoryBatch{Generation: body.Generation, Full: body.Full, Last: body.Last, Deletes: body.Deletes,
+		Upserts: make([]fleet.ManagedClusterSummary, len(body.Upserts))}
+	for i, u := range body.Upserts {
+		batch.Upserts[i] = summary(u)
+	}
+	res, err := s.services.Inventory.IngestInventory(r.Context(), pathParam(r, "hub_id"), caller(r).AgentID, batch)
+	if err != nil {
+		return err
+	}
+	writeJSON(w, http.StatusOK, private.InventoryAck{Kind: private.InventoryAckKindInventoryAck, Written: res.Written,
+		Unchanged: res.Unchanged, Deleted: res.Deleted, Tombstoned: res.Tombstoned})
+	return nil
+}
+
+func summary(u private.ManagedClusterSummary) fleet.ManagedClusterSummary {
+	s := fleet.ManagedClusterSummary{Name: u.Name, UID: deref(u.Uid), ResourceVersion: deref(u.ResourceVersion),
+		Labels: derefStrings(u.Labels), Claims: derefStrings(u.Claims), Capacity: derefStrings(u.Capacity),
+		Allocatable: derefStrings(u.Allocatable), KubernetesVersion: deref(u.KubernetesVersion)}
+	if u.Conditions != nil {
+		for _, c := range *u.Conditions {
+			s.Conditions = append(s.Conditions, fleet.ClusterCondition{Type: c.Type, Status: c.Status, Reason: deref(c.Reason),
+				Message: deref(c.Message), LastTransitionTime: c.LastTransitionTime})
+		}
+	}
+	return s
+}
+
+func derefStrings(m *map[string]string) map[string]string {
+	if m == nil {
+		return nil
+	}
+	return *m
+}
+
+// handleRegistrationsStatusPut stores the hub's view of its registrations.
+func (s *Server) handleRegistrationsStatusPut(w http.ResponseWriter, r *http.Request) error {
+	var body private.RegistrationStatusBatch
+	if err := decodeBody(r, &body); err != nil {
+		return err
+	}
+	items := make([]fleet.RegistrationHubStatus, len(body.Items))
+	for i, it := range body.Items {
+		items[i] = fleet.RegistrationHubStatus{RegistrationID: it.RegistrationId}
+		for _, c := range it.Conditions {
+			items[i].Conditions = append(items[i].Conditions, fleet.Condition{Type: c.Type, Status: fleet.ConditionStatus(c.Status),
+				Reason: c.Reason, Message: deref(c.Message), LastTransitionTime: c.LastTransitionTime})
+		}
+		if it.Import != nil {
+			items[i].ImportManifests = &it.Import.Manifests
+		}
+	}
+	n, err := s.services.Inventory.RecordRegistrationStatus(r.Context(), pathParam(r, "hub_id"), caller(r).AgentID, items)
+	if err != nil {
+		return err
+	}
+	writeJSON(w, http.StatusOK, private.RegistrationStatusAck{Kind: private.RegistrationStatusAckKindRegistrationStatusAck, Updated: n})
+	return nil
+}
+
+// handleClusterImportGet serves the import manifests to the registration's org only.
+func (s *Server) handleClusterImportGet(w http.ResponseWriter, r *http.Request) error {
+	id := pathParam(r, "id")
+	manifests, err := s.services.Inventory.FindImportMaterial(r.Context(), caller(r).OrgID, id)
+	if err != nil {
+		return err
+	}
+	writeJSON(w, http.StatusOK, public.ClusterImport{Kind: public.ClusterImportKindClusterImport, ClusterId: id, Manifests: manifests})
+	return nil
+}
+
+// handleManagedClusterList serves the inventory the caller may see.
+func (s *Server) handleManagedClusterList(w http.ResponseWriter, r *http.Request) error {
+	q := listQuery(r)
+	id := caller(r)
+	admin := hasAnyRole(id, s.cfg.AdminReadRoles)
+	clusters, total, err := s.services.Inventory.ListManagedClusters(r.Context(), id, admin, q)
+	if err != nil {
+		return err
+	}
+	items := make([]public.ManagedCluster, len(clusters))
+	for i, c := range clusters {
+		items[i] = presentManagedCluster(c)
+	}
+	writeJSON(w, http.StatusOK, public.ManagedClusterList{Kind: public.ManagedClusterListKindManagedClusterList,
+		Page: q.Page, Size: len(items), Total: total, Items: items})
+	return nil
+}
+
+func presentManagedCluster(c fleet.ManagedCluster) public.ManagedCluster {
+	out := public.ManagedCluster{
+		Kind: public.ManagedClusterKindManagedCluster, Id: c.ID, Name: c.Name,
+		Hub:       public.HubRef{Id: c.Hub.ID, Name: c.Hub.Name, Zone: c.Hub.Zone, Region: c.Hub.Region},
+		ClusterId: strPtr(c.ClusterID), RegistrationId: strPtr(c.RegistrationID), Labels: orEmptyMap(c.Labels),
+		Claims: orEmptyMap(c.Claims), Capacity: orEmptyMap(c.Capacity), Allocatable: orEmptyMap(c.Allocatable),
+		Conditions: make([]public.ManagedClusterCondition, len(c.Conditions)), KubernetesVersion: strPtr(c.KubernetesVersion),
+		OpenshiftVersion: strPtr(c.OpenShiftVersion), Platform: strPtr(c.Platform), Product: strPtr(c.Product),
+		Region: strPtr(c.Region), ConsoleUrl: strPtr(c.ConsoleURL), Joined: public.ManagedClusterJoined(c.Joined),
+		Available: public.ManagedClusterAvailable(c.Available), Stale: c.Stale, LastSeenAt: c.LastSeenAt,
+		CreatedAt: c.CreatedAt, UpdatedAt: c.UpdatedAt,
+	}
+	for i, cond := range c.Conditions {
+		out.Conditions[i] = public.ManagedClusterCondition{Type: cond.Type, Status: cond.Status, Reason: strPtr(cond.Reason),
+			Message: strPtr(cond.Message), LastTransitionTime: cond.LastTransitionTime}
+	}
+	return out
+}
+
+func orEmptyMap(m map[string]string) map[string]string {
+	if m == nil {
+		return map[string]string{}
+	}
+	return m
+}
