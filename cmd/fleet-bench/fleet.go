@@ -26,6 +26,9 @@ type agent struct {
 	client  *private.ClientWithResponses
 	auth    private.RequestEditorFn
 	applied atomic.Int64 // the revision of the last desired set received
+	// acked is, as in fleetshard-sync, the content hash the fleet manager
+	// acknowledged per cluster: a resync reports unchanged ones by hash.
+	acked map[string]string
 }
 
 // fleet is the run's hubs, their agents and the user who registers clusters.

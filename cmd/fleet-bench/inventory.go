@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"net/http"
 	"sync"
 	"time"
@@ -55,13 +56,24 @@ func clusterConditions() *[]private.ClusterCondition {
 	}
 }
 
-// fullSyncBatch is batch b of hub's full resync under generation.
-func fullSyncBatch(o options, hub, b int, generation int64) private.InventoryBatch {
+// fullSyncBatch is batch b of a's full resync under generation: as
+// fleetshard-sync does, a cluster whose hash the fleet manager acknowledged
+// goes by name and hash, the others in full.
+func fullSyncBatch(o options, a *agent, b int, generation int64) private.InventoryBatch {
 	start, end := b*o.BatchSize, min((b+1)*o.BatchSize, o.ClustersPerHub)
 	batch := private.InventoryBatch{Generation: generation, Full: true, Last: end == o.ClustersPerHub,
 		Upserts: make([]private.ManagedClusterSummary, 0, end-start), Deletes: []string{}}
+	var present []private.PresentCluster
 	for i := start; i < end; i++ {
-		batch.Upserts = append(batch.Upserts, clusterSummary(hub, i, 0))
+		s := clusterSummary(a.index, i, 0)
+		if h, ok := a.acked[s.Name]; ok && h == s.Summary().ContentHash() {
+			present = append(present, private.PresentCluster{Name: s.Name, ContentHash: h})
+			continue
+		}
+		batch.Upserts = append(batch.Upserts, s)
+	}
+	if len(present) > 0 {
+		batch.Present = &present
 	}
 	return batch
 }
@@ -103,7 +115,12 @@ func (a *agent) postBatch(ctx context.Context, b private.InventoryBatch) (ack, t
 		case err != nil:
 		case resp.JSON200 != nil:
 			r := resp.JSON200
-			return ack{Written: r.Written, Unchanged: r.Unchanged, Deleted: r.Deleted, Tombstoned: r.Tombstoned}, elapsed, attempt, nil
+			if a.acked == nil {
+				a.acked = map[string]string{}
+			}
+			maps.Copy(a.acked, r.ContentHashes)
+			return ack{Written: r.Written, Unchanged: r.Unchanged, Deleted: r.Deleted, Tombstoned: r.Tombstoned,
+				Confirmed: r.Confirmed, Resent: len(r.Resend)}, elapsed, attempt, nil
 		case resp.StatusCode() < http.StatusInternalServerError:
 			return ack{}, elapsed, attempt, fmt.Errorf("PostHubInventory(%s) = %s: %s: %w", a.hubID, resp.Status(), resp.Body, errRefused)
 		default:
@@ -124,7 +141,7 @@ func runAgents(ctx context.Context, agents []*agent, ph *phase, send func(contex
 			got, elapsed, retries, err := a.postBatch(ctx, b)
 			mu.Lock()
 			defer mu.Unlock()
-			ph.Requests, ph.Retries, ph.Rows = ph.Requests+1, ph.Retries+retries, ph.Rows+len(b.Upserts)
+			ph.Requests, ph.Retries, ph.Rows = ph.Requests+1, ph.Retries+retries, ph.Rows+len(b.Upserts)+presentCount(b)
 			ph.Ack.add(got)
 			if err == nil {
 				ph.Latencies = append(ph.Latencies, elapsed)
@@ -137,18 +154,31 @@ func runAgents(ctx context.Context, agents []*agent, ph *phase, send func(contex
 	return errors.Join(errs...)
 }
 
-// fullSync is the work of a full-resync scenario under generation.
-func fullSync(o options, agents []*agent, generation int64) func(context.Context, *phase) error {
-	return func(ctx context.Context, ph *phase) error {
-		return runAgents(ctx, agents, ph, func(ctx context.Context, a *agent, post func(private.InventoryBatch) error) error {
+// fullSync is a full-resync scenario under generation. Its batches are
+// built by prepare, before the clock starts: a real agent builds them on its
+// hub, not on the fleet manager's machine, so building them must not take the
+// fleet manager's CPU inside the measured time.
+func fullSync(o options, agents []*agent, generation int64) (prepare func(), work func(context.Context, *phase) error) {
+	batches := make([][]private.InventoryBatch, len(agents))
+	prepare = func() {
+		for i, a := range agents {
+			batches[i] = batches[i][:0]
 			for b := range o.batchesPerHub() {
-				if err := post(fullSyncBatch(o, a.index, b, generation)); err != nil {
+				batches[i] = append(batches[i], fullSyncBatch(o, a, b, generation))
+			}
+		}
+	}
+	work = func(ctx context.Context, ph *phase) error {
+		return runAgents(ctx, agents, ph, func(ctx context.Context, a *agent, post func(private.InventoryBatch) error) error {
+			for _, b := range batches[a.index] {
+				if err := post(b); err != nil {
 					return err
 				}
 			}
 			return nil
 		})
 	}
+	return prepare, work
 }
 
 // changes is the work of the changes scenario: one batch per agent.
@@ -158,4 +188,12 @@ func changes(o options, agents []*agent, generation int64) func(context.Context,
 			return post(changeBatch(o, a.index, generation))
 		})
 	}
+}
+
+// presentCount is how many clusters b reports by name and hash.
+func presentCount(b private.InventoryBatch) int {
+	if b.Present == nil {
+		return 0
+	}
+	return len(*b.Present)
 }

@@ -32,10 +32,11 @@ type phase struct {
 }
 
 // ack sums the inventory acknowledgements of a phase.
-type ack struct{ Written, Unchanged, Deleted, Tombstoned int }
+type ack struct{ Written, Unchanged, Deleted, Tombstoned, Confirmed, Resent int }
 
 func (a *ack) add(b ack) {
 	a.Written, a.Unchanged, a.Deleted, a.Tombstoned = a.Written+b.Written, a.Unchanged+b.Unchanged, a.Deleted+b.Deleted, a.Tombstoned+b.Tombstoned
+	a.Confirmed, a.Resent = a.Confirmed+b.Confirmed, a.Resent+b.Resent
 }
 
 // prober takes the counters around each phase.

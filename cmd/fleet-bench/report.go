@@ -58,8 +58,8 @@ func printPhases(out io.Writer, r *results) {
 func printDetails(out io.Writer, r *results) {
 	fmt.Fprintln(out)
 	for _, ph := range []phase{r.full, r.unchanged, r.changed} {
-		fmt.Fprintf(out, "%-18s acks: written %d, unchanged %d, deleted %d, tombstoned %d; retries %d\n", ph.Name+":",
-			ph.Ack.Written, ph.Ack.Unchanged, ph.Ack.Deleted, ph.Ack.Tombstoned, ph.Retries)
+		fmt.Fprintf(out, "%-18s acks: written %d, unchanged %d, confirmed by hash %d, resent %d, deleted %d, tombstoned %d; retries %d\n", ph.Name+":",
+			ph.Ack.Written, ph.Ack.Unchanged, ph.Ack.Confirmed, ph.Ack.Resent, ph.Ack.Deleted, ph.Ack.Tombstoned, ph.Retries)
 	}
 	p := r.propagation
 	fmt.Fprintf(out, "propagation:       %d of %d received; p50 %s, p95 %s, p99 %s, max %s; long-poll failures %d\n",
@@ -119,7 +119,7 @@ func (r *results) failedChecks() []string {
 		}
 	}
 	expect(r.full.Ack == ack{Written: total}, "full sync acks %+v, want %d written", r.full.Ack, total)
-	expect(r.unchanged.Ack == ack{Unchanged: total}, "unchanged resync acks %+v, want %d unchanged", r.unchanged.Ack, total)
+	expect(r.unchanged.Ack == ack{Confirmed: total}, "unchanged resync acks %+v, want %d confirmed by hash", r.unchanged.Ack, total)
 	changed := o.Hubs * o.changedPerHub()
 	expect(r.changed.Ack == ack{Written: changed}, "changes acks %+v, want %d written", r.changed.Ack, changed)
 	expect(r.liveRows == total, "%d live inventory rows, want %d", r.liveRows, total)

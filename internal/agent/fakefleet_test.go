@@ -47,6 +47,10 @@ type fakeFleet struct {
 	tokens   []string
 	statuses []private.HubStatusReport
 	batches  []private.InventoryBatch
+	// stored is the content hash kept per cluster; forget makes a name's
+	// presence fail, as if the fleet manager had lost the row.
+	stored map[string]string
+	forget map[string]bool
 	regItems []private.RegistrationStatus
 	// resyncOnce answers the next heartbeat with resync_requested.
 	resyncOnce bool
@@ -208,9 +212,30 @@ func (f *fakeFleet) inventory(w http.ResponseWriter, _ *http.Request, body []byt
 		return
 	}
 	f.mu.Lock()
+	defer f.mu.Unlock()
 	f.batches = append(f.batches, b)
-	f.mu.Unlock()
-	writeJSONFake(w, http.StatusOK, private.InventoryAck{Kind: private.InventoryAckKindInventoryAck, Written: len(b.Upserts), Deleted: len(b.Deletes)})
+	if f.stored == nil {
+		f.stored = map[string]string{}
+	}
+	ack := private.InventoryAck{Kind: private.InventoryAckKindInventoryAck, Written: len(b.Upserts), Deleted: len(b.Deletes),
+		Resend: []string{}, ContentHashes: map[string]string{}}
+	for _, u := range b.Upserts {
+		h := u.Summary().ContentHash()
+		f.stored[u.Name], ack.ContentHashes[u.Name] = h, h
+	}
+	if b.Present != nil {
+		for _, p := range *b.Present {
+			if f.stored[p.Name] == p.ContentHash && !f.forget[p.Name] {
+				ack.Confirmed++
+			} else {
+				ack.Resend = append(ack.Resend, p.Name)
+			}
+		}
+	}
+	for _, d := range b.Deletes {
+		delete(f.stored, d)
+	}
+	writeJSONFake(w, http.StatusOK, ack)
 }
 
 func (f *fakeFleet) registrations(w http.ResponseWriter, _ *http.Request, body []byte) {

@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"log/slog"
+	"maps"
 	"slices"
 	"sync"
 	"sync/atomic"
@@ -42,6 +43,11 @@ type inventory struct {
 	// time, so a restarted agent's generations are new.
 	generation atomic.Int64
 	sendMu     sync.Mutex
+	// acked is, by name, the content hash the fleet manager acknowledged for
+	// each cluster: a full resync reports an unchanged cluster by name and
+	// hash only. Guarded by sendMu; empty at start, so the first resync after
+	// a restart sends everything.
+	acked map[string]string
 }
 
 // runIncremental sends the queued changes until ctx ends.
@@ -69,6 +75,10 @@ func (inv *inventory) runIncremental(ctx context.Context) {
 func (inv *inventory) sendNames(ctx context.Context, names []string) error {
 	inv.sendMu.Lock()
 	defer inv.sendMu.Unlock()
+	return inv.sendNamesLocked(ctx, names)
+}
+
+func (inv *inventory) sendNamesLocked(ctx context.Context, names []string) error {
 	batch := private.InventoryBatch{Generation: inv.generation.Load(), Upserts: []private.ManagedClusterSummary{}, Deletes: []string{}}
 	for _, name := range names {
 		obj, exists, err := inv.store.GetByKey(name)
@@ -76,17 +86,27 @@ func (inv *inventory) sendNames(ctx context.Context, names []string) error {
 			return err
 		}
 		if mc, ok := obj.(*unstructured.Unstructured); exists && ok {
-			batch.Upserts = append(batch.Upserts, summarize(mc))
+			s := summarize(mc)
+			// A change the inventory does not keep (a resourceVersion) is not sent.
+			if h, ok := inv.acked[name]; !ok || h != s.Summary().ContentHash() {
+				batch.Upserts = append(batch.Upserts, s)
+			}
 		} else {
 			batch.Deletes = append(batch.Deletes, name)
 		}
 	}
-	return inv.send(ctx, batchIncremental, batch)
+	if len(batch.Upserts) == 0 && len(batch.Deletes) == 0 {
+		return nil
+	}
+	_, err := inv.send(ctx, batchIncremental, batch)
+	return err
 }
 
 // fullResync sends every cluster of the store in batches of one new
 // generation, the last one marked last (an empty one when the hub has no
-// cluster), retrying each batch until it passes or ctx ends.
+// cluster), retrying each batch until it passes or ctx ends. A cluster whose
+// content hash the fleet manager acknowledged before goes by name and hash
+// only; those it asks for again follow in full.
 func (inv *inventory) fullResync(ctx context.Context) error {
 	inv.sendMu.Lock()
 	defer inv.sendMu.Unlock()
@@ -96,23 +116,56 @@ func (inv *inventory) fullResync(ctx context.Context) error {
 	if len(chunks) == 0 {
 		chunks = [][]private.ManagedClusterSummary{{}}
 	}
-	b := newBackoff()
+	var resend []string
 	for i, chunk := range chunks {
-		batch := private.InventoryBatch{Generation: gen, Full: true, Last: i == len(chunks)-1, Upserts: chunk, Deletes: []string{}}
-		for {
-			err := inv.send(ctx, batchFull, batch)
-			if err == nil {
-				break
-			}
-			inv.logger.Warn("full inventory batch not sent, will retry", "error", err, "generation", gen, "batch", i+1, "of", len(chunks))
-			if !sleep(ctx, b.next()) {
-				return ctx.Err()
-			}
+		batch := inv.resyncBatch(gen, chunk, i == len(chunks)-1)
+		again, err := inv.sendRetrying(ctx, batch, i, len(chunks))
+		if err != nil {
+			return err
 		}
-		b.reset()
+		resend = append(resend, again...)
 	}
-	inv.logger.Info("full inventory resync sent", "generation", gen, "clusters", len(summaries), "batches", len(chunks))
+	inv.logger.Info("full inventory resync sent", "generation", gen, "clusters", len(summaries), "batches", len(chunks), "resent", len(resend))
+	for names := range slices.Chunk(resend, inv.size) {
+		if err := inv.sendNamesLocked(ctx, names); err != nil {
+			return err
+		}
+	}
 	return nil
+}
+
+// resyncBatch splits a chunk into full summaries and, for clusters unchanged
+// since acknowledged, names with hashes.
+func (inv *inventory) resyncBatch(gen int64, chunk []private.ManagedClusterSummary, last bool) private.InventoryBatch {
+	batch := private.InventoryBatch{Generation: gen, Full: true, Last: last, Upserts: []private.ManagedClusterSummary{}, Deletes: []string{}}
+	var present []private.PresentCluster
+	for _, s := range chunk {
+		if h, ok := inv.acked[s.Name]; ok && h == s.Summary().ContentHash() {
+			present = append(present, private.PresentCluster{Name: s.Name, ContentHash: h})
+			continue
+		}
+		batch.Upserts = append(batch.Upserts, s)
+	}
+	if len(present) > 0 {
+		batch.Present = &present
+	}
+	return batch
+}
+
+// sendRetrying sends one batch of a resync until it passes or ctx ends, and
+// returns the names the fleet manager wants again in full.
+func (inv *inventory) sendRetrying(ctx context.Context, batch private.InventoryBatch, i, n int) ([]string, error) {
+	b := newBackoff()
+	for {
+		resend, err := inv.send(ctx, batchFull, batch)
+		if err == nil {
+			return resend, nil
+		}
+		inv.logger.Warn("full inventory batch not sent, will retry", "error", err, "generation", batch.Generation, "batch", i+1, "of", n)
+		if !sleep(ctx, b.next()) {
+			return nil, ctx.Err()
+		}
+	}
 }
 
 // summaries returns the summary of every cluster of the store, by name.
@@ -131,25 +184,43 @@ func (inv *inventory) summaries() []private.ManagedClusterSummary {
 // each half sent, down to single clusters: a cluster refused on its own is
 // dropped (and logged), so one odd cluster does not stop the others. Other
 // errors are returned, for the caller to retry.
-func (inv *inventory) send(ctx context.Context, kind string, batch private.InventoryBatch) error {
-	_, err := inv.fleet.PostHubInventory(ctx, batch)
+func (inv *inventory) send(ctx context.Context, kind string, batch private.InventoryBatch) ([]string, error) {
+	ack, err := inv.fleet.PostHubInventory(ctx, batch)
 	inv.metrics.inventoryBatches.WithLabelValues(kind, outcome(err)).Inc()
 	if err == nil {
 		inv.live.fleetOK(inv.clock.Now())
-		return nil
+		inv.remember(batch, ack)
+		return ack.Resend, nil
 	}
 	if !splittable(err) {
-		return err
+		return nil, err
 	}
 	if n := len(batch.Upserts) + len(batch.Deletes); n <= 1 {
 		inv.logger.Error("inventory batch refused, dropped", "error", err, "upserts", summaryNames(batch.Upserts), "deletes", batch.Deletes)
-		return nil
+		return nil, nil
 	}
 	first, second := splitBatch(batch)
-	if err := inv.send(ctx, kind, first); err != nil {
-		return err
+	resend, err := inv.send(ctx, kind, first)
+	if err != nil {
+		return nil, err
 	}
-	return inv.send(ctx, kind, second)
+	more, err := inv.send(ctx, kind, second)
+	return append(resend, more...), err
+}
+
+// remember records what the fleet manager acknowledged: the hashes it stored,
+// and forgets deleted clusters and those it asked for again.
+func (inv *inventory) remember(batch private.InventoryBatch, ack private.InventoryAck) {
+	if inv.acked == nil {
+		inv.acked = map[string]string{}
+	}
+	maps.Copy(inv.acked, ack.ContentHashes)
+	for _, name := range batch.Deletes {
+		delete(inv.acked, name)
+	}
+	for _, name := range ack.Resend {
+		delete(inv.acked, name)
+	}
 }
 
 // splittable reports whether err refuses the batch itself, so that halves may pass.
@@ -161,7 +232,7 @@ func splittable(err error) bool {
 // splitBatch halves a batch; only the second half keeps its last mark.
 func splitBatch(b private.InventoryBatch) (private.InventoryBatch, private.InventoryBatch) {
 	first, second := b, b
-	first.Last = false
+	first.Last, second.Present = false, nil
 	if len(b.Upserts) > 1 || len(b.Deletes) == 0 {
 		h := len(b.Upserts) / 2
 		first.Upserts, first.Deletes = b.Upserts[:h], []string{}

@@ -10,6 +10,8 @@ import (
 	"github.com/onsi/gomega"
 	"github.com/prometheus/client_golang/prometheus"
 	"k8s.io/client-go/tools/cache"
+
+	"github.com/fleetmanager/fleet-manager/pkg/api/private"
 )
 
 func newTestMetrics(t *testing.T) *Metrics {
@@ -69,6 +71,40 @@ func TestFullResyncBatches(t *testing.T) {
 	}
 	if got := f.inventoryBatches()[3].Generation; got != 1_002 {
 		t.Errorf("second resync generation = %d, want 1002", got)
+	}
+}
+
+// TestResyncSendsUnchangedClustersByHash: after a first resync, an unchanged
+// cluster goes by name and hash only; a changed one in full; and one the
+// fleet manager asks for again follows in full.
+func TestResyncSendsUnchangedClustersByHash(t *testing.T) {
+	t.Parallel()
+	f := newFakeFleet(t)
+	store := storeOf(t, "a", "b", "c")
+	inv := newTestInventory(t, f, store, 10, time.Second)
+	if err := inv.fullResync(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	if err := store.Update(managedCluster(t, "b", map[string]string{"name": "b", "changed": "yes"}, `{"capacity": {"cpu": "4"}}`)); err != nil {
+		t.Fatal(err)
+	}
+	f.mu.Lock()
+	f.forget = map[string]bool{"c": true}
+	f.mu.Unlock()
+	if err := inv.fullResync(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	batches := f.inventoryBatches()
+	second := batches[1]
+	if up, _ := upserted([]private.InventoryBatch{second}); !reflect.DeepEqual(up, []string{"b"}) || second.Present == nil ||
+		len(*second.Present) != 2 || !second.Last {
+		t.Fatalf("second resync = upserts %v, present %v; want b in full, a and c by hash", up, second.Present)
+	}
+	if len(batches) != 3 || batches[2].Full {
+		t.Fatalf("after the resync: %d batches, want a third, incremental one for c", len(batches))
+	}
+	if up, _ := upserted(batches[2:]); !reflect.DeepEqual(up, []string{"c"}) {
+		t.Errorf("resent in full = %v, want [c]", up)
 	}
 }
 
@@ -142,6 +178,9 @@ func TestIncrementalBatches(t *testing.T) {
 
 	// A failed send is retried with the cluster's latest state.
 	f.failNext("postHubInventory", 1)
+	if err := store.Update(managedCluster(t, "a", map[string]string{"name": "a", "v": "2"}, `{"capacity": {"cpu": "4"}}`)); err != nil {
+		t.Fatal(err)
+	}
 	inv.queue.add("a")
 	g.Eventually(f.inventoryBatches).WithTimeout(10 * time.Second).Should(gomega.HaveLen(2))
 	if up, _ := upserted(f.inventoryBatches()[1:]); !reflect.DeepEqual(up, []string{"a"}) {

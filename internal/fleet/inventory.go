@@ -2,6 +2,11 @@ package fleet
 
 import (
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"slices"
+	"strings"
 	"time"
 )
 
@@ -63,7 +68,10 @@ type InventoryBatch struct {
 	Full       bool
 	Last       bool
 	Upserts    []ManagedClusterSummary
-	Deletes    []string
+	// Present are clusters reported by name and hash only, unchanged since
+	// the fleet manager acknowledged them.
+	Present []PresentCluster
+	Deletes []string
 }
 
 // InventoryResult counts what a batch did.
@@ -72,6 +80,13 @@ type InventoryResult struct {
 	Unchanged  int
 	Deleted    int
 	Tombstoned int
+	// Confirmed counts present clusters whose hash matched.
+	Confirmed int
+	// Resend names present clusters whose hash did not match what is
+	// stored (or that are not stored): the agent sends them in full.
+	Resend []string
+	// ContentHashes are the hashes stored for the upserted clusters, by name.
+	ContentHashes map[string]string
 }
 
 // ManagedCluster is a cluster of the inventory: one per hub and name.
@@ -150,4 +165,43 @@ type RevisionWaiter interface {
 	// revision (or a reconnect that may have missed one), and a func that
 	// stops waiting.
 	WaitRevision(hubID string) (<-chan struct{}, func())
+}
+
+// ContentHash fingerprints what the inventory keeps of a summary: everything
+// but its resourceVersion, which moves on every status heartbeat of the hub
+// without any change the inventory keeps. The agent and the fleet manager
+// compute it alike, so an agent can report an unchanged cluster by its name
+// and hash alone.
+func (s ManagedClusterSummary) ContentHash() string {
+	c := s
+	c.ResourceVersion = ""
+	c.Labels, c.Claims, c.Capacity, c.Allocatable = orEmpty(c.Labels), orEmpty(c.Claims), orEmpty(c.Capacity), orEmpty(c.Allocatable)
+	c.Conditions = slices.Clone(c.Conditions)
+	if c.Conditions == nil {
+		c.Conditions = []ClusterCondition{}
+	}
+	slices.SortFunc(c.Conditions, func(a, b ClusterCondition) int { return strings.Compare(a.Type, b.Type) })
+	for i := range c.Conditions {
+		if t := c.Conditions[i].LastTransitionTime; t != nil {
+			u := t.UTC().Truncate(time.Second)
+			c.Conditions[i].LastTransitionTime = &u
+		}
+	}
+	b, _ := json.Marshal(c) // strings, string maps (sorted keys) and times always marshal
+	sum := sha256.Sum256(b)
+	return hex.EncodeToString(sum[:16])
+}
+
+func orEmpty(m map[string]string) map[string]string {
+	if m == nil {
+		return map[string]string{}
+	}
+	return m
+}
+
+// PresentCluster reports a cluster the agent holds unchanged: its name and
+// the ContentHash the fleet manager acknowledged for it.
+type PresentCluster struct {
+	Name        string
+	ContentHash string
 }

@@ -2,12 +2,8 @@ package postgres
 
 import (
 	"context"
-	"crypto/sha256"
-	"encoding/hex"
-	"encoding/json"
 	"errors"
 	"fmt"
-	"sort"
 
 	"gorm.io/gorm"
 
@@ -39,9 +35,8 @@ type inventoryRecord struct {
 	ContentHash       string                   `json:"content_hash"`
 }
 
-// newInventoryRecord derives a record from a summary. The hash covers
-// everything stored except resourceVersion, which moves on every status
-// heartbeat of the hub without any change the inventory keeps.
+// newInventoryRecord derives a record from a summary, with the summary's
+// content hash that decides whether the row is written at all.
 func newInventoryRecord(s fleet.ManagedClusterSummary) inventoryRecord {
 	r := inventoryRecord{
 		Name: s.Name, UID: s.UID, ResourceVersion: s.ResourceVersion, Labels: orEmpty(s.Labels), Claims: orEmpty(s.Claims),
@@ -49,18 +44,13 @@ func newInventoryRecord(s fleet.ManagedClusterSummary) inventoryRecord {
 		KubernetesVersion: s.KubernetesVersion, ClusterID: s.Claims[fleet.ClaimID], OpenShiftVersion: s.Claims[fleet.ClaimVersion],
 		Platform: s.Claims[fleet.ClaimPlatform], Product: s.Claims[fleet.ClaimProduct], Region: s.Claims[fleet.ClaimRegion],
 		ConsoleURL: s.Claims[fleet.ClaimConsoleURL], RegistrationID: s.Labels[fleet.LabelRegistrationID],
-		Joined:    string(joinedStatus(s)),
-		Available: string(s.ConditionStatus(fleet.HubConditionAvailable)),
+		Joined:      string(joinedStatus(s)),
+		Available:   string(s.ConditionStatus(fleet.HubConditionAvailable)),
+		ContentHash: s.ContentHash(),
 	}
 	if r.Conditions == nil {
 		r.Conditions = []fleet.ClusterCondition{}
 	}
-	sort.Slice(r.Conditions, func(i, j int) bool { return r.Conditions[i].Type < r.Conditions[j].Type })
-	hashed := r
-	hashed.ResourceVersion = ""
-	b, _ := json.Marshal(hashed) // maps are marshalled with sorted keys
-	sum := sha256.Sum256(b)
-	r.ContentHash = hex.EncodeToString(sum[:16])
 	return r
 }
 
@@ -131,17 +121,21 @@ func (s *Store) IngestInventory(ctx context.Context, hubID, agentIdentity string
 }
 
 func (s *Store) ingest(tx *gorm.DB, hub hubRow, b fleet.InventoryBatch) (fleet.InventoryResult, error) {
-	var res fleet.InventoryResult
+	res := fleet.InventoryResult{ContentHashes: make(map[string]string, len(b.Upserts))}
 	if len(b.Upserts) > 0 {
 		records := make([]inventoryRecord, len(b.Upserts))
 		for i, u := range b.Upserts {
 			records[i] = newInventoryRecord(u)
+			res.ContentHashes[u.Name] = records[i].ContentHash
 		}
 		written := tx.Exec(ingestSQL, hub.ID, hub.ID, jsonText(records))
 		if written.Error != nil {
 			return res, written.Error
 		}
 		res.Written, res.Unchanged = int(written.RowsAffected), len(records)-int(written.RowsAffected)
+	}
+	if err := confirmPresent(tx, hub.ID, b.Present, &res); err != nil {
+		return res, err
 	}
 	if len(b.Deletes) > 0 {
 		deleted := tx.Exec(`UPDATE managed_clusters SET deleted_at = now(), updated_at = now()
@@ -160,12 +154,37 @@ WHERE hub_id = ? AND name IN ? AND deleted_at IS NULL`, hub.ID, b.Deletes)
 	return res, err
 }
 
+// confirmPresent checks, in one statement, the clusters reported by name and
+// hash: those stored live with that hash cost nothing more; the others are
+// to be resent in full.
+func confirmPresent(tx *gorm.DB, hubID string, present []fleet.PresentCluster, res *fleet.InventoryResult) error {
+	if len(present) == 0 {
+		return nil
+	}
+	type presentJSON struct {
+		Name        string `json:"name"`
+		ContentHash string `json:"content_hash"`
+	}
+	items := make([]presentJSON, len(present))
+	for i, p := range present {
+		items[i] = presentJSON(p)
+	}
+	err := tx.Raw(`SELECT p.name FROM jsonb_to_recordset(?::jsonb) AS p(name text, content_hash text)
+LEFT JOIN managed_clusters mc ON mc.hub_id = ? AND mc.name = p.name AND mc.deleted_at IS NULL
+WHERE mc.content_hash IS DISTINCT FROM p.content_hash ORDER BY p.name`, jsonText(items), hubID).Scan(&res.Resend).Error
+	res.Confirmed = len(present) - len(res.Resend)
+	return err
+}
+
 // recordFullSync remembers the names a full resync reported; its last batch
 // tombstones the hub's other clusters and closes the resync.
 func (s *Store) recordFullSync(tx *gorm.DB, hubID string, b fleet.InventoryBatch) (int, error) {
-	names := make([]string, len(b.Upserts))
-	for i, u := range b.Upserts {
-		names[i] = u.Name
+	names := make([]string, 0, len(b.Upserts)+len(b.Present))
+	for _, u := range b.Upserts {
+		names = append(names, u.Name)
+	}
+	for _, p := range b.Present {
+		names = append(names, p.Name)
 	}
 	if len(names) > 0 {
 		if err := tx.Exec(`INSERT INTO inventory_sync (hub_id, generation, name)

@@ -159,3 +159,32 @@ func TestInventoryOfAnotherAgentIsNotFound(t *testing.T) {
 		t.Errorf("DesiredSet(no agent identity) = %v, want not found", err)
 	}
 }
+
+// TestPresentClustersCostNoWrite: a resync that reports unchanged clusters by
+// name and hash writes no inventory row, keeps them through its tombstoning,
+// and asks again for those whose hash does not match.
+func TestPresentClustersCostNoWrite(t *testing.T) {
+	t.Parallel()
+	e := newInventoryEnv(t)
+	first := e.ingest(fleet.InventoryBatch{Generation: 1, Full: true, Last: true,
+		Upserts: []fleet.ManagedClusterSummary{cluster("a", "4"), cluster("b", "4"), cluster("c", "4")}})
+	if first.ContentHashes["a"] != cluster("a", "4").ContentHash() || len(first.ContentHashes) != 3 {
+		t.Fatalf("first resync hashes = %v, want each summary's ContentHash", first.ContentHashes)
+	}
+	before := e.xmins()
+	res := e.ingest(fleet.InventoryBatch{Generation: 2, Full: true, Last: true, Present: []fleet.PresentCluster{
+		{Name: "a", ContentHash: first.ContentHashes["a"]},
+		{Name: "b", ContentHash: "stale-hash"},
+		{Name: "zz", ContentHash: "never-stored"},
+	}})
+	if res.Confirmed != 1 || fmt.Sprint(res.Resend) != "[b zz]" || res.Written != 0 || res.Tombstoned != 1 {
+		t.Errorf("presence resync = %+v, want 1 confirmed, b and zz resent, nothing written, c tombstoned", res)
+	}
+	after := e.xmins()
+	if after["a"] != before["a"] || after["b"] != before["b"] {
+		t.Errorf("present rows were written: xmin %v, then %v", before, after)
+	}
+	if _, ok := after["c"]; ok {
+		t.Errorf("c, reported by nobody, is still live")
+	}
+}

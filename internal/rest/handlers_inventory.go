@@ -17,28 +17,24 @@ func (s *Server) handleHubInventoryPost(w http.ResponseWriter, r *http.Request) 
 	batch := fleet.InventoryBatch{Generation: body.Generation, Full: body.Full, Last: body.Last, Deletes: body.Deletes,
 		Upserts: make([]fleet.ManagedClusterSummary, len(body.Upserts))}
 	for i, u := range body.Upserts {
-		batch.Upserts[i] = summary(u)
+		batch.Upserts[i] = u.Summary()
+	}
+	if body.Present != nil {
+		for _, p := range *body.Present {
+			batch.Present = append(batch.Present, fleet.PresentCluster{Name: p.Name, ContentHash: p.ContentHash})
+		}
 	}
 	res, err := s.services.Inventory.IngestInventory(r.Context(), pathParam(r, "hub_id"), caller(r).AgentID, batch)
 	if err != nil {
 		return err
 	}
-	writeJSON(w, http.StatusOK, private.InventoryAck{Kind: private.InventoryAckKindInventoryAck, Written: res.Written,
-		Unchanged: res.Unchanged, Deleted: res.Deleted, Tombstoned: res.Tombstoned})
-	return nil
-}
-
-func summary(u private.ManagedClusterSummary) fleet.ManagedClusterSummary {
-	s := fleet.ManagedClusterSummary{Name: u.Name, UID: deref(u.Uid), ResourceVersion: deref(u.ResourceVersion),
-		Labels: derefStrings(u.Labels), Claims: derefStrings(u.Claims), Capacity: derefStrings(u.Capacity),
-		Allocatable: derefStrings(u.Allocatable), KubernetesVersion: deref(u.KubernetesVersion)}
-	if u.Conditions != nil {
-		for _, c := range *u.Conditions {
-			s.Conditions = append(s.Conditions, fleet.ClusterCondition{Type: c.Type, Status: c.Status, Reason: deref(c.Reason),
-				Message: deref(c.Message), LastTransitionTime: c.LastTransitionTime})
-		}
+	if res.Resend == nil {
+		res.Resend = []string{}
 	}
-	return s
+	writeJSON(w, http.StatusOK, private.InventoryAck{Kind: private.InventoryAckKindInventoryAck, Written: res.Written,
+		Unchanged: res.Unchanged, Deleted: res.Deleted, Tombstoned: res.Tombstoned, Confirmed: res.Confirmed,
+		Resend: res.Resend, ContentHashes: res.ContentHashes})
+	return nil
 }
 
 func derefStrings(m *map[string]string) map[string]string {

@@ -220,8 +220,16 @@ type ImportMaterial struct {
 
 // InventoryAck defines model for InventoryAck.
 type InventoryAck struct {
-	Deleted int              `json:"deleted"`
-	Kind    InventoryAckKind `json:"kind"`
+	// Confirmed Present clusters whose hash matched.
+	Confirmed int `json:"confirmed"`
+
+	// ContentHashes The content hash the fleet manager stored for each upserted cluster, by name.
+	ContentHashes map[string]string `json:"content_hashes"`
+	Deleted       int               `json:"deleted"`
+	Kind          InventoryAckKind  `json:"kind"`
+
+	// Resend Present clusters to send again in full.
+	Resend []string `json:"resend"`
 
 	// Tombstoned Rows a completed full resync did not report.
 	Tombstoned int `json:"tombstoned"`
@@ -245,7 +253,12 @@ type InventoryBatch struct {
 	Generation int64 `json:"generation"`
 
 	// Last Ends a full resync; with full, what the sequence did not report is tombstoned.
-	Last    bool                    `json:"last"`
+	Last bool `json:"last"`
+
+	// Present Clusters the agent holds unchanged since the fleet manager acknowledged
+	// them, by name and content hash only; those whose hash does not match
+	// come back in the answer's `resend`.
+	Present *[]PresentCluster       `json:"present,omitempty"`
 	Upserts []ManagedClusterSummary `json:"upserts"`
 }
 
@@ -274,6 +287,12 @@ type ManagedClusterSummary struct {
 	Name              string              `json:"name"`
 	ResourceVersion   *string             `json:"resource_version,omitempty"`
 	Uid               *string             `json:"uid,omitempty"`
+}
+
+// PresentCluster defines model for PresentCluster.
+type PresentCluster struct {
+	ContentHash string `json:"content_hash"`
+	Name        string `json:"name"`
 }
 
 // RegistrationStatus defines model for RegistrationStatus.
