@@ -49,8 +49,8 @@ type fakeFleet struct {
 	batches  []private.InventoryBatch
 	// stored is the content hash kept per cluster; forget makes a name's
 	// presence fail, as if the fleet manager had lost the row.
-	stored map[string]string
-	forget map[string]bool
+	stored   map[string]string
+	forget   map[string]bool
 	regItems []private.RegistrationStatus
 	// resyncOnce answers the next heartbeat with resync_requested.
 	resyncOnce bool

@@ -3,8 +3,6 @@ package rest_test
 import (
 	"bytes"
 	"context"
-	"crypto/rand"
-	"log/slog"
 	"net/http"
 	"net/http/httptest"
 	"os"
@@ -15,13 +13,8 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/fleetmanager/fleet-manager/internal/auth"
-	"github.com/fleetmanager/fleet-manager/internal/fleet"
 	"github.com/fleetmanager/fleet-manager/internal/postgres"
-	"github.com/fleetmanager/fleet-manager/internal/postgres/pgtest"
 	"github.com/fleetmanager/fleet-manager/internal/rest"
-	"github.com/fleetmanager/fleet-manager/internal/rest/apitest"
-	"github.com/fleetmanager/fleet-manager/internal/secrets"
-	"github.com/fleetmanager/fleet-manager/openapi"
 	"github.com/fleetmanager/fleet-manager/pkg/api/public"
 )
 
@@ -85,62 +78,10 @@ type apiEnv struct {
 	api      *rest.Server
 }
 
+// newAPIEnv starts the API server of flavour f on a fresh database.
 func newAPIEnv(t *testing.T, f flavour) *apiEnv {
 	t.Helper()
-	key, err := auth.EnsureDevKey(t.TempDir())
-	if err != nil {
-		t.Fatalf("EnsureDevKey(): %v", err)
-	}
-	jwks := serveJWKS(t, key.JWKSPath)
-	f.auth.JWKSURL = jwks.URL + "/jwks.json"
-	f.auth.Issuers = []string{testIssuer}
-	f.auth.Audience = testAudience
-	logs := &syncBuffer{}
-	logger := slog.New(slog.NewJSONHandler(logs, nil))
-	verifier, err := auth.NewVerifier(context.Background(), f.auth, logger, jwks.Client())
-	if err != nil {
-		t.Fatalf("NewVerifier(): %v", err)
-	}
-	t.Cleanup(verifier.Close)
-	reg := prometheus.NewRegistry()
-	metrics, err := rest.NewHTTPMetrics(f.http, reg)
-	if err != nil {
-		t.Fatalf("NewHTTPMetrics(): %v", err)
-	}
-	store, dbCfg := newStore(t)
-	srv, err := rest.NewServer(context.Background(), f.http, logger, verifier, metrics,
-		rest.Services{Registrations: store, Hubs: store, Agents: store, Inventory: store, Revisions: startRevisionWatch(t, dbCfg)})
-	if err != nil {
-		t.Fatalf("NewServer(): %v", err)
-	}
-	handler, err := srv.Handler()
-	if err != nil {
-		t.Fatalf("Handler(): %v", err)
-	}
-	ts := httptest.NewServer(handler)
-	t.Cleanup(ts.Close)
-	base := ts.URL + f.http.BasePath
-	client, err := public.NewClientWithResponses(base,
-		public.WithHTTPClient(apitest.ValidatingClient(t, openapi.Specs, openapi.Public, base)))
-	if err != nil {
-		t.Fatalf("NewClientWithResponses(): %v", err)
-	}
-	return &apiEnv{flavour: f, key: key, base: base, server: ts, client: client, registry: reg, logs: logs, store: store, api: srv}
-}
-
-// newStore returns a store on a fresh, migrated database.
-func newStore(t *testing.T) (*postgres.Store, postgres.Config) {
-	t.Helper()
-	db, dbCfg := pgtest.NewMigratedDatabase(t)
-	key := make([]byte, 32)
-	_, _ = rand.Read(key)
-	keyring, err := secrets.NewKeyring(key)
-	if err != nil {
-		t.Fatal(err)
-	}
-	cfg := postgres.DefaultStoreConfig()
-	cfg.MaxPageSize = 50
-	return postgres.NewStore(db, keyring, fleet.SystemClock{}, cfg), dbCfg
+	return newStackEnv(t, f).apiEnv
 }
 
 // serveJWKS serves the JWKS file at /jwks.json, read at every request so a
