@@ -12,6 +12,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/onsi/gomega"
 )
 
 func envOf(m map[string]string) lookupEnv {
@@ -109,13 +111,8 @@ current-context: hub
 		defer resp.Body.Close()
 		return resp.StatusCode
 	}
-	deadline := time.Now().Add(10 * time.Second)
-	for status("http://"+health+"/healthz") != http.StatusOK {
-		if time.Now().After(deadline) {
-			t.Fatal("/healthz did not answer 200 within 10s")
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
+	gomega.NewWithT(t).Eventually(func() int { return status("http://" + health + "/healthz") }).
+		WithTimeout(10*time.Second).WithPolling(20*time.Millisecond).Should(gomega.Equal(http.StatusOK), "/healthz")
 	if got := status("http://" + health + "/readyz"); got != http.StatusServiceUnavailable {
 		t.Errorf("/readyz with neither the fleet manager nor the hub reachable = %d, want 503", got)
 	}

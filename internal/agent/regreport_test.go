@@ -6,6 +6,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/onsi/gomega"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
@@ -139,13 +140,7 @@ func TestRegReporterRun(t *testing.T) {
 // waitFor polls cond until it holds, failing t after timeout.
 func waitFor(t *testing.T, timeout time.Duration, what string, cond func() bool) {
 	t.Helper()
-	deadline := time.Now().Add(timeout)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("waited %s for %s", timeout, what)
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
+	gomega.NewWithT(t).Eventually(cond).WithTimeout(timeout).WithPolling(20*time.Millisecond).Should(gomega.BeTrue(), "waited for %s", what)
 }
 
 func TestRegReporterOwnsOnlyItsHub(t *testing.T) {
