@@ -13,6 +13,8 @@ import (
 	"path/filepath"
 	"strconv"
 	"time"
+
+	"github.com/fleetmanager/fleet-manager/internal/childproc"
 )
 
 // startAttempts bounds the retries when another process takes a port between
@@ -22,8 +24,8 @@ const startAttempts = 3
 // controlPlane is an etcd and a kube-apiserver in one temporary folder.
 type controlPlane struct {
 	dir       string
-	etcd      *process
-	apiserver *process
+	etcd      *childproc.Process
+	apiserver *childproc.Process
 	host      string // https://127.0.0.1:<port>
 	token     string // static admin token, group system:masters
 	caData    []byte // the serving certificate the apiserver made for itself
@@ -61,22 +63,22 @@ func startControlPlane(bins binaries, timings *Timings) (_ *controlPlane, err er
 
 // stop ends the apiserver before its etcd and removes the folder.
 func (cp *controlPlane) stop() {
-	cp.apiserver.stop(10 * time.Second)
-	cp.etcd.stop(10 * time.Second)
+	cp.apiserver.Stop(10 * time.Second)
+	cp.etcd.Stop(10 * time.Second)
 	os.RemoveAll(cp.dir)
 }
 
 // startEtcd starts a single-member etcd on loopback and returns its client URL.
 func (cp *controlPlane) startEtcd(bin string) (string, error) {
 	for attempt := 1; ; attempt++ {
-		ports, err := freePorts(2)
+		ports, err := childproc.FreePorts(2)
 		if err != nil {
 			return "", err
 		}
 		client := "http://127.0.0.1:" + strconv.Itoa(ports[0])
 		peer := "http://127.0.0.1:" + strconv.Itoa(ports[1])
 		dataDir := filepath.Join(cp.dir, "etcd-"+strconv.Itoa(attempt))
-		cp.etcd, err = startProcess("etcd", filepath.Join(cp.dir, "etcd.log"), bin,
+		cp.etcd, err = childproc.Start(childproc.Options{Name: "etcd", LogPath: filepath.Join(cp.dir, "etcd.log")}, bin,
 			"--name=hubtest",
 			"--data-dir="+dataDir,
 			"--listen-client-urls="+client,
@@ -90,12 +92,12 @@ func (cp *controlPlane) startEtcd(bin string) (string, error) {
 			return "", err
 		}
 		plain := &http.Client{Timeout: 5 * time.Second}
-		err = cp.etcd.waitReady(30*time.Second, func() error { return probe(plain, client+"/health", "") })
+		err = cp.etcd.WaitReady(30*time.Second, func() error { return probe(plain, client+"/health", "") })
 		if err == nil {
 			return client, nil
 		}
-		cp.etcd.stop(5 * time.Second)
-		if !portTaken(err) || attempt == startAttempts {
+		cp.etcd.Stop(5 * time.Second)
+		if !childproc.PortTaken(err) || attempt == startAttempts {
 			return "", fmt.Errorf("startEtcd: %w", err)
 		}
 	}
@@ -135,12 +137,12 @@ func (cp *controlPlane) startAPIServer(bin, etcdURL string) error {
 		TLSClientConfig: &tls.Config{InsecureSkipVerify: true}, //nolint:gosec // probe only, see above
 	}}
 	for attempt := 1; ; attempt++ {
-		ports, err := freePorts(1)
+		ports, err := childproc.FreePorts(1)
 		if err != nil {
 			return err
 		}
 		cp.host = "https://127.0.0.1:" + strconv.Itoa(ports[0])
-		cp.apiserver, err = startProcess("kube-apiserver", filepath.Join(cp.dir, "kube-apiserver.log"), bin,
+		cp.apiserver, err = childproc.Start(childproc.Options{Name: "kube-apiserver", LogPath: filepath.Join(cp.dir, "kube-apiserver.log")}, bin,
 			"--bind-address=127.0.0.1",
 			"--advertise-address=127.0.0.1",
 			"--secure-port="+strconv.Itoa(ports[0]),
@@ -158,12 +160,12 @@ func (cp *controlPlane) startAPIServer(bin, etcdURL string) error {
 		if err != nil {
 			return err
 		}
-		err = cp.apiserver.waitReady(90*time.Second, func() error { return probe(insecure, cp.host+"/readyz", cp.token) })
+		err = cp.apiserver.WaitReady(90*time.Second, func() error { return probe(insecure, cp.host+"/readyz", cp.token) })
 		if err == nil {
 			break
 		}
-		cp.apiserver.stop(5 * time.Second)
-		if !portTaken(err) || attempt == startAttempts {
+		cp.apiserver.Stop(5 * time.Second)
+		if !childproc.PortTaken(err) || attempt == startAttempts {
 			return fmt.Errorf("startAPIServer: %w", err)
 		}
 	}

@@ -29,6 +29,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/fleetmanager/fleet-manager/internal/childproc"
 )
 
 // BinEnv names the environment variable that holds the hydra binary's path.
@@ -42,7 +44,7 @@ const startAttempts = 3
 
 // Hydra is a running Hydra shared by the tests of a package.
 type Hydra struct {
-	proc      *process
+	proc      *childproc.Process
 	dir       string
 	public    string // http://127.0.0.1:<port>, no trailing slash
 	admin     string
@@ -109,7 +111,7 @@ func Stop() {
 	shared.mu.Lock()
 	defer shared.mu.Unlock()
 	if shared.hydra != nil {
-		shared.hydra.proc.stop(10 * time.Second)
+		shared.hydra.proc.Stop(10 * time.Second)
 		os.RemoveAll(shared.hydra.dir)
 		shared.hydra = nil
 	}
@@ -134,17 +136,17 @@ func start() (_ *Hydra, err error) {
 		}
 	}()
 	for attempt := 1; ; attempt++ {
-		exited, err := h.run(bin)
+		err := h.run(bin)
 		if err == nil {
 			break
 		}
-		h.proc.stop(5 * time.Second)
-		if !exited || !h.proc.portTaken() || attempt == startAttempts {
+		h.proc.Stop(5 * time.Second)
+		if !childproc.PortTaken(err) || attempt == startAttempts {
 			return nil, fmt.Errorf("hydratest: %w", err)
 		}
 	}
 	if err := h.getJSON(h.public+"/.well-known/openid-configuration", &h.discovery); err != nil {
-		h.proc.stop(5 * time.Second)
+		h.proc.Stop(5 * time.Second)
 		return nil, fmt.Errorf("hydratest: discovery: %w", err)
 	}
 	// Hydra makes its RSA signing keys on first use, which takes seconds:
@@ -153,7 +155,7 @@ func start() (_ *Hydra, err error) {
 		Keys []json.RawMessage `json:"keys"`
 	}
 	if err := h.getJSON(h.discovery.JWKSURI, &jwks); err != nil || len(jwks.Keys) == 0 {
-		h.proc.stop(5 * time.Second)
+		h.proc.Stop(5 * time.Second)
 		return nil, fmt.Errorf("hydratest: JWKS %s: %d keys, error %v", h.discovery.JWKSURI, len(jwks.Keys), err)
 	}
 	h.startup = time.Since(began)
@@ -161,14 +163,14 @@ func start() (_ *Hydra, err error) {
 }
 
 // run starts one hydra process and waits for it to be ready.
-func (h *Hydra) run(bin string) (exited bool, err error) {
-	ports, err := freePorts(2)
+func (h *Hydra) run(bin string) error {
+	ports, err := childproc.FreePorts(2)
 	if err != nil {
-		return false, err
+		return err
 	}
 	secret := make([]byte, 32)
 	if _, err := rand.Read(secret); err != nil {
-		return false, err
+		return err
 	}
 	h.public = "http://127.0.0.1:" + strconv.Itoa(ports[0])
 	h.admin = "http://127.0.0.1:" + strconv.Itoa(ports[1])
@@ -185,11 +187,11 @@ func (h *Hydra) run(bin string) (exited bool, err error) {
 		"SECRETS_SYSTEM=" + hex.EncodeToString(secret),
 		"SQA_OPT_OUT=true",
 	}
-	h.proc, err = startProcess(h.dir, filepath.Join(h.dir, "hydra.log"), env, bin, "serve", "all", "--dev")
+	h.proc, err = childproc.Start(childproc.Options{Name: "hydra", Dir: h.dir, Env: env, LogPath: filepath.Join(h.dir, "hydra.log")}, bin, "serve", "all", "--dev")
 	if err != nil {
-		return false, err
+		return err
 	}
-	return h.proc.waitReady(30*time.Second, func() error {
+	return h.proc.WaitReady(30*time.Second, func() error {
 		if err := h.probe(h.admin + "/health/ready"); err != nil {
 			return err
 		}

@@ -1,4 +1,4 @@
-package hubtest
+package childproc
 
 import (
 	"os/exec"
@@ -6,7 +6,7 @@ import (
 )
 
 // setDeathSignal has the kernel kill the child when the test binary dies, so
-// a test killed by its timeout leaves no etcd or kube-apiserver behind.
+// a test killed by its timeout leaves no child behind.
 func setDeathSignal(cmd *exec.Cmd) {
 	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
 }

@@ -1,6 +1,6 @@
 //go:build !linux
 
-package hydratest
+package childproc
 
 import "os/exec"
 

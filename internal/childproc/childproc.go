@@ -1,0 +1,149 @@
+// Package childproc runs the programs the test infrastructure starts beside
+// a test binary (etcd, kube-apiserver, Hydra): output to a log file that a
+// failed start quotes, a readiness probe, a graceful stop, and death with the
+// test binary even when TestMain never gets to stop them.
+package childproc
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"net"
+	"os"
+	"os/exec"
+	"strings"
+	"syscall"
+	"time"
+)
+
+// Options say how to start a child.
+type Options struct {
+	// Name names the child in errors.
+	Name string
+	// Dir is its working directory; empty is the test's.
+	Dir string
+	// Env is its whole environment; nil inherits the test binary's.
+	Env []string
+	// LogPath receives its standard output and error.
+	LogPath string
+}
+
+// Process is a running child.
+type Process struct {
+	name string
+	cmd  *exec.Cmd
+	log  string
+	done chan struct{} // closed when the process has exited
+	err  error         // the exit status; read it only after done is closed
+}
+
+// Start starts bin with args.
+func Start(opts Options, bin string, args ...string) (*Process, error) {
+	out, err := os.Create(opts.LogPath)
+	if err != nil {
+		return nil, fmt.Errorf("Start(%s): %w", opts.Name, err)
+	}
+	cmd := exec.Command(bin, args...)
+	cmd.Dir, cmd.Env = opts.Dir, opts.Env
+	cmd.Stdout, cmd.Stderr = out, out
+	setDeathSignal(cmd)
+	if err := cmd.Start(); err != nil {
+		out.Close()
+		return nil, fmt.Errorf("Start(%s): %w", opts.Name, err)
+	}
+	p := &Process{name: opts.Name, cmd: cmd, log: opts.LogPath, done: make(chan struct{})}
+	go func() {
+		p.err = cmd.Wait()
+		out.Close()
+		close(p.done)
+	}()
+	return p, nil
+}
+
+// Stop asks the process to end and kills it after grace. A nil process is
+// already stopped.
+func (p *Process) Stop(grace time.Duration) {
+	if p == nil {
+		return
+	}
+	select {
+	case <-p.done:
+		return
+	default:
+	}
+	_ = p.cmd.Process.Signal(syscall.SIGTERM)
+	select {
+	case <-p.done:
+	case <-time.After(grace):
+		_ = p.cmd.Process.Kill()
+		<-p.done
+	}
+}
+
+// WaitReady polls probe every 50 ms until it succeeds, the process exits (an
+// *ExitedError) or timeout passes; the errors quote the end of the log.
+func (p *Process) WaitReady(timeout time.Duration, probe func() error) error {
+	deadline := time.Now().Add(timeout)
+	tick := time.NewTicker(50 * time.Millisecond)
+	defer tick.Stop()
+	for {
+		err := probe()
+		if err == nil {
+			return nil
+		}
+		select {
+		case <-p.done:
+			return &ExitedError{Name: p.name, Status: p.err, Log: p.log, Tail: p.LogTail(40)}
+		case <-tick.C:
+		}
+		if time.Now().After(deadline) {
+			return fmt.Errorf("%s not ready after %s: %v; end of %s:\n%s", p.name, timeout, err, p.log, p.LogTail(40))
+		}
+	}
+}
+
+// ExitedError says that a process ended before it was ready.
+type ExitedError struct {
+	Name, Log, Tail string
+	Status          error
+}
+
+// Error describes the exit with the end of the log.
+func (e *ExitedError) Error() string {
+	return fmt.Sprintf("%s exited before it was ready (%v); end of %s:\n%s", e.Name, e.Status, e.Log, e.Tail)
+}
+
+// PortTaken reports whether err says a process lost the race for a free port
+// to someone else, which is worth another try on other ports.
+func PortTaken(err error) bool {
+	var exited *ExitedError
+	return errors.As(err, &exited) && strings.Contains(exited.Tail, "address already in use")
+}
+
+// LogTail returns the last n lines of the process log.
+func (p *Process) LogTail(n int) string {
+	data, err := os.ReadFile(p.log)
+	if err != nil {
+		return fmt.Sprintf("(log unreadable: %v)", err)
+	}
+	lines := bytes.Split(bytes.TrimRight(data, "\n"), []byte("\n"))
+	if len(lines) > n {
+		lines = lines[len(lines)-n:]
+	}
+	return string(bytes.Join(lines, []byte("\n")))
+}
+
+// FreePorts returns n distinct loopback ports that were free a moment ago.
+// Holding all listeners until the end keeps the ports distinct.
+func FreePorts(n int) ([]int, error) {
+	ports := make([]int, 0, n)
+	for range n {
+		l, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			return nil, fmt.Errorf("FreePorts: %w", err)
+		}
+		defer l.Close()
+		ports = append(ports, l.Addr().(*net.TCPAddr).Port)
+	}
+	return ports, nil
+}

@@ -1,9 +1,0 @@
-//go:build !linux
-
-package hubtest
-
-import "os/exec"
-
-// setDeathSignal does nothing where there is no parent-death signal: Main
-// stops the children.
-func setDeathSignal(*exec.Cmd) {}
