@@ -85,7 +85,10 @@ func (fm *fleetManager) args() []string {
 		// Hydra puts the client id of a client-credentials token in client_id.
 		"--auth-agent-claims=client_id",
 		"--hub-heartbeat-timeout=4s", "--reconcile-resync-interval=5s", "--reconcile-lease=5s",
-		"--reconcile-removal-timeout=2m", "--shutdown-timeout=5s",
+		"--reconcile-removal-timeout=2m",
+		// Above the 5 s net/http gives a connection accepted but not yet read
+		// (an agent request cancelled mid-dial) before Shutdown counts it idle.
+		"--shutdown-timeout=15s",
 	}
 	return append(args, fm.extraArg...)
 }
