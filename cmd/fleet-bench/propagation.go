@@ -67,7 +67,7 @@ func (a *agent) longPoll(ctx context.Context, wait time.Duration, rec *receipts)
 		case ctx.Err() != nil:
 		case err != nil || (resp.JSON200 == nil && resp.StatusCode() != http.StatusNotModified):
 			rec.failed()
-			time.Sleep(100 * time.Millisecond)
+			pause(ctx, 100*time.Millisecond)
 		case resp.JSON200 != nil:
 			rec.record(a.hubID, resp.JSON200.Registrations, at)
 			a.applied.Store(resp.JSON200.Revision)
@@ -89,14 +89,14 @@ func propagation(o options, f *fleet) func(context.Context, *phase) error {
 		}
 		defer polls.Wait()
 		defer stopPolls()
-		time.Sleep(time.Second) // let every long-poll reach the server and park
+		pause(ctx, time.Second) // let every long-poll reach the server and park
 		posted, err := register(ctx, o, f, ph)
 		if err != nil {
 			return err
 		}
 		deadline := time.Now().Add(o.SampleTimeout)
-		for rec.missing(posted) > 0 && time.Now().Before(deadline) {
-			time.Sleep(10 * time.Millisecond)
+		for rec.missing(posted) > 0 && time.Now().Before(deadline) && ctx.Err() == nil {
+			pause(ctx, 10*time.Millisecond)
 		}
 		rec.mu.Lock()
 		defer rec.mu.Unlock()
@@ -157,4 +157,14 @@ func register(ctx context.Context, o options, f *fleet, ph *phase) (map[string]t
 		}
 	}
 	return posted, nil
+}
+
+// pause waits d, or less when ctx ends: the driver paces its requests.
+func pause(ctx context.Context, d time.Duration) {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+	case <-t.C:
+	}
 }

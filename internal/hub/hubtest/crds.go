@@ -126,8 +126,15 @@ func installCRDs(ctx context.Context, client dynamic.Interface, crds []*unstruct
 			latest = established
 		}
 	}
-	// The condition time has whole seconds, as the apiserver compares it.
-	time.Sleep(time.Until(latest.Add(2*time.Second + 50*time.Millisecond)))
+	// The condition time has whole seconds, as the apiserver compares it. The
+	// window is a fixed time on the server's side: no condition to poll for.
+	window := time.NewTimer(time.Until(latest.Add(2*time.Second + 50*time.Millisecond)))
+	defer window.Stop()
+	select {
+	case <-ctx.Done():
+		return nil, ctx.Err()
+	case <-window.C:
+	}
 	return names, nil
 }
 
