@@ -24,7 +24,6 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"sync"
 	"testing"
 	"time"
 
@@ -33,6 +32,8 @@ import (
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
 	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
+
+	"github.com/fleetmanager/fleet-manager/internal/childproc"
 )
 
 // BinDirEnv names the environment variable that holds the folder with the
@@ -59,39 +60,19 @@ type Timings struct {
 }
 
 // shared holds the one hub of the test binary.
-var shared struct {
-	once sync.Once
-	mu   sync.Mutex // guards hub against Stop
-	hub  *Hub
-	err  error
-}
+var shared childproc.Shared[Hub]
 
 // Start returns the hub of this test binary, starting it on the first call.
 // It fails the test when the hub cannot start, for instance when the
 // binaries are missing; it never skips.
 func Start(t testing.TB) *Hub {
 	t.Helper()
-	shared.once.Do(func() {
-		hub, err := start()
-		shared.mu.Lock()
-		shared.hub, shared.err = hub, err
-		shared.mu.Unlock()
-		if err == nil {
-			tm := hub.timings
-			t.Logf("hubtest: hub at %s started in %s (etcd %s, kube-apiserver %s, %d CRDs %s)",
-				hub.config.Host, tm.Total.Round(time.Millisecond), tm.Etcd.Round(time.Millisecond),
-				tm.APIServer.Round(time.Millisecond), len(hub.crds), tm.CRDs.Round(time.Millisecond))
-		}
+	return shared.Get(t, "hubtest.Start", start, func(hub *Hub) {
+		tm := hub.timings
+		t.Logf("hubtest: hub at %s started in %s (etcd %s, kube-apiserver %s, %d CRDs %s)",
+			hub.config.Host, tm.Total.Round(time.Millisecond), tm.Etcd.Round(time.Millisecond),
+			tm.APIServer.Round(time.Millisecond), len(hub.crds), tm.CRDs.Round(time.Millisecond))
 	})
-	shared.mu.Lock()
-	defer shared.mu.Unlock()
-	if shared.err != nil {
-		t.Fatalf("hubtest.Start: %v", shared.err)
-	}
-	if shared.hub == nil {
-		t.Fatal("hubtest.Start: the hub was stopped (Start called after Main's m.Run returned)")
-	}
-	return shared.hub
 }
 
 // Main runs the tests and then stops the hub, if one was started; call it
@@ -106,12 +87,7 @@ func Main(m *testing.M) {
 // Stop stops the hub of this test binary and removes its files. Tests that
 // call Start afterwards fail.
 func Stop() {
-	shared.mu.Lock()
-	defer shared.mu.Unlock()
-	if shared.hub != nil {
-		shared.hub.cp.stop()
-		shared.hub = nil
-	}
+	shared.Stop(func(hub *Hub) { hub.cp.stop() })
 }
 
 // Dynamic starts the hub if needed and returns a dynamic client for it.

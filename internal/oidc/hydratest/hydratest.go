@@ -64,36 +64,16 @@ type discovery struct {
 }
 
 // shared holds the one Hydra of the test binary.
-var shared struct {
-	once  sync.Once
-	mu    sync.Mutex // guards hydra against Stop
-	hydra *Hydra
-	err   error
-}
+var shared childproc.Shared[Hydra]
 
 // Start returns the Hydra of this test binary, starting it on the first
 // call. It fails the test when Hydra cannot start, for instance when the
 // binary is missing; it never skips.
 func Start(t testing.TB) *Hydra {
 	t.Helper()
-	shared.once.Do(func() {
-		h, err := start()
-		shared.mu.Lock()
-		shared.hydra, shared.err = h, err
-		shared.mu.Unlock()
-		if err == nil {
-			t.Logf("hydratest: hydra with issuer %s started in %s", h.Issuer(), h.startup.Round(time.Millisecond))
-		}
+	return shared.Get(t, "hydratest.Start", start, func(h *Hydra) {
+		t.Logf("hydratest: hydra with issuer %s started in %s", h.Issuer(), h.startup.Round(time.Millisecond))
 	})
-	shared.mu.Lock()
-	defer shared.mu.Unlock()
-	if shared.err != nil {
-		t.Fatalf("hydratest.Start: %v", shared.err)
-	}
-	if shared.hydra == nil {
-		t.Fatal("hydratest.Start: hydra was stopped (Start called after Main's m.Run returned)")
-	}
-	return shared.hydra
 }
 
 // Main runs the tests and then stops Hydra, if it was started; call it from
@@ -108,13 +88,10 @@ func Main(m *testing.M) {
 // Stop stops the Hydra of this test binary and removes its folder. Tests
 // that call Start afterwards fail.
 func Stop() {
-	shared.mu.Lock()
-	defer shared.mu.Unlock()
-	if shared.hydra != nil {
-		shared.hydra.proc.Stop(10 * time.Second)
-		os.RemoveAll(shared.hydra.dir)
-		shared.hydra = nil
-	}
+	shared.Stop(func(h *Hydra) {
+		h.proc.Stop(10 * time.Second)
+		_ = os.RemoveAll(h.dir)
+	})
 }
 
 // start runs hydra serve all on two free loopback ports and waits until
