@@ -11,6 +11,7 @@ import (
 
 	"github.com/fleetmanager/fleet-manager/internal/fleet"
 	"github.com/fleetmanager/fleet-manager/internal/hub/hubtest"
+	"github.com/fleetmanager/fleet-manager/pkg/api/admin"
 	"github.com/fleetmanager/fleet-manager/pkg/api/public"
 )
 
@@ -115,6 +116,9 @@ func TestSilentHubTurnsUnavailableAndBack(t *testing.T) {
 		rows := s.inventory(name)
 		return len(rows) == 1 && rows[0].Stale
 	}).WithTimeout(30*time.Second).Should(gomega.BeTrue(), "inventory of a silent hub marked stale, not deleted")
+	if h := s.hubStatus(); h.InventoryStale == nil || !*h.InventoryStale || h.ResyncRequested == nil || !*h.ResyncRequested {
+		t.Errorf("silent hub in the admin API: inventory_stale %v, resync_requested %v; want both true", h.InventoryStale, h.ResyncRequested)
+	}
 	c := s.register("during-silence")
 	s.g.Eventually(func() string {
 		got, _ := s.cluster(c.Id)
@@ -132,5 +136,18 @@ func TestSilentHubTurnsUnavailableAndBack(t *testing.T) {
 		rows := s.inventory(name)
 		return len(rows) == 1 && !rows[0].Stale
 	}).WithTimeout(30*time.Second).Should(gomega.BeTrue(), "inventory fresh again after the agent's resync")
+	if h := s.hubStatus(); h.InventoryStale == nil || *h.InventoryStale || h.LastInventoryAt == nil {
+		t.Errorf("hub back in the admin API: inventory_stale %v, last_inventory_at %v; want false and set", h.InventoryStale, h.LastInventoryAt)
+	}
 	s.waitPhase(c.Id, public.Ready)
+}
+
+// hubStatus reads the stack's hub through the admin API.
+func (s *stack) hubStatus() admin.Hub {
+	s.t.Helper()
+	resp, err := s.fm.Admin.GetHubWithResponse(context.Background(), s.hubID, bearer(s.admin))
+	if err != nil || resp.JSON200 == nil {
+		s.t.Fatalf("GetHub(%s) = %v, %v", s.hubID, resp.StatusCode(), err)
+	}
+	return *resp.JSON200
 }

@@ -62,9 +62,11 @@ type Hub struct {
 	// InventoryStale is true while the hub is silent: its clusters are kept
 	// but not trusted.
 	InventoryStale bool
-	Generation     int64
-	CreatedAt      time.Time
-	UpdatedAt      time.Time
+	// LastInventoryAt is when its agent last sent an inventory batch.
+	LastInventoryAt *time.Time
+	Generation      int64
+	CreatedAt       time.Time
+	UpdatedAt       time.Time
 }
 
 // HubCreate is what an SRE registers.

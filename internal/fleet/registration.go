@@ -126,13 +126,23 @@ var (
 	maxDisplayName = 256
 )
 
+// reservedLabelPrefixes are label prefixes a registration may not set: the
+// fleet manager's own, and RHACM's, which steer the hub (cluster sets,
+// placement) rather than describe the cluster.
+var reservedLabelPrefixes = []string{"fleet-manager.io/", "open-cluster-management.io/", "cluster.open-cluster-management.io/"}
+
 // ValidateLabels checks Kubernetes label syntax: the labels end up on the
-// hub's ManagedCluster.
+// hub's ManagedCluster. Reserved prefixes are refused.
 func ValidateLabels(labels map[string]string) error {
 	if len(labels) > maxLabels {
 		return Errorf(CodeValidation, "at most %d labels are allowed (got %d)", maxLabels, len(labels))
 	}
 	for k, v := range labels {
+		for _, reserved := range reservedLabelPrefixes {
+			if strings.HasPrefix(k, reserved) {
+				return Errorf(CodeValidation, "label key %q: the prefix %s is reserved", k, reserved)
+			}
+		}
 		prefix, name, hasPrefix := strings.Cut(k, "/")
 		if !hasPrefix {
 			name, prefix = prefix, ""

@@ -56,7 +56,7 @@ func (r hubRow) toHub() fleet.Hub {
 		HasCredentials: len(r.Credentials) > 0, Conditions: r.Conditions, PlacedCount: r.PlacedCount,
 		Revision: r.Revision, AppliedRevision: r.AppliedRevision, LastHeartbeatAt: r.LastHeartbeatAt,
 		AgentVersion: r.AgentVersion, AgentCapacity: r.AgentCapacity, ResyncRequested: r.ResyncRequested,
-		InventoryStale: r.InventoryStale, Generation: r.Generation, CreatedAt: r.CreatedAt, UpdatedAt: r.UpdatedAt,
+		InventoryStale: r.InventoryStale, LastInventoryAt: r.LastInventoryAt, Generation: r.Generation, CreatedAt: r.CreatedAt, UpdatedAt: r.UpdatedAt,
 	}
 }
 

@@ -110,7 +110,11 @@ func (s *Server) presentHub(h fleet.Hub) admin.Hub {
 		Cordoned: h.Cordoned, HasCredentials: h.HasCredentials, PlacedCount: h.PlacedCount, Revision: h.Revision,
 		AppliedRevision: h.AppliedRevision, Conditions: make([]admin.Condition, len(h.Conditions)),
 		LastHeartbeatAt: h.LastHeartbeatAt, AgentVersion: strPtr(h.AgentVersion), Generation: h.Generation,
+		ResyncRequested: &h.ResyncRequested, InventoryStale: &h.InventoryStale, LastInventoryAt: h.LastInventoryAt,
 		CreatedAt: h.CreatedAt, UpdatedAt: h.UpdatedAt,
+	}
+	if len(h.AgentCapacity) > 0 {
+		out.AgentCapacity = &h.AgentCapacity
 	}
 	for i, c := range h.Conditions {
 		out.Conditions[i] = admin.Condition{Type: c.Type, Status: admin.ConditionStatus(c.Status), Reason: c.Reason,

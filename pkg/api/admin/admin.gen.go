@@ -153,8 +153,10 @@ type ErrorKind string
 
 // Hub defines model for Hub.
 type Hub struct {
-	AgentIdentity *string `json:"agent_identity,omitempty"`
-	AgentVersion  *string `json:"agent_version,omitempty"`
+	// AgentCapacity The hub's capacity as its agent reports it.
+	AgentCapacity *map[string]string `json:"agent_capacity,omitempty"`
+	AgentIdentity *string            `json:"agent_identity,omitempty"`
+	AgentVersion  *string            `json:"agent_version,omitempty"`
 
 	// AppliedRevision The last revision the hub's agent reported applied.
 	AppliedRevision int64        `json:"applied_revision"`
@@ -168,12 +170,21 @@ type Hub struct {
 	HasCredentials  bool         `json:"has_credentials"`
 	Href            string       `json:"href"`
 	Id              string       `json:"id"`
-	Kind            HubKind      `json:"kind"`
-	LastHeartbeatAt *time.Time   `json:"last_heartbeat_at,omitempty"`
-	Name            string       `json:"name"`
-	OwnerOrgId      *string      `json:"owner_org_id,omitempty"`
-	PlacedCount     int          `json:"placed_count"`
-	Region          string       `json:"region"`
+
+	// InventoryStale The hub went silent; its inventory is kept but not current until the next full resync.
+	InventoryStale  *bool      `json:"inventory_stale,omitempty"`
+	Kind            HubKind    `json:"kind"`
+	LastHeartbeatAt *time.Time `json:"last_heartbeat_at,omitempty"`
+
+	// LastInventoryAt When the hub's agent last sent an inventory batch.
+	LastInventoryAt *time.Time `json:"last_inventory_at,omitempty"`
+	Name            string     `json:"name"`
+	OwnerOrgId      *string    `json:"owner_org_id,omitempty"`
+	PlacedCount     int        `json:"placed_count"`
+	Region          string     `json:"region"`
+
+	// ResyncRequested The fleet manager waits for a full inventory resync from the hub's agent.
+	ResyncRequested *bool `json:"resync_requested,omitempty"`
 
 	// Revision Moves whenever the hub's desired set changes.
 	Revision  int64     `json:"revision"`

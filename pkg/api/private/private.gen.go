@@ -279,14 +279,16 @@ type ManagedClusterSummary struct {
 	Capacity *map[string]string `json:"capacity,omitempty"`
 
 	// Claims status.clusterClaims as name to value (id.openshift.io, version.openshift.io, platform..., region..., product..., consoleurl...).
-	Claims            *map[string]string  `json:"claims,omitempty"`
-	Conditions        *[]ClusterCondition `json:"conditions,omitempty"`
-	CreatedAt         *time.Time          `json:"created_at,omitempty"`
-	KubernetesVersion *string             `json:"kubernetes_version,omitempty"`
-	Labels            *map[string]string  `json:"labels,omitempty"`
-	Name              string              `json:"name"`
-	ResourceVersion   *string             `json:"resource_version,omitempty"`
-	Uid               *string             `json:"uid,omitempty"`
+	Claims     *map[string]string  `json:"claims,omitempty"`
+	Conditions *[]ClusterCondition `json:"conditions,omitempty"`
+
+	// CreatedAt The ManagedCluster's creation time; informational, not stored.
+	CreatedAt         *time.Time         `json:"created_at,omitempty"`
+	KubernetesVersion *string            `json:"kubernetes_version,omitempty"`
+	Labels            *map[string]string `json:"labels,omitempty"`
+	Name              string             `json:"name"`
+	ResourceVersion   *string            `json:"resource_version,omitempty"`
+	Uid               *string            `json:"uid,omitempty"`
 }
 
 // PresentCluster defines model for PresentCluster.
@@ -297,7 +299,7 @@ type PresentCluster struct {
 
 // RegistrationStatus defines model for RegistrationStatus.
 type RegistrationStatus struct {
-	// Conditions Joined and Available (and Delivered) as the hub sees them.
+	// Conditions Joined and Available as the hub sees them; other types are ignored (the fleet manager sets the rest).
 	Conditions     []Condition     `json:"conditions"`
 	Import         *ImportMaterial `json:"import,omitempty"`
 	RegistrationId string          `json:"registration_id"`
