@@ -61,21 +61,11 @@ func clusterConditions() *[]private.ClusterCondition {
 // goes by name and hash, the others in full.
 func fullSyncBatch(o options, a *agent, b int, generation int64) private.InventoryBatch {
 	start, end := b*o.BatchSize, min((b+1)*o.BatchSize, o.ClustersPerHub)
-	batch := private.InventoryBatch{Generation: generation, Full: true, Last: end == o.ClustersPerHub,
-		Upserts: make([]private.ManagedClusterSummary, 0, end-start), Deletes: []string{}}
-	var present []private.PresentCluster
+	clusters := make([]private.ManagedClusterSummary, 0, end-start)
 	for i := start; i < end; i++ {
-		s := clusterSummary(a.index, i, 0)
-		if h, ok := a.acked[s.Name]; ok && h == s.Summary().ContentHash() {
-			present = append(present, private.PresentCluster{Name: s.Name, ContentHash: h})
-			continue
-		}
-		batch.Upserts = append(batch.Upserts, s)
+		clusters = append(clusters, clusterSummary(a.index, i, 0))
 	}
-	if len(present) > 0 {
-		batch.Present = &present
-	}
-	return batch
+	return private.ResyncBatch(generation, end == o.ClustersPerHub, clusters, a.acked)
 }
 
 // changeBatch is hub's incremental batch changing the version of

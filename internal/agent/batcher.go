@@ -2,6 +2,7 @@ package agent
 
 import (
 	"context"
+	"log/slog"
 	"sync"
 	"time"
 )
@@ -115,4 +116,26 @@ func (b *batcher) take() ([]string, time.Duration) {
 		delete(b.pending, name)
 	}
 	return batch, 0
+}
+
+// drain sends the batches of b with send until ctx ends. A batch that fails
+// goes back into the queue (coalescing with newer changes) and is retried
+// with backoff; what names the batch's contents in the log.
+func (b *batcher) drain(ctx context.Context, logger *slog.Logger, what string, send func(context.Context, []string) error) {
+	retry := newBackoff()
+	for {
+		names := b.next(ctx)
+		if names == nil {
+			return
+		}
+		if err := send(ctx, names); err != nil && ctx.Err() == nil {
+			logger.Warn(what+" not sent, will retry", "error", err, "clusters", len(names))
+			b.requeue(names)
+			if !sleep(ctx, retry.next()) {
+				return
+			}
+			continue
+		}
+		retry.reset()
+	}
 }

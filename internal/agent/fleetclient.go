@@ -86,12 +86,6 @@ func permanent(err error) bool {
 	return false
 }
 
-// tooLarge reports whether err is a 413: the body is too big, a smaller one may pass.
-func tooLarge(err error) bool {
-	var se *StatusError
-	return errors.As(err, &se) && se.Status == http.StatusRequestEntityTooLarge
-}
-
 func statusError(op string, status int, body *private.Error) error {
 	e := &StatusError{Op: op, Status: status}
 	if body != nil {

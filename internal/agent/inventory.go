@@ -52,22 +52,7 @@ type inventory struct {
 
 // runIncremental sends the queued changes until ctx ends.
 func (inv *inventory) runIncremental(ctx context.Context) {
-	b := newBackoff()
-	for {
-		names := inv.queue.next(ctx)
-		if names == nil {
-			return
-		}
-		if err := inv.sendNames(ctx, names); err != nil && ctx.Err() == nil {
-			inv.logger.Warn("inventory batch not sent, will retry", "error", err, "clusters", len(names))
-			inv.queue.requeue(names)
-			if !sleep(ctx, b.next()) {
-				return
-			}
-			continue
-		}
-		b.reset()
-	}
+	inv.queue.drain(ctx, inv.logger, "inventory batch", inv.sendNames)
 }
 
 // sendNames sends the current state of the named clusters: a summary of
@@ -118,7 +103,7 @@ func (inv *inventory) fullResync(ctx context.Context) error {
 	}
 	var resend []string
 	for i, chunk := range chunks {
-		batch := inv.resyncBatch(gen, chunk, i == len(chunks)-1)
+		batch := private.ResyncBatch(gen, i == len(chunks)-1, chunk, inv.acked)
 		again, err := inv.sendRetrying(ctx, batch, i, len(chunks))
 		if err != nil {
 			return err
@@ -132,24 +117,6 @@ func (inv *inventory) fullResync(ctx context.Context) error {
 		}
 	}
 	return nil
-}
-
-// resyncBatch splits a chunk into full summaries and, for clusters unchanged
-// since acknowledged, names with hashes.
-func (inv *inventory) resyncBatch(gen int64, chunk []private.ManagedClusterSummary, last bool) private.InventoryBatch {
-	batch := private.InventoryBatch{Generation: gen, Full: true, Last: last, Upserts: []private.ManagedClusterSummary{}, Deletes: []string{}}
-	var present []private.PresentCluster
-	for _, s := range chunk {
-		if h, ok := inv.acked[s.Name]; ok && h == s.Summary().ContentHash() {
-			present = append(present, private.PresentCluster{Name: s.Name, ContentHash: h})
-			continue
-		}
-		batch.Upserts = append(batch.Upserts, s)
-	}
-	if len(present) > 0 {
-		batch.Present = &present
-	}
-	return batch
 }
 
 // sendRetrying sends one batch of a resync until it passes or ctx ends, and

@@ -47,22 +47,7 @@ func (r *regReporter) run(ctx context.Context, recheck, resync time.Duration) {
 	var wg sync.WaitGroup
 	defer wg.Wait()
 	wg.Go(func() { r.requeueEvery(ctx, recheck, resync) })
-	b := newBackoff()
-	for {
-		names := r.queue.next(ctx)
-		if names == nil {
-			return
-		}
-		if err := r.report(ctx, names); err != nil && ctx.Err() == nil {
-			r.logger.Warn("registration status not sent, will retry", "error", err, "clusters", len(names))
-			r.queue.requeue(names)
-			if !sleep(ctx, b.next()) {
-				return
-			}
-			continue
-		}
-		b.reset()
-	}
+	r.queue.drain(ctx, r.logger, "registration status", r.report)
 }
 
 func (r *regReporter) requeueEvery(ctx context.Context, recheck, resync time.Duration) {

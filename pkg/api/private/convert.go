@@ -30,3 +30,22 @@ func derefMap(m *map[string]string) map[string]string {
 	}
 	return *m
 }
+
+// ResyncBatch is one batch of a full resync under generation: a cluster whose
+// content hash acked holds, unchanged since, goes by name and hash only
+// (present); the others go in full.
+func ResyncBatch(generation int64, last bool, clusters []ManagedClusterSummary, acked map[string]string) InventoryBatch {
+	batch := InventoryBatch{Generation: generation, Full: true, Last: last, Upserts: []ManagedClusterSummary{}, Deletes: []string{}}
+	var present []PresentCluster
+	for _, c := range clusters {
+		if h, ok := acked[c.Name]; ok && h == c.Summary().ContentHash() {
+			present = append(present, PresentCluster{Name: c.Name, ContentHash: h})
+			continue
+		}
+		batch.Upserts = append(batch.Upserts, c)
+	}
+	if len(present) > 0 {
+		batch.Present = &present
+	}
+	return batch
+}
