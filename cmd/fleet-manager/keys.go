@@ -27,7 +27,7 @@ func newGenerateKeyCommand() *cobra.Command {
 }
 
 func newRotateKeysCommand(env lookupEnv) *cobra.Command {
-	logOpts, dbOpts, keyOpts := defaultLogOptions(), defaultDBOptions(), secrets.DefaultConfig()
+	logOpts, dbOpts, keyOpts := config.DefaultLog(), defaultDBOptions(), secrets.DefaultConfig()
 	batch := 100
 	cmd := &cobra.Command{
 		Use:   "rotate-keys",
@@ -47,14 +47,14 @@ func newRotateKeysCommand(env lookupEnv) *cobra.Command {
 				}
 				return p.Err()
 			}
-			if err := joinProblems(logOpts.validate, dbOpts.Validate, keyOpts.Validate, batchValid); err != nil {
+			if err := joinProblems(logOpts.Validate, dbOpts.Validate, keyOpts.Validate, batchValid); err != nil {
 				return err
 			}
 			keyring, err := secrets.LoadKeyring(keyOpts)
 			if err != nil {
 				return err
 			}
-			logger := logOpts.newLogger(cmd.ErrOrStderr(), "rotate-keys")
+			logger := logOpts.NewLogger(cmd.ErrOrStderr(), "rotate-keys")
 			db, err := postgres.Open(dbOpts.Config, logger)
 			if err != nil {
 				return err
@@ -69,7 +69,7 @@ func newRotateKeysCommand(env lookupEnv) *cobra.Command {
 			return nil
 		},
 	}
-	logOpts.addFlags(cmd.Flags())
+	logOpts.AddFlags(cmd.Flags())
 	dbOpts.addFlags(cmd.Flags())
 	keyOpts.AddFlags(cmd.Flags())
 	cmd.Flags().IntVar(&batch, "batch-size", batch, "rows re-wrapped per query")

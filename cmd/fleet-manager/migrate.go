@@ -5,11 +5,12 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/fleetmanager/fleet-manager/internal/config"
 	"github.com/fleetmanager/fleet-manager/internal/postgres"
 )
 
 func newMigrateCommand(env lookupEnv) *cobra.Command {
-	logOpts, dbOpts := defaultLogOptions(), defaultDBOptions()
+	logOpts, dbOpts := config.DefaultLog(), defaultDBOptions()
 	cmd := &cobra.Command{
 		Use:   "migrate",
 		Short: "Apply pending database migrations",
@@ -20,10 +21,10 @@ func newMigrateCommand(env lookupEnv) *cobra.Command {
 			if err := complete(cmd.Flags(), env, &dbOpts.SecretsDir); err != nil {
 				return err
 			}
-			if err := joinProblems(logOpts.validate, dbOpts.Validate); err != nil {
+			if err := joinProblems(logOpts.Validate, dbOpts.Validate); err != nil {
 				return err
 			}
-			logger := logOpts.newLogger(cmd.ErrOrStderr(), "migrate")
+			logger := logOpts.NewLogger(cmd.ErrOrStderr(), "migrate")
 			db, err := postgres.Open(dbOpts.Config, logger)
 			if err != nil {
 				return err
@@ -41,7 +42,7 @@ func newMigrateCommand(env lookupEnv) *cobra.Command {
 			return nil
 		},
 	}
-	logOpts.addFlags(cmd.Flags())
+	logOpts.AddFlags(cmd.Flags())
 	dbOpts.addFlags(cmd.Flags())
 	return cmd
 }

@@ -1,51 +1,11 @@
 package main
 
 import (
-	"io"
-	"log/slog"
-
 	"github.com/spf13/pflag"
 
 	"github.com/fleetmanager/fleet-manager/internal/config"
 	"github.com/fleetmanager/fleet-manager/internal/postgres"
 )
-
-// logOptions configures the process's log.
-type logOptions struct {
-	Format string
-	Level  string
-}
-
-func defaultLogOptions() logOptions { return logOptions{Format: "json", Level: "info"} }
-
-func (o *logOptions) addFlags(fs *pflag.FlagSet) {
-	fs.StringVar(&o.Format, "log-format", o.Format, "log format: json or text")
-	fs.StringVar(&o.Level, "log-level", o.Level, "log level: debug, info, warn or error")
-}
-
-func (o logOptions) validate() error {
-	var p config.Problems
-	if o.Format != "json" && o.Format != "text" {
-		p.Addf("log-format", "must be json or text (got %q)", o.Format)
-	}
-	var l slog.Level
-	if err := l.UnmarshalText([]byte(o.Level)); err != nil {
-		p.Addf("log-level", "must be debug, info, warn or error (got %q)", o.Level)
-	}
-	return p.Err()
-}
-
-// newLogger returns the process's logger, writing to w.
-func (o logOptions) newLogger(w io.Writer, service string) *slog.Logger {
-	var level slog.Level
-	_ = level.UnmarshalText([]byte(o.Level))
-	opts := &slog.HandlerOptions{Level: level}
-	var h slog.Handler = slog.NewJSONHandler(w, opts)
-	if o.Format == "text" {
-		h = slog.NewTextHandler(w, opts)
-	}
-	return slog.New(h).With("service", service)
-}
 
 // dbOptions is the database configuration plus the secrets directory it may
 // be read from.

@@ -13,6 +13,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/fleetmanager/fleet-manager/internal/auth"
+	"github.com/fleetmanager/fleet-manager/internal/config"
 	"github.com/fleetmanager/fleet-manager/internal/fleet"
 	"github.com/fleetmanager/fleet-manager/internal/postgres"
 	"github.com/fleetmanager/fleet-manager/internal/reconcile"
@@ -23,7 +24,7 @@ import (
 
 // serveOptions is the whole configuration of `serve`.
 type serveOptions struct {
-	Log            logOptions
+	Log            config.Log
 	DB             dbOptions
 	Auth           auth.Config
 	HTTP           rest.Config
@@ -36,7 +37,7 @@ type serveOptions struct {
 
 func defaultServeOptions() serveOptions {
 	return serveOptions{
-		Log:       defaultLogOptions(),
+		Log:       config.DefaultLog(),
 		DB:        defaultDBOptions(),
 		Auth:      auth.DefaultConfig(),
 		HTTP:      rest.DefaultConfig(),
@@ -49,7 +50,7 @@ func defaultServeOptions() serveOptions {
 
 func (o *serveOptions) validate() error {
 	return joinProblems(
-		o.Log.validate, o.DB.Validate, o.Auth.Validate, o.HTTP.Validate, o.Secrets.Validate,
+		o.Log.Validate, o.DB.Validate, o.Auth.Validate, o.HTTP.Validate, o.Secrets.Validate,
 		o.Store.Validate, o.Queue.Validate, o.Reconcile.Validate,
 	)
 }
@@ -67,11 +68,11 @@ func newServeCommand(env lookupEnv) *cobra.Command {
 			if err := opts.validate(); err != nil {
 				return err
 			}
-			logger := opts.Log.newLogger(cmd.ErrOrStderr(), opts.HTTP.ServiceName)
+			logger := opts.Log.NewLogger(cmd.ErrOrStderr(), opts.HTTP.ServiceName)
 			return serve(cmd.Context(), opts, logger)
 		},
 	}
-	opts.Log.addFlags(cmd.Flags())
+	opts.Log.AddFlags(cmd.Flags())
 	opts.DB.addFlags(cmd.Flags())
 	opts.Auth.AddFlags(cmd.Flags())
 	opts.HTTP.AddFlags(cmd.Flags())

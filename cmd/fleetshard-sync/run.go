@@ -38,7 +38,7 @@ func newRunCommand(env lookupEnv) *cobra.Command {
 			if err := opts.validate(); err != nil {
 				return err
 			}
-			return run(cmd.Context(), opts, opts.Log.newLogger(cmd.ErrOrStderr()))
+			return run(cmd.Context(), opts, opts.Log.NewLogger(cmd.ErrOrStderr(), "fleetshard-sync"))
 		},
 	}
 	opts.addFlags(cmd.Flags())
