@@ -45,7 +45,7 @@ func DesiredObjects(reg Registration, hubID string, creds *ImportCredentials) []
 	}
 	maps.Copy(clusterLabels, own)
 	objects := []map[string]any{
-		{"apiVersion": "v1", "kind": "Namespace", "metadata": map[string]any{"name": name, "labels": copyMap(own)}},
+		{"apiVersion": "v1", "kind": "Namespace", "metadata": map[string]any{"name": name, "labels": maps.Clone(own)}},
 		{
 			"apiVersion": "cluster.open-cluster-management.io/v1", "kind": "ManagedCluster",
 			"metadata": map[string]any{"name": name, "labels": clusterLabels},
@@ -53,7 +53,7 @@ func DesiredObjects(reg Registration, hubID string, creds *ImportCredentials) []
 		},
 		{
 			"apiVersion": "agent.open-cluster-management.io/v1", "kind": "KlusterletAddonConfig",
-			"metadata": map[string]any{"name": name, "namespace": name, "labels": copyMap(own)},
+			"metadata": map[string]any{"name": name, "namespace": name, "labels": maps.Clone(own)},
 			"spec": map[string]any{
 				"applicationManager": map[string]any{"enabled": true}, "certPolicyController": map[string]any{"enabled": true},
 				"policyController": map[string]any{"enabled": true}, "searchCollector": map[string]any{"enabled": true},
@@ -75,9 +75,7 @@ func autoImportSecret(namespace string, labels map[string]any, creds ImportCrede
 	}
 	return map[string]any{
 		"apiVersion": "v1", "kind": "Secret", "type": "Opaque",
-		"metadata":   map[string]any{"name": AutoImportSecretName, "namespace": namespace, "labels": copyMap(labels)},
+		"metadata":   map[string]any{"name": AutoImportSecretName, "namespace": namespace, "labels": maps.Clone(labels)},
 		"stringData": data,
 	}
 }
-
-func copyMap(m map[string]any) map[string]any { return maps.Clone(m) }

@@ -116,14 +116,30 @@ func deref64(p *int64) int64 {
 	return *p
 }
 
-// FindAgentHub returns the hub bound to agentIdentity; any other hub is not
-// found, so an agent learns nothing of hubs not its own.
-func (s *Store) FindAgentHub(ctx context.Context, hubID, agentIdentity string) (fleet.Hub, error) {
-	var row hubRow
-	err := s.db.Gorm.WithContext(ctx).Where("id = ? AND agent_identity = ? AND deleted_at IS NULL", hubID, agentIdentity).Take(&row).Error
-	if errors.Is(err, gorm.ErrRecordNotFound) || agentIdentity == "" {
-		return fleet.Hub{}, notFound("hub", hubID)
+// agentHub reads the live hub bound to agentIdentity, with its heartbeat
+// freshness; lock holds its row for the transaction, serialising one hub's
+// reports. Any other hub, or no identity, is not found: an agent learns
+// nothing of hubs not its own.
+func (s *Store) agentHub(tx *gorm.DB, hubID, agentIdentity string, lock bool) (hubRow, error) {
+	var hub hubRow
+	if agentIdentity == "" {
+		return hub, notFound("hub", hubID)
 	}
+	query := `SELECT h.*, ` + heartbeatFreshSQL + ` AS heartbeat_fresh FROM hubs h
+WHERE h.id = ? AND h.agent_identity = ? AND h.deleted_at IS NULL`
+	if lock {
+		query += ` FOR UPDATE`
+	}
+	err := tx.Raw(query, s.cfg.HeartbeatTimeout.Seconds(), hubID, agentIdentity).Take(&hub).Error
+	if errors.Is(err, gorm.ErrRecordNotFound) {
+		return hub, notFound("hub", hubID)
+	}
+	return hub, err
+}
+
+// FindAgentHub returns the hub bound to agentIdentity.
+func (s *Store) FindAgentHub(ctx context.Context, hubID, agentIdentity string) (fleet.Hub, error) {
+	row, err := s.agentHub(s.db.Gorm.WithContext(ctx), hubID, agentIdentity, false)
 	if err != nil {
 		return fleet.Hub{}, fmt.Errorf("FindAgentHub(%s): %w", hubID, err)
 	}
@@ -135,19 +151,7 @@ func (s *Store) FindAgentHub(ctx context.Context, hubID, agentIdentity string) (
 // back from silence wakes hub_mgr, so waiting registrations are placed.
 func (s *Store) RecordHubHeartbeat(ctx context.Context, hubID, agentIdentity string, hb fleet.HubHeartbeat) (fleet.Hub, error) {
 	err := s.transact(ctx, func(tx *gorm.DB) error {
-		var old struct {
-			AppliedRevision      int64
-			Revision             int64
-			AgentStartGeneration int64
-			WasReady             bool
-			Conditions           fleet.Conditions `gorm:"serializer:json"`
-		}
-		err := tx.Raw(`SELECT applied_revision, revision, agent_start_generation, conditions,
-	coalesce(last_heartbeat_at > now() - make_interval(secs => ?), false) AS was_ready
-FROM hubs WHERE id = ? AND agent_identity = ? AND deleted_at IS NULL FOR UPDATE`, s.cfg.HeartbeatTimeout.Seconds(), hubID, agentIdentity).Take(&old).Error
-		if errors.Is(err, gorm.ErrRecordNotFound) || agentIdentity == "" {
-			return notFound("hub", hubID)
-		}
+		old, err := s.agentHub(tx, hubID, agentIdentity, true)
 		if err != nil {
 			return err
 		}
@@ -158,14 +162,14 @@ FROM hubs WHERE id = ? AND agent_identity = ? AND deleted_at IS NULL FOR UPDATE`
 	conditions = ?, agent_capacity = ?, resync_requested = resync_requested OR ? OR inventory_stale OR NOT ?
 WHERE id = ?`, hb.AgentVersion, hb.AgentStartGeneration, applied,
 			jsonText(mergeAgentConditions(old.Conditions, hb.Conditions, s.clock.Now())), jsonText(orEmpty(hb.Capacity)),
-			restarted, old.WasReady, hubID).Error
+			restarted, old.HeartbeatFresh, hubID).Error
 		if err != nil {
 			return err
 		}
 		if err := s.wakeAcknowledged(tx, hubID, old.AppliedRevision, applied); err != nil {
 			return err
 		}
-		if !old.WasReady {
+		if !old.HeartbeatFresh {
 			return notify(tx, ChannelHubs, hubID)
 		}
 		return nil

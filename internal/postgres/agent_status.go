@@ -38,7 +38,7 @@ func mergeConditions(own, hub fleet.Conditions) fleet.Conditions {
 func (s *Store) RecordRegistrationStatus(ctx context.Context, hubID, agentIdentity string, items []fleet.RegistrationHubStatus) (int, error) {
 	updated := 0
 	err := s.transact(ctx, func(tx *gorm.DB) error {
-		if _, err := lockAgentHub(tx, hubID, agentIdentity); err != nil {
+		if _, err := s.agentHub(tx, hubID, agentIdentity, true); err != nil {
 			return err
 		}
 		for _, item := range items {

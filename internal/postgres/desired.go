@@ -23,10 +23,9 @@ func (s *Store) DesiredSet(ctx context.Context, hubID, agentIdentity string) (fl
 		return set, fmt.Errorf("DesiredSet(%s): %w", hubID, tx.Error)
 	}
 	defer tx.Rollback()
-	var hub hubRow
-	err := tx.Where("id = ? AND agent_identity = ? AND deleted_at IS NULL", hubID, agentIdentity).Take(&hub).Error
-	if err != nil || agentIdentity == "" {
-		return set, notFound("hub", hubID)
+	hub, err := s.agentHub(tx, hubID, agentIdentity, false)
+	if err != nil {
+		return set, fmt.Errorf("DesiredSet(%s): %w", hubID, err)
 	}
 	var rows []registrationRow
 	if err := registrations(tx).Where("r.hub_id = ? AND r.deleted_at IS NULL AND r.withdrawn_revision IS NULL", hubID).

@@ -12,7 +12,7 @@ import (
 // ListHubLiveness returns every live hub with its heartbeat freshness.
 func (s *Store) ListHubLiveness(ctx context.Context) ([]fleet.HubLiveness, error) {
 	var rows []hubRow
-	err := s.db.Gorm.WithContext(ctx).Raw(`SELECT h.*, coalesce(h.last_heartbeat_at > now() - make_interval(secs => ?), false) AS heartbeat_fresh
+	err := s.db.Gorm.WithContext(ctx).Raw(`SELECT h.*, `+heartbeatFreshSQL+` AS heartbeat_fresh
 FROM hubs h WHERE h.deleted_at IS NULL ORDER BY h.id`, s.cfg.HeartbeatTimeout.Seconds()).Scan(&rows).Error
 	if err != nil {
 		return nil, fmt.Errorf("ListHubLiveness(): %w", err)

@@ -60,9 +60,13 @@ func (r hubRow) toHub() fleet.Hub {
 	}
 }
 
+// heartbeatFreshSQL is whether hub h's agent reported within the heartbeat
+// timeout (its ?), by the database's clock: the one definition of a live agent.
+const heartbeatFreshSQL = `coalesce(h.last_heartbeat_at > now() - make_interval(secs => ?), false)`
+
 // hubReadySQL is when a hub takes new placements, besides room and cordon: an
-// agent hub must have sent a heartbeat within the timeout (the first ?).
-const hubReadySQL = `(h.delivery_mode <> 'agent' OR h.last_heartbeat_at > now() - make_interval(secs => ?))`
+// agent hub must have a fresh heartbeat (the ? is the timeout).
+const hubReadySQL = `(h.delivery_mode <> 'agent' OR ` + heartbeatFreshSQL + `)`
 
 var hubList = listSpec{
 	search: SearchSchema{

@@ -2,7 +2,6 @@ package postgres
 
 import (
 	"context"
-	"errors"
 	"fmt"
 
 	"gorm.io/gorm"
@@ -105,7 +104,7 @@ WHERE mc.content_hash <> excluded.content_hash OR mc.deleted_at IS NOT NULL`
 func (s *Store) IngestInventory(ctx context.Context, hubID, agentIdentity string, b fleet.InventoryBatch) (fleet.InventoryResult, error) {
 	var res fleet.InventoryResult
 	err := s.transact(ctx, func(tx *gorm.DB) error {
-		hub, err := lockAgentHub(tx, hubID, agentIdentity)
+		hub, err := s.agentHub(tx, hubID, agentIdentity, true)
 		if err != nil {
 			return err
 		}
@@ -207,15 +206,4 @@ WHERE mc.hub_id = ? AND mc.deleted_at IS NULL
 	err := tx.Exec(`UPDATE hubs SET last_full_generation = ?, resync_requested = false, inventory_stale = false WHERE id = ?`,
 		b.Generation, hubID).Error
 	return int(tomb.RowsAffected), err
-}
-
-// lockAgentHub locks the hub bound to agentIdentity, serialising one hub's
-// reports; any other hub is not found.
-func lockAgentHub(tx *gorm.DB, hubID, agentIdentity string) (hubRow, error) {
-	var hub hubRow
-	err := tx.Raw(`SELECT * FROM hubs WHERE id = ? AND agent_identity = ? AND deleted_at IS NULL FOR UPDATE`, hubID, agentIdentity).Take(&hub).Error
-	if errors.Is(err, gorm.ErrRecordNotFound) || agentIdentity == "" {
-		return hub, notFound("hub", hubID)
-	}
-	return hub, err
 }

@@ -140,13 +140,13 @@ func (s *Store) CreateRegistration(ctx context.Context, caller fleet.Identity, c
 		return fleet.Registration{}, false, err
 	}
 	var id string
-	created := true
+	created, hash := true, requestHash(create)
 	err := s.transact(ctx, func(tx *gorm.DB) error {
 		// One create at a time per org: the quota and the idempotency key hold.
 		if err := tx.Exec(`SELECT pg_advisory_xact_lock(hashtextextended('registrations:' || ?, 0))`, caller.OrgID).Error; err != nil {
 			return err
 		}
-		existing, err := s.replayIdempotent(tx, caller.OrgID, idempotencyKey, requestHash(create))
+		existing, err := s.replayIdempotent(tx, caller.OrgID, idempotencyKey, hash)
 		if err != nil || existing != "" {
 			id, created = existing, false
 			return err
@@ -157,7 +157,7 @@ func (s *Store) CreateRegistration(ctx context.Context, caller fleet.Identity, c
 		}
 		if idempotencyKey != "" {
 			if err := tx.Exec(`INSERT INTO idempotency_keys (org_id, key, request_hash, registration_id) VALUES (?, ?, ?, ?)`,
-				caller.OrgID, idempotencyKey, requestHash(create), id).Error; err != nil {
+				caller.OrgID, idempotencyKey, hash, id).Error; err != nil {
 				return err
 			}
 		}
