@@ -43,7 +43,10 @@ type Hub struct {
 	// AgentIdentity is the agent-identity claim its fleetshard-sync carries.
 	AgentIdentity string
 	// OwnerOrgID makes the hub customer-managed: all its clusters are that org's.
-	OwnerOrgID     string
+	OwnerOrgID string
+	// OCM and Hive name where a SyncSet hub's SyncSets go.
+	OCM            *OCMTarget
+	Hive           *HiveTarget
 	Cordoned       bool
 	HasCredentials bool
 	Conditions     Conditions
@@ -79,6 +82,8 @@ type HubCreate struct {
 	Capacity      int
 	AgentIdentity string
 	OwnerOrgID    string
+	OCM           *OCMTarget
+	Hive          *HiveTarget
 	// Credentials for SyncSet delivery; write-only, stored encrypted.
 	Credentials map[string]string
 }
@@ -91,6 +96,8 @@ type HubUpdate struct {
 	Capacity      *int
 	AgentIdentity *string
 	OwnerOrgID    *string
+	OCM           *OCMTarget
+	Hive          *HiveTarget
 	Credentials   *map[string]string
 }
 
@@ -105,7 +112,10 @@ func (c HubCreate) Validate() error {
 	if !regionOrZone.MatchString(c.Region) {
 		return Errorf(CodeValidation, "region %q must be a DNS label", c.Region)
 	}
-	return validateHubFields(c.DeliveryMode, c.Capacity, c.AgentIdentity)
+	if err := validateHubFields(c.DeliveryMode, c.Capacity, c.AgentIdentity); err != nil {
+		return err
+	}
+	return validateTargets(c.DeliveryMode, c.OCM, c.Hive, c.Credentials, false)
 }
 
 // Validate checks an update against the hub it changes.
@@ -126,7 +136,27 @@ func (u HubUpdate) Validate(current Hub) error {
 	if u.AgentIdentity != nil {
 		identity = *u.AgentIdentity
 	}
-	return validateHubFields(mode, capacity, identity)
+	if err := validateHubFields(mode, capacity, identity); err != nil {
+		return err
+	}
+	ocm, hive := current.OCM, current.Hive
+	if u.OCM != nil {
+		ocm = u.OCM
+	}
+	if u.Hive != nil {
+		hive = u.Hive
+	}
+	var creds map[string]string
+	if u.Credentials != nil {
+		creds = *u.Credentials
+		if len(creds) == 0 && mode != DeliveryAgent {
+			return Errorf(CodeValidation, "credentials of a %s hub cannot be removed", mode)
+		}
+	}
+	if u.Credentials != nil && len(creds) == 0 {
+		creds = nil
+	}
+	return validateTargets(mode, ocm, hive, creds, current.HasCredentials)
 }
 
 func validateHubFields(mode DeliveryMode, capacity int, identity string) error {

@@ -70,8 +70,12 @@ type Registration struct {
 	Product        Product
 	HasCredentials bool
 	Hub            *HubRef
-	Conditions     Conditions
-	Phase          Phase
+	// DeliveredVia is the delivery mode that holds the registration's objects
+	// on its hub ("" before the first delivery); it differs from the hub's
+	// mode while a hub moves from a SyncSet to its agent.
+	DeliveredVia DeliveryMode
+	Conditions   Conditions
+	Phase        Phase
 	// Generation moves on every change of what was asked for.
 	Generation int64
 	// ObservedGeneration is the generation the reconcilers last acted on.
@@ -122,6 +126,7 @@ var (
 	labelValue     = regexp.MustCompile(`^(([A-Za-z0-9][-A-Za-z0-9_.]{0,61})?[A-Za-z0-9])?$`)
 	dnsSubdomain   = regexp.MustCompile(`^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$`)
 	regionOrZone   = regexp.MustCompile(`^[a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?$`)
+	ocmClusterID   = regexp.MustCompile(`^[A-Za-z0-9_-]{1,63}$`)
 	maxLabels      = 64
 	maxDisplayName = 256
 )

@@ -39,6 +39,9 @@ type Outcome struct {
 	Err error
 	// Delete soft-deletes the registration and frees its hub's capacity.
 	Delete bool
+	// DeliveredVia, when set, records the delivery mode that now holds the
+	// registration's objects.
+	DeliveredVia DeliveryMode
 }
 
 // DeliveryReport says whether a delivery step is done on the hub.
@@ -48,6 +51,9 @@ type DeliveryReport struct {
 	Done    bool
 	Reason  string
 	Message string
+	// NoAgent is true when nothing on the hub reports the cluster's state
+	// back (SyncSet delivery): Joined and Available cannot be known.
+	NoAgent bool
 }
 
 // Delivery puts a registration's objects on a hub and takes them off. There is
