@@ -59,12 +59,12 @@ func sealThroughStore(t *testing.T, db *postgres.DB, keyring *secrets.Keyring) m
 	t.Helper()
 	ctx := context.Background()
 	store := postgres.NewStore(db, keyring, fleet.SystemClock{}, postgres.DefaultStoreConfig())
-	hub, err := store.CreateHub(ctx, fleet.HubCreate{Name: "hub-k", Zone: "eu", Region: "eu-west-1", DeliveryMode: fleet.DeliverySyncSetOCM,
-		Capacity: 5, Credentials: map[string]string{"token": "hub-secret"}})
+	hub, err := store.CreateHub(ctx, fleet.HubCreate{Name: "hub-k", Zone: "eu", Region: "eu-west-1", DeliveryMode: fleet.DeliverySyncSetOCM, OCM: &fleet.OCMTarget{ClusterID: "c1", APIURL: "https://api.openshift.com"},
+		Capacity: 5, Credentials: map[string]string{"offline_token": "hub-secret"}})
 	if err != nil {
 		t.Fatalf("CreateHub() = %v", err)
 	}
-	want := map[string]string{"hubs.credentials:" + hub.ID: `{"token":"hub-secret"}`}
+	want := map[string]string{"hubs.credentials:" + hub.ID: `{"offline_token":"hub-secret"}`}
 	caller := fleet.Identity{OrgID: "org-k", Username: "kim"}
 	for i := range 2 {
 		reg, _, err := store.CreateRegistration(ctx, caller, fleet.RegistrationCreate{Name: fmt.Sprintf("k-%d", i), Zone: "eu",

@@ -26,18 +26,24 @@ func DerivePhase(cs Conditions, deletionRequested, deleted bool) Phase {
 	case deleted:
 		return PhaseDeleted
 	case deletionRequested:
-		if r := cs.Reason(ConditionDelivered); r == ReasonWithdrawing || r == ReasonRemoved {
+		if r := cs.Reason(ConditionDelivered); r == ReasonWithdrawing || r == ReasonRemoved || r == ReasonSyncSetDeleted {
 			return PhaseDeleting
 		}
 		return PhaseDeprovisioning
 	case cs.Status(ConditionAccepted) == ConditionFalse,
 		cs.Status(ConditionDelivered) == ConditionFalse && cs.Reason(ConditionDelivered) == ReasonDeliveryFailed:
 		return PhaseFailed
-	case cs.IsTrue(ConditionPlaced) && cs.IsTrue(ConditionDelivered) && cs.IsTrue(ConditionJoined) && cs.IsTrue(ConditionAvailable):
+	case cs.IsTrue(ConditionPlaced) && cs.IsTrue(ConditionDelivered) && (cs.IsTrue(ConditionJoined) && cs.IsTrue(ConditionAvailable) || unobservable(cs)):
 		return PhaseReady
 	case cs.IsTrue(ConditionPlaced):
 		return PhaseProvisioning
 	default:
 		return PhaseAccepted
 	}
+}
+
+// unobservable is true when no agent can report Joined and Available (a
+// SyncSet hub): the delivery is all the fleet manager can know (ADR 0008).
+func unobservable(cs Conditions) bool {
+	return cs.Reason(ConditionJoined) == ReasonNoAgentOnHub && cs.Reason(ConditionAvailable) == ReasonNoAgentOnHub
 }

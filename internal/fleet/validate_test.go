@@ -190,8 +190,22 @@ func TestRegistrationUpdateValidate(t *testing.T) {
 	}
 }
 
+// ocmHub makes c a syncset-ocm hub with creds.
+func ocmHub(c *fleet.HubCreate, creds map[string]string) {
+	c.DeliveryMode, c.AgentIdentity, c.Credentials = fleet.DeliverySyncSetOCM, "", creds
+	c.OCM = &fleet.OCMTarget{ClusterID: "2a8e0f1b", APIURL: "https://api.openshift.com"}
+}
+
+// hiveHub makes c a syncset-hive hub with creds.
+func hiveHub(c *fleet.HubCreate, creds map[string]string) {
+	c.DeliveryMode, c.AgentIdentity, c.Credentials = fleet.DeliverySyncSetHive, "", creds
+	c.Hive = &fleet.HiveTarget{Namespace: "hub-eu-1", ClusterDeployment: "hub-eu-1"}
+}
+
 func TestHubCreateValidate(t *testing.T) {
 	t.Parallel()
+	offline := map[string]string{"offline_token": "t"}
+	client := map[string]string{"client_id": "c", "client_secret": "s"}
 	valid := func() fleet.HubCreate {
 		return fleet.HubCreate{Name: "hub-eu-1", Zone: "eu", Region: "eu-west-1", CloudProvider: "aws",
 			DeliveryMode: fleet.DeliveryAgent, Capacity: 100, AgentIdentity: "hub-eu-1-agent"}
@@ -202,9 +216,30 @@ func TestHubCreateValidate(t *testing.T) {
 		valid  bool
 	}{
 		{"agent hub", func(*fleet.HubCreate) {}, true},
-		{"syncset-ocm hub without identity", func(c *fleet.HubCreate) { c.DeliveryMode, c.AgentIdentity = fleet.DeliverySyncSetOCM, "" }, true},
-		{"syncset-hive hub with credentials", func(c *fleet.HubCreate) {
-			c.DeliveryMode, c.AgentIdentity, c.Credentials = fleet.DeliverySyncSetHive, "", map[string]string{"token": "t"}
+		{"syncset-ocm hub without identity", func(c *fleet.HubCreate) { ocmHub(c, offline) }, true},
+		{"syncset-ocm hub with a client", func(c *fleet.HubCreate) { ocmHub(c, client) }, true},
+		{"syncset-ocm hub with a token URL", func(c *fleet.HubCreate) { ocmHub(c, offline); c.OCM.TokenURL = "https://sso.example.com/token" }, true},
+		{"syncset-ocm hub on a loopback http API", func(c *fleet.HubCreate) { ocmHub(c, offline); c.OCM.APIURL = "http://127.0.0.1:8000" }, true},
+		{"syncset-ocm hub on a remote http API", func(c *fleet.HubCreate) { ocmHub(c, offline); c.OCM.APIURL = "http://api.example.com" }, false},
+		{"syncset-ocm hub, API URL with a query", func(c *fleet.HubCreate) { ocmHub(c, offline); c.OCM.APIURL = "https://api.example.com?x=1" }, false},
+		{"syncset-ocm hub, relative API URL", func(c *fleet.HubCreate) { ocmHub(c, offline); c.OCM.APIURL = "api.example.com" }, false},
+		{"syncset-ocm hub, bad cluster id", func(c *fleet.HubCreate) { ocmHub(c, offline); c.OCM.ClusterID = "a/b" }, false},
+		{"syncset-ocm hub without target", func(c *fleet.HubCreate) { ocmHub(c, offline); c.OCM = nil }, false},
+		{"syncset-ocm hub without credentials", func(c *fleet.HubCreate) { ocmHub(c, nil) }, false},
+		{"syncset-ocm hub with client id only", func(c *fleet.HubCreate) { ocmHub(c, map[string]string{"client_id": "c"}) }, false},
+		{"syncset-ocm hub with client and token", func(c *fleet.HubCreate) {
+			ocmHub(c, map[string]string{"client_id": "c", "client_secret": "s", "offline_token": "t"})
+		}, false},
+		{"syncset-hive hub", func(c *fleet.HubCreate) { hiveHub(c, map[string]string{"kubeconfig": "k"}) }, true},
+		{"syncset-hive hub without kubeconfig", func(c *fleet.HubCreate) { hiveHub(c, map[string]string{"token": "t"}) }, false},
+		{"syncset-hive hub without target", func(c *fleet.HubCreate) { hiveHub(c, map[string]string{"kubeconfig": "k"}); c.Hive = nil }, false},
+		{"syncset-hive hub, bad namespace", func(c *fleet.HubCreate) {
+			hiveHub(c, map[string]string{"kubeconfig": "k"})
+			c.Hive.Namespace = "Hive"
+		}, false},
+		{"syncset-hive hub, dotted deployment name", func(c *fleet.HubCreate) {
+			hiveHub(c, map[string]string{"kubeconfig": "k"})
+			c.Hive.ClusterDeployment = "hub.eu"
 		}, true},
 		{"capacity 0", func(c *fleet.HubCreate) { c.Capacity = 0 }, true},
 		{"capacity 1000000", func(c *fleet.HubCreate) { c.Capacity = 1_000_000 }, true},
@@ -235,7 +270,10 @@ func TestHubUpdateValidate(t *testing.T) {
 	num := func(n int) *int { return &n }
 	mode := func(m fleet.DeliveryMode) *fleet.DeliveryMode { return &m }
 	agentHub := fleet.Hub{Name: "hub-a", Zone: "eu", Region: "eu-west-1", DeliveryMode: fleet.DeliveryAgent, Capacity: 10, AgentIdentity: "a", PlacedCount: 4}
-	syncHub := fleet.Hub{Name: "hub-s", Zone: "eu", Region: "eu-west-1", DeliveryMode: fleet.DeliverySyncSetOCM, Capacity: 10, PlacedCount: 4}
+	syncHub := fleet.Hub{Name: "hub-s", Zone: "eu", Region: "eu-west-1", DeliveryMode: fleet.DeliverySyncSetOCM, Capacity: 10, PlacedCount: 4,
+		OCM: &fleet.OCMTarget{ClusterID: "c1", APIURL: "https://api.openshift.com"}, HasCredentials: true}
+	hive := &fleet.HiveTarget{Namespace: "hub-s", ClusterDeployment: "hub-s"}
+	creds := func(m map[string]string) *map[string]string { return &m }
 	tests := []struct {
 		name    string
 		current fleet.Hub
@@ -255,13 +293,23 @@ func TestHubUpdateValidate(t *testing.T) {
 		{"capacity too large", agentHub, fleet.HubUpdate{Capacity: num(1_000_001)}, false},
 		{"new identity", agentHub, fleet.HubUpdate{AgentIdentity: str("b")}, true},
 		{"agent hub loses its identity", agentHub, fleet.HubUpdate{AgentIdentity: str("")}, false},
-		{"agent hub to syncset, identity dropped", agentHub, fleet.HubUpdate{DeliveryMode: mode(fleet.DeliverySyncSetHive), AgentIdentity: str("")}, true},
+		{"agent hub to syncset, identity dropped", agentHub, fleet.HubUpdate{DeliveryMode: mode(fleet.DeliverySyncSetHive), AgentIdentity: str(""),
+			Hive: hive, Credentials: creds(map[string]string{"kubeconfig": "k"})}, true},
+		{"agent hub to syncset without target", agentHub, fleet.HubUpdate{DeliveryMode: mode(fleet.DeliverySyncSetHive),
+			Credentials: creds(map[string]string{"kubeconfig": "k"})}, false},
+		{"agent hub to syncset without credentials", agentHub, fleet.HubUpdate{DeliveryMode: mode(fleet.DeliverySyncSetHive), Hive: hive}, false},
+		{"ocm hub to hive, wrong credentials", syncHub, fleet.HubUpdate{DeliveryMode: mode(fleet.DeliverySyncSetHive), Hive: hive,
+			Credentials: creds(map[string]string{"offline_token": "t"})}, false},
+		{"syncset hub loses its credentials", syncHub, fleet.HubUpdate{Credentials: creds(map[string]string{})}, false},
+		{"agent hub drops its credentials", agentHub, fleet.HubUpdate{Credentials: creds(map[string]string{})}, true},
+		{"syncset hub, bad new target", syncHub, fleet.HubUpdate{OCM: &fleet.OCMTarget{ClusterID: "c1", APIURL: "ftp://x"}}, false},
 		{"syncset hub to agent without identity", syncHub, fleet.HubUpdate{DeliveryMode: mode(fleet.DeliveryAgent)}, false},
 		{"syncset hub to agent with identity", syncHub, fleet.HubUpdate{DeliveryMode: mode(fleet.DeliveryAgent), AgentIdentity: str("s")}, true},
 		{"syncset hub keeps no identity", syncHub, fleet.HubUpdate{Capacity: num(20)}, true},
 		{"unknown mode", syncHub, fleet.HubUpdate{DeliveryMode: mode("carrier-pigeon")}, false},
 		{"owner org", syncHub, fleet.HubUpdate{OwnerOrgID: str("org-1")}, true},
-		{"credentials", syncHub, fleet.HubUpdate{Credentials: &map[string]string{"token": "t"}}, true},
+		{"credentials", syncHub, fleet.HubUpdate{Credentials: &map[string]string{"offline_token": "t"}}, true},
+		{"credentials of the wrong mode", syncHub, fleet.HubUpdate{Credentials: &map[string]string{"kubeconfig": "k"}}, false},
 	}
 	for _, tc := range tests {
 		checkValid(t, tc.name, fmt.Sprintf("HubUpdate.Validate(%s: mode %s, capacity %d, placed %d)",

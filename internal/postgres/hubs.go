@@ -27,6 +27,8 @@ type hubRow struct {
 	Capacity             int
 	AgentIdentity        *string
 	OwnerOrgID           *string
+	OCM                  *fleet.OCMTarget  `gorm:"serializer:json"`
+	Hive                 *fleet.HiveTarget `gorm:"serializer:json"`
 	Cordoned             bool
 	Credentials          []byte
 	CredentialsKeyID     *string
@@ -52,7 +54,7 @@ func (r hubRow) toHub() fleet.Hub {
 	return fleet.Hub{
 		ID: r.ID, Name: r.Name, Zone: r.Zone, Region: r.Region, CloudProvider: r.CloudProvider,
 		DeliveryMode: fleet.DeliveryMode(r.DeliveryMode), Capacity: r.Capacity,
-		AgentIdentity: deref(r.AgentIdentity), OwnerOrgID: deref(r.OwnerOrgID), Cordoned: r.Cordoned,
+		AgentIdentity: deref(r.AgentIdentity), OwnerOrgID: deref(r.OwnerOrgID), OCM: r.OCM, Hive: r.Hive, Cordoned: r.Cordoned,
 		HasCredentials: len(r.Credentials) > 0, Conditions: r.Conditions, PlacedCount: r.PlacedCount,
 		Revision: r.Revision, AppliedRevision: r.AppliedRevision, LastHeartbeatAt: r.LastHeartbeatAt,
 		AgentVersion: r.AgentVersion, AgentCapacity: r.AgentCapacity, ResyncRequested: r.ResyncRequested,
@@ -93,7 +95,7 @@ func (s *Store) CreateHub(ctx context.Context, create fleet.HubCreate) (fleet.Hu
 	row := hubRow{
 		ID: newID(), Generation: 1, Name: create.Name, Zone: create.Zone, Region: create.Region,
 		CloudProvider: create.CloudProvider, DeliveryMode: string(create.DeliveryMode), Capacity: create.Capacity,
-		AgentIdentity: nonEmpty(create.AgentIdentity), OwnerOrgID: nonEmpty(create.OwnerOrgID),
+		AgentIdentity: nonEmpty(create.AgentIdentity), OwnerOrgID: nonEmpty(create.OwnerOrgID), OCM: create.OCM, Hive: create.Hive,
 		Conditions:    initialHubConditions(create.DeliveryMode, s.clock.Now()),
 		AgentCapacity: map[string]string{}, ResyncRequested: true, LastFullGeneration: -1,
 	}
@@ -203,6 +205,7 @@ func (s *Store) UpdateHub(ctx context.Context, id string, ifMatch *int64, update
 		if err := update.Validate(row.toHub()); err != nil {
 			return err
 		}
+		redeliver := deliveryChanged(row, update)
 		applyHubUpdate(&row, update)
 		if err := s.sealHubCredentials(&row, derefMap(update.Credentials)); err != nil {
 			return err
@@ -210,6 +213,11 @@ func (s *Store) UpdateHub(ctx context.Context, id string, ifMatch *int64, update
 		row.Generation++
 		if err := tx.Select("*").Omit("created_at").Save(&row).Error; err != nil {
 			return hubWriteError(err, row.Name)
+		}
+		if redeliver {
+			if err := requeueHubRegistrations(tx, row.ID); err != nil {
+				return err
+			}
 		}
 		return notify(tx, ChannelHubs, row.ID)
 	})
@@ -238,6 +246,32 @@ func applyHubUpdate(row *hubRow, u fleet.HubUpdate) {
 	if u.OwnerOrgID != nil {
 		row.OwnerOrgID = nonEmpty(*u.OwnerOrgID)
 	}
+	if u.OCM != nil {
+		row.OCM = u.OCM
+	}
+	if u.Hive != nil {
+		row.Hive = u.Hive
+	}
+}
+
+// deliveryChanged is true when an update changes how or where the hub's
+// registrations are delivered: they need a pass to deliver them again.
+func deliveryChanged(row hubRow, u fleet.HubUpdate) bool {
+	return u.DeliveryMode != nil && string(*u.DeliveryMode) != row.DeliveryMode ||
+		u.OCM != nil && (row.OCM == nil || *u.OCM != *row.OCM) ||
+		u.Hive != nil && (row.Hive == nil || *u.Hive != *row.Hive) ||
+		u.Credentials != nil
+}
+
+// requeueHubRegistrations makes the hub's live registrations due now (for
+// provisioning_mgr or, when deregistered, deleting_mgr), and wakes them.
+func requeueHubRegistrations(tx *gorm.DB, hubID string) error {
+	err := tx.Exec(`UPDATE registrations SET next_attempt_at = now(), attempts = 0
+WHERE hub_id = ? AND deleted_at IS NULL`, hubID).Error
+	if err != nil {
+		return err
+	}
+	return notify(tx, ChannelRegistrations, hubID)
 }
 
 // SetHubCordoned stops or resumes new placements on a hub.

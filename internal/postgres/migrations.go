@@ -26,6 +26,7 @@ func migrations() []*gormigrate.Migration {
 		migration202611300001Hubs(),
 		migration202611300002Registrations(),
 		migration202611300003Inventory(),
+		migration202611300004SyncSet(),
 	}
 }
 

@@ -178,11 +178,15 @@ WHERE id = ?`, jsonText(out.Conditions), string(phase), out.ObservedGeneration, 
 	if reg.Generation != out.ObservedGeneration || wokenDuringClaim(reg) {
 		next = gorm.Expr("now()")
 	}
-	return tx.Model(&registrationRow{}).Where("id = ?", reg.ID).Updates(map[string]any{
+	updates := map[string]any{
 		"conditions": jsonText(out.Conditions), "phase": string(phase), "observed_generation": out.ObservedGeneration,
 		"attempts": 0, "last_error": "", "claimed_by": nil, "claimed_until": nil, "next_attempt_at": next,
 		"updated_at": gorm.Expr("now()"),
-	}).Error
+	}
+	if out.DeliveredVia != "" {
+		updates["delivered_via"] = string(out.DeliveredVia)
+	}
+	return tx.Model(&registrationRow{}).Where("id = ?", reg.ID).Updates(updates).Error
 }
 
 // softDelete ends a registration and gives its hub place back.

@@ -32,6 +32,7 @@ type registrationRow struct {
 	Credentials         []byte
 	CredentialsKeyID    *string
 	HubID               *string
+	DeliveredVia        string
 	Conditions          fleet.Conditions `gorm:"serializer:json"`
 	Phase               string
 	Generation          int64
@@ -63,7 +64,7 @@ func (r registrationRow) toRegistration() fleet.Registration {
 		Zone: r.Zone, Region: r.Region, Product: fleet.Product(r.Product), HasCredentials: len(r.Credentials) > 0,
 		Conditions: mergeConditions(r.Conditions, r.HubConditions), Phase: fleet.Phase(r.Phase), Generation: r.Generation,
 		ObservedGeneration: r.ObservedGeneration, CreatedAt: r.CreatedAt, UpdatedAt: r.UpdatedAt,
-		DeletionRequestedAt: r.DeletionRequestedAt, DeletedAt: r.DeletedAt,
+		DeletionRequestedAt: r.DeletionRequestedAt, DeletedAt: r.DeletedAt, DeliveredVia: fleet.DeliveryMode(r.DeliveredVia),
 	}
 	if r.HubID != nil {
 		reg.Hub = &fleet.HubRef{ID: *r.HubID, Name: deref(r.HubName), Zone: deref(r.HubZone), Region: deref(r.HubRegion)}

@@ -49,7 +49,8 @@ func sealUnderA(t *testing.T, db *postgres.DB, a []byte) map[string]string {
 	store := postgres.NewStore(db, mustKeyring(t, a), fleet.SystemClock{}, postgres.DefaultStoreConfig())
 	want := map[string]string{}
 	for i := range 4 {
-		create := fleet.HubCreate{Name: fmt.Sprintf("hub-%d", i), Zone: "eu", Region: "eu-west-1", DeliveryMode: fleet.DeliverySyncSetOCM, Capacity: 5}
+		create := fleet.HubCreate{Name: fmt.Sprintf("hub-%d", i), Zone: "eu", Region: "eu-west-1", DeliveryMode: fleet.DeliveryAgent,
+			AgentIdentity: fmt.Sprintf("hub-%d-agent", i), Capacity: 5}
 		if i < 3 {
 			create.Credentials = map[string]string{"token": fmt.Sprintf("hub token %d", i)}
 		}
@@ -186,7 +187,7 @@ func TestRewrapSecretsKeepsAConcurrentWrite(t *testing.T) {
 	a, b := masterKey(t), masterKey(t)
 	ringA, ringB := mustKeyring(t, a), mustKeyring(t, b, a)
 	hub, err := postgres.NewStore(db, ringA, fleet.SystemClock{}, postgres.DefaultStoreConfig()).CreateHub(ctx, fleet.HubCreate{
-		Name: "hub-c", Zone: "eu", Region: "eu-west-1", DeliveryMode: fleet.DeliverySyncSetOCM, Capacity: 1,
+		Name: "hub-c", Zone: "eu", Region: "eu-west-1", DeliveryMode: fleet.DeliveryAgent, AgentIdentity: "hub-c-agent", Capacity: 1,
 		Credentials: map[string]string{"token": "old token"}})
 	if err != nil {
 		t.Fatalf("CreateHub() = %v", err)

@@ -103,17 +103,17 @@ func TestSecretsAreEncryptedAtRest(t *testing.T) {
 		}
 	}
 
-	hub, err := store.CreateHub(ctx, fleet.HubCreate{Name: "hub-s", Zone: "eu", Region: "eu-west-1", DeliveryMode: fleet.DeliverySyncSetOCM,
-		Capacity: 10, Credentials: map[string]string{"token": hubTokenMarker}})
+	hub, err := store.CreateHub(ctx, fleet.HubCreate{Name: "hub-s", Zone: "eu", Region: "eu-west-1", DeliveryMode: fleet.DeliverySyncSetOCM, OCM: &fleet.OCMTarget{ClusterID: "c1", APIURL: "https://api.openshift.com"},
+		Capacity: 10, Credentials: map[string]string{"offline_token": hubTokenMarker}})
 	if err != nil {
 		t.Fatalf("CreateHub(hub-s) = %v", err)
 	}
-	hub2, err := store.CreateHub(ctx, fleet.HubCreate{Name: "hub-r", Zone: "eu", Region: "eu-west-1", DeliveryMode: fleet.DeliverySyncSetHive,
-		Capacity: 10, Credentials: map[string]string{"token": "to be replaced"}})
+	hub2, err := store.CreateHub(ctx, fleet.HubCreate{Name: "hub-r", Zone: "eu", Region: "eu-west-1", DeliveryMode: fleet.DeliverySyncSetHive, Hive: &fleet.HiveTarget{Namespace: "hive", ClusterDeployment: "hub-r"},
+		Capacity: 10, Credentials: map[string]string{"kubeconfig": "to be replaced"}})
 	if err != nil {
 		t.Fatalf("CreateHub(hub-r) = %v", err)
 	}
-	rotated := map[string]string{"token": hubRotatedMarker}
+	rotated := map[string]string{"kubeconfig": hubRotatedMarker}
 	if _, err := store.UpdateHub(ctx, hub2.ID, nil, fleet.HubUpdate{Credentials: &rotated}); err != nil {
 		t.Fatalf("UpdateHub(hub-r, credentials) = %v", err)
 	}
@@ -194,8 +194,8 @@ func TestSealedCredentialsAreBoundToTheirRow(t *testing.T) {
 		}
 		ids = append(ids, reg.ID)
 	}
-	hub, err := store.CreateHub(ctx, fleet.HubCreate{Name: "hub-s", Zone: "eu", Region: "eu-west-1", DeliveryMode: fleet.DeliverySyncSetOCM,
-		Capacity: 1, Credentials: map[string]string{"token": "t"}})
+	hub, err := store.CreateHub(ctx, fleet.HubCreate{Name: "hub-s", Zone: "eu", Region: "eu-west-1", DeliveryMode: fleet.DeliverySyncSetOCM, OCM: &fleet.OCMTarget{ClusterID: "c1", APIURL: "https://api.openshift.com"},
+		Capacity: 1, Credentials: map[string]string{"offline_token": "t"}})
 	if err != nil {
 		t.Fatalf("CreateHub() = %v", err)
 	}

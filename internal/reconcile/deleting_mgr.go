@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
+	"strings"
 
 	"github.com/fleetmanager/fleet-manager/internal/fleet"
 )
@@ -47,15 +48,18 @@ func (m *DeletingManager) reconcileRegistration(ctx context.Context, c fleet.Cla
 		out.Err = err
 		return out
 	}
-	report := fleet.DeliveryReport{Reason: fleet.ReasonDeliveryPending,
-		Message: fmt.Sprintf("this deployment cannot withdraw from %s hubs", hub.DeliveryMode)}
-	if delivery, ok := m.deliveries[hub.DeliveryMode]; ok {
-		if report, err = delivery.Withdraw(ctx, hub, reg); err != nil {
-			out.Err = err
-			return out
-		}
-	}
+	report, err := m.withdraw(ctx, hub, reg)
 	waited := c.DeletionAge
+	if err != nil && waited < m.cfg.RemovalTimeout {
+		out.Err = err
+		if report.Reason != "" {
+			out.Conditions = out.Conditions.MarkFalse(fleet.ConditionDelivered, report.Reason, report.Message, reg.Generation, now)
+		}
+		return out
+	}
+	if err != nil {
+		report = fleet.DeliveryReport{Message: err.Error()}
+	}
 	switch {
 	case report.Done:
 		out.Conditions = out.Conditions.MarkFalse(fleet.ConditionDelivered, report.Reason, report.Message, reg.Generation, now)
@@ -69,4 +73,31 @@ func (m *DeletingManager) reconcileRegistration(ctx context.Context, c fleet.Cla
 		out.RequeueAfter = min(m.cfg.Resync, m.cfg.RemovalTimeout-waited)
 	}
 	return out
+}
+
+// withdraw takes the registration's objects off the hub through the hub's
+// delivery mode and, in the middle of a move between modes, through the
+// mode that delivered them before; done when every one confirms.
+func (m *DeletingManager) withdraw(ctx context.Context, hub fleet.Hub, reg fleet.Registration) (fleet.DeliveryReport, error) {
+	modes := []fleet.DeliveryMode{hub.DeliveryMode}
+	if reg.DeliveredVia != "" && reg.DeliveredVia != hub.DeliveryMode {
+		modes = append(modes, reg.DeliveredVia)
+	}
+	var combined fleet.DeliveryReport
+	for i, mode := range modes {
+		report := fleet.DeliveryReport{Reason: fleet.ReasonDeliveryPending,
+			Message: fmt.Sprintf("this deployment cannot withdraw from %s hubs", mode)}
+		if delivery, ok := m.deliveries[mode]; ok {
+			var err error
+			if report, err = delivery.Withdraw(ctx, hub, reg); err != nil {
+				return report, err
+			}
+		}
+		if i == 0 || combined.Done && !report.Done {
+			combined.Reason = report.Reason
+		}
+		combined.Done = (i == 0 || combined.Done) && report.Done
+		combined.Message = strings.TrimPrefix(combined.Message+"; "+report.Message, "; ")
+	}
+	return combined, nil
 }

@@ -5,7 +5,9 @@ import (
 	"crypto/rand"
 	"fmt"
 	"log/slog"
+	"maps"
 	"os"
+	"slices"
 	"sync"
 	"testing"
 	"time"
@@ -93,7 +95,7 @@ func (e *env) startReplica(opts replicaOptions) *replica {
 	owner := reconcile.NewOwner()
 	prov := reconcile.NewProvisioningManager(opts.cfg, queue, deliveries, fleet.SystemClock{}, owner, logger, metrics)
 	del := reconcile.NewDeletingManager(opts.cfg, queue, deliveries, fleet.SystemClock{}, owner, logger, metrics)
-	hubs := reconcile.NewHubManager(opts.cfg, store, []fleet.DeliveryMode{fleet.DeliveryAgent}, fleet.SystemClock{}, logger, metrics)
+	hubs := reconcile.NewHubManager(opts.cfg, store, slices.Sorted(maps.Keys(deliveries)), fleet.SystemClock{}, logger, metrics)
 	provWake, delWake, hubWake := listener.Subscribe(postgres.ChannelRegistrations), listener.Subscribe(postgres.ChannelRegistrations), listener.Subscribe(postgres.ChannelHubs)
 	for _, run := range []func(){
 		func() { listener.Run(ctx) },

@@ -64,6 +64,9 @@ func (m *ProvisioningManager) reconcileRegistration(ctx context.Context, c fleet
 	report, err := delivery.Deliver(ctx, *hub, reg)
 	if err != nil {
 		out.Err = err
+		if report.Reason != "" {
+			out.Conditions = setDelivered(out.Conditions, report, reg.Generation, now)
+		}
 		return out
 	}
 	out.Conditions = setDelivered(out.Conditions, report, reg.Generation, now)
@@ -72,12 +75,50 @@ func (m *ProvisioningManager) reconcileRegistration(ctx context.Context, c fleet
 	out.RequeueAfter = m.cfg.Recheck
 	if !report.Done {
 		out.RequeueAfter = m.cfg.Resync
+		return out
 	}
+	if reg.DeliveredVia == "" || reg.DeliveredVia == hub.DeliveryMode {
+		out.DeliveredVia = hub.DeliveryMode
+		return out
+	}
+	return m.handOff(ctx, *hub, reg, out, now)
+}
+
+// handOff finishes a hub's move to another delivery mode: the hub's mode now
+// holds the registration's objects, and the mode that delivered them before
+// lets go of them without removing them from the hub. A mode that holds
+// nothing of its own on the hub (the agent's desired set follows the hub) has
+// nothing to let go of.
+func (m *ProvisioningManager) handOff(ctx context.Context, hub fleet.Hub, reg fleet.Registration, out fleet.Outcome, now time.Time) fleet.Outcome {
+	previous, ok := m.deliveries[reg.DeliveredVia]
+	if !ok {
+		out.Conditions = out.Conditions.MarkTrue(fleet.ConditionDelivered, fleet.ReasonHandingOff,
+			fmt.Sprintf("%s delivery holds the objects; this deployment cannot release them from %s delivery", hub.DeliveryMode, reg.DeliveredVia), reg.Generation, now)
+		out.RequeueAfter = m.cfg.Resync
+		return out
+	}
+	releaser, ok := previous.(fleet.Releaser)
+	if !ok {
+		out.DeliveredVia = hub.DeliveryMode
+		return out
+	}
+	released, err := releaser.Release(ctx, hub, reg)
+	if err != nil || !released.Done {
+		msg := released.Message
+		if err != nil {
+			msg = err.Error()
+		}
+		out.Conditions = out.Conditions.MarkTrue(fleet.ConditionDelivered, fleet.ReasonHandingOff,
+			fmt.Sprintf("%s delivery holds the objects; releasing them from %s delivery: %s", hub.DeliveryMode, reg.DeliveredVia, msg), reg.Generation, now)
+		out.Err = err
+		return out
+	}
+	out.DeliveredVia = hub.DeliveryMode
 	return out
 }
 
 // setDelivered records a delivery report, and marks the conditions only the
-// hub can report as awaited.
+// hub can report: awaited from its agent, or unknowable without one.
 func setDelivered(cs fleet.Conditions, r fleet.DeliveryReport, gen int64, now time.Time) fleet.Conditions {
 	if r.Done {
 		cs = cs.MarkTrue(fleet.ConditionDelivered, r.Reason, r.Message, gen, now)
@@ -85,7 +126,12 @@ func setDelivered(cs fleet.Conditions, r fleet.DeliveryReport, gen int64, now ti
 		cs = cs.MarkFalse(fleet.ConditionDelivered, r.Reason, r.Message, gen, now)
 	}
 	for _, t := range []string{fleet.ConditionJoined, fleet.ConditionAvailable} {
-		if _, ok := cs.Get(t); !ok {
+		c, ok := cs.Get(t)
+		switch {
+		case r.NoAgent:
+			cs = cs.MarkUnknown(t, fleet.ReasonNoAgentOnHub,
+				"the hub runs no agent (SyncSet delivery), so nothing reports this cluster's state", gen, now)
+		case !ok || c.Reason == fleet.ReasonNoAgentOnHub:
 			cs = cs.MarkUnknown(t, fleet.ReasonAwaitingAgent, "the hub has not reported this cluster yet", gen, now)
 		}
 	}

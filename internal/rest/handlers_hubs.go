@@ -17,6 +17,7 @@ func (s *Server) handleHubCreate(w http.ResponseWriter, r *http.Request) error {
 		Name: body.Name, Zone: body.Zone, Region: body.Region, CloudProvider: deref(body.CloudProvider),
 		DeliveryMode: fleet.DeliveryMode(body.DeliveryMode), Capacity: body.Capacity,
 		AgentIdentity: deref(body.AgentIdentity), OwnerOrgID: deref(body.OwnerOrgId), Credentials: derefCredentials(body.Credentials),
+		OCM: ocmTarget(body.Ocm), Hive: hiveTarget(body.Hive),
 	})
 	if err != nil {
 		return err
@@ -59,7 +60,7 @@ func (s *Server) handleHubUpdate(w http.ResponseWriter, r *http.Request) error {
 		return err
 	}
 	update := fleet.HubUpdate{Region: body.Region, CloudProvider: body.CloudProvider, Capacity: body.Capacity,
-		AgentIdentity: body.AgentIdentity, OwnerOrgID: body.OwnerOrgId}
+		AgentIdentity: body.AgentIdentity, OwnerOrgID: body.OwnerOrgId, OCM: ocmTarget(body.Ocm), Hive: hiveTarget(body.Hive)}
 	if body.DeliveryMode != nil {
 		mode := fleet.DeliveryMode(*body.DeliveryMode)
 		update.DeliveryMode = &mode
@@ -116,6 +117,12 @@ func (s *Server) presentHub(h fleet.Hub) admin.Hub {
 	if len(h.AgentCapacity) > 0 {
 		out.AgentCapacity = &h.AgentCapacity
 	}
+	if h.OCM != nil {
+		out.Ocm = &admin.OCMTarget{ClusterId: h.OCM.ClusterID, ApiUrl: h.OCM.APIURL, TokenUrl: strPtr(h.OCM.TokenURL)}
+	}
+	if h.Hive != nil {
+		out.Hive = &admin.HiveTarget{ClusterDeploymentNamespace: h.Hive.Namespace, ClusterDeploymentName: h.Hive.ClusterDeployment}
+	}
 	for i, c := range h.Conditions {
 		out.Conditions[i] = admin.Condition{Type: c.Type, Status: admin.ConditionStatus(c.Status), Reason: c.Reason,
 			Message: strPtr(c.Message), ObservedGeneration: c.ObservedGeneration, LastTransitionTime: c.LastTransitionTime}
@@ -128,4 +135,18 @@ func derefCredentials(c *admin.Credentials) map[string]string {
 		return nil
 	}
 	return map[string]string(*c)
+}
+
+func ocmTarget(t *admin.OCMTarget) *fleet.OCMTarget {
+	if t == nil {
+		return nil
+	}
+	return &fleet.OCMTarget{ClusterID: t.ClusterId, APIURL: t.ApiUrl, TokenURL: deref(t.TokenUrl)}
+}
+
+func hiveTarget(t *admin.HiveTarget) *fleet.HiveTarget {
+	if t == nil {
+		return nil
+	}
+	return &fleet.HiveTarget{Namespace: t.ClusterDeploymentNamespace, ClusterDeployment: t.ClusterDeploymentName}
 }

@@ -37,7 +37,8 @@ func testHubCRUD(t *testing.T, e *stackEnv) {
 	auth := adminAuth(e.adminToken(t))
 	bodies := map[string][]byte{}
 	created, err := e.admin.CreateHubWithResponse(ctx, admin.HubCreate{Name: "crud-eu-1", Zone: "eu", Region: "eu-west-1",
-		CloudProvider: ptr("aws"), DeliveryMode: admin.SyncsetOcm, Capacity: 5, Credentials: &admin.Credentials{"token": hubSecret}}, auth)
+		CloudProvider: ptr("aws"), DeliveryMode: admin.SyncsetOcm, Capacity: 5, Credentials: &admin.Credentials{"offline_token": hubSecret},
+		Ocm: &admin.OCMTarget{ClusterId: "2a8e0f1b", ApiUrl: "https://api.openshift.com"}}, auth)
 	if err != nil || created.JSON201 == nil {
 		t.Fatalf("CreateHub(crud-eu-1) = %s; want 201", outcome(created, err))
 	}
@@ -48,7 +49,8 @@ func testHubCRUD(t *testing.T, e *stackEnv) {
 	}
 	if h.Kind != admin.HubKindHub || h.Name != "crud-eu-1" || h.Zone != "eu" || h.Region != "eu-west-1" || h.CloudProvider != "aws" ||
 		h.DeliveryMode != admin.SyncsetOcm || h.Capacity != 5 || !h.HasCredentials || h.Cordoned || h.PlacedCount != 0 ||
-		h.Generation != 1 || h.Href != e.http.BasePath+"/admin/hubs/"+h.Id {
+		h.Generation != 1 || h.Href != e.http.BasePath+"/admin/hubs/"+h.Id ||
+		h.Ocm == nil || h.Ocm.ClusterId != "2a8e0f1b" || h.Ocm.ApiUrl != "https://api.openshift.com" || h.Hive != nil {
 		t.Errorf("CreateHub(crud-eu-1) = %+v, want the request's fields, has_credentials, generation 1", h)
 	}
 	e.createAgentHub(t, "crud-eu-2", "eu", 3)
@@ -76,8 +78,13 @@ func testHubCRUD(t *testing.T, e *stackEnv) {
 		{"capacity", `"1"`, admin.HubPatch{Capacity: ptr(10)}, http.StatusOK, `"2"`},
 		{"stale", `"1"`, admin.HubPatch{Capacity: ptr(11)}, http.StatusPreconditionFailed, ""},
 		{"garbage", `garbage`, admin.HubPatch{Capacity: ptr(11)}, http.StatusPreconditionFailed, ""},
-		{"remove credentials", `"2"`, admin.HubPatch{Credentials: &admin.Credentials{}}, http.StatusOK, `"3"`},
-		{"set credentials", `"3"`, admin.HubPatch{Credentials: &admin.Credentials{"token": hubSecret + "-2"}}, http.StatusOK, `"4"`},
+		{"remove credentials", `"2"`, admin.HubPatch{Credentials: &admin.Credentials{}}, http.StatusBadRequest, ""},
+		{"credentials of another mode", `"2"`, admin.HubPatch{Credentials: &admin.Credentials{"kubeconfig": hubSecret}}, http.StatusBadRequest, ""},
+		{"to hive without target", `"2"`, admin.HubPatch{DeliveryMode: ptr(admin.SyncsetHive), Credentials: &admin.Credentials{"kubeconfig": hubSecret}},
+			http.StatusBadRequest, ""},
+		{"set credentials", `"2"`, admin.HubPatch{Credentials: &admin.Credentials{"client_id": "fleet", "client_secret": hubSecret + "-2"}}, http.StatusOK, `"3"`},
+		{"to hive", `"3"`, admin.HubPatch{DeliveryMode: ptr(admin.SyncsetHive), Credentials: &admin.Credentials{"kubeconfig": hubSecret + "-3"},
+			Hive: &admin.HiveTarget{ClusterDeploymentNamespace: "hive-hubs", ClusterDeploymentName: "crud-eu-1"}}, http.StatusOK, `"4"`},
 	}
 	for _, s := range steps {
 		call := fmt.Sprintf("UpdateHub(%s, If-Match %s)", s.call, s.ifMatch)
@@ -85,19 +92,27 @@ func testHubCRUD(t *testing.T, e *stackEnv) {
 		if err != nil {
 			t.Fatalf("%s: %v", call, err)
 		}
-		if s.status != http.StatusOK {
+		switch s.status {
+		case http.StatusPreconditionFailed:
 			wantError(t, call, e.apiEnv, fromAdmin(resp.JSON412), resp.StatusCode(), s.status, fleet.CodePreconditionFailed)
+			continue
+		case http.StatusBadRequest:
+			wantError(t, call, e.apiEnv, fromAdmin(resp.JSON400), resp.StatusCode(), s.status, fleet.CodeValidation)
 			continue
 		}
 		if resp.JSON200 == nil || resp.HTTPResponse.Header.Get("ETag") != s.wantETag {
 			t.Fatalf("%s = %s, ETag %q; want 200 with ETag %s", call, outcome(resp, err), resp.HTTPResponse.Header.Get("ETag"), s.wantETag)
 		}
 		bodies[call] = resp.Body
-		if wantCreds := s.call != "remove credentials"; resp.JSON200.HasCredentials != wantCreds || resp.JSON200.Capacity != 10 {
-			t.Errorf("%s = has_credentials %v, capacity %d; want %v, 10", call, resp.JSON200.HasCredentials, resp.JSON200.Capacity, wantCreds)
+		if !resp.JSON200.HasCredentials || resp.JSON200.Capacity != 10 {
+			t.Errorf("%s = has_credentials %v, capacity %d; want true, 10", call, resp.JSON200.HasCredentials, resp.JSON200.Capacity)
 		}
 	}
 
+	if hive, err := e.admin.GetHubWithResponse(ctx, h.Id, auth); err != nil || hive.JSON200 == nil || hive.JSON200.DeliveryMode != admin.SyncsetHive ||
+		hive.JSON200.Hive == nil || *hive.JSON200.Hive != (admin.HiveTarget{ClusterDeploymentNamespace: "hive-hubs", ClusterDeploymentName: "crud-eu-1"}) {
+		t.Errorf("GetHub(%s) after the move to hive = %s; want syncset-hive with its ClusterDeployment", h.Id, outcome(hive, err))
+	}
 	cordoned, err := e.admin.CordonHubWithResponse(ctx, h.Id, auth)
 	if err != nil || cordoned.JSON200 == nil || !cordoned.JSON200.Cordoned {
 		t.Errorf("CordonHub(%s) = %s; want 200 cordoned", h.Id, outcome(cordoned, err))
@@ -154,7 +169,8 @@ func testHubConflicts(t *testing.T, e *stackEnv) {
 		status int
 		code   fleet.ErrorCode
 	}{
-		{"same name", `{"name":"dup-1","zone":"us","region":"us-east-1","delivery_mode":"syncset-ocm","capacity":1}`, http.StatusConflict, fleet.CodeNameTaken},
+		{"same name", `{"name":"dup-1","zone":"us","region":"us-east-1","delivery_mode":"syncset-ocm","capacity":1,
+			"ocm":{"cluster_id":"c1","api_url":"https://api.openshift.com"},"credentials":{"offline_token":"t"}}`, http.StatusConflict, fleet.CodeNameTaken},
 		{"same agent identity", `{"name":"dup-3","zone":"eu","region":"eu-1","delivery_mode":"agent","capacity":1,"agent_identity":"dup-1-agent"}`, http.StatusConflict, fleet.CodeHubIdentityTaken},
 		{"agent without identity", `{"name":"dup-4","zone":"eu","region":"eu-1","delivery_mode":"agent","capacity":1}`, http.StatusBadRequest, fleet.CodeValidation},
 		{"unknown mode", `{"name":"dup-5","zone":"eu","region":"eu-1","delivery_mode":"carrier-pigeon","capacity":1}`, http.StatusBadRequest, fleet.CodeValidation},
@@ -206,7 +222,8 @@ func hubOps(e *stackEnv) []hubOp {
 		}},
 		{"CreateHub", true, http.StatusCreated, func(tok string, h admin.Hub) (int, *admin.Error, error) {
 			r, err := e.admin.CreateHubWithResponse(ctx, admin.HubCreate{Name: h.Name + "-new", Zone: "roles", Region: "roles-1",
-				DeliveryMode: admin.SyncsetOcm, Capacity: 1}, adminAuth(tok))
+				DeliveryMode: admin.SyncsetHive, Capacity: 1, Hive: &admin.HiveTarget{ClusterDeploymentNamespace: "hive", ClusterDeploymentName: h.Name},
+				Credentials: &admin.Credentials{"kubeconfig": "k"}}, adminAuth(tok))
 			return statusAndError(r, err, func() *admin.Error { return r.JSON403 })
 		}},
 		{"UpdateHub", true, http.StatusOK, func(tok string, h admin.Hub) (int, *admin.Error, error) {
@@ -261,7 +278,8 @@ func testHubRoles(t *testing.T, e *stackEnv) {
 func (e *stackEnv) createSyncSetHub(t *testing.T, name string) admin.Hub {
 	t.Helper()
 	resp, err := e.admin.CreateHubWithResponse(context.Background(), admin.HubCreate{Name: name, Zone: "roles", Region: "roles-1",
-		DeliveryMode: admin.SyncsetOcm, Capacity: 1}, adminAuth(e.adminToken(t)))
+		DeliveryMode: admin.SyncsetOcm, Capacity: 1, Ocm: &admin.OCMTarget{ClusterId: name, ApiUrl: "https://api.openshift.com"},
+		Credentials: &admin.Credentials{"offline_token": "t"}}, adminAuth(e.adminToken(t)))
 	if err != nil || resp.JSON201 == nil {
 		t.Fatalf("CreateHub(%s) = %s; want 201", name, outcome(resp, err))
 	}

@@ -151,6 +151,12 @@ type Error struct {
 // ErrorKind defines model for Error.Kind.
 type ErrorKind string
 
+// HiveTarget The hub's ClusterDeployment on the Hive cluster that provisioned it. Its credentials are kubeconfig (of the Hive cluster).
+type HiveTarget struct {
+	ClusterDeploymentName      string `json:"cluster_deployment_name"`
+	ClusterDeploymentNamespace string `json:"cluster_deployment_namespace"`
+}
+
 // Hub defines model for Hub.
 type Hub struct {
 	// AgentCapacity The hub's capacity as its agent reports it.
@@ -168,8 +174,11 @@ type Hub struct {
 	DeliveryMode    DeliveryMode `json:"delivery_mode"`
 	Generation      int64        `json:"generation"`
 	HasCredentials  bool         `json:"has_credentials"`
-	Href            string       `json:"href"`
-	Id              string       `json:"id"`
+
+	// Hive The hub's ClusterDeployment on the Hive cluster that provisioned it. Its credentials are kubeconfig (of the Hive cluster).
+	Hive *HiveTarget `json:"hive,omitempty"`
+	Href string      `json:"href"`
+	Id   string      `json:"id"`
 
 	// InventoryStale The hub went silent; its inventory is kept but not current until the next full resync.
 	InventoryStale  *bool      `json:"inventory_stale,omitempty"`
@@ -179,9 +188,12 @@ type Hub struct {
 	// LastInventoryAt When the hub's agent last sent an inventory batch.
 	LastInventoryAt *time.Time `json:"last_inventory_at,omitempty"`
 	Name            string     `json:"name"`
-	OwnerOrgId      *string    `json:"owner_org_id,omitempty"`
-	PlacedCount     int        `json:"placed_count"`
-	Region          string     `json:"region"`
+
+	// Ocm Where a syncset-ocm hub's SyncSets go. Its credentials are client_id and client_secret, or offline_token.
+	Ocm         *OCMTarget `json:"ocm,omitempty"`
+	OwnerOrgId  *string    `json:"owner_org_id,omitempty"`
+	PlacedCount int        `json:"placed_count"`
+	Region      string     `json:"region"`
 
 	// ResyncRequested The fleet manager waits for a full inventory resync from the hub's agent.
 	ResyncRequested *bool `json:"resync_requested,omitempty"`
@@ -205,7 +217,13 @@ type HubCreate struct {
 	// Credentials Credentials for SyncSet delivery. Write-only; stored encrypted; an empty object removes them.
 	Credentials  *Credentials `json:"credentials,omitempty"`
 	DeliveryMode DeliveryMode `json:"delivery_mode"`
-	Name         string       `json:"name"`
+
+	// Hive The hub's ClusterDeployment on the Hive cluster that provisioned it. Its credentials are kubeconfig (of the Hive cluster).
+	Hive *HiveTarget `json:"hive,omitempty"`
+	Name string      `json:"name"`
+
+	// Ocm Where a syncset-ocm hub's SyncSets go. Its credentials are client_id and client_secret, or offline_token.
+	Ocm *OCMTarget `json:"ocm,omitempty"`
 
 	// OwnerOrgId Makes the hub customer-managed; all its clusters belong to this organisation.
 	OwnerOrgId *string `json:"owner_org_id,omitempty"`
@@ -234,8 +252,26 @@ type HubPatch struct {
 	// Credentials Credentials for SyncSet delivery. Write-only; stored encrypted; an empty object removes them.
 	Credentials  *Credentials  `json:"credentials,omitempty"`
 	DeliveryMode *DeliveryMode `json:"delivery_mode,omitempty"`
-	OwnerOrgId   *string       `json:"owner_org_id,omitempty"`
-	Region       *string       `json:"region,omitempty"`
+
+	// Hive The hub's ClusterDeployment on the Hive cluster that provisioned it. Its credentials are kubeconfig (of the Hive cluster).
+	Hive *HiveTarget `json:"hive,omitempty"`
+
+	// Ocm Where a syncset-ocm hub's SyncSets go. Its credentials are client_id and client_secret, or offline_token.
+	Ocm        *OCMTarget `json:"ocm,omitempty"`
+	OwnerOrgId *string    `json:"owner_org_id,omitempty"`
+	Region     *string    `json:"region,omitempty"`
+}
+
+// OCMTarget Where a syncset-ocm hub's SyncSets go. Its credentials are client_id and client_secret, or offline_token.
+type OCMTarget struct {
+	// ApiUrl The OCM API, e.g. https://api.openshift.com (http only to a loopback host).
+	ApiUrl string `json:"api_url"`
+
+	// ClusterId The hub's cluster id in OCM.
+	ClusterId string `json:"cluster_id"`
+
+	// TokenUrl The SSO token endpoint; the deployment's --ocm-token-url when absent.
+	TokenUrl *string `json:"token_url,omitempty"`
 }
 
 // Id defines model for id.
