@@ -19,6 +19,7 @@ import (
 	"github.com/fleetmanager/fleet-manager/internal/reconcile"
 	"github.com/fleetmanager/fleet-manager/internal/rest"
 	"github.com/fleetmanager/fleet-manager/internal/secrets"
+	"github.com/fleetmanager/fleet-manager/internal/syncset"
 	"github.com/fleetmanager/fleet-manager/internal/version"
 )
 
@@ -32,6 +33,8 @@ type serveOptions struct {
 	Store          postgres.StoreConfig
 	Queue          postgres.QueueConfig
 	Reconcile      reconcile.Config
+	OCM            syncset.OCMConfig
+	Hive           syncset.HiveConfig
 	MigrateOnStart bool
 }
 
@@ -45,13 +48,15 @@ func defaultServeOptions() serveOptions {
 		Store:     postgres.DefaultStoreConfig(),
 		Queue:     postgres.DefaultQueueConfig(),
 		Reconcile: reconcile.DefaultConfig(),
+		OCM:       syncset.DefaultOCMConfig(),
+		Hive:      syncset.DefaultHiveConfig(),
 	}
 }
 
 func (o *serveOptions) validate() error {
 	return joinProblems(
 		o.Log.Validate, o.DB.Validate, o.Auth.Validate, o.HTTP.Validate, o.Secrets.Validate,
-		o.Store.Validate, o.Queue.Validate, o.Reconcile.Validate,
+		o.Store.Validate, o.Queue.Validate, o.Reconcile.Validate, o.OCM.Validate, o.Hive.Validate,
 	)
 }
 
@@ -80,6 +85,8 @@ func newServeCommand(env lookupEnv) *cobra.Command {
 	opts.Store.AddFlags(cmd.Flags())
 	opts.Queue.AddFlags(cmd.Flags())
 	opts.Reconcile.AddFlags(cmd.Flags())
+	opts.OCM.AddFlags(cmd.Flags())
+	opts.Hive.AddFlags(cmd.Flags())
 	cmd.Flags().BoolVar(&opts.MigrateOnStart, "migrate-on-start", false, "apply pending migrations before serving")
 	return cmd
 }
@@ -96,6 +103,8 @@ func serve(ctx context.Context, opts serveOptions, logger *slog.Logger) error {
 		di.ProvideValue(opts.Store),
 		di.ProvideValue(opts.Queue),
 		di.ProvideValue(opts.Reconcile),
+		di.ProvideValue(opts.OCM),
+		di.ProvideValue(opts.Hive),
 		di.ProvideValue(fleet.SystemClock{}, di.As(new(fleet.Clock))),
 		di.Provide(openDB),
 		di.Provide(secrets.LoadKeyring),
@@ -107,6 +116,16 @@ func serve(ctx context.Context, opts serveOptions, logger *slog.Logger) error {
 		di.Provide(rest.NewHTTPMetrics),
 		di.Provide(func(cfg rest.Config, reg prometheus.Registerer) (*reconcile.Metrics, error) {
 			return reconcile.NewMetrics(cfg.MetricsNamespace(), reg)
+		}),
+		di.Provide(func(cfg rest.Config, reg prometheus.Registerer) (*syncset.Metrics, error) {
+			return syncset.NewMetrics(cfg.MetricsNamespace(), reg)
+		}),
+		di.Provide(func(cfg syncset.OCMConfig, store *postgres.Store, m *syncset.Metrics, l *slog.Logger) (*syncset.OCMDelivery, func()) {
+			d := syncset.NewOCMDelivery(cfg, store, m, l.With("component", "syncset-ocm"))
+			return d, func() { _ = d.Close() }
+		}),
+		di.Provide(func(cfg syncset.HiveConfig, store *postgres.Store, m *syncset.Metrics, l *slog.Logger) *syncset.HiveDelivery {
+			return syncset.NewHiveDelivery(cfg, store, m, l.With("component", "syncset-hive"))
 		}),
 		di.Provide(func(cfg auth.Config, l *slog.Logger) (*auth.Verifier, func(), error) {
 			v, err := auth.NewVerifier(ctx, cfg, l.With("component", "auth"), &http.Client{})
@@ -158,9 +177,13 @@ func serve(ctx context.Context, opts serveOptions, logger *slog.Logger) error {
 	return err
 }
 
-// newDeliveries returns the Delivery of each mode this build supports.
-func newDeliveries(store *postgres.Store) map[fleet.DeliveryMode]fleet.Delivery {
-	return map[fleet.DeliveryMode]fleet.Delivery{fleet.DeliveryAgent: postgres.NewAgentDelivery(store)}
+// newDeliveries returns the Delivery of each delivery mode.
+func newDeliveries(store *postgres.Store, ocm *syncset.OCMDelivery, hive *syncset.HiveDelivery) map[fleet.DeliveryMode]fleet.Delivery {
+	return map[fleet.DeliveryMode]fleet.Delivery{
+		fleet.DeliveryAgent:       postgres.NewAgentDelivery(store),
+		fleet.DeliverySyncSetOCM:  ocm,
+		fleet.DeliverySyncSetHive: hive,
+	}
 }
 
 // checkSchema migrates when asked to, then refuses a schema older than the binary.

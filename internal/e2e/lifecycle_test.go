@@ -2,6 +2,7 @@ package e2e
 
 import (
 	"context"
+	"fmt"
 	"net/http"
 	"testing"
 	"time"
@@ -95,8 +96,17 @@ func (s *stack) waitPhase(id string, phase public.ClusterPhase) public.Cluster {
 	s.g.Eventually(func() public.ClusterPhase {
 		last, _ = s.cluster(id)
 		return last.Phase
-	}).WithTimeout(60*time.Second).WithPolling(200*time.Millisecond).Should(gomega.Equal(phase), "cluster %s phase; last: %+v", id, &last)
+	}).WithTimeout(60*time.Second).WithPolling(200*time.Millisecond).Should(gomega.Equal(phase), func() string { return fmt.Sprintf("cluster %s phase; last: %s", id, describeCluster(last)) })
 	return last
+}
+
+// describeCluster renders a cluster's phase and conditions for a failure message.
+func describeCluster(c public.Cluster) string {
+	s := fmt.Sprintf("phase %s", c.Phase)
+	for _, cond := range c.Conditions {
+		s += fmt.Sprintf("; %s=%s (%s: %s)", cond.Type, cond.Status, cond.Reason, deref(cond.Message))
+	}
+	return s
 }
 
 func (s *stack) waitGone(id string) {

@@ -156,7 +156,14 @@ func (u HubUpdate) Validate(current Hub) error {
 	if u.Credentials != nil && len(creds) == 0 {
 		creds = nil
 	}
-	return validateTargets(mode, ocm, hive, creds, current.HasCredentials)
+	if err := validateTargets(mode, ocm, hive, creds, current.HasCredentials); err != nil {
+		return err
+	}
+	if current.DeliveryMode == DeliverySyncSetOCM && mode != current.DeliveryMode && current.PlacedCount > 0 {
+		return Errorf(CodeHubInUse, "a syncset-ocm hub with %d registrations placed cannot change its delivery mode: "+
+			"OCM cannot delete a SyncSet and leave its objects, so the move would remove the clusters from the hub", current.PlacedCount)
+	}
+	return nil
 }
 
 func validateHubFields(mode DeliveryMode, capacity int, identity string) error {

@@ -303,8 +303,14 @@ func TestHubUpdateValidate(t *testing.T) {
 		{"syncset hub loses its credentials", syncHub, fleet.HubUpdate{Credentials: creds(map[string]string{})}, false},
 		{"agent hub drops its credentials", agentHub, fleet.HubUpdate{Credentials: creds(map[string]string{})}, true},
 		{"syncset hub, bad new target", syncHub, fleet.HubUpdate{OCM: &fleet.OCMTarget{ClusterID: "c1", APIURL: "ftp://x"}}, false},
-		{"syncset hub to agent without identity", syncHub, fleet.HubUpdate{DeliveryMode: mode(fleet.DeliveryAgent)}, false},
-		{"syncset hub to agent with identity", syncHub, fleet.HubUpdate{DeliveryMode: mode(fleet.DeliveryAgent), AgentIdentity: str("s")}, true},
+		{"syncset hub to agent without identity", func() fleet.Hub { h := syncHub; h.PlacedCount = 0; return h }(), fleet.HubUpdate{DeliveryMode: mode(fleet.DeliveryAgent)}, false},
+		{"empty syncset-ocm hub to agent", func() fleet.Hub { h := syncHub; h.PlacedCount = 0; return h }(),
+			fleet.HubUpdate{DeliveryMode: mode(fleet.DeliveryAgent), AgentIdentity: str("s")}, true},
+		{"syncset-hive hub with placements to agent", func() fleet.Hub {
+			h := syncHub
+			h.DeliveryMode, h.OCM, h.Hive = fleet.DeliverySyncSetHive, nil, hive
+			return h
+		}(), fleet.HubUpdate{DeliveryMode: mode(fleet.DeliveryAgent), AgentIdentity: str("s")}, true},
 		{"syncset hub keeps no identity", syncHub, fleet.HubUpdate{Capacity: num(20)}, true},
 		{"unknown mode", syncHub, fleet.HubUpdate{DeliveryMode: mode("carrier-pigeon")}, false},
 		{"owner org", syncHub, fleet.HubUpdate{OwnerOrgID: str("org-1")}, true},
@@ -314,5 +320,23 @@ func TestHubUpdateValidate(t *testing.T) {
 	for _, tc := range tests {
 		checkValid(t, tc.name, fmt.Sprintf("HubUpdate.Validate(%s: mode %s, capacity %d, placed %d)",
 			tc.current.Name, tc.current.DeliveryMode, tc.current.Capacity, tc.current.PlacedCount), tc.u.Validate(tc.current), tc.valid)
+	}
+}
+
+// TestSyncSetOCMHubKeepsItsModeWhilePlaced: OCM cannot let go of a SyncSet
+// without removing its objects, so a syncset-ocm hub with placements cannot
+// move to another mode (ADR 0008).
+func TestSyncSetOCMHubKeepsItsModeWhilePlaced(t *testing.T) {
+	t.Parallel()
+	hub := fleet.Hub{Name: "hub-s", DeliveryMode: fleet.DeliverySyncSetOCM, Capacity: 10, PlacedCount: 1, HasCredentials: true,
+		OCM: &fleet.OCMTarget{ClusterID: "c1", APIURL: "https://api.openshift.com"}}
+	agent, identity := fleet.DeliveryAgent, "hub-s-agent"
+	err := fleet.HubUpdate{DeliveryMode: &agent, AgentIdentity: &identity}.Validate(hub)
+	if fleet.ErrorCodeOf(err) != fleet.CodeHubInUse {
+		t.Errorf("moving a syncset-ocm hub with a placement to agent = %v, want code %d", err, fleet.CodeHubInUse)
+	}
+	hub.PlacedCount = 0
+	if err := (fleet.HubUpdate{DeliveryMode: &agent, AgentIdentity: &identity}).Validate(hub); err != nil {
+		t.Errorf("moving an empty syncset-ocm hub to agent = %v, want nil", err)
 	}
 }

@@ -29,6 +29,9 @@ type Config struct {
 	// Recheck is how often a settled registration is reconciled again, to
 	// catch what no wake-up announced (drift).
 	Recheck time.Duration
+	// Poll is how often a registration waiting on a step no wake-up announces
+	// is looked at again: a SyncSet hand-off, Hive deleting a SyncSet's objects.
+	Poll time.Duration
 	// RemovalTimeout bounds the wait for a hub to confirm a removal.
 	RemovalTimeout time.Duration
 	// StatsInterval is how often the fleet gauges are refreshed.
@@ -39,7 +42,7 @@ type Config struct {
 func DefaultConfig() Config {
 	return Config{
 		Enabled: true, Workers: 4, BatchSize: 50, Lease: time.Minute, Resync: 5 * time.Minute, Recheck: time.Hour,
-		RemovalTimeout: 30 * time.Minute, StatsInterval: 30 * time.Second,
+		Poll: 10 * time.Second, RemovalTimeout: 30 * time.Minute, StatsInterval: 30 * time.Second,
 	}
 }
 
@@ -51,6 +54,7 @@ func (c *Config) AddFlags(fs *pflag.FlagSet) {
 	fs.DurationVar(&c.Lease, "reconcile-lease", c.Lease, "how long a claim holds before another replica may take the work")
 	fs.DurationVar(&c.Resync, "reconcile-resync-interval", c.Resync, "how often every reconciler passes even without a wake-up")
 	fs.DurationVar(&c.Recheck, "reconcile-recheck-interval", c.Recheck, "how often a settled registration is reconciled again")
+	fs.DurationVar(&c.Poll, "reconcile-poll-interval", c.Poll, "how often a registration waiting on a SyncSet step (hand-off, Hive's deletion) is looked at again")
 	fs.DurationVar(&c.RemovalTimeout, "reconcile-removal-timeout", c.RemovalTimeout, "how long deleting_mgr waits for a hub to confirm a removal before forcing it")
 	fs.DurationVar(&c.StatsInterval, "reconcile-stats-interval", c.StatsInterval, "how often the fleet gauges are refreshed")
 }
@@ -66,7 +70,7 @@ func (c Config) Validate() error {
 	}
 	for flag, d := range map[string]time.Duration{
 		"reconcile-lease": c.Lease, "reconcile-resync-interval": c.Resync, "reconcile-recheck-interval": c.Recheck,
-		"reconcile-removal-timeout": c.RemovalTimeout, "reconcile-stats-interval": c.StatsInterval,
+		"reconcile-poll-interval": c.Poll, "reconcile-removal-timeout": c.RemovalTimeout, "reconcile-stats-interval": c.StatsInterval,
 	} {
 		if d <= 0 {
 			p.Addf(flag, "must be positive (got %s)", d)

@@ -71,6 +71,10 @@ func (m *DeletingManager) reconcileRegistration(ctx context.Context, c fleet.Cla
 	default:
 		out.Conditions = out.Conditions.MarkFalse(fleet.ConditionDelivered, report.Reason, report.Message, reg.Generation, now)
 		out.RequeueAfter = min(m.cfg.Resync, m.cfg.RemovalTimeout-waited)
+		if report.NoAgent {
+			// No agent acknowledgement will wake it: look again soon.
+			out.RequeueAfter = min(out.RequeueAfter, m.cfg.Poll)
+		}
 	}
 	return out
 }
@@ -97,6 +101,7 @@ func (m *DeletingManager) withdraw(ctx context.Context, hub fleet.Hub, reg fleet
 			combined.Reason = report.Reason
 		}
 		combined.Done = (i == 0 || combined.Done) && report.Done
+		combined.NoAgent = combined.NoAgent || report.NoAgent
 		combined.Message = strings.TrimPrefix(combined.Message+"; "+report.Message, "; ")
 	}
 	return combined, nil

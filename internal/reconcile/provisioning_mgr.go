@@ -110,7 +110,7 @@ func (m *ProvisioningManager) handOff(ctx context.Context, hub fleet.Hub, reg fl
 		}
 		out.Conditions = out.Conditions.MarkTrue(fleet.ConditionDelivered, fleet.ReasonHandingOff,
 			fmt.Sprintf("%s delivery holds the objects; releasing them from %s delivery: %s", hub.DeliveryMode, reg.DeliveredVia, msg), reg.Generation, now)
-		out.Err = err
+		out.Err, out.RequeueAfter = err, min(m.cfg.Poll, m.cfg.Resync)
 		return out
 	}
 	out.DeliveredVia = hub.DeliveryMode

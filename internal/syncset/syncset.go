@@ -1,7 +1,7 @@
 // Package syncset holds what the two SyncSet delivery modes share: where they
 // read the sealed material from, how an API answer becomes a delivery report,
-// and their metrics. The modes live in the ocm and hive sub-packages
-// (ARCHITECTURE.md section 6).
+// and their metrics. The modes are OCMDelivery (ocm.go) and HiveDelivery
+// (hive.go) (ARCHITECTURE.md section 6).
 package syncset
 
 import (
