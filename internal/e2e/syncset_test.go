@@ -97,8 +97,13 @@ func TestSyncSetHiveHubHandsOffToAgent(t *testing.T) {
 		last, _ := s.cluster(c.Id)
 		return "the SyncSet was never let go of; the cluster: " + describeCluster(last)
 	})
-	handedOver := s.waitPhase(c.Id, public.Ready)
-	s.g.Expect(conditionReason(handedOver, fleet.ConditionDelivered)).To(gomega.Equal(fleet.ReasonAcknowledged))
+	// The SyncSet goes before the pass that let go of it records the outcome.
+	var handedOver public.Cluster
+	s.g.Eventually(func() string {
+		handedOver, _ = s.cluster(c.Id)
+		return conditionReason(handedOver, fleet.ConditionDelivered)
+	}).WithTimeout(30*time.Second).WithPolling(200*time.Millisecond).Should(gomega.Equal(fleet.ReasonAcknowledged))
+	s.g.Expect(handedOver.Phase).To(gomega.Equal(public.Ready))
 	s.g.Expect(conditionReason(handedOver, fleet.ConditionJoined)).NotTo(gomega.Equal(fleet.ReasonNoAgentOnHub))
 	after, err := dyn.Resource(managedClusters).Get(ctx, mc, metav1.GetOptions{})
 	s.g.Expect(err).NotTo(gomega.HaveOccurred(), "the ManagedCluster left the hub in the hand-off")
