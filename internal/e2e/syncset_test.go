@@ -102,7 +102,7 @@ func TestSyncSetHiveHubHandsOffToAgent(t *testing.T) {
 	s.g.Eventually(func() string {
 		handedOver, _ = s.cluster(c.Id)
 		return conditionReason(handedOver, fleet.ConditionDelivered)
-	}).WithTimeout(30*time.Second).WithPolling(200*time.Millisecond).Should(gomega.Equal(fleet.ReasonAcknowledged))
+	}).WithTimeout(30 * time.Second).WithPolling(200 * time.Millisecond).Should(gomega.Equal(fleet.ReasonAcknowledged))
 	s.g.Expect(handedOver.Phase).To(gomega.Equal(public.Ready))
 	s.g.Expect(conditionReason(handedOver, fleet.ConditionJoined)).NotTo(gomega.Equal(fleet.ReasonNoAgentOnHub))
 	after, err := dyn.Resource(managedClusters).Get(ctx, mc, metav1.GetOptions{})
