@@ -2,78 +2,22 @@ package syncset
 
 import (
 	"context"
-	"crypto/sha256"
-	"encoding/base64"
-	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"log/slog"
-	"maps"
-	"slices"
-	"strings"
 	"sync"
 	"time"
 
-	"github.com/spf13/pflag"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
-	"k8s.io/client-go/dynamic"
-	"k8s.io/client-go/rest"
-	"k8s.io/client-go/tools/clientcmd"
-	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
 
-	"github.com/fleetmanager/fleet-manager/internal/config"
 	"github.com/fleetmanager/fleet-manager/internal/fleet"
 )
-
-// HiveConfig is the syncset-hive delivery's configuration: how it talks to
-// the Hive clusters that hold the SyncSets.
-type HiveConfig struct {
-	// FieldManager is the server-side apply field manager of the SyncSets and
-	// their source Secrets.
-	FieldManager string
-	// Timeout bounds one API call to a Hive cluster.
-	Timeout time.Duration
-	// QPS and Burst limit the calls to one Hive cluster.
-	QPS   float32
-	Burst int
-}
-
-// DefaultHiveConfig returns the syncset-hive defaults.
-func DefaultHiveConfig() HiveConfig {
-	return HiveConfig{FieldManager: "fleet-manager", Timeout: 30 * time.Second, QPS: 20, Burst: 40}
-}
-
-// AddFlags binds the configuration to flags.
-func (c *HiveConfig) AddFlags(fs *pflag.FlagSet) {
-	fs.StringVar(&c.FieldManager, "hive-field-manager", c.FieldManager, "server-side apply field manager of the SyncSets on Hive clusters (syncset-hive hubs)")
-	fs.DurationVar(&c.Timeout, "hive-timeout", c.Timeout, "timeout of one API call to a Hive cluster")
-	fs.Float32Var(&c.QPS, "hive-qps", c.QPS, "API calls per second to one Hive cluster")
-	fs.IntVar(&c.Burst, "hive-burst", c.Burst, "burst of API calls to one Hive cluster")
-}
-
-// Validate reports every invalid setting, naming its flag.
-func (c HiveConfig) Validate() error {
-	var p config.Problems
-	if c.FieldManager == "" || len(c.FieldManager) > 128 {
-		p.Addf("hive-field-manager", "must be 1 to 128 characters (got %q)", c.FieldManager)
-	}
-	if c.Timeout < time.Second || c.Timeout > 10*time.Minute {
-		p.Addf("hive-timeout", "must be between 1s and 10m (got %s)", c.Timeout)
-	}
-	if c.QPS <= 0 || c.QPS > 10_000 {
-		p.Addf("hive-qps", "must be above 0 and at most 10000 (got %g)", c.QPS)
-	}
-	if c.Burst < 1 || c.Burst > 10_000 {
-		p.Addf("hive-burst", "must be between 1 and 10000 (got %d)", c.Burst)
-	}
-	return p.Err()
-}
 
 // Where the syncset-hive delivery writes on a Hive cluster, and what Hive's
 // clustersync controller records of each SyncSet it applied.
@@ -105,12 +49,6 @@ type HiveDelivery struct {
 
 	mu      sync.Mutex
 	clients map[string]hiveClient // by hub id
-}
-
-// hiveClient is a hub's client, built from the kubeconfig whose hash is sum.
-type hiveClient struct {
-	sum string
-	dyn dynamic.Interface
 }
 
 var (
@@ -260,236 +198,6 @@ func hiveFailed(err error) (fleet.DeliveryReport, error) {
 		return fleet.DeliveryReport{NoAgent: true, Reason: fleet.ReasonDeliveryFailed, Message: err.Error()}, nil
 	}
 	return Failed(err)
-}
-
-// open returns the client of hub's Hive cluster, built from its kubeconfig
-// on first use and whenever the kubeconfig changes.
-func (d *HiveDelivery) open(ctx context.Context, hub fleet.Hub) (*hiveHub, error) {
-	if hub.Hive == nil {
-		return nil, hiveInvalidf("hub %s has no Hive target (hive.cluster_deployment_namespace and cluster_deployment_name)", hub.Name)
-	}
-	creds, err := d.src.HubCredentials(ctx, hub.ID)
-	if err != nil {
-		return nil, fmt.Errorf("HubCredentials(%s): %w", hub.ID, err)
-	}
-	kubeconfig := creds[fleet.CredentialHiveKubeconfig]
-	if kubeconfig == "" {
-		return nil, hiveInvalidf("hub %s has no %s credential (of its Hive cluster)", hub.Name, fleet.CredentialHiveKubeconfig)
-	}
-	sum := sha256.Sum256([]byte(kubeconfig))
-	d.mu.Lock()
-	defer d.mu.Unlock()
-	c, ok := d.clients[hub.ID]
-	if !ok || c.sum != hex.EncodeToString(sum[:]) {
-		cfg, err := d.restConfig(hub, []byte(kubeconfig))
-		if err != nil {
-			return nil, err
-		}
-		dyn, err := dynamic.NewForConfig(cfg)
-		if err != nil {
-			return nil, hiveInvalidf("the Hive kubeconfig of hub %s is not usable: %v", hub.Name, err)
-		}
-		c = hiveClient{sum: hex.EncodeToString(sum[:]), dyn: dyn}
-		d.clients[hub.ID] = c
-	}
-	return &hiveHub{dyn: c.dyn, target: *hub.Hive, hubID: hub.ID, fieldManager: d.cfg.FieldManager, metrics: d.metrics}, nil
-}
-
-// restConfig turns a hub's kubeconfig into a client configuration, as
-// clientcmd.RESTConfigFromKubeConfig does, after refusing what would run a
-// program or read a file of the fleet manager's own (its credentials are
-// data, never a path or a command).
-func (d *HiveDelivery) restConfig(hub fleet.Hub, kubeconfig []byte) (*rest.Config, error) {
-	raw, err := clientcmd.Load(kubeconfig)
-	if err != nil {
-		d.logger.Warn("unreadable Hive kubeconfig", "hub", hub.ID, "error", err)
-		return nil, hiveInvalidf("the Hive kubeconfig of hub %s cannot be read", hub.Name)
-	}
-	if err := hiveSelfContained(raw); err != nil {
-		return nil, hiveInvalidf("the Hive kubeconfig of hub %s is not usable: %v", hub.Name, err)
-	}
-	cfg, err := clientcmd.NewDefaultClientConfig(*raw, &clientcmd.ConfigOverrides{}).ClientConfig()
-	if err != nil {
-		return nil, hiveInvalidf("the Hive kubeconfig of hub %s is not usable: %v", hub.Name, err)
-	}
-	cfg.Timeout, cfg.QPS, cfg.Burst = d.cfg.Timeout, d.cfg.QPS, d.cfg.Burst
-	cfg.UserAgent = "fleet-manager/" + string(fleet.DeliverySyncSetHive)
-	cfg.WarningHandler = hiveWarnings{logger: d.logger.With("hub", hub.ID)}
-	return cfg, nil
-}
-
-// hiveSelfContained refuses exec plugins, auth providers and file references.
-func hiveSelfContained(cfg *clientcmdapi.Config) error {
-	for _, name := range slices.Sorted(maps.Keys(cfg.AuthInfos)) {
-		a := cfg.AuthInfos[name]
-		if a.Exec != nil || a.AuthProvider != nil {
-			return fmt.Errorf("user %q runs an exec plugin or auth provider: embed a token or client certificate", name)
-		}
-		if a.TokenFile != "" || a.ClientCertificate != "" || a.ClientKey != "" {
-			return fmt.Errorf("user %q refers to files: embed the token or client certificate data", name)
-		}
-	}
-	for _, name := range slices.Sorted(maps.Keys(cfg.Clusters)) {
-		if cfg.Clusters[name].CertificateAuthority != "" {
-			return fmt.Errorf("cluster %q refers to a CA file: embed certificate-authority-data", name)
-		}
-	}
-	return nil
-}
-
-// hiveWarnings logs the API server's warnings instead of klog's stderr.
-type hiveWarnings struct{ logger *slog.Logger }
-
-func (w hiveWarnings) HandleWarningHeader(code int, _ string, text string) {
-	if code == 299 && text != "" {
-		w.logger.Warn("Hive API server warning", "warning", text)
-	}
-}
-
-// hiveSet is a registration's SyncSet and the source Secrets it maps.
-type hiveSet struct {
-	syncSet   *unstructured.Unstructured
-	secrets   []*unstructured.Unstructured
-	resources int
-}
-
-// hiveRender puts a registration's objects in its SyncSet; each Secret goes
-// into a source Secret next to the SyncSet, mapped to its place on the hub.
-func hiveRender(target fleet.HiveTarget, hubID string, reg fleet.Registration, objects []map[string]any) (hiveSet, error) {
-	name := fleet.SyncSetName(reg)
-	own := map[string]string{fleet.LabelRegistrationID: reg.ID, fleet.LabelOrgID: reg.OrgID, fleet.LabelHubID: hubID, fleet.LabelManagedBy: hiveManagedBy}
-	var set hiveSet
-	resources, mappings := []any{}, []any{}
-	for i, o := range objects {
-		obj, err := hiveObject(o)
-		if err != nil {
-			return hiveSet{}, hiveInvalidf("registration %s: objects[%d]: %v", reg.ID, i, err)
-		}
-		if obj.GetAPIVersion() != "v1" || obj.GetKind() != "Secret" {
-			resources = append(resources, obj.Object)
-			continue
-		}
-		source, err := hiveSourceSecret(target.Namespace, name, own, obj)
-		if err != nil {
-			return hiveSet{}, hiveInvalidf("registration %s: objects[%d]: %v", reg.ID, i, err)
-		}
-		for _, s := range set.secrets {
-			if s.GetName() == source.GetName() {
-				return hiveSet{}, hiveInvalidf("registration %s: two Secrets map to source Secret %s", reg.ID, s.GetName())
-			}
-		}
-		set.secrets = append(set.secrets, source)
-		mappings = append(mappings, map[string]any{
-			"sourceRef": map[string]any{"name": source.GetName(), "namespace": target.Namespace},
-			"targetRef": map[string]any{"name": obj.GetName(), "namespace": obj.GetNamespace()},
-		})
-	}
-	spec := map[string]any{
-		"clusterDeploymentRefs": []any{map[string]any{"name": target.ClusterDeployment}},
-		"resourceApplyMode":     hiveModeSync,
-		"resources":             resources,
-	}
-	if len(mappings) > 0 {
-		spec["secretMappings"] = mappings
-	}
-	set.syncSet = &unstructured.Unstructured{Object: map[string]any{"apiVersion": "hive.openshift.io/v1", "kind": "SyncSet", "spec": spec}}
-	set.syncSet.SetName(name)
-	set.syncSet.SetNamespace(target.Namespace)
-	set.syncSet.SetLabels(own)
-	set.resources = len(resources)
-	return set, nil
-}
-
-// hiveObject makes a rendered object JSON-clean (int64 numbers, no Go types).
-func hiveObject(o map[string]any) (*unstructured.Unstructured, error) {
-	b, err := json.Marshal(o)
-	if err != nil {
-		return nil, err
-	}
-	obj := &unstructured.Unstructured{}
-	if err := obj.UnmarshalJSON(b); err != nil {
-		return nil, err
-	}
-	if obj.GetName() == "" {
-		return nil, fmt.Errorf("%s without a name", obj.GetKind())
-	}
-	return obj, nil
-}
-
-// hiveSourceSecret holds a Secret's data (stringData encoded) next to the
-// SyncSet, with the SyncSet's labels over the Secret's own: Hive copies its
-// type, data, labels and annotations to the hub.
-func hiveSourceSecret(namespace, syncSet string, own map[string]string, secret *unstructured.Unstructured) (*unstructured.Unstructured, error) {
-	if secret.GetNamespace() == "" {
-		return nil, fmt.Errorf("Secret %s without a namespace", secret.GetName())
-	}
-	data, _, err := unstructured.NestedStringMap(secret.Object, "data")
-	if err != nil {
-		return nil, fmt.Errorf("Secret %s: data: %w", secret.GetName(), err)
-	}
-	plain, _, err := unstructured.NestedStringMap(secret.Object, "stringData")
-	if err != nil {
-		return nil, fmt.Errorf("Secret %s: stringData: %w", secret.GetName(), err)
-	}
-	encoded := map[string]any{}
-	for k, v := range data {
-		encoded[k] = v
-	}
-	for k, v := range plain {
-		encoded[k] = base64.StdEncoding.EncodeToString([]byte(v))
-	}
-	secretType, _, _ := unstructured.NestedString(secret.Object, "type")
-	if secretType == "" {
-		secretType = "Opaque"
-	}
-	source := &unstructured.Unstructured{Object: map[string]any{"apiVersion": "v1", "kind": "Secret", "type": secretType, "data": encoded}}
-	source.SetName(hiveSourceSecretName(syncSet, secret.GetNamespace(), secret.GetName()))
-	source.SetNamespace(namespace)
-	lbls := secret.GetLabels()
-	if lbls == nil {
-		lbls = map[string]string{}
-	}
-	maps.Copy(lbls, own)
-	source.SetLabels(lbls)
-	source.SetAnnotations(secret.GetAnnotations())
-	return source, nil
-}
-
-// hiveSourceSecretName is <syncset>-<secret>, shortened with a hash of the
-// Secret's namespace and name past the 253 characters of a name.
-func hiveSourceSecretName(syncSet, namespace, name string) string {
-	full := syncSet + "-" + name
-	if len(full) <= 253 {
-		return full
-	}
-	sum := sha256.Sum256([]byte(namespace + "/" + name))
-	suffix := "-" + hex.EncodeToString(sum[:])[:10]
-	return strings.TrimRight(full[:253-len(suffix)], "-.") + suffix
-}
-
-// hiveHub is one Hive cluster and the ClusterDeployment of a hub on it.
-type hiveHub struct {
-	dyn          dynamic.Interface
-	target       fleet.HiveTarget
-	hubID        string
-	fieldManager string
-	metrics      *Metrics
-}
-
-// call runs one API call, counts it and wraps its failure in an APIError.
-func (h *hiveHub) call(op string, fn func() error) error {
-	err := fn()
-	if err == nil {
-		h.metrics.Call(fleet.DeliverySyncSetHive, op, OutcomeSuccess)
-		return nil
-	}
-	apiErr := &APIError{Mode: fleet.DeliverySyncSetHive, Op: op, Err: err}
-	var status apierrors.APIStatus
-	if errors.As(err, &status) {
-		apiErr.Status, apiErr.Reason = int(status.Status().Code), status.Status().Message
-	}
-	h.metrics.Call(fleet.DeliverySyncSetHive, op, OutcomeOf(apiErr.Status))
-	return apiErr
 }
 
 // apply server-side applies obj in its namespace, forcing ownership.

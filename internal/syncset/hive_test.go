@@ -2,16 +2,10 @@ package syncset_test
 
 import (
 	"context"
-	"crypto/rand"
 	"encoding/base64"
-	"encoding/hex"
 	"errors"
-	"log/slog"
-	"maps"
 	"net"
-	"os"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -19,153 +13,14 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/testutil"
 	"github.com/spf13/pflag"
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
-	"k8s.io/apimachinery/pkg/runtime/schema"
-	"k8s.io/client-go/dynamic"
-	"k8s.io/client-go/tools/clientcmd"
 	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
 
 	"github.com/fleetmanager/fleet-manager/internal/fleet"
-	"github.com/fleetmanager/fleet-manager/internal/hub/hubtest"
 	"github.com/fleetmanager/fleet-manager/internal/syncset"
 	"github.com/fleetmanager/fleet-manager/internal/syncset/hivetest"
 )
-
-var (
-	hiveSecretsGVR          = schema.GroupVersionResource{Version: "v1", Resource: "secrets"}
-	hiveNamespacesGVR       = schema.GroupVersionResource{Version: "v1", Resource: "namespaces"}
-	hiveManagedClustersGVR  = schema.GroupVersionResource{Group: "cluster.open-cluster-management.io", Version: "v1", Resource: "managedclusters"}
-	hiveAddonConfigsGVR     = schema.GroupVersionResource{Group: "agent.open-cluster-management.io", Version: "v1", Resource: "klusterletaddonconfigs"}
-	hiveSyncSetAPIVersion   = "hive.openshift.io/v1"
-	hiveManagedByFleet      = "fleet-manager"
-	hiveEventuallyTimeout   = 30 * time.Second
-	hiveEventuallyPolling   = 20 * time.Millisecond
-	hiveCallsMetric         = "fleet_manager_syncset_api_calls_total"
-	hiveApplyDurationMetric = "fleet_manager_syncset_apply_duration_seconds"
-)
-
-// hiveFakeSource is an in-memory syncset.Source: the hub's credentials, and
-// the registration's objects as fleet.DesiredObjects renders them (or
-// objects, when set).
-type hiveFakeSource struct {
-	mu      sync.Mutex
-	creds   map[string]string
-	imports *fleet.ImportCredentials
-	objects []map[string]any
-}
-
-func (s *hiveFakeSource) HubCredentials(_ context.Context, _ string) (map[string]string, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return maps.Clone(s.creds), nil
-}
-
-func (s *hiveFakeSource) RegistrationObjects(_ context.Context, hubID string, reg fleet.Registration) ([]map[string]any, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if s.objects != nil {
-		return s.objects, nil
-	}
-	return fleet.DesiredObjects(reg, hubID, s.imports), nil
-}
-
-func (s *hiveFakeSource) setImports(c *fleet.ImportCredentials) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	s.imports = c
-}
-
-// hiveEnv is one test's Hive cluster (the shared test hub, in a namespace
-// of its own with its ClusterDeployment) and a delivery to it.
-type hiveEnv struct {
-	g        *gomega.WithT
-	hub      *hubtest.Hub
-	dyn      dynamic.Interface
-	fleetHub fleet.Hub
-	src      *hiveFakeSource
-	registry *prometheus.Registry
-	delivery *syncset.HiveDelivery
-	token    string
-}
-
-func hiveRandom(t *testing.T) string {
-	b := make([]byte, 4)
-	if _, err := rand.Read(b); err != nil {
-		t.Fatalf("rand.Read: %v", err)
-	}
-	return hex.EncodeToString(b)
-}
-
-func hiveNewEnv(t *testing.T) *hiveEnv {
-	t.Helper()
-	g := gomega.NewWithT(t)
-	g.SetDefaultEventuallyTimeout(hiveEventuallyTimeout)
-	g.SetDefaultEventuallyPollingInterval(hiveEventuallyPolling)
-	hub := hubtest.Start(t)
-	dyn := hub.NewDynamicFor(t)
-	suffix := hiveRandom(t)
-	target := fleet.HiveTarget{Namespace: "hive-" + suffix, ClusterDeployment: "hub-" + suffix}
-	hivetest.CreateClusterDeployment(t.Context(), t, dyn, target.Namespace, target.ClusterDeployment)
-	kubeconfig, err := os.ReadFile(hub.Kubeconfig(t))
-	g.Expect(err).NotTo(gomega.HaveOccurred())
-	e := &hiveEnv{g: g, hub: hub, dyn: dyn, registry: prometheus.NewRegistry(), token: "sha256~import-token-" + suffix}
-	e.src = &hiveFakeSource{
-		creds:   map[string]string{fleet.CredentialHiveKubeconfig: string(kubeconfig)},
-		imports: &fleet.ImportCredentials{APIURL: "https://api.spoke-" + suffix + ".example.com:6443", Token: e.token},
-	}
-	e.fleetHub = fleet.Hub{ID: "hub-id-" + suffix, Name: "hive-hub-" + suffix, DeliveryMode: fleet.DeliverySyncSetHive,
-		Hive: &target, HasCredentials: true}
-	metrics, err := syncset.NewMetrics("fleet_manager", e.registry)
-	g.Expect(err).NotTo(gomega.HaveOccurred())
-	e.delivery = syncset.NewHiveDelivery(syncset.DefaultHiveConfig(), e.src, metrics, slog.New(slog.NewTextHandler(t.Output(), nil)))
-	return e
-}
-
-// runHive starts the Hive stand-in for this test's ClusterDeployment namespace.
-func (e *hiveEnv) runHive(t *testing.T) {
-	t.Helper()
-	hivetest.Run(t.Context(), t, e.dyn, hivetest.NewRESTMapper(t, e.hub.RESTConfig()), e.fleetHub.Hive.Namespace)
-}
-
-func hiveRegistration(t *testing.T) fleet.Registration {
-	id := hiveRandom(t) + hiveRandom(t) + hiveRandom(t) + hiveRandom(t)
-	id = id[:8] + "-" + id[8:12] + "-" + id[12:16] + "-" + id[16:20] + "-" + id[20:]
-	return fleet.Registration{ID: id, OrgID: "org-" + hiveRandom(t), Owner: "someone", Name: "cluster",
-		Labels: map[string]string{"env": "test"}, Product: fleet.ProductOCP}
-}
-
-func (e *hiveEnv) get(gvr schema.GroupVersionResource, namespace, name string) (*unstructured.Unstructured, error) {
-	if namespace == "" {
-		return e.dyn.Resource(gvr).Get(context.Background(), name, metav1.GetOptions{})
-	}
-	return e.dyn.Resource(gvr).Namespace(namespace).Get(context.Background(), name, metav1.GetOptions{})
-}
-
-func (e *hiveEnv) syncSet(reg fleet.Registration) (*unstructured.Unstructured, error) {
-	return e.get(hivetest.SyncSets, e.fleetHub.Hive.Namespace, fleet.SyncSetName(reg))
-}
-
-func (e *hiveEnv) sourceSecretName(reg fleet.Registration) string {
-	return fleet.SyncSetName(reg) + "-" + fleet.AutoImportSecretName
-}
-
-func (e *hiveEnv) deliver(reg fleet.Registration) {
-	report, err := e.delivery.Deliver(context.Background(), e.fleetHub, reg)
-	e.g.Expect(err).NotTo(gomega.HaveOccurred())
-	e.g.Expect(report.Done).To(gomega.BeTrue(), report.Message)
-}
-
-// hiveField returns the field of obj at path, nil when there is none.
-func hiveField(obj *unstructured.Unstructured, path ...string) any {
-	v, _, _ := unstructured.NestedFieldNoCopy(obj.Object, path...)
-	return v
-}
-
-func hiveNotFound() gomega.OmegaMatcher {
-	return gomega.WithTransform(apierrors.IsNotFound, gomega.BeTrue())
-}
 
 func TestHiveDeliverPutsObjectsInSyncSet(t *testing.T) {
 	t.Parallel()
@@ -270,154 +125,6 @@ func TestHiveDeliverFollowsChanges(t *testing.T) {
 	e.g.Expect(err).To(hiveNotFound(), "the source Secret goes with its mapping")
 	e.g.Eventually(func() error { _, err := e.get(hiveSecretsGVR, mcName, fleet.AutoImportSecretName); return err }).
 		Should(hiveNotFound(), "in Sync mode Hive deletes the Secret the SyncSet stopped mapping")
-}
-
-func TestHiveWithdrawDeletesSyncSet(t *testing.T) {
-	t.Parallel()
-	e := hiveNewEnv(t)
-	reg := hiveRegistration(t)
-	e.deliver(reg)
-	for range 2 {
-		report, err := e.delivery.Withdraw(t.Context(), e.fleetHub, reg)
-		e.g.Expect(err).NotTo(gomega.HaveOccurred())
-		e.g.Expect(report).To(gomega.And(gomega.HaveField("Done", gomega.BeTrue()), gomega.HaveField("Reason", fleet.ReasonSyncSetDeleted), gomega.HaveField("NoAgent", gomega.BeTrue())))
-		_, err = e.syncSet(reg)
-		e.g.Expect(err).To(hiveNotFound())
-		_, err = e.get(hiveSecretsGVR, e.fleetHub.Hive.Namespace, e.sourceSecretName(reg))
-		e.g.Expect(err).To(hiveNotFound())
-	}
-}
-
-func TestHiveWithdrawRemovesObjects(t *testing.T) {
-	t.Parallel()
-	e := hiveNewEnv(t)
-	e.runHive(t)
-	reg := hiveRegistration(t)
-	mcName := fleet.ManagedClusterName(reg)
-	e.deliver(reg)
-	e.g.Eventually(func() error { _, err := e.get(hiveManagedClustersGVR, "", mcName); return err }).Should(gomega.Succeed())
-	e.g.Eventually(func() error { _, err := e.get(hiveSecretsGVR, mcName, fleet.AutoImportSecretName); return err }).Should(gomega.Succeed())
-
-	e.g.Eventually(func() (fleet.DeliveryReport, error) { return e.delivery.Withdraw(t.Context(), e.fleetHub, reg) }).
-		Should(gomega.And(gomega.HaveField("Done", gomega.BeTrue()), gomega.HaveField("Reason", fleet.ReasonSyncSetDeleted)))
-	// Done means Hive no longer tracks anything of the SyncSet: it deleted it all.
-	_, err := e.get(hiveManagedClustersGVR, "", mcName)
-	e.g.Expect(err).To(hiveNotFound())
-	_, err = e.get(hiveAddonConfigsGVR, mcName, mcName)
-	e.g.Expect(err).To(hiveNotFound())
-	_, err = e.get(hiveSecretsGVR, mcName, fleet.AutoImportSecretName)
-	e.g.Expect(err).To(hiveNotFound())
-	ns, err := e.get(hiveNamespacesGVR, "", mcName)
-	if err == nil {
-		e.g.Expect(ns.GetDeletionTimestamp()).NotTo(gomega.BeNil(), "the namespace is deleted (it stays Terminating without a namespace controller)")
-	} else {
-		e.g.Expect(err).To(hiveNotFound())
-	}
-}
-
-func TestHiveReleaseLeavesObjects(t *testing.T) {
-	t.Parallel()
-	e := hiveNewEnv(t)
-	e.runHive(t)
-	reg := hiveRegistration(t)
-	mcName := fleet.ManagedClusterName(reg)
-	e.deliver(reg)
-	e.g.Eventually(func() error { _, err := e.get(hiveSecretsGVR, mcName, fleet.AutoImportSecretName); return err }).Should(gomega.Succeed())
-
-	e.g.Eventually(func() (fleet.DeliveryReport, error) { return e.delivery.Release(t.Context(), e.fleetHub, reg) }).
-		Should(gomega.And(gomega.HaveField("Done", gomega.BeTrue()), gomega.HaveField("Reason", fleet.ReasonHandingOff)))
-	_, err := e.syncSet(reg)
-	e.g.Expect(err).To(hiveNotFound())
-	_, err = e.get(hiveSecretsGVR, e.fleetHub.Hive.Namespace, e.sourceSecretName(reg))
-	e.g.Expect(err).To(hiveNotFound())
-	// Once Hive has processed the deletion it no longer tracks the SyncSet.
-	e.g.Eventually(func() ([]hivetest.SyncStatus, error) {
-		return hivetest.ReadSyncStatuses(t.Context(), e.dyn, e.fleetHub.Hive.Namespace, e.fleetHub.Hive.ClusterDeployment)
-	}).ShouldNot(gomega.ContainElement(gomega.HaveField("Name", fleet.SyncSetName(reg))))
-	mc, err := e.get(hiveManagedClustersGVR, "", mcName)
-	e.g.Expect(err).NotTo(gomega.HaveOccurred(), "the ManagedCluster stays for the agent")
-	e.g.Expect(mc.GetDeletionTimestamp()).To(gomega.BeNil())
-	_, err = e.get(hiveSecretsGVR, mcName, fleet.AutoImportSecretName)
-	e.g.Expect(err).NotTo(gomega.HaveOccurred(), "the auto-import Secret stays")
-	ns, err := e.get(hiveNamespacesGVR, "", mcName)
-	e.g.Expect(err).NotTo(gomega.HaveOccurred())
-	e.g.Expect(ns.GetDeletionTimestamp()).To(gomega.BeNil())
-}
-
-func TestHiveReleaseWaitsForHiveToSeeUpsert(t *testing.T) {
-	t.Parallel()
-	e := hiveNewEnv(t)
-	reg := hiveRegistration(t)
-	name, target := fleet.SyncSetName(reg), *e.fleetHub.Hive
-	e.deliver(reg)
-	hivetest.InstallCRD(t.Context(), t, e.dyn)
-	tracked := []hivetest.ResourceRef{{APIVersion: "cluster.open-cluster-management.io/v1", Kind: "ManagedCluster", Name: fleet.ManagedClusterName(reg)}}
-	now := metav1.Now()
-	hivetest.WriteSyncStatuses(t.Context(), t, e.dyn, target.Namespace, target.ClusterDeployment, []hivetest.SyncStatus{
-		{Name: name, ObservedGeneration: 1, ResourcesToDelete: tracked, Result: hivetest.ResultSuccess, LastTransitionTime: now}})
-
-	for range 2 {
-		report, err := e.delivery.Release(t.Context(), e.fleetHub, reg)
-		e.g.Expect(err).NotTo(gomega.HaveOccurred())
-		e.g.Expect(report).To(gomega.And(gomega.HaveField("Done", gomega.BeFalse()), gomega.HaveField("Reason", fleet.ReasonHandingOff),
-			gomega.HaveField("Message", gomega.ContainSubstring("waiting for Hive to see resourceApplyMode Upsert"))))
-		ss, err := e.syncSet(reg)
-		e.g.Expect(err).NotTo(gomega.HaveOccurred(), "the SyncSet stays until Hive saw Upsert")
-		e.g.Expect(hiveField(ss, "spec", "resourceApplyMode")).To(gomega.Equal("Upsert"))
-		e.g.Expect(ss.GetGeneration()).To(gomega.Equal(int64(2)), "the mode is patched once")
-	}
-
-	hivetest.WriteSyncStatuses(t.Context(), t, e.dyn, target.Namespace, target.ClusterDeployment, []hivetest.SyncStatus{
-		{Name: name, ObservedGeneration: 2, ResourcesToDelete: tracked, Result: hivetest.ResultSuccess, LastTransitionTime: now}})
-	report, err := e.delivery.Release(t.Context(), e.fleetHub, reg)
-	e.g.Expect(err).NotTo(gomega.HaveOccurred())
-	e.g.Expect(report).To(gomega.And(gomega.HaveField("Done", gomega.BeFalse()), gomega.HaveField("Message", gomega.ContainSubstring("stop tracking 1 objects"))))
-
-	hivetest.WriteSyncStatuses(t.Context(), t, e.dyn, target.Namespace, target.ClusterDeployment, []hivetest.SyncStatus{
-		{Name: name, ObservedGeneration: 2, Result: hivetest.ResultSuccess, LastTransitionTime: now}})
-	report, err = e.delivery.Release(t.Context(), e.fleetHub, reg)
-	e.g.Expect(err).NotTo(gomega.HaveOccurred())
-	e.g.Expect(report).To(gomega.And(gomega.HaveField("Done", gomega.BeTrue()), gomega.HaveField("Reason", fleet.ReasonHandingOff)))
-	_, err = e.syncSet(reg)
-	e.g.Expect(err).To(hiveNotFound())
-}
-
-func TestHiveWithdrawWaitsForHiveToDelete(t *testing.T) {
-	t.Parallel()
-	e := hiveNewEnv(t)
-	reg := hiveRegistration(t)
-	target := *e.fleetHub.Hive
-	e.deliver(reg)
-	hivetest.InstallCRD(t.Context(), t, e.dyn)
-	hivetest.WriteSyncStatuses(t.Context(), t, e.dyn, target.Namespace, target.ClusterDeployment, []hivetest.SyncStatus{{
-		Name: fleet.SyncSetName(reg), ResourcesToDelete: []hivetest.ResourceRef{{APIVersion: "v1", Kind: "Namespace", Name: fleet.ManagedClusterName(reg)}},
-		Result: hivetest.ResultFailure, FailureMessage: "namespaces is forbidden", LastTransitionTime: metav1.Now(),
-	}})
-	report, err := e.delivery.Withdraw(t.Context(), e.fleetHub, reg)
-	e.g.Expect(err).NotTo(gomega.HaveOccurred())
-	e.g.Expect(report).To(gomega.And(gomega.HaveField("Done", gomega.BeFalse()), gomega.HaveField("Reason", fleet.ReasonWithdrawing),
-		gomega.HaveField("Message", gomega.And(gomega.ContainSubstring("still has to delete 1"), gomega.ContainSubstring("namespaces is forbidden")))))
-	_, err = e.syncSet(reg)
-	e.g.Expect(err).To(hiveNotFound())
-
-	hivetest.WriteSyncStatuses(t.Context(), t, e.dyn, target.Namespace, target.ClusterDeployment, nil)
-	report, err = e.delivery.Withdraw(t.Context(), e.fleetHub, reg)
-	e.g.Expect(err).NotTo(gomega.HaveOccurred())
-	e.g.Expect(report.Done).To(gomega.BeTrue(), report.Message)
-}
-
-// hiveKubeconfig writes a kubeconfig for server with the given user.
-func hiveKubeconfig(t *testing.T, server string, user *clientcmdapi.AuthInfo) string {
-	cfg := clientcmdapi.NewConfig()
-	cfg.Clusters["hive"] = &clientcmdapi.Cluster{Server: server, InsecureSkipTLSVerify: true}
-	cfg.AuthInfos["hive-admin"] = user
-	cfg.Contexts["hive"] = &clientcmdapi.Context{Cluster: "hive", AuthInfo: "hive-admin"}
-	cfg.CurrentContext = "hive"
-	b, err := clientcmd.Write(*cfg)
-	if err != nil {
-		t.Fatalf("clientcmd.Write: %v", err)
-	}
-	return string(b)
 }
 
 func TestHiveBadHubOrObjectsIsDeliveryFailed(t *testing.T) {

@@ -1,0 +1,136 @@
+package syncset
+
+import (
+	"crypto/sha256"
+	"encoding/base64"
+	"encoding/hex"
+	"encoding/json"
+	"fmt"
+	"maps"
+	"strings"
+
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+
+	"github.com/fleetmanager/fleet-manager/internal/fleet"
+)
+
+// hiveSet is a registration's SyncSet and the source Secrets it maps.
+type hiveSet struct {
+	syncSet   *unstructured.Unstructured
+	secrets   []*unstructured.Unstructured
+	resources int
+}
+
+// hiveRender puts a registration's objects in its SyncSet; each Secret goes
+// into a source Secret next to the SyncSet, mapped to its place on the hub.
+func hiveRender(target fleet.HiveTarget, hubID string, reg fleet.Registration, objects []map[string]any) (hiveSet, error) {
+	name := fleet.SyncSetName(reg)
+	own := map[string]string{fleet.LabelRegistrationID: reg.ID, fleet.LabelOrgID: reg.OrgID, fleet.LabelHubID: hubID, fleet.LabelManagedBy: hiveManagedBy}
+	var set hiveSet
+	resources, mappings := []any{}, []any{}
+	for i, o := range objects {
+		obj, err := hiveObject(o)
+		if err != nil {
+			return hiveSet{}, hiveInvalidf("registration %s: objects[%d]: %v", reg.ID, i, err)
+		}
+		if obj.GetAPIVersion() != "v1" || obj.GetKind() != "Secret" {
+			resources = append(resources, obj.Object)
+			continue
+		}
+		source, err := hiveSourceSecret(target.Namespace, name, own, obj)
+		if err != nil {
+			return hiveSet{}, hiveInvalidf("registration %s: objects[%d]: %v", reg.ID, i, err)
+		}
+		for _, s := range set.secrets {
+			if s.GetName() == source.GetName() {
+				return hiveSet{}, hiveInvalidf("registration %s: two Secrets map to source Secret %s", reg.ID, s.GetName())
+			}
+		}
+		set.secrets = append(set.secrets, source)
+		mappings = append(mappings, map[string]any{
+			"sourceRef": map[string]any{"name": source.GetName(), "namespace": target.Namespace},
+			"targetRef": map[string]any{"name": obj.GetName(), "namespace": obj.GetNamespace()},
+		})
+	}
+	spec := map[string]any{
+		"clusterDeploymentRefs": []any{map[string]any{"name": target.ClusterDeployment}},
+		"resourceApplyMode":     hiveModeSync,
+		"resources":             resources,
+	}
+	if len(mappings) > 0 {
+		spec["secretMappings"] = mappings
+	}
+	set.syncSet = &unstructured.Unstructured{Object: map[string]any{"apiVersion": "hive.openshift.io/v1", "kind": "SyncSet", "spec": spec}}
+	set.syncSet.SetName(name)
+	set.syncSet.SetNamespace(target.Namespace)
+	set.syncSet.SetLabels(own)
+	set.resources = len(resources)
+	return set, nil
+}
+
+// hiveObject makes a rendered object JSON-clean (int64 numbers, no Go types).
+func hiveObject(o map[string]any) (*unstructured.Unstructured, error) {
+	b, err := json.Marshal(o)
+	if err != nil {
+		return nil, err
+	}
+	obj := &unstructured.Unstructured{}
+	if err := obj.UnmarshalJSON(b); err != nil {
+		return nil, err
+	}
+	if obj.GetName() == "" {
+		return nil, fmt.Errorf("%s without a name", obj.GetKind())
+	}
+	return obj, nil
+}
+
+// hiveSourceSecret holds a Secret's data (stringData encoded) next to the
+// SyncSet, with the SyncSet's labels over the Secret's own: Hive copies its
+// type, data, labels and annotations to the hub.
+func hiveSourceSecret(namespace, syncSet string, own map[string]string, secret *unstructured.Unstructured) (*unstructured.Unstructured, error) {
+	if secret.GetNamespace() == "" {
+		return nil, fmt.Errorf("Secret %s without a namespace", secret.GetName())
+	}
+	data, _, err := unstructured.NestedStringMap(secret.Object, "data")
+	if err != nil {
+		return nil, fmt.Errorf("Secret %s: data: %w", secret.GetName(), err)
+	}
+	plain, _, err := unstructured.NestedStringMap(secret.Object, "stringData")
+	if err != nil {
+		return nil, fmt.Errorf("Secret %s: stringData: %w", secret.GetName(), err)
+	}
+	encoded := map[string]any{}
+	for k, v := range data {
+		encoded[k] = v
+	}
+	for k, v := range plain {
+		encoded[k] = base64.StdEncoding.EncodeToString([]byte(v))
+	}
+	secretType, _, _ := unstructured.NestedString(secret.Object, "type")
+	if secretType == "" {
+		secretType = "Opaque"
+	}
+	source := &unstructured.Unstructured{Object: map[string]any{"apiVersion": "v1", "kind": "Secret", "type": secretType, "data": encoded}}
+	source.SetName(hiveSourceSecretName(syncSet, secret.GetNamespace(), secret.GetName()))
+	source.SetNamespace(namespace)
+	lbls := secret.GetLabels()
+	if lbls == nil {
+		lbls = map[string]string{}
+	}
+	maps.Copy(lbls, own)
+	source.SetLabels(lbls)
+	source.SetAnnotations(secret.GetAnnotations())
+	return source, nil
+}
+
+// hiveSourceSecretName is <syncset>-<secret>, shortened with a hash of the
+// Secret's namespace and name past the 253 characters of a name.
+func hiveSourceSecretName(syncSet, namespace, name string) string {
+	full := syncSet + "-" + name
+	if len(full) <= 253 {
+		return full
+	}
+	sum := sha256.Sum256([]byte(namespace + "/" + name))
+	suffix := "-" + hex.EncodeToString(sum[:])[:10]
+	return strings.TrimRight(full[:253-len(suffix)], "-.") + suffix
+}
