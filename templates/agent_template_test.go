@@ -16,6 +16,7 @@ import (
 
 	"github.com/fleetmanager/fleet-manager/internal/agent"
 	"github.com/fleetmanager/fleet-manager/internal/config"
+	"github.com/fleetmanager/fleet-manager/internal/fleet"
 	"github.com/fleetmanager/fleet-manager/internal/rest"
 )
 
@@ -158,6 +159,9 @@ var wantAgentRules = []policyRule{
 	{APIGroups: []string{""}, Resources: []string{"namespaces"}, Verbs: []string{"get", "list", "watch", "create", "patch", "delete"}},
 	{APIGroups: []string{"agent.open-cluster-management.io"}, Resources: []string{"klusterletaddonconfigs"}, Verbs: []string{"get", "list", "create", "patch", "update", "delete"}},
 	{APIGroups: []string{""}, Resources: []string{"secrets"}, Verbs: []string{"get", "create", "patch"}},
+	{APIGroups: []string{"internal.open-cluster-management.io"}, Resources: []string{"managedclusterinfos"}, Verbs: []string{"list", "watch"}},
+	{APIGroups: []string{"cluster.open-cluster-management.io"}, Resources: []string{"managedclustersets", "placements", "placementdecisions"}, Verbs: []string{"list", "watch"}},
+	{APIGroups: []string{"policy.open-cluster-management.io"}, Resources: []string{"policies"}, Verbs: []string{"list", "watch"}},
 }
 
 // grants flattens rules to group/resource/verb triples.
@@ -204,6 +208,14 @@ func TestAgentClusterRoleIsLeastPrivilege(t *testing.T) {
 	}
 	if got, want := grants(role.Rules), grants(wantAgentRules); !reflect.DeepEqual(got, want) {
 		t.Errorf("ClusterRole grants\n%s\nwant exactly\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
+	}
+	// Every kind of the resource database is listed and watched by an informer.
+	for _, k := range fleet.SyncedResourceKinds() {
+		for _, v := range []string{"list", "watch"} {
+			if g := k.Group + "/" + k.Resource + ":" + v; !slices.Contains(grants(role.Rules), g) {
+				t.Errorf("ClusterRole does not grant %s, which the %s informer needs", g, k.Kind)
+			}
+		}
 	}
 
 	var binding clusterRoleBinding

@@ -28,6 +28,7 @@ var serveFlags = []string{
 	"service-name", "api-base-path", "error-code-prefix", "log-format", "log-level",
 	"auth-jwks-url", "auth-issuers", "auth-audience", "cors-allowed-origins",
 	"db-max-open-conns", "db-max-idle-conns", "shutdown-timeout", "encryption-key-file",
+	"served-zones", "zone-deployments", "registration-default-zone",
 }
 
 func TestServiceProbes(t *testing.T) {

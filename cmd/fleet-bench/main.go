@@ -35,8 +35,17 @@
 // failure: the exit status is non-zero only when the run itself failed or an
 // acknowledgement did not add up.
 //
+// With --reads it runs the read benchmark instead: it loads hubs x
+// clusters-per-hub managed clusters (and --resources rows of the generic
+// resources table, when that is migrated) by SQL, then times, each with
+// --read-concurrency clients for --read-duration, a list page of 100 in the
+// default order and by name, a label search, a region search, a get by id
+// and following the change feed (when the server offers it), and prints the
+// EXPLAIN (ANALYZE, BUFFERS) of the statements each used.
+//
 // `make bench` builds bin/fleet-manager and runs it with the issue's sizes;
-// --quick (10 hubs x 300 clusters) tries it out in seconds.
+// --quick (10 hubs x 300 clusters) tries it out in seconds; `make bench/reads`
+// runs the read benchmark.
 package main
 
 import (
@@ -67,7 +76,11 @@ func main() {
 		fmt.Fprintln(os.Stderr, "Error:", err)
 		os.Exit(2)
 	}
-	if err := run(ctx, opts, os.Stdout); err != nil {
+	runner := run
+	if opts.Reads {
+		runner = runReads
+	}
+	if err := runner(ctx, opts, os.Stdout); err != nil {
 		fmt.Fprintln(os.Stderr, "Error:", err)
 		os.Exit(1)
 	}

@@ -28,6 +28,11 @@ type options struct {
 	HeartbeatInterval time.Duration
 	HeartbeatTimeout  time.Duration
 
+	Reads           bool
+	ReadDuration    time.Duration
+	ReadConcurrency int
+	Resources       int
+
 	Quick        bool
 	KeepDatabase bool
 	ServerLog    string
@@ -59,6 +64,9 @@ func defaultOptions() options {
 		SampleTimeout:     30 * time.Second,
 		HeartbeatInterval: 15 * time.Second,
 		HeartbeatTimeout:  10 * time.Minute,
+		ReadDuration:      15 * time.Second,
+		ReadConcurrency:   8,
+		Resources:         1000000,
 	}
 }
 
@@ -79,7 +87,11 @@ func (o *options) addFlags(fs *pflag.FlagSet) {
 	fs.DurationVar(&o.SampleTimeout, "propagation-timeout", o.SampleTimeout, "how long after the last registration its receipt is awaited")
 	fs.DurationVar(&o.HeartbeatInterval, "heartbeat-interval", o.HeartbeatInterval, "how often each agent sends its heartbeat")
 	fs.DurationVar(&o.HeartbeatTimeout, "hub-heartbeat-timeout", o.HeartbeatTimeout, "serve's --hub-heartbeat-timeout")
-	fs.BoolVar(&o.Quick, "quick", o.Quick, "try it out: 10 hubs x 300 clusters and 20 samples, unless those flags are given")
+	fs.BoolVar(&o.Reads, "reads", o.Reads, "run the read benchmark instead of the ingest phases: load the inventory by SQL, then time list, search, get and change-feed reads through the API")
+	fs.DurationVar(&o.ReadDuration, "read-duration", o.ReadDuration, "how long each read scenario runs (--reads)")
+	fs.IntVar(&o.ReadConcurrency, "read-concurrency", o.ReadConcurrency, "concurrent clients of each read scenario (--reads)")
+	fs.IntVar(&o.Resources, "resources", o.Resources, "other resources loaded when the resources table is migrated (--reads)")
+	fs.BoolVar(&o.Quick, "quick", o.Quick, "try it out: 10 hubs x 300 clusters and 20 samples (with --reads: 10,000 resources, 2s a scenario), unless those flags are given")
 	fs.BoolVar(&o.KeepDatabase, "keep-database", o.KeepDatabase, "leave the benchmark database in place (for EXPLAIN), printing its name")
 	fs.StringVar(&o.ServerLog, "server-log", o.ServerLog, "file the serve child's log is written to (default: a temporary file, removed)")
 	fs.StringVar(&o.SamplesFile, "samples-file", o.SamplesFile, "CSV file the propagation samples are written to, one line each")
@@ -96,6 +108,8 @@ func (o *options) applyQuick(fs *pflag.FlagSet) {
 		"hubs":                func() { o.Hubs = 10 },
 		"clusters-per-hub":    func() { o.ClustersPerHub = 300 },
 		"propagation-samples": func() { o.Samples = 20 },
+		"resources":           func() { o.Resources = 10000 },
+		"read-duration":       func() { o.ReadDuration = 2 * time.Second },
 	} {
 		if !fs.Changed(name) {
 			set()
@@ -117,6 +131,9 @@ func (o options) validate() error {
 	check(o.ChangeFraction > 0 && o.ChangeFraction <= 1, "change-fraction", "must be in (0, 1] (got %g)", o.ChangeFraction)
 	check(o.changedPerHub() <= 5000, "change-fraction", "changes more than 5000 clusters per hub, one batch's bound")
 	check(o.HubCapacity >= 1, "hub-capacity", "must be at least 1 (got %d)", o.HubCapacity)
+	check(o.ReadDuration >= 100*time.Millisecond, "read-duration", "must be at least 100ms (got %s)", o.ReadDuration)
+	check(o.ReadConcurrency >= 1, "read-concurrency", "must be at least 1 (got %d)", o.ReadConcurrency)
+	check(o.Resources >= 0, "resources", "must not be negative (got %d)", o.Resources)
 	check(o.Samples >= 1, "propagation-samples", "must be at least 1 (got %d)", o.Samples)
 	check(o.PollWait >= time.Second && o.PollWait <= time.Minute, "poll-wait", "must be between 1s and 1m, serve's --agent-max-wait (got %s)", o.PollWait)
 	check(o.HeartbeatInterval >= time.Second, "heartbeat-interval", "must be at least 1s (got %s)", o.HeartbeatInterval)

@@ -21,11 +21,12 @@ type background struct {
 	wg     sync.WaitGroup
 }
 
-// startBackground starts the listener and the revision watch.
-func startBackground(ctx context.Context, listener *postgres.Listener, watch *postgres.RevisionWatch) *background {
+// startBackground starts the listener, the revision watch and the inventory watch.
+func startBackground(ctx context.Context, listener *postgres.Listener, watch *postgres.RevisionWatch,
+	inventory *postgres.InventoryWatch) *background {
 	ctx, cancel := context.WithCancel(context.WithoutCancel(ctx))
 	b := &background{ctx: ctx, cancel: cancel}
-	b.goRun(func() { listener.Run(ctx) }, func() { watch.Run(ctx) })
+	b.goRun(func() { listener.Run(ctx) }, func() { watch.Run(ctx) }, func() { inventory.Run(ctx) })
 	return b
 }
 
@@ -54,6 +55,9 @@ func startReconcilers(b *background, opts serveOptions, logger *slog.Logger, lis
 		func() { del.Run(ctx, delWake) },
 		func() { hubs.Run(ctx, hubWake, heartbeatCheck) },
 		func() { reconcile.RunHousekeeping(ctx, cfg, store, metrics, logger) },
+		func() {
+			reconcile.NewTombstonePurge(cfg, store, reconcile.TombstoneTables, clock, logger, metrics).Run(ctx)
+		},
 	)
 	logger.Info("reconcilers started", "owner", owner, "delivery_modes", slices.Sorted(maps.Keys(deliveries)))
 }

@@ -135,13 +135,16 @@ func serve(ctx context.Context, opts serveOptions, logger *slog.Logger) error {
 			return v, v.Close, nil
 		}, di.As(new(fleet.Authenticator))),
 		di.Provide(func(cfg postgres.Config, l *slog.Logger) *postgres.Listener {
-			return postgres.NewListener(cfg, l, postgres.ChannelRegistrations, postgres.ChannelHubs, postgres.ChannelHubRevision)
+			return postgres.NewListener(cfg, l, postgres.ChannelRegistrations, postgres.ChannelHubs, postgres.ChannelHubRevision,
+				postgres.ChannelInventory)
 		}),
 		di.Provide(postgres.NewRevisionWatch),
+		di.Provide(postgres.NewInventoryWatch),
 		di.Provide(func(cfg rest.Config, l *slog.Logger, a fleet.Authenticator, m *rest.HTTPMetrics, store *postgres.Store,
-			watch *postgres.RevisionWatch) (*rest.Server, error) {
+			watch *postgres.RevisionWatch, inventory *postgres.InventoryWatch) (*rest.Server, error) {
 			return rest.NewServer(ctx, cfg, l, a, m, rest.Services{Registrations: store, Hubs: store, Agents: store,
-				Inventory: store, Revisions: watch})
+				Inventory: store, Resources: store, Revisions: watch,
+				Feed: store, InventoryChanges: inventory})
 		}),
 	)
 	if err != nil {
@@ -159,12 +162,13 @@ func serve(ctx context.Context, opts serveOptions, logger *slog.Logger) error {
 	var registry *prometheus.Registry
 	var listener *postgres.Listener
 	var watch *postgres.RevisionWatch
-	for _, target := range []any{&api, &registry, &listener, &watch} {
+	var inventory *postgres.InventoryWatch
+	for _, target := range []any{&api, &registry, &listener, &watch, &inventory} {
 		if err := c.Resolve(target); err != nil {
 			return fmt.Errorf("serve: %w", err)
 		}
 	}
-	workers := startBackground(ctx, listener, watch)
+	workers := startBackground(ctx, listener, watch, inventory)
 	if opts.Reconcile.Enabled {
 		if err := c.Invoke(func(store *postgres.Store, queue *postgres.Queue, d map[fleet.DeliveryMode]fleet.Delivery, m *reconcile.Metrics) {
 			startReconcilers(workers, opts, logger, listener, store, queue, d, m)

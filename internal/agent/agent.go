@@ -113,6 +113,7 @@ func (a *Agent) Run(ctx context.Context) error {
 	wg.Go(func() { a.informer.RunWithContext(ctx) })
 	wg.Go(func() { a.runDesired(ctx) })
 	wg.Go(func() { a.runHeartbeat(ctx) })
+	wg.Go(func() { a.runResources(ctx) })
 	wg.Go(func() {
 		if !cache.WaitForCacheSync(ctx.Done(), a.informer.HasSynced) {
 			return

@@ -171,3 +171,30 @@ func (c *FleetClient) PutRegistrationsStatus(ctx context.Context, items []privat
 	return 0, statusError(op, resp.StatusCode(),
 		firstError(resp.JSON400, resp.JSON401, resp.JSON404, resp.JSON413, resp.JSON415, resp.JSON500))
 }
+
+// GetHubResourceKinds returns the kinds the fleet manager wants synced.
+func (c *FleetClient) GetHubResourceKinds(ctx context.Context) ([]private.ResourceKind, error) {
+	resp, err := c.api.GetHubResourceKindsWithResponse(ctx, c.hubID)
+	const op = "GetHubResourceKinds"
+	switch {
+	case err != nil:
+		return nil, fmt.Errorf("%s: %w", op, err)
+	case resp.StatusCode() == http.StatusOK && resp.JSON200 != nil:
+		return resp.JSON200.Items, nil
+	}
+	return nil, statusError(op, resp.StatusCode(), firstError(resp.JSON401, resp.JSON404, resp.JSON500))
+}
+
+// PostHubResources sends one batch of a synced kind.
+func (c *FleetClient) PostHubResources(ctx context.Context, batch private.ResourceBatch) (private.InventoryAck, error) {
+	resp, err := c.api.PostHubResourcesWithResponse(ctx, c.hubID, batch)
+	const op = "PostHubResources"
+	switch {
+	case err != nil:
+		return private.InventoryAck{}, fmt.Errorf("%s: %w", op, err)
+	case resp.StatusCode() == http.StatusOK && resp.JSON200 != nil:
+		return *resp.JSON200, nil
+	}
+	return private.InventoryAck{}, statusError(op, resp.StatusCode(),
+		firstError(resp.JSON400, resp.JSON401, resp.JSON404, resp.JSON413, resp.JSON415, resp.JSON500))
+}

@@ -23,6 +23,7 @@ type Metrics struct {
 	desiredObjects   prometheus.Gauge
 	appliedRevision  prometheus.Gauge
 	inventoryBatches *prometheus.CounterVec
+	resourceBatches  *prometheus.CounterVec
 	statusBatches    *prometheus.CounterVec
 	heartbeats       *prometheus.CounterVec
 }
@@ -51,6 +52,10 @@ func NewMetrics(reg prometheus.Registerer) (*Metrics, error) {
 			Namespace: metricsNamespace, Subsystem: "inventory", Name: "batches_total",
 			Help: "Inventory batches sent to the fleet manager, by kind (full, incremental) and outcome.",
 		}, []string{"kind", "outcome"}),
+		resourceBatches: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Namespace: metricsNamespace, Subsystem: "resources", Name: "batches_total",
+			Help: "Batches of the synced kinds (the registry's, a bounded set) sent to the fleet manager, by resource, kind of batch (full, incremental) and outcome.",
+		}, []string{"resource", "kind", "outcome"}),
 		statusBatches: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Namespace: metricsNamespace, Subsystem: "registration_status", Name: "batches_total",
 			Help: "Registration status batches sent to the fleet manager, by outcome.",
@@ -60,7 +65,7 @@ func NewMetrics(reg prometheus.Registerer) (*Metrics, error) {
 			Help: "Hub status reports (heartbeats) sent, by outcome.",
 		}, []string{"outcome"}),
 	}
-	for _, c := range []prometheus.Collector{m.applies, m.applyDuration, m.desiredObjects, m.appliedRevision, m.inventoryBatches, m.statusBatches, m.heartbeats} {
+	for _, c := range []prometheus.Collector{m.applies, m.applyDuration, m.desiredObjects, m.appliedRevision, m.inventoryBatches, m.resourceBatches, m.statusBatches, m.heartbeats} {
 		if err := reg.Register(c); err != nil {
 			return nil, err
 		}

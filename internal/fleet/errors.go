@@ -21,6 +21,7 @@ const (
 	KindPreconditionFailed ErrorKind = "precondition_failed"
 	KindTooLarge           ErrorKind = "too_large"
 	KindUnsupportedMedia   ErrorKind = "unsupported_media_type"
+	KindGone               ErrorKind = "gone"
 	KindInternal           ErrorKind = "internal"
 	KindUnavailable        ErrorKind = "unavailable"
 )
@@ -55,6 +56,8 @@ const (
 	CodeHubInUse             ErrorCode = 21
 	CodeAdminRoleRequired    ErrorCode = 22
 	CodeHubIdentityTaken     ErrorCode = 23
+	CodeCursorExpired        ErrorCode = 24
+	CodeZoneNotServed        ErrorCode = 25
 )
 
 // CatalogueEntry describes one error code: its kind and the reason a client sees
@@ -92,6 +95,8 @@ func Catalogue() []CatalogueEntry {
 		{CodeHubInUse, KindConflict, "HubInUse", "The hub still has registrations placed on it"},
 		{CodeAdminRoleRequired, KindForbidden, "AdminRoleRequired", "The caller lacks the administrator role this operation needs"},
 		{CodeHubIdentityTaken, KindConflict, "HubIdentityTaken", "The agent identity is already bound to another hub"},
+		{CodeCursorExpired, KindGone, "CursorExpired", "The cursor is older than the change feed's retention: list the collection again and resume from the cursor the list returns"},
+		{CodeZoneNotServed, KindConflict, "ZoneNotServed", "This deployment does not serve the zone; the reason names the deployment that does"},
 	}
 	sort.Slice(entries, func(i, j int) bool { return entries[i].Code < entries[j].Code })
 	return entries
@@ -113,6 +118,9 @@ type Error struct {
 	Code    ErrorCode
 	Message string
 	Err     error
+	// Details are facts a client may act on, shown beside the message, e.g.
+	// the deployment that serves a zone. Never secrets.
+	Details map[string]string
 }
 
 // Errorf returns an *Error with code and a formatted message. A %w verb wraps its
@@ -156,4 +164,14 @@ func ErrorMessageOf(err error) string {
 	}
 	entry, _ := LookupErrorCode(CodeInternal)
 	return entry.Reason
+}
+
+// ErrorDetailsOf returns the details of the first *Error in err's chain, nil
+// for any other error.
+func ErrorDetailsOf(err error) map[string]string {
+	var fe *Error
+	if errors.As(err, &fe) && fe.Code != CodeInternal {
+		return fe.Details
+	}
+	return nil
 }

@@ -118,19 +118,20 @@ func deref64(p *int64) int64 {
 
 // agentHub reads the live hub bound to agentIdentity, with its heartbeat
 // freshness; lock holds its row for the transaction, serialising one hub's
-// reports. Any other hub, or no identity, is not found: an agent learns
-// nothing of hubs not its own.
+// reports. Any other hub, a hub of a zone this deployment does not serve,
+// or no identity, is not found: an agent learns nothing of hubs not its own.
 func (s *Store) agentHub(tx *gorm.DB, hubID, agentIdentity string, lock bool) (hubRow, error) {
 	var hub hubRow
 	if agentIdentity == "" {
 		return hub, notFound("hub", hubID)
 	}
+	zones, zoneArgs := s.servedZonesSQL("h.zone")
 	query := `SELECT h.*, ` + heartbeatFreshSQL + ` AS heartbeat_fresh FROM hubs h
-WHERE h.id = ? AND h.agent_identity = ? AND h.deleted_at IS NULL`
+WHERE h.id = ? AND h.agent_identity = ? AND h.deleted_at IS NULL AND ` + zones
 	if lock {
 		query += ` FOR UPDATE`
 	}
-	err := tx.Raw(query, s.cfg.HeartbeatTimeout.Seconds(), hubID, agentIdentity).Take(&hub).Error
+	err := tx.Raw(query, append([]any{s.cfg.HeartbeatTimeout.Seconds(), hubID, agentIdentity}, zoneArgs...)...).Take(&hub).Error
 	if errors.Is(err, gorm.ErrRecordNotFound) {
 		return hub, notFound("hub", hubID)
 	}

@@ -88,7 +88,7 @@ func (s *Store) recordOne(tx *gorm.DB, hubID string, item fleet.RegistrationHubS
 
 // FindImportMaterial returns the manifests that import org's registration.
 func (s *Store) FindImportMaterial(ctx context.Context, org, id string) (string, error) {
-	row, err := findRegistration(s.db.Gorm.WithContext(ctx), org, id)
+	row, err := s.findRegistration(s.db.Gorm.WithContext(ctx), org, id)
 	if err != nil {
 		return "", fmt.Errorf("FindImportMaterial(%s/%s): %w", org, id, err)
 	}

@@ -92,6 +92,9 @@ func (s *Store) CreateHub(ctx context.Context, create fleet.HubCreate) (fleet.Hu
 	if err := create.Validate(); err != nil {
 		return fleet.Hub{}, err
 	}
+	if err := s.cfg.Zones.Check("hub", create.Zone); err != nil {
+		return fleet.Hub{}, err
+	}
 	row := hubRow{
 		ID: newID(), Generation: 1, Name: create.Name, Zone: create.Zone, Region: create.Region,
 		CloudProvider: create.CloudProvider, DeliveryMode: string(create.DeliveryMode), Capacity: create.Capacity,
@@ -152,9 +155,9 @@ func hubWriteError(err error, name string) error {
 	return err
 }
 
-// FindHub returns a live hub.
+// FindHub returns a live hub of a served zone.
 func (s *Store) FindHub(ctx context.Context, id string) (fleet.Hub, error) {
-	row, err := findHub(s.db.Gorm.WithContext(ctx), id, false)
+	row, err := findHub(s.inServedZones(s.db.Gorm.WithContext(ctx), "zone"), id, false)
 	if err != nil {
 		return fleet.Hub{}, fmt.Errorf("FindHub(%s): %w", id, err)
 	}
@@ -180,7 +183,7 @@ func (s *Store) ListHubs(ctx context.Context, q fleet.ListQuery) ([]fleet.Hub, i
 	if err != nil {
 		return nil, 0, err
 	}
-	query := s.db.Gorm.WithContext(ctx).Model(&hubRow{}).Where("deleted_at IS NULL")
+	query := s.inServedZones(s.db.Gorm.WithContext(ctx).Model(&hubRow{}), "zone").Where("deleted_at IS NULL")
 	rows, total, err := list[hubRow](query, hubList, q, page, size)
 	if err != nil {
 		return nil, 0, fmt.Errorf("ListHubs(): %w", err)
@@ -195,7 +198,7 @@ func (s *Store) ListHubs(ctx context.Context, q fleet.ListQuery) ([]fleet.Hub, i
 // UpdateHub changes a hub under If-Match.
 func (s *Store) UpdateHub(ctx context.Context, id string, ifMatch *int64, update fleet.HubUpdate) (fleet.Hub, error) {
 	err := s.transact(ctx, func(tx *gorm.DB) error {
-		row, err := findHub(tx, id, true)
+		row, err := findHub(s.inServedZones(tx, "zone"), id, true)
 		if err != nil {
 			return err
 		}
@@ -277,7 +280,9 @@ WHERE hub_id = ? AND deleted_at IS NULL`, hubID).Error
 // SetHubCordoned stops or resumes new placements on a hub.
 func (s *Store) SetHubCordoned(ctx context.Context, id string, cordoned bool) (fleet.Hub, error) {
 	err := s.transact(ctx, func(tx *gorm.DB) error {
-		res := tx.Exec(`UPDATE hubs SET cordoned = ?, updated_at = now() WHERE id = ? AND deleted_at IS NULL`, cordoned, id)
+		zones, zoneArgs := s.servedZonesSQL("zone")
+		res := tx.Exec(`UPDATE hubs SET cordoned = ?, updated_at = now() WHERE id = ? AND deleted_at IS NULL AND `+zones,
+			append([]any{cordoned, id}, zoneArgs...)...)
 		if res.Error != nil {
 			return res.Error
 		}
@@ -295,7 +300,7 @@ func (s *Store) SetHubCordoned(ctx context.Context, id string, cordoned bool) (f
 // DeleteHub soft-deletes a hub that holds no registrations.
 func (s *Store) DeleteHub(ctx context.Context, id string) error {
 	err := s.transact(ctx, func(tx *gorm.DB) error {
-		row, err := findHub(tx, id, true)
+		row, err := findHub(s.inServedZones(tx, "zone"), id, true)
 		if err != nil {
 			return err
 		}

@@ -111,6 +111,12 @@ func (s *Store) IngestInventory(ctx context.Context, hubID, agentIdentity string
 		if res, err = s.ingest(tx, hub, b); err != nil {
 			return err
 		}
+		if res.Written+res.Deleted+res.Tombstoned > 0 {
+			// Wakes the change feed's long-polls once this commits.
+			if err := notify(tx, ChannelInventory, hubID); err != nil {
+				return err
+			}
+		}
 		return tx.Exec(`UPDATE hubs SET last_inventory_at = now() WHERE id = ?`, hubID).Error
 	})
 	if err != nil {

@@ -1,6 +1,8 @@
 package postgres
 
 import (
+	"encoding/json"
+
 	"gorm.io/gorm"
 
 	"github.com/fleetmanager/fleet-manager/internal/fleet"
@@ -21,6 +23,13 @@ type listSpec struct {
 // list reads one page of rows of query (already scoped to what the caller
 // may see), filtered by q.Search and ordered by q.OrderBy, and the total.
 func list[T any](query *gorm.DB, spec listSpec, q fleet.ListQuery, page, size int) ([]T, int, error) {
+	return listCounted[T](query, spec, q, page, size, nil)
+}
+
+// listCounted is list with countAll, when not nil, giving the total of an
+// unfiltered list (exactly, from a maintained counter) instead of a count of
+// the rows.
+func listCounted[T any](query *gorm.DB, spec listSpec, q fleet.ListQuery, page, size int, countAll func() (int64, error)) ([]T, int, error) {
 	expr, err := fleet.ParseSearch(q.Search)
 	if err != nil {
 		return nil, 0, err
@@ -31,6 +40,9 @@ func list[T any](query *gorm.DB, spec listSpec, q fleet.ListQuery, page, size in
 			return nil, 0, err
 		}
 		query = query.Where(where, args...)
+		for _, hint := range containmentHints(expr, spec.search) {
+			query = query.Where(hint.where, hint.arg)
+		}
 	}
 	order, err := ParseOrderBy(q.OrderBy, spec.orderBy)
 	if err != nil {
@@ -40,10 +52,47 @@ func list[T any](query *gorm.DB, spec listSpec, q fleet.ListQuery, page, size in
 		order = spec.defaultOrder
 	}
 	var total int64
-	if err := query.Session(&gorm.Session{}).Count(&total).Error; err != nil {
+	if expr == nil && countAll != nil {
+		total, err = countAll()
+	} else {
+		err = query.Session(&gorm.Session{}).Count(&total).Error
+	}
+	if err != nil {
 		return nil, 0, err
 	}
 	var rows []T
 	err = query.Order(order + ", " + spec.tiebreak).Offset((page - 1) * size).Limit(size).Find(&rows).Error
 	return rows, int(total), err
+}
+
+// containmentHint is a condition implied by the search, added beside it so
+// that PostgreSQL can use a GIN index.
+type containmentHint struct {
+	where string
+	arg   string
+}
+
+// containmentHints returns, for each `labels.k = 'v'` the search requires (a
+// predicate joined to the rest by AND only), the condition `labels @> {k: v}`.
+// The search's own `(labels ->> k) = v` cannot use the GIN index on labels;
+// containment can. Labels hold string values only (the API's types and the
+// ingest say so), for which the two are equivalent, so adding the hint does
+// not change the result.
+func containmentHints(expr fleet.SearchExpr, schema SearchSchema) []containmentHint {
+	switch e := expr.(type) {
+	case fleet.SearchAnd:
+		return append(containmentHints(e.Left, schema), containmentHints(e.Right, schema)...)
+	case fleet.SearchPredicate:
+		field, ok := schema[e.Field]
+		if !ok || field.Type != FieldLabels || e.Op != fleet.OpEq || e.Key == "" ||
+			len(e.Values) != 1 || e.Values[0].Kind != fleet.ValueString {
+			return nil
+		}
+		doc, err := json.Marshal(map[string]string{e.Key: e.Values[0].Text})
+		if err != nil {
+			return nil
+		}
+		return []containmentHint{{where: field.Column + " @> ?::jsonb", arg: string(doc)}}
+	}
+	return nil
 }

@@ -27,6 +27,10 @@ func migrations() []*gormigrate.Migration {
 		migration202611300002Registrations(),
 		migration202611300003Inventory(),
 		migration202611300004SyncSet(),
+		migration202611300005Resources(),
+		migration202611300006Feed(),
+		migration202611300007InventoryReads(),
+		migration202611300008ClusterView(),
 	}
 }
 

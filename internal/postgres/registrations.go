@@ -99,24 +99,26 @@ func registrations(tx *gorm.DB) *gorm.DB {
 		Joins("LEFT JOIN hubs h ON h.id = r.hub_id")
 }
 
-// findRegistration reads a live registration of org. A caller without an
-// org sees nothing: never leave the org out to mean "any".
-func findRegistration(tx *gorm.DB, org, id string) (registrationRow, error) {
+// findRegistration reads a live registration of org in a served zone. A
+// caller without an org sees nothing: never leave the org out to mean "any".
+func (s *Store) findRegistration(tx *gorm.DB, org, id string) (registrationRow, error) {
 	var row registrationRow
 	if org == "" {
 		return row, notFound("cluster", id)
 	}
-	err := registrations(tx).Where("r.id = ? AND r.deleted_at IS NULL AND r.org_id = ?", id, org).Take(&row).Error
+	err := s.inServedZones(registrations(tx), "r.zone").Where("r.id = ? AND r.deleted_at IS NULL AND r.org_id = ?", id, org).Take(&row).Error
 	if errors.Is(err, gorm.ErrRecordNotFound) {
 		return row, notFound("cluster", id)
 	}
 	return row, err
 }
 
-// lockRegistration locks a live registration of org for update.
-func lockRegistration(tx *gorm.DB, org, id string) (registrationRow, error) {
+// lockRegistration locks a live registration of org in a served zone for update.
+func (s *Store) lockRegistration(tx *gorm.DB, org, id string) (registrationRow, error) {
 	var row registrationRow
-	err := tx.Raw(`SELECT * FROM registrations WHERE id = ? AND org_id = ? AND deleted_at IS NULL FOR UPDATE`, id, org).Take(&row).Error
+	zones, zoneArgs := s.servedZonesSQL("zone")
+	err := tx.Raw(`SELECT * FROM registrations WHERE id = ? AND org_id = ? AND deleted_at IS NULL AND `+zones+` FOR UPDATE`,
+		append([]any{id, org}, zoneArgs...)...).Take(&row).Error
 	if errors.Is(err, gorm.ErrRecordNotFound) {
 		return row, notFound("cluster", id)
 	}
@@ -132,6 +134,10 @@ func (s *Store) CreateRegistration(ctx context.Context, caller fleet.Identity, c
 		return fleet.Registration{}, false, fleet.Errorf(fleet.CodeValidation, "zone is required")
 	}
 	if err := create.Validate(); err != nil {
+		return fleet.Registration{}, false, err
+	}
+	// Before the caller's checks: the deployment that serves the zone decides them.
+	if err := s.cfg.Zones.Check("cluster", create.Zone); err != nil {
 		return fleet.Registration{}, false, err
 	}
 	if err := s.cfg.Preflight.CheckCaller(caller); err != nil {
@@ -252,7 +258,7 @@ func requestHash(create fleet.RegistrationCreate) string {
 
 // FindRegistration returns a live registration of org.
 func (s *Store) FindRegistration(ctx context.Context, org, id string) (fleet.Registration, error) {
-	row, err := findRegistration(s.db.Gorm.WithContext(ctx), org, id)
+	row, err := s.findRegistration(s.db.Gorm.WithContext(ctx), org, id)
 	if err != nil {
 		return fleet.Registration{}, fmt.Errorf("FindRegistration(%s/%s): %w", org, id, err)
 	}
@@ -265,7 +271,7 @@ func (s *Store) ListRegistrations(ctx context.Context, org string, q fleet.ListQ
 	if err != nil {
 		return nil, 0, err
 	}
-	query := registrations(s.db.Gorm.WithContext(ctx)).Where("r.org_id = ? AND r.deleted_at IS NULL", org)
+	query := s.inServedZones(registrations(s.db.Gorm.WithContext(ctx)), "r.zone").Where("r.org_id = ? AND r.deleted_at IS NULL", org)
 	rows, total, err := list[registrationRow](query, registrationList, q, page, size)
 	if err != nil {
 		return nil, 0, fmt.Errorf("ListRegistrations(%s): %w", org, err)
@@ -283,7 +289,7 @@ func (s *Store) UpdateRegistration(ctx context.Context, org, id string, ifMatch 
 		return fleet.Registration{}, err
 	}
 	err := s.transact(ctx, func(tx *gorm.DB) error {
-		row, err := lockRegistration(tx, org, id)
+		row, err := s.lockRegistration(tx, org, id)
 		if err != nil {
 			return err
 		}
@@ -317,7 +323,7 @@ func (s *Store) UpdateRegistration(ctx context.Context, org, id string, ifMatch 
 // deleting_mgr takes it from there. Repeating it changes nothing.
 func (s *Store) RequestRegistrationDeletion(ctx context.Context, org, id string) (fleet.Registration, error) {
 	err := s.transact(ctx, func(tx *gorm.DB) error {
-		row, err := lockRegistration(tx, org, id)
+		row, err := s.lockRegistration(tx, org, id)
 		if err != nil || row.DeletionRequestedAt != nil {
 			return err
 		}

@@ -30,6 +30,9 @@ type StoreConfig struct {
 	Preflight fleet.Preflight
 	// DefaultZone is the zone of registrations that name none; empty requires one.
 	DefaultZone string
+	// Zones are the zones this deployment serves and where the others are
+	// served: creates outside them are refused, reads return none of their rows.
+	Zones fleet.Zones
 	// MaxPageSize caps the size of a list page.
 	MaxPageSize int
 	// IdempotencyKeyTTL is how long an Idempotency-Key is remembered.

@@ -1,7 +1,11 @@
 package postgres
 
 import (
+	"fmt"
+	"maps"
+	"net/url"
 	"slices"
+	"strings"
 	"time"
 
 	"github.com/spf13/pflag"
@@ -31,6 +35,8 @@ func (c *StoreConfig) AddFlags(fs *pflag.FlagSet) {
 	fs.StringSliceVar(&p.DeniedUsers, "registration-denied-users", p.DeniedUsers, "users who may not register clusters")
 	fs.Var(productsValue{&p.AcceptedProducts}, "registration-products", "products accepted for registration")
 	fs.StringVar(&c.DefaultZone, "registration-default-zone", c.DefaultZone, "zone of registrations that name none (empty: a zone is required)")
+	fs.StringSliceVar(&c.Zones.Served, "served-zones", c.Zones.Served, "data-sovereignty zones this deployment serves (empty: every zone)")
+	fs.Var(zoneDeploymentsValue{&c.Zones.Deployments}, "zone-deployments", "zone=https URL pairs: the API of the deployment serving each other zone, named when a request asks for a zone not served here")
 	fs.IntVar(&c.MaxPageSize, "max-page-size", c.MaxPageSize, "largest page a list answers")
 	fs.DurationVar(&c.IdempotencyKeyTTL, "idempotency-key-ttl", c.IdempotencyKeyTTL, "how long an Idempotency-Key is remembered")
 	fs.DurationVar(&c.HeartbeatTimeout, "hub-heartbeat-timeout", c.HeartbeatTimeout, "how long an agent hub stays ready after its last heartbeat")
@@ -47,6 +53,7 @@ func (c StoreConfig) Validate() error {
 			p.Addf("registration-products", "%q is not one of %v", prod, fleet.Products())
 		}
 	}
+	c.validateZones(&p)
 	if c.MaxPageSize < 1 || c.MaxPageSize > 1000 {
 		p.Addf("max-page-size", "must be between 1 and 1000, the API's limit (got %d)", c.MaxPageSize)
 	}
@@ -57,6 +64,34 @@ func (c StoreConfig) Validate() error {
 		p.Addf("hub-heartbeat-timeout", "must be positive (got %s)", c.HeartbeatTimeout)
 	}
 	return p.Err()
+}
+
+// validateZones checks --served-zones, --zone-deployments and that the
+// default zone is one this deployment serves.
+func (c StoreConfig) validateZones(p *config.Problems) {
+	for _, z := range c.Zones.Served {
+		if !fleet.ValidZoneName(z) {
+			p.Addf("served-zones", "%q is not a DNS label", z)
+		}
+	}
+	for z, u := range c.Zones.Deployments {
+		if !fleet.ValidZoneName(z) {
+			p.Addf("zone-deployments", "zone %q is not a DNS label", z)
+		}
+		parsed, err := url.Parse(u)
+		if err != nil || parsed.Scheme != "https" || parsed.Host == "" || parsed.RawQuery != "" || parsed.Fragment != "" || parsed.User != nil {
+			p.Addf("zone-deployments", "zone %s: %q must be an https URL with a host and no user, query or fragment", z, u)
+		}
+		if c.Zones.Serves(z) && !c.Zones.ServesAll() {
+			p.Addf("zone-deployments", "zone %s is served by this deployment (--served-zones); it needs no other deployment", z)
+		}
+	}
+	if len(c.Zones.Deployments) > 0 && c.Zones.ServesAll() {
+		p.Addf("zone-deployments", "needs --served-zones: a deployment serving every zone sends no request elsewhere")
+	}
+	if c.DefaultZone != "" && !c.Zones.Serves(c.DefaultZone) {
+		p.Addf("registration-default-zone", "%q is not one of --served-zones %v", c.DefaultZone, c.Zones.Served)
+	}
 }
 
 // DefaultQueueConfig returns the backoff defaults.
@@ -102,3 +137,34 @@ func (v productsValue) Set(s string) error {
 }
 
 func (v productsValue) Type() string { return "strings" }
+
+// zoneDeploymentsValue is a pflag.Value of zone=URL pairs. Unlike pflag's
+// map flags it takes an empty value (an unset template parameter) as no pairs.
+type zoneDeploymentsValue struct{ m *map[string]string }
+
+func (v zoneDeploymentsValue) String() string {
+	pairs := make([]string, 0, len(*v.m))
+	for _, z := range slices.Sorted(maps.Keys(*v.m)) {
+		pairs = append(pairs, z+"="+(*v.m)[z])
+	}
+	return "[" + joinComma(pairs) + "]"
+}
+
+func (v zoneDeploymentsValue) Set(s string) error {
+	m := map[string]string{}
+	for _, pair := range splitComma(s) {
+		zone, addr, ok := strings.Cut(pair, "=")
+		zone, addr = strings.TrimSpace(zone), strings.TrimSpace(addr)
+		if !ok || zone == "" || addr == "" {
+			return fmt.Errorf("%q must be zone=URL", pair)
+		}
+		if _, dup := m[zone]; dup {
+			return fmt.Errorf("zone %s is given twice", zone)
+		}
+		m[zone] = addr
+	}
+	*v.m = m
+	return nil
+}
+
+func (v zoneDeploymentsValue) Type() string { return "zone=URL,..." }

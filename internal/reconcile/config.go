@@ -36,6 +36,11 @@ type Config struct {
 	RemovalTimeout time.Duration
 	// StatsInterval is how often the fleet gauges are refreshed.
 	StatsInterval time.Duration
+	// TombstoneRetention is how long the inventory keeps a deleted row, for
+	// the change feed's consumers; the purge deletes older tombstones.
+	TombstoneRetention time.Duration
+	// TombstonePurgeBatch is how many tombstones one purge statement deletes.
+	TombstonePurgeBatch int
 }
 
 // DefaultConfig returns the reconcilers' defaults.
@@ -43,6 +48,7 @@ func DefaultConfig() Config {
 	return Config{
 		Enabled: true, Workers: 4, BatchSize: 50, Lease: time.Minute, Resync: 5 * time.Minute, Recheck: time.Hour,
 		Poll: 10 * time.Second, RemovalTimeout: 30 * time.Minute, StatsInterval: 30 * time.Second,
+		TombstoneRetention: 7 * 24 * time.Hour, TombstonePurgeBatch: 1000,
 	}
 }
 
@@ -57,6 +63,9 @@ func (c *Config) AddFlags(fs *pflag.FlagSet) {
 	fs.DurationVar(&c.Poll, "reconcile-poll-interval", c.Poll, "how often a registration waiting on a SyncSet step (hand-off, Hive's deletion) is looked at again")
 	fs.DurationVar(&c.RemovalTimeout, "reconcile-removal-timeout", c.RemovalTimeout, "how long deleting_mgr waits for a hub to confirm a removal before forcing it")
 	fs.DurationVar(&c.StatsInterval, "reconcile-stats-interval", c.StatsInterval, "how often the fleet gauges are refreshed")
+	fs.DurationVar(&c.TombstoneRetention, "inventory-tombstone-retention", c.TombstoneRetention,
+		"how long deleted inventory rows are kept for the change feed before the purge deletes them")
+	fs.IntVar(&c.TombstonePurgeBatch, "inventory-tombstone-purge-batch", c.TombstonePurgeBatch, "tombstones one purge statement deletes")
 }
 
 // Validate reports every invalid setting, naming its flag.
@@ -65,12 +74,16 @@ func (c Config) Validate() error {
 	if c.Workers < 1 || c.Workers > 256 {
 		p.Addf("reconcile-workers", "must be between 1 and 256 (got %d)", c.Workers)
 	}
+	if c.TombstonePurgeBatch < 1 || c.TombstonePurgeBatch > 100_000 {
+		p.Addf("inventory-tombstone-purge-batch", "must be between 1 and 100000 (got %d)", c.TombstonePurgeBatch)
+	}
 	if c.BatchSize < 1 || c.BatchSize > 10_000 {
 		p.Addf("reconcile-batch-size", "must be between 1 and 10000 (got %d)", c.BatchSize)
 	}
 	for flag, d := range map[string]time.Duration{
 		"reconcile-lease": c.Lease, "reconcile-resync-interval": c.Resync, "reconcile-recheck-interval": c.Recheck,
 		"reconcile-poll-interval": c.Poll, "reconcile-removal-timeout": c.RemovalTimeout, "reconcile-stats-interval": c.StatsInterval,
+		"inventory-tombstone-retention": c.TombstoneRetention,
 	} {
 		if d <= 0 {
 			p.Addf(flag, "must be positive (got %s)", d)

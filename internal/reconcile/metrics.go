@@ -12,6 +12,8 @@ type Metrics struct {
 	queueDepth *prometheus.GaugeVec
 	phases     *prometheus.GaugeVec
 	hubs       *prometheus.GaugeVec
+	// purged counts the tombstones the purge deleted, by table.
+	purged *prometheus.CounterVec
 }
 
 // Pass outcomes, the values of the outcome label.
@@ -42,8 +44,12 @@ func NewMetrics(namespace string, reg prometheus.Registerer) (*Metrics, error) {
 			Namespace: namespace, Name: "hubs",
 			Help: "Live hubs by condition type and status.",
 		}, []string{"condition", "status"}),
+		purged: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Namespace: namespace, Subsystem: "inventory", Name: "tombstones_purged_total",
+			Help: "Inventory tombstones deleted after the retention, by table.",
+		}, []string{"table"}),
 	}
-	for _, c := range []prometheus.Collector{m.duration, m.queueDepth, m.phases, m.hubs} {
+	for _, c := range []prometheus.Collector{m.duration, m.queueDepth, m.phases, m.hubs, m.purged} {
 		if err := reg.Register(c); err != nil {
 			return nil, err
 		}

@@ -45,6 +45,8 @@ type Config struct {
 	// AgentMaxWait caps an agent's long-poll; AgentDefaultWait is used when it names none.
 	AgentMaxWait     time.Duration
 	AgentDefaultWait time.Duration
+	// FeedMaxWait caps a change feed long-poll; without `wait` the feed answers at once.
+	FeedMaxWait time.Duration
 	// AdminRoles may change hubs; AdminReadRoles may read them.
 	AdminRoles     []string
 	AdminReadRoles []string
@@ -83,6 +85,7 @@ func DefaultConfig() Config {
 		PublicPaths:            []string{"/openapi", "/errors", "/errors/{id}"},
 		AgentMaxWait:           time.Minute,
 		AgentDefaultWait:       30 * time.Second,
+		FeedMaxWait:            time.Minute,
 		AdminRoles:             []string{"fleet-admin"},
 		AdminReadRoles:         []string{"fleet-admin", "fleet-viewer"},
 		CORS: CORSConfig{
@@ -114,6 +117,7 @@ func (c *Config) AddFlags(fs *pflag.FlagSet) {
 	fs.StringSliceVar(&c.PublicPaths, "auth-public-paths", c.PublicPaths, "spec paths, relative to the base path, served without a token")
 	fs.DurationVar(&c.AgentMaxWait, "agent-max-wait", c.AgentMaxWait, "longest long-poll an agent may ask for (below --api-write-timeout)")
 	fs.DurationVar(&c.AgentDefaultWait, "agent-default-wait", c.AgentDefaultWait, "long-poll wait when an agent names none")
+	fs.DurationVar(&c.FeedMaxWait, "api-feed-max-wait", c.FeedMaxWait, "longest wait a change feed request may ask for (below --api-write-timeout)")
 	fs.StringSliceVar(&c.AdminRoles, "admin-roles", c.AdminRoles, "roles that may change hubs through the admin API")
 	fs.StringSliceVar(&c.AdminReadRoles, "admin-read-roles", c.AdminReadRoles, "roles that may read hubs through the admin API")
 	fs.StringSliceVar(&c.CORS.AllowedOrigins, "cors-allowed-origins", c.CORS.AllowedOrigins, "origins allowed by CORS (empty: CORS off)")
@@ -168,6 +172,9 @@ func (c Config) Validate() error {
 	}
 	if c.AgentMaxWait <= 0 || c.AgentMaxWait >= c.WriteTimeout {
 		p.Addf("agent-max-wait", "must be positive and below --api-write-timeout %s (got %s)", c.WriteTimeout, c.AgentMaxWait)
+	}
+	if c.FeedMaxWait <= 0 || c.FeedMaxWait >= c.WriteTimeout {
+		p.Addf("api-feed-max-wait", "must be positive and below --api-write-timeout %s (got %s)", c.WriteTimeout, c.FeedMaxWait)
 	}
 	if c.AgentDefaultWait <= 0 || c.AgentDefaultWait > c.AgentMaxWait {
 		p.Addf("agent-default-wait", "must be positive and at most --agent-max-wait (got %s)", c.AgentDefaultWait)

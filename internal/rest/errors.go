@@ -33,6 +33,8 @@ func statusOf(kind fleet.ErrorKind) int {
 		return http.StatusUnsupportedMediaType
 	case fleet.KindUnavailable:
 		return http.StatusServiceUnavailable
+	case fleet.KindGone:
+		return http.StatusGone
 	default:
 		return http.StatusInternalServerError
 	}
@@ -73,7 +75,11 @@ func (s *Server) writeError(w http.ResponseWriter, r *http.Request, err error) {
 	if entry.Kind == fleet.KindUnauthenticated {
 		w.Header().Set("WWW-Authenticate", `Bearer realm="`+s.cfg.ServiceName+`"`)
 	}
-	writeJSON(w, status, s.errorBody(entry, fleet.ErrorMessageOf(err), opID))
+	body := s.errorBody(entry, fleet.ErrorMessageOf(err), opID)
+	if details := fleet.ErrorDetailsOf(err); len(details) > 0 {
+		body.Details = &details
+	}
+	writeJSON(w, status, body)
 }
 
 // writeJSON writes v as the JSON body of a response with status.

@@ -28,13 +28,18 @@ func (s *Server) handleHubInventoryPost(w http.ResponseWriter, r *http.Request) 
 	if err != nil {
 		return err
 	}
+	writeInventoryAck(w, res)
+	return nil
+}
+
+// writeInventoryAck answers an inventory or resource batch with what it did.
+func writeInventoryAck(w http.ResponseWriter, res fleet.InventoryResult) {
 	if res.Resend == nil {
 		res.Resend = []string{}
 	}
 	writeJSON(w, http.StatusOK, private.InventoryAck{Kind: private.InventoryAckKindInventoryAck, Written: res.Written,
 		Unchanged: res.Unchanged, Deleted: res.Deleted, Tombstoned: res.Tombstoned, Confirmed: res.Confirmed,
 		Resend: res.Resend, ContentHashes: res.ContentHashes})
-	return nil
 }
 
 func derefStrings(m *map[string]string) map[string]string {
@@ -85,6 +90,11 @@ func (s *Server) handleManagedClusterList(w http.ResponseWriter, r *http.Request
 	q := listQuery(r)
 	id := caller(r)
 	admin := hasAnyRole(id, s.cfg.AdminReadRoles)
+	// Read before the list, so the list shows every change up to the cursor.
+	cursor, err := s.services.Feed.ManagedClusterCursor(r.Context())
+	if err != nil {
+		return err
+	}
 	clusters, total, err := s.services.Inventory.ListManagedClusters(r.Context(), id, admin, q)
 	if err != nil {
 		return err
@@ -94,7 +104,7 @@ func (s *Server) handleManagedClusterList(w http.ResponseWriter, r *http.Request
 		items[i] = presentManagedCluster(c)
 	}
 	writeJSON(w, http.StatusOK, public.ManagedClusterList{Kind: public.ManagedClusterListKindManagedClusterList,
-		Page: q.Page, Size: len(items), Total: total, Items: items})
+		Page: q.Page, Size: len(items), Total: total, Items: items, Cursor: &cursor})
 	return nil
 }
 

@@ -51,6 +51,13 @@ type stackEnv struct {
 // reconcilers can open their own pool on the same database.
 func newStackEnv(t *testing.T, f flavour) *stackEnv {
 	t.Helper()
+	return newStackEnvWith(t, f, postgres.DefaultStoreConfig())
+}
+
+// newStackEnvWith is newStackEnv with the store configured by storeCfg (its
+// MaxPageSize is set to the tests' 50).
+func newStackEnvWith(t *testing.T, f flavour, storeCfg postgres.StoreConfig) *stackEnv {
+	t.Helper()
 	key, err := auth.EnsureDevKey(t.TempDir())
 	if err != nil {
 		t.Fatalf("EnsureDevKey(): %v", err)
@@ -73,11 +80,11 @@ func newStackEnv(t *testing.T, f flavour) *stackEnv {
 	}
 	db, dbCfg := pgtest.NewMigratedDatabase(t)
 	keyring := newTestKeyring(t)
-	storeCfg := postgres.DefaultStoreConfig()
 	storeCfg.MaxPageSize = 50
 	store := postgres.NewStore(db, keyring, fleet.SystemClock{}, storeCfg)
 	srv, err := rest.NewServer(context.Background(), f.http, logger, verifier, metrics,
-		rest.Services{Registrations: store, Hubs: store, Agents: store, Inventory: store, Revisions: startRevisionWatch(t, dbCfg)})
+		rest.Services{Registrations: store, Hubs: store, Agents: store, Inventory: store, Resources: store, Revisions: startRevisionWatch(t, dbCfg),
+			Feed: store, InventoryChanges: startInventoryWatch(t, dbCfg)})
 	if err != nil {
 		t.Fatalf("NewServer(): %v", err)
 	}

@@ -22,7 +22,11 @@ type Services struct {
 	Hubs          fleet.HubService
 	Agents        fleet.AgentService
 	Inventory     fleet.InventoryService
+	Resources     fleet.ResourceService
 	Revisions     fleet.RevisionWaiter
+	// Feed and InventoryChanges serve the inventory's change feed.
+	Feed             fleet.ChangeFeed
+	InventoryChanges fleet.InventoryWaiter
 }
 
 // Server is the API server's handler set.
@@ -82,9 +86,15 @@ func (s *Server) handlers() map[string]handlerFunc {
 		"putHubStatus":           s.handleHubStatusPut,
 		"getHubDesired":          s.handleHubDesiredGet,
 		"postHubInventory":       s.handleHubInventoryPost,
+		"getHubResourceKinds":    s.handleHubResourceKindsGet,
+		"postHubResources":       s.handleHubResourcesPost,
+		"listResources":          s.requireRole(s.cfg.AdminReadRoles, s.handleResourceList),
 		"putRegistrationsStatus": s.handleRegistrationsStatusPut,
 		"getClusterImport":       s.handleClusterImportGet,
 		"listManagedClusters":    s.handleManagedClusterList,
+
+		// The inventory's change feed.
+		"listManagedClusterChanges": s.handleManagedClusterChangeList,
 	}
 }
 
@@ -132,7 +142,7 @@ func (s *Server) Drain() { s.drainOnce.Do(func() { close(s.draining) }) }
 // and stored at once; the others wait (their bodies unread) until a slot frees
 // or their request ends.
 func (s *Server) limitIngest(op operation, next handlerFunc) handlerFunc {
-	if op.route.Operation.OperationID != "postHubInventory" {
+	if id := op.route.Operation.OperationID; id != "postHubInventory" && id != "postHubResources" {
 		return next
 	}
 	return func(w http.ResponseWriter, r *http.Request) error {

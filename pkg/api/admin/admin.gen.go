@@ -104,6 +104,36 @@ func (e HubListKind) Valid() bool {
 	}
 }
 
+// Defines values for ResourceKind.
+const (
+	ResourceKindResource ResourceKind = "Resource"
+)
+
+// Valid indicates whether the value is a known member of the ResourceKind enum.
+func (e ResourceKind) Valid() bool {
+	switch e {
+	case ResourceKindResource:
+		return true
+	default:
+		return false
+	}
+}
+
+// Defines values for ResourceListKind.
+const (
+	ResourceListKindResourceList ResourceListKind = "ResourceList"
+)
+
+// Valid indicates whether the value is a known member of the ResourceListKind enum.
+func (e ResourceListKind) Valid() bool {
+	switch e {
+	case ResourceListKindResourceList:
+		return true
+	default:
+		return false
+	}
+}
+
 // Condition defines model for Condition.
 type Condition struct {
 	LastTransitionTime time.Time       `json:"last_transition_time"`
@@ -129,6 +159,11 @@ type Error struct {
 	//
 	// Example: FLEET-MGMT-4
 	Code string `json:"code"`
+
+	// Details Facts a client may act on, present on some codes only. A ZoneNotServed error carries `zone` and, when the deployment serving that zone is known, `deployment_url`: the base URL of that deployment's API, where the request belongs. The request is never forwarded there.
+	//
+	// Example: {"deployment_url":"https://fleet.us.example.com/api/fleet_manager/v1","zone":"us"}
+	Details *map[string]string `json:"details,omitempty"`
 
 	// Href Where the catalogue describes this code.
 	//
@@ -274,6 +309,52 @@ type OCMTarget struct {
 	TokenUrl *string `json:"token_url,omitempty"`
 }
 
+// Resource defines model for Resource.
+type Resource struct {
+	ApiGroup string                 `json:"api_group"`
+	Body     map[string]interface{} `json:"body"`
+
+	// ClusterName The managed cluster whose namespace holds the object, for the kinds that live there.
+	ClusterName *string           `json:"cluster_name,omitempty"`
+	ContentHash string            `json:"content_hash"`
+	CreatedAt   time.Time         `json:"created_at"`
+	Generation  int64             `json:"generation"`
+	HubId       string            `json:"hub_id"`
+	HubName     string            `json:"hub_name"`
+	Id          string            `json:"id"`
+	Kind        ResourceKind      `json:"kind"`
+	Labels      map[string]string `json:"labels"`
+	Name        string            `json:"name"`
+
+	// Namespace Empty for a cluster-scoped kind.
+	Namespace string `json:"namespace"`
+
+	// ObjectKind The object's Kubernetes kind (Policy, Placement...).
+	ObjectKind      string    `json:"object_kind"`
+	ResourceVersion string    `json:"resource_version"`
+	Uid             string    `json:"uid"`
+	UpdatedAt       time.Time `json:"updated_at"`
+	Version         string    `json:"version"`
+
+	// Zone The hub's zone when the object was last stored.
+	Zone string `json:"zone"`
+}
+
+// ResourceKind defines model for Resource.Kind.
+type ResourceKind string
+
+// ResourceList defines model for ResourceList.
+type ResourceList struct {
+	Items []Resource       `json:"items"`
+	Kind  ResourceListKind `json:"kind"`
+	Page  int              `json:"page"`
+	Size  int              `json:"size"`
+	Total int              `json:"total"`
+}
+
+// ResourceListKind defines model for ResourceList.Kind.
+type ResourceListKind string
+
 // Id defines model for id.
 type Id = string
 
@@ -326,6 +407,20 @@ type ListHubsParams struct {
 // UpdateHubParams defines parameters for UpdateHub.
 type UpdateHubParams struct {
 	IfMatch *IfMatch `json:"If-Match,omitempty"`
+}
+
+// ListResourcesParams defines parameters for ListResources.
+type ListResourcesParams struct {
+	// Kind The kind, as its name (Policy) or its plural (policies).
+	Kind      string  `form:"kind" json:"kind"`
+	HubId     *string `form:"hub_id,omitempty" json:"hub_id,omitempty"`
+	Namespace *string `form:"namespace,omitempty" json:"namespace,omitempty"`
+	Page      *Page   `form:"page,omitempty" json:"page,omitempty"`
+	Size      *Size   `form:"size,omitempty" json:"size,omitempty"`
+
+	// Search A filter in the search language, as for clusters.
+	Search  *Search  `form:"search,omitempty" json:"search,omitempty"`
+	OrderBy *OrderBy `form:"orderBy,omitempty" json:"orderBy,omitempty"`
 }
 
 // CreateHubJSONRequestBody defines body for CreateHub for application/json ContentType.
@@ -460,6 +555,16 @@ type ClientInterface interface {
 	//
 	// Corresponds with POST /admin/hubs/{id}/uncordon (the `UncordonHub` operationId).
 	UncordonHub(ctx context.Context, id Id, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// ListResources A page of the hubs' live objects of one synced kind.
+	//
+	// Any kind of the registry but ManagedCluster (docs/resource-database.md),
+	// from every live hub. The search language is the clusters'; its fields
+	// are name, namespace, cluster_name, hub_id, hub_name, zone, uid,
+	// labels.<key>, created_at, updated_at, and the kind's own fields.
+	//
+	// Corresponds with GET /admin/resources (the `ListResources` operationId).
+	ListResources(ctx context.Context, params *ListResourcesParams, reqEditors ...RequestEditorFn) (*http.Response, error)
 }
 
 // ListHubs The registered hubs, a page at a time.
@@ -595,6 +700,26 @@ func (c *Client) CordonHub(ctx context.Context, id Id, reqEditors ...RequestEdit
 // Corresponds with POST /admin/hubs/{id}/uncordon (the `UncordonHub` operationId).
 func (c *Client) UncordonHub(ctx context.Context, id Id, reqEditors ...RequestEditorFn) (*http.Response, error) {
 	req, err := NewUncordonHubRequest(c.Server, id)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// ListResources A page of the hubs' live objects of one synced kind.
+//
+// Any kind of the registry but ManagedCluster (docs/resource-database.md),
+// from every live hub. The search language is the clusters'; its fields
+// are name, namespace, cluster_name, hub_id, hub_name, zone, uid,
+// labels.<key>, created_at, updated_at, and the kind's own fields.
+//
+// Corresponds with GET /admin/resources (the `ListResources` operationId).
+func (c *Client) ListResources(ctx context.Context, params *ListResourcesParams, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewListResourcesRequest(c.Server, params)
 	if err != nil {
 		return nil, err
 	}
@@ -933,6 +1058,128 @@ func NewUncordonHubRequest(server string, id Id) (*http.Request, error) {
 	return req, nil
 }
 
+// NewListResourcesRequest constructs an http.Request for the ListResources method
+func NewListResourcesRequest(server string, params *ListResourcesParams) (*http.Request, error) {
+	var err error
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/admin/resources")
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	if params != nil {
+		// queryValues collects non-styled parameters (passthrough, JSON)
+		// that are safe to round-trip through url.Values.Encode().
+		queryValues := queryURL.Query()
+		// rawQueryFragments collects pre-encoded query fragments from
+		// styled parameters, preserving literal commas as delimiters
+		// per the OpenAPI spec (e.g. "color=blue,black,brown").
+		var rawQueryFragments []string
+
+		if queryFrag, err := runtime.StyleParamWithOptions("form", true, "kind", params.Kind, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "string", Format: ""}); err != nil {
+			return nil, err
+		} else {
+			for _, qp := range strings.Split(queryFrag, "&") {
+				rawQueryFragments = append(rawQueryFragments, qp)
+			}
+		}
+
+		if params.HubId != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", true, "hub_id", *params.HubId, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
+		if params.Namespace != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", true, "namespace", *params.Namespace, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
+		if params.Page != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", true, "page", *params.Page, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
+		if params.Size != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", true, "size", *params.Size, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
+		if params.Search != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", true, "search", *params.Search, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
+		if params.OrderBy != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", true, "orderBy", *params.OrderBy, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
+		if encoded := queryValues.Encode(); encoded != "" {
+			rawQueryFragments = append(rawQueryFragments, encoded)
+		}
+		queryURL.RawQuery = strings.Join(rawQueryFragments, "&")
+	}
+
+	req, err := http.NewRequest(http.MethodGet, queryURL.String(), nil)
+	if err != nil {
+		return nil, err
+	}
+
+	return req, nil
+}
+
 func (c *Client) applyEditors(ctx context.Context, req *http.Request, additionalEditors []RequestEditorFn) error {
 	for _, r := range c.RequestEditors {
 		if err := r(ctx, req); err != nil {
@@ -1039,6 +1286,18 @@ type ClientWithResponsesInterface interface {
 	//
 	// Corresponds with POST /admin/hubs/{id}/uncordon (the `UncordonHub` operationId).
 	UncordonHubWithResponse(ctx context.Context, id Id, reqEditors ...RequestEditorFn) (*UncordonHubResponse, error)
+
+	// ListResourcesWithResponse A page of the hubs' live objects of one synced kind.
+	//
+	// Any kind of the registry but ManagedCluster (docs/resource-database.md),
+	// from every live hub. The search language is the clusters'; its fields
+	// are name, namespace, cluster_name, hub_id, hub_name, zone, uid,
+	// labels.<key>, created_at, updated_at, and the kind's own fields.
+	//
+	// Returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with GET /admin/resources (the `ListResources` operationId).
+	ListResourcesWithResponse(ctx context.Context, params *ListResourcesParams, reqEditors ...RequestEditorFn) (*ListResourcesResponse, error)
 }
 
 type ListHubsResponse struct {
@@ -1127,7 +1386,7 @@ type CreateHubResponse struct {
 	// JSON403 the response for an HTTP 403 `application/json` response
 	JSON403 *Forbidden
 	// JSON409 the response for an HTTP 409 `application/json` response
-	JSON409 *Conflict
+	JSON409 *Error
 	// JSON413 the response for an HTTP 413 `application/json` response
 	JSON413 *BadRequest
 	// JSON415 the response for an HTTP 415 `application/json` response
@@ -1159,7 +1418,7 @@ func (r CreateHubResponse) GetJSON403() *Forbidden {
 }
 
 // GetJSON409 returns the response for an HTTP 409 `application/json` response
-func (r CreateHubResponse) GetJSON409() *Conflict {
+func (r CreateHubResponse) GetJSON409() *Error {
 	return r.JSON409
 }
 
@@ -1643,6 +1902,75 @@ func (r UncordonHubResponse) ContentType() string {
 	return ""
 }
 
+type ListResourcesResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// JSON200 the response for an HTTP 200 `application/json` response
+	JSON200 *ResourceList
+	// JSON400 the response for an HTTP 400 `application/json` response
+	JSON400 *BadRequest
+	// JSON401 the response for an HTTP 401 `application/json` response
+	JSON401 *Unauthenticated
+	// JSON403 the response for an HTTP 403 `application/json` response
+	JSON403 *Forbidden
+	// JSON500 the response for an HTTP 500 `application/json` response
+	JSON500 *InternalError
+}
+
+// GetJSON200 returns the response for an HTTP 200 `application/json` response
+func (r ListResourcesResponse) GetJSON200() *ResourceList {
+	return r.JSON200
+}
+
+// GetJSON400 returns the response for an HTTP 400 `application/json` response
+func (r ListResourcesResponse) GetJSON400() *BadRequest {
+	return r.JSON400
+}
+
+// GetJSON401 returns the response for an HTTP 401 `application/json` response
+func (r ListResourcesResponse) GetJSON401() *Unauthenticated {
+	return r.JSON401
+}
+
+// GetJSON403 returns the response for an HTTP 403 `application/json` response
+func (r ListResourcesResponse) GetJSON403() *Forbidden {
+	return r.JSON403
+}
+
+// GetJSON500 returns the response for an HTTP 500 `application/json` response
+func (r ListResourcesResponse) GetJSON500() *InternalError {
+	return r.JSON500
+}
+
+// GetBody returns the raw response body bytes
+func (r ListResourcesResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r ListResourcesResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r ListResourcesResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r ListResourcesResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
 // ListHubsWithResponse The registered hubs, a page at a time.
 //
 // Returns a wrapper object for the known response body format(s).
@@ -1760,6 +2088,24 @@ func (c *ClientWithResponses) UncordonHubWithResponse(ctx context.Context, id Id
 	return ParseUncordonHubResponse(rsp)
 }
 
+// ListResourcesWithResponse A page of the hubs' live objects of one synced kind.
+//
+// Any kind of the registry but ManagedCluster (docs/resource-database.md),
+// from every live hub. The search language is the clusters'; its fields
+// are name, namespace, cluster_name, hub_id, hub_name, zone, uid,
+// labels.<key>, created_at, updated_at, and the kind's own fields.
+//
+// Returns a wrapper object for the known response body format(s).
+//
+// Corresponds with GET /admin/resources (the `ListResources` operationId).
+func (c *ClientWithResponses) ListResourcesWithResponse(ctx context.Context, params *ListResourcesParams, reqEditors ...RequestEditorFn) (*ListResourcesResponse, error) {
+	rsp, err := c.ListResources(ctx, params, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseListResourcesResponse(rsp)
+}
+
 // ParseListHubsResponse parses an HTTP response from a ListHubsWithResponse call
 func ParseListHubsResponse(rsp *http.Response) (*ListHubsResponse, error) {
 	bodyBytes, err := io.ReadAll(rsp.Body)
@@ -1857,7 +2203,7 @@ func ParseCreateHubResponse(rsp *http.Response) (*CreateHubResponse, error) {
 		response.JSON403 = &dest
 
 	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 409:
-		var dest Conflict
+		var dest Error
 		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
 			return nil, err
 		}
@@ -2285,6 +2631,60 @@ func ParseUncordonHubResponse(rsp *http.Response) (*UncordonHubResponse, error) 
 			headers.ETag = &value
 		}
 		response.Headers200 = &headers
+	}
+
+	return response, nil
+}
+
+// ParseListResourcesResponse parses an HTTP response from a ListResourcesWithResponse call
+func ParseListResourcesResponse(rsp *http.Response) (*ListResourcesResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &ListResourcesResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 200:
+		var dest ResourceList
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON200 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 400:
+		var dest BadRequest
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON400 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 401:
+		var dest Unauthenticated
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON401 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 403:
+		var dest Forbidden
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON403 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 500:
+		var dest InternalError
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON500 = &dest
+
 	}
 
 	return response, nil

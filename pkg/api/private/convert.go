@@ -49,3 +49,13 @@ func ResyncBatch(generation int64, last bool, clusters []ManagedClusterSummary, 
 	}
 	return batch
 }
+
+// Object converts a reported object to the domain's.
+func (o ResourceObject) Object() fleet.ResourceObject {
+	out := fleet.ResourceObject{Namespace: deref(o.Namespace), Name: o.Name, UID: deref(o.Uid),
+		ResourceVersion: deref(o.ResourceVersion), Labels: derefMap(o.Labels), Body: o.Body}
+	if o.Generation != nil {
+		out.Generation = *o.Generation
+	}
+	return out
+}

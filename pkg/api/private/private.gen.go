@@ -113,6 +113,21 @@ func (e RegistrationStatusAckKind) Valid() bool {
 	}
 }
 
+// Defines values for ResourceKindListKind.
+const (
+	ResourceKindListKindResourceKindList ResourceKindListKind = "ResourceKindList"
+)
+
+// Valid indicates whether the value is a known member of the ResourceKindListKind enum.
+func (e ResourceKindListKind) Valid() bool {
+	switch e {
+	case ResourceKindListKindResourceKindList:
+		return true
+	default:
+		return false
+	}
+}
+
 // ClusterCondition A ManagedCluster condition as the hub has it.
 type ClusterCondition struct {
 	LastTransitionTime *time.Time `json:"last_transition_time,omitempty"`
@@ -297,6 +312,12 @@ type PresentCluster struct {
 	Name        string `json:"name"`
 }
 
+// PresentObject defines model for PresentObject.
+type PresentObject struct {
+	ContentHash string `json:"content_hash"`
+	Key         string `json:"key"`
+}
+
 // RegistrationStatus defines model for RegistrationStatus.
 type RegistrationStatus struct {
 	// Conditions Joined and Available as the hub sees them; other types are ignored (the fleet manager sets the rest).
@@ -317,6 +338,59 @@ type RegistrationStatusAckKind string
 // RegistrationStatusBatch defines model for RegistrationStatusBatch.
 type RegistrationStatusBatch struct {
 	Items []RegistrationStatus `json:"items"`
+}
+
+// ResourceBatch defines model for ResourceBatch.
+type ResourceBatch struct {
+	// Deletes Keys of the objects the hub no longer has.
+	Deletes []string `json:"deletes"`
+	Full    bool     `json:"full"`
+
+	// Generation The kind's sync generation; every batch of one full resync carries the same.
+	Generation int64 `json:"generation"`
+
+	// Group The kind's API group, as in ResourceKind.
+	Group string `json:"group"`
+	Kind  string `json:"kind"`
+
+	// Last Ends a full resync; with full, the kind's objects the sequence did not report are tombstoned.
+	Last    bool             `json:"last"`
+	Present *[]PresentObject `json:"present,omitempty"`
+	Upserts []ResourceObject `json:"upserts"`
+}
+
+// ResourceKind defines model for ResourceKind.
+type ResourceKind struct {
+	Group      string `json:"group"`
+	Kind       string `json:"kind"`
+	Namespaced bool   `json:"namespaced"`
+
+	// Resource The plural, as the hub serves it.
+	Resource string `json:"resource"`
+	Version  string `json:"version"`
+}
+
+// ResourceKindList defines model for ResourceKindList.
+type ResourceKindList struct {
+	Items []ResourceKind       `json:"items"`
+	Kind  ResourceKindListKind `json:"kind"`
+}
+
+// ResourceKindListKind defines model for ResourceKindList.Kind.
+type ResourceKindListKind string
+
+// ResourceObject defines model for ResourceObject.
+type ResourceObject struct {
+	// Body The whole object, managed fields left out.
+	Body       map[string]interface{} `json:"body"`
+	Generation *int64                 `json:"generation,omitempty"`
+	Labels     *map[string]string     `json:"labels,omitempty"`
+	Name       string                 `json:"name"`
+
+	// Namespace Empty or absent for a cluster-scoped kind.
+	Namespace       *string `json:"namespace,omitempty"`
+	ResourceVersion *string `json:"resource_version,omitempty"`
+	Uid             *string `json:"uid,omitempty"`
 }
 
 // HubId defines model for hubId.
@@ -357,6 +431,9 @@ type PostHubInventoryJSONRequestBody = InventoryBatch
 
 // PutRegistrationsStatusJSONRequestBody defines body for PutRegistrationsStatus for application/json ContentType.
 type PutRegistrationsStatusJSONRequestBody = RegistrationStatusBatch
+
+// PostHubResourcesJSONRequestBody defines body for PostHubResources for application/json ContentType.
+type PostHubResourcesJSONRequestBody = ResourceBatch
 
 // PutHubStatusJSONRequestBody defines body for PutHubStatus for application/json ContentType.
 type PutHubStatusJSONRequestBody = HubStatusReport
@@ -576,6 +653,43 @@ type ClientInterface interface {
 	// Corresponds with PUT /agent-hubs/{hub_id}/registrations/status (the `PutRegistrationsStatus` operationId).
 	PutRegistrationsStatus(ctx context.Context, hubId HubId, body PutRegistrationsStatusJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error)
 
+	// GetHubResourceKinds The kinds the hub's agent syncs, besides ManagedClusters.
+	//
+	// The registry of kinds of the generic path (docs/resource-database.md):
+	// the agent runs one informer per kind and reports each with
+	// `POST /agent-hubs/{hub_id}/resources`.
+	//
+	// Corresponds with GET /agent-hubs/{hub_id}/resource-kinds (the `GetHubResourceKinds` operationId).
+	GetHubResourceKinds(ctx context.Context, hubId HubId, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// PostHubResourcesWithBody A batch of the hub's objects of one kind.
+	//
+	// The inventory protocol for any kind of the registry: objects are named
+	// by key (`namespace/name`, or `name` when cluster-scoped); unchanged
+	// objects cost no write; `present` reports objects by key and hash;
+	// a full resync (one generation per kind) tombstones at its `last`
+	// batch the kind's objects it did not report. The answer is an
+	// InventoryAck whose names are keys.
+	//
+	// Takes any type of body and a specified content type.
+	//
+	// Corresponds with POST /agent-hubs/{hub_id}/resources (the `PostHubResources` operationId).
+	PostHubResourcesWithBody(ctx context.Context, hubId HubId, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// PostHubResources A batch of the hub's objects of one kind.
+	//
+	// The inventory protocol for any kind of the registry: objects are named
+	// by key (`namespace/name`, or `name` when cluster-scoped); unchanged
+	// objects cost no write; `present` reports objects by key and hash;
+	// a full resync (one generation per kind) tombstones at its `last`
+	// batch the kind's objects it did not report. The answer is an
+	// InventoryAck whose names are keys.
+	//
+	// Takes a body of the `application/json` content type.
+	//
+	// Corresponds with POST /agent-hubs/{hub_id}/resources (the `PostHubResources` operationId).
+	PostHubResources(ctx context.Context, hubId HubId, body PostHubResourcesJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error)
+
 	// PutHubStatusWithBody The agent's heartbeat, with the revision of the desired set it has applied.
 	//
 	// Takes any type of body and a specified content type.
@@ -678,6 +792,73 @@ func (c *Client) PutRegistrationsStatusWithBody(ctx context.Context, hubId HubId
 // Corresponds with PUT /agent-hubs/{hub_id}/registrations/status (the `PutRegistrationsStatus` operationId).
 func (c *Client) PutRegistrationsStatus(ctx context.Context, hubId HubId, body PutRegistrationsStatusJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error) {
 	req, err := NewPutRegistrationsStatusRequest(c.Server, hubId, body)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// GetHubResourceKinds The kinds the hub's agent syncs, besides ManagedClusters.
+//
+// The registry of kinds of the generic path (docs/resource-database.md):
+// the agent runs one informer per kind and reports each with
+// `POST /agent-hubs/{hub_id}/resources`.
+//
+// Corresponds with GET /agent-hubs/{hub_id}/resource-kinds (the `GetHubResourceKinds` operationId).
+func (c *Client) GetHubResourceKinds(ctx context.Context, hubId HubId, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewGetHubResourceKindsRequest(c.Server, hubId)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// PostHubResourcesWithBody A batch of the hub's objects of one kind.
+//
+// The inventory protocol for any kind of the registry: objects are named
+// by key (`namespace/name`, or `name` when cluster-scoped); unchanged
+// objects cost no write; `present` reports objects by key and hash;
+// a full resync (one generation per kind) tombstones at its `last`
+// batch the kind's objects it did not report. The answer is an
+// InventoryAck whose names are keys.
+//
+// Takes any type of body and a specified content type.
+//
+// Corresponds with POST /agent-hubs/{hub_id}/resources (the `PostHubResources` operationId).
+func (c *Client) PostHubResourcesWithBody(ctx context.Context, hubId HubId, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewPostHubResourcesRequestWithBody(c.Server, hubId, contentType, body)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// PostHubResources A batch of the hub's objects of one kind.
+//
+// The inventory protocol for any kind of the registry: objects are named
+// by key (`namespace/name`, or `name` when cluster-scoped); unchanged
+// objects cost no write; `present` reports objects by key and hash;
+// a full resync (one generation per kind) tombstones at its `last`
+// batch the kind's objects it did not report. The answer is an
+// InventoryAck whose names are keys.
+//
+// Takes a body of the `application/json` content type.
+//
+// Corresponds with POST /agent-hubs/{hub_id}/resources (the `PostHubResources` operationId).
+func (c *Client) PostHubResources(ctx context.Context, hubId HubId, body PostHubResourcesJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewPostHubResourcesRequest(c.Server, hubId, body)
 	if err != nil {
 		return nil, err
 	}
@@ -889,6 +1070,87 @@ func NewPutRegistrationsStatusRequestWithBody(server string, hubId HubId, conten
 	return req, nil
 }
 
+// NewGetHubResourceKindsRequest constructs an http.Request for the GetHubResourceKinds method
+func NewGetHubResourceKindsRequest(server string, hubId HubId) (*http.Request, error) {
+	var err error
+
+	var pathParam0 string
+
+	pathParam0, err = runtime.StyleParamWithOptions("simple", false, "hub_id", hubId, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationPath, Type: "string", Format: ""})
+	if err != nil {
+		return nil, err
+	}
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/agent-hubs/%s/resource-kinds", pathParam0)
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	req, err := http.NewRequest(http.MethodGet, queryURL.String(), nil)
+	if err != nil {
+		return nil, err
+	}
+
+	return req, nil
+}
+
+// NewPostHubResourcesRequest calls the generic PostHubResources builder with application/json body
+func NewPostHubResourcesRequest(server string, hubId HubId, body PostHubResourcesJSONRequestBody) (*http.Request, error) {
+	var bodyReader io.Reader
+	buf, err := json.Marshal(body)
+	if err != nil {
+		return nil, err
+	}
+	bodyReader = bytes.NewReader(buf)
+	return NewPostHubResourcesRequestWithBody(server, hubId, "application/json", bodyReader)
+}
+
+// NewPostHubResourcesRequestWithBody constructs an http.Request for the PostHubResources method, with any body, and a specified content type
+func NewPostHubResourcesRequestWithBody(server string, hubId HubId, contentType string, body io.Reader) (*http.Request, error) {
+	var err error
+
+	var pathParam0 string
+
+	pathParam0, err = runtime.StyleParamWithOptions("simple", false, "hub_id", hubId, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationPath, Type: "string", Format: ""})
+	if err != nil {
+		return nil, err
+	}
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/agent-hubs/%s/resources", pathParam0)
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	req, err := http.NewRequest(http.MethodPost, queryURL.String(), body)
+	if err != nil {
+		return nil, err
+	}
+
+	req.Header.Add("Content-Type", contentType)
+
+	return req, nil
+}
+
 // NewPutHubStatusRequest calls the generic PutHubStatus builder with application/json body
 func NewPutHubStatusRequest(server string, hubId HubId, body PutHubStatusJSONRequestBody) (*http.Request, error) {
 	var bodyReader io.Reader
@@ -1028,6 +1290,45 @@ type ClientWithResponsesInterface interface {
 	//
 	// Corresponds with PUT /agent-hubs/{hub_id}/registrations/status (the `PutRegistrationsStatus` operationId).
 	PutRegistrationsStatusWithResponse(ctx context.Context, hubId HubId, body PutRegistrationsStatusJSONRequestBody, reqEditors ...RequestEditorFn) (*PutRegistrationsStatusResponse, error)
+
+	// GetHubResourceKindsWithResponse The kinds the hub's agent syncs, besides ManagedClusters.
+	//
+	// The registry of kinds of the generic path (docs/resource-database.md):
+	// the agent runs one informer per kind and reports each with
+	// `POST /agent-hubs/{hub_id}/resources`.
+	//
+	// Returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with GET /agent-hubs/{hub_id}/resource-kinds (the `GetHubResourceKinds` operationId).
+	GetHubResourceKindsWithResponse(ctx context.Context, hubId HubId, reqEditors ...RequestEditorFn) (*GetHubResourceKindsResponse, error)
+
+	// PostHubResourcesWithBodyWithResponse A batch of the hub's objects of one kind.
+	//
+	// The inventory protocol for any kind of the registry: objects are named
+	// by key (`namespace/name`, or `name` when cluster-scoped); unchanged
+	// objects cost no write; `present` reports objects by key and hash;
+	// a full resync (one generation per kind) tombstones at its `last`
+	// batch the kind's objects it did not report. The answer is an
+	// InventoryAck whose names are keys.
+	//
+	// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with POST /agent-hubs/{hub_id}/resources (the `PostHubResources` operationId).
+	PostHubResourcesWithBodyWithResponse(ctx context.Context, hubId HubId, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*PostHubResourcesResponse, error)
+
+	// PostHubResourcesWithResponse A batch of the hub's objects of one kind.
+	//
+	// The inventory protocol for any kind of the registry: objects are named
+	// by key (`namespace/name`, or `name` when cluster-scoped); unchanged
+	// objects cost no write; `present` reports objects by key and hash;
+	// a full resync (one generation per kind) tombstones at its `last`
+	// batch the kind's objects it did not report. The answer is an
+	// InventoryAck whose names are keys.
+	//
+	// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with POST /agent-hubs/{hub_id}/resources (the `PostHubResources` operationId).
+	PostHubResourcesWithResponse(ctx context.Context, hubId HubId, body PostHubResourcesJSONRequestBody, reqEditors ...RequestEditorFn) (*PostHubResourcesResponse, error)
 
 	// PutHubStatusWithBodyWithResponse The agent's heartbeat, with the revision of the desired set it has applied.
 	//
@@ -1279,6 +1580,151 @@ func (r PutRegistrationsStatusResponse) ContentType() string {
 	return ""
 }
 
+type GetHubResourceKindsResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// JSON200 the response for an HTTP 200 `application/json` response
+	JSON200 *ResourceKindList
+	// JSON401 the response for an HTTP 401 `application/json` response
+	JSON401 *Unauthenticated
+	// JSON404 the response for an HTTP 404 `application/json` response
+	JSON404 *NotFound
+	// JSON500 the response for an HTTP 500 `application/json` response
+	JSON500 *InternalError
+}
+
+// GetJSON200 returns the response for an HTTP 200 `application/json` response
+func (r GetHubResourceKindsResponse) GetJSON200() *ResourceKindList {
+	return r.JSON200
+}
+
+// GetJSON401 returns the response for an HTTP 401 `application/json` response
+func (r GetHubResourceKindsResponse) GetJSON401() *Unauthenticated {
+	return r.JSON401
+}
+
+// GetJSON404 returns the response for an HTTP 404 `application/json` response
+func (r GetHubResourceKindsResponse) GetJSON404() *NotFound {
+	return r.JSON404
+}
+
+// GetJSON500 returns the response for an HTTP 500 `application/json` response
+func (r GetHubResourceKindsResponse) GetJSON500() *InternalError {
+	return r.JSON500
+}
+
+// GetBody returns the raw response body bytes
+func (r GetHubResourceKindsResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r GetHubResourceKindsResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r GetHubResourceKindsResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r GetHubResourceKindsResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
+type PostHubResourcesResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// JSON200 the response for an HTTP 200 `application/json` response
+	JSON200 *InventoryAck
+	// JSON400 the response for an HTTP 400 `application/json` response
+	JSON400 *BadRequest
+	// JSON401 the response for an HTTP 401 `application/json` response
+	JSON401 *Unauthenticated
+	// JSON404 the response for an HTTP 404 `application/json` response
+	JSON404 *NotFound
+	// JSON413 the response for an HTTP 413 `application/json` response
+	JSON413 *BadRequest
+	// JSON415 the response for an HTTP 415 `application/json` response
+	JSON415 *BadRequest
+	// JSON500 the response for an HTTP 500 `application/json` response
+	JSON500 *InternalError
+}
+
+// GetJSON200 returns the response for an HTTP 200 `application/json` response
+func (r PostHubResourcesResponse) GetJSON200() *InventoryAck {
+	return r.JSON200
+}
+
+// GetJSON400 returns the response for an HTTP 400 `application/json` response
+func (r PostHubResourcesResponse) GetJSON400() *BadRequest {
+	return r.JSON400
+}
+
+// GetJSON401 returns the response for an HTTP 401 `application/json` response
+func (r PostHubResourcesResponse) GetJSON401() *Unauthenticated {
+	return r.JSON401
+}
+
+// GetJSON404 returns the response for an HTTP 404 `application/json` response
+func (r PostHubResourcesResponse) GetJSON404() *NotFound {
+	return r.JSON404
+}
+
+// GetJSON413 returns the response for an HTTP 413 `application/json` response
+func (r PostHubResourcesResponse) GetJSON413() *BadRequest {
+	return r.JSON413
+}
+
+// GetJSON415 returns the response for an HTTP 415 `application/json` response
+func (r PostHubResourcesResponse) GetJSON415() *BadRequest {
+	return r.JSON415
+}
+
+// GetJSON500 returns the response for an HTTP 500 `application/json` response
+func (r PostHubResourcesResponse) GetJSON500() *InternalError {
+	return r.JSON500
+}
+
+// GetBody returns the raw response body bytes
+func (r PostHubResourcesResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r PostHubResourcesResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r PostHubResourcesResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r PostHubResourcesResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
 type PutHubStatusResponse struct {
 	Body         []byte
 	HTTPResponse *http.Response
@@ -1439,6 +1885,63 @@ func (c *ClientWithResponses) PutRegistrationsStatusWithResponse(ctx context.Con
 		return nil, err
 	}
 	return ParsePutRegistrationsStatusResponse(rsp)
+}
+
+// GetHubResourceKindsWithResponse The kinds the hub's agent syncs, besides ManagedClusters.
+//
+// The registry of kinds of the generic path (docs/resource-database.md):
+// the agent runs one informer per kind and reports each with
+// `POST /agent-hubs/{hub_id}/resources`.
+//
+// Returns a wrapper object for the known response body format(s).
+//
+// Corresponds with GET /agent-hubs/{hub_id}/resource-kinds (the `GetHubResourceKinds` operationId).
+func (c *ClientWithResponses) GetHubResourceKindsWithResponse(ctx context.Context, hubId HubId, reqEditors ...RequestEditorFn) (*GetHubResourceKindsResponse, error) {
+	rsp, err := c.GetHubResourceKinds(ctx, hubId, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseGetHubResourceKindsResponse(rsp)
+}
+
+// PostHubResourcesWithBodyWithResponse A batch of the hub's objects of one kind.
+//
+// The inventory protocol for any kind of the registry: objects are named
+// by key (`namespace/name`, or `name` when cluster-scoped); unchanged
+// objects cost no write; `present` reports objects by key and hash;
+// a full resync (one generation per kind) tombstones at its `last`
+// batch the kind's objects it did not report. The answer is an
+// InventoryAck whose names are keys.
+//
+// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
+//
+// Corresponds with POST /agent-hubs/{hub_id}/resources (the `PostHubResources` operationId).
+func (c *ClientWithResponses) PostHubResourcesWithBodyWithResponse(ctx context.Context, hubId HubId, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*PostHubResourcesResponse, error) {
+	rsp, err := c.PostHubResourcesWithBody(ctx, hubId, contentType, body, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParsePostHubResourcesResponse(rsp)
+}
+
+// PostHubResourcesWithResponse A batch of the hub's objects of one kind.
+//
+// The inventory protocol for any kind of the registry: objects are named
+// by key (`namespace/name`, or `name` when cluster-scoped); unchanged
+// objects cost no write; `present` reports objects by key and hash;
+// a full resync (one generation per kind) tombstones at its `last`
+// batch the kind's objects it did not report. The answer is an
+// InventoryAck whose names are keys.
+//
+// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
+//
+// Corresponds with POST /agent-hubs/{hub_id}/resources (the `PostHubResources` operationId).
+func (c *ClientWithResponses) PostHubResourcesWithResponse(ctx context.Context, hubId HubId, body PostHubResourcesJSONRequestBody, reqEditors ...RequestEditorFn) (*PostHubResourcesResponse, error) {
+	rsp, err := c.PostHubResources(ctx, hubId, body, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParsePostHubResourcesResponse(rsp)
 }
 
 // PutHubStatusWithBodyWithResponse The agent's heartbeat, with the revision of the desired set it has applied.
@@ -1608,6 +2111,121 @@ func ParsePutRegistrationsStatusResponse(rsp *http.Response) (*PutRegistrationsS
 	switch {
 	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 200:
 		var dest RegistrationStatusAck
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON200 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 400:
+		var dest BadRequest
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON400 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 401:
+		var dest Unauthenticated
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON401 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 404:
+		var dest NotFound
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON404 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 413:
+		var dest BadRequest
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON413 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 415:
+		var dest BadRequest
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON415 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 500:
+		var dest InternalError
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON500 = &dest
+
+	}
+
+	return response, nil
+}
+
+// ParseGetHubResourceKindsResponse parses an HTTP response from a GetHubResourceKindsWithResponse call
+func ParseGetHubResourceKindsResponse(rsp *http.Response) (*GetHubResourceKindsResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &GetHubResourceKindsResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 200:
+		var dest ResourceKindList
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON200 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 401:
+		var dest Unauthenticated
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON401 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 404:
+		var dest NotFound
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON404 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 500:
+		var dest InternalError
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON500 = &dest
+
+	}
+
+	return response, nil
+}
+
+// ParsePostHubResourcesResponse parses an HTTP response from a PostHubResourcesWithResponse call
+func ParsePostHubResourcesResponse(rsp *http.Response) (*PostHubResourcesResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &PostHubResourcesResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 200:
+		var dest InventoryAck
 		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
 			return nil, err
 		}

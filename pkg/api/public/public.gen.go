@@ -218,6 +218,21 @@ func (e ManagedClusterKind) Valid() bool {
 	}
 }
 
+// Defines values for ManagedClusterChangeListKind.
+const (
+	ManagedClusterChangeListKindManagedClusterChangeList ManagedClusterChangeListKind = "ManagedClusterChangeList"
+)
+
+// Valid indicates whether the value is a known member of the ManagedClusterChangeListKind enum.
+func (e ManagedClusterChangeListKind) Valid() bool {
+	switch e {
+	case ManagedClusterChangeListKindManagedClusterChangeList:
+		return true
+	default:
+		return false
+	}
+}
+
 // Defines values for ManagedClusterListKind.
 const (
 	ManagedClusterListKindManagedClusterList ManagedClusterListKind = "ManagedClusterList"
@@ -395,6 +410,11 @@ type Error struct {
 	// Example: FLEET-MGMT-4
 	Code string `json:"code"`
 
+	// Details Facts a client may act on, present on some codes only. A ZoneNotServed error carries `zone` and, when the deployment serving that zone is known, `deployment_url`: the base URL of that deployment's API, where the request belongs. The request is never forwarded there.
+	//
+	// Example: {"deployment_url":"https://fleet.us.example.com/api/fleet_manager/v1","zone":"us"}
+	Details *map[string]string `json:"details,omitempty"`
+
 	// Href Where the catalogue describes this code.
 	//
 	// Example: /api/fleet_manager/v1/errors/4
@@ -486,6 +506,26 @@ type ManagedClusterJoined string
 // ManagedClusterKind defines model for ManagedCluster.Kind.
 type ManagedClusterKind string
 
+// ManagedClusterChange defines model for ManagedClusterChange.
+type ManagedClusterChange struct {
+	Cluster ManagedCluster `json:"cluster"`
+
+	// DeletedAt Set when the cluster is deleted (gone from its hub, or its hub from the fleet).
+	DeletedAt *time.Time `json:"deleted_at,omitempty"`
+}
+
+// ManagedClusterChangeList defines model for ManagedClusterChangeList.
+type ManagedClusterChangeList struct {
+	// Cursor Opaque; pass it as `after` to resume.
+	Cursor string                       `json:"cursor"`
+	Items  []ManagedClusterChange       `json:"items"`
+	Kind   ManagedClusterChangeListKind `json:"kind"`
+	Size   int                          `json:"size"`
+}
+
+// ManagedClusterChangeListKind defines model for ManagedClusterChangeList.Kind.
+type ManagedClusterChangeListKind string
+
 // ManagedClusterCondition defines model for ManagedClusterCondition.
 type ManagedClusterCondition struct {
 	LastTransitionTime *time.Time `json:"last_transition_time,omitempty"`
@@ -497,11 +537,13 @@ type ManagedClusterCondition struct {
 
 // ManagedClusterList defines model for ManagedClusterList.
 type ManagedClusterList struct {
-	Items []ManagedCluster       `json:"items"`
-	Kind  ManagedClusterListKind `json:"kind"`
-	Page  int                    `json:"page"`
-	Size  int                    `json:"size"`
-	Total int                    `json:"total"`
+	// Cursor The change feed's cursor as of this list, to follow its changes from with `GET /managed_clusters/changes`.
+	Cursor *string                `json:"cursor,omitempty"`
+	Items  []ManagedCluster       `json:"items"`
+	Kind   ManagedClusterListKind `json:"kind"`
+	Page   int                    `json:"page"`
+	Size   int                    `json:"size"`
+	Total  int                    `json:"total"`
 }
 
 // ManagedClusterListKind defines model for ManagedClusterList.Kind.
@@ -539,6 +581,9 @@ type Conflict = Error
 
 // Forbidden The OCM error body. `code` is stable; `reason` is for people.
 type Forbidden = Error
+
+// Gone The OCM error body. `code` is stable; `reason` is for people.
+type Gone = Error
 
 // InternalError The OCM error body. `code` is stable; `reason` is for people.
 type InternalError = Error
@@ -603,6 +648,18 @@ type ListManagedClustersParams struct {
 
 	// OrderBy Comma-separated fields, each optionally followed by asc or desc, e.g. `name asc, created_at desc`.
 	OrderBy *OrderBy `form:"orderBy,omitempty" json:"orderBy,omitempty"`
+}
+
+// ListManagedClusterChangesParams defines parameters for ListManagedClusterChanges.
+type ListManagedClusterChangesParams struct {
+	// After The cursor to resume from, as a previous page or list returned it; absent for the retained history from its start.
+	After *string `form:"after,omitempty" json:"after,omitempty"`
+
+	// Wait How long to wait for a change when there is none, as a Go duration (e.g. 30s); capped by --api-feed-max-wait.
+	Wait *string `form:"wait,omitempty" json:"wait,omitempty"`
+
+	// Size How many items a page holds.
+	Size *Size `form:"size,omitempty" json:"size,omitempty"`
 }
 
 // CreateClusterJSONRequestBody defines body for CreateCluster for application/json ContentType.
@@ -766,6 +823,28 @@ type ClientInterface interface {
 	//
 	// Corresponds with GET /managed_clusters (the `ListManagedClusters` operationId).
 	ListManagedClusters(ctx context.Context, params *ListManagedClustersParams, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// ListManagedClusterChanges The inventory's changes after a cursor, oldest first, waiting for one if asked.
+	//
+	// The change feed of `GET /managed_clusters`, scoped the same way: every
+	// write of a managed cluster the caller may see (new, changed, deleted,
+	// revived) after `after`, in commit order, up to `size` a page. Each item
+	// is the cluster as it is now; a deletion is marked by `deleted_at`. A
+	// cluster written several times between two reads appears once, at its
+	// last write.
+	//
+	// Answers at once when there are changes; otherwise, with `wait`, as soon
+	// as an inventory write commits, or with 200, no items and a cursor at
+	// `wait`. Resume from the returned `cursor`, which moves even when no item
+	// came back (past changes the caller may not see).
+	//
+	// Start from the `cursor` of a `GET /managed_clusters`: it covers what
+	// that list showed. A cursor older than the tombstone retention (deleted
+	// clusters are purged after it) answers 410 with code CursorExpired: list
+	// again and resume from the cursor that list returns.
+	//
+	// Corresponds with GET /managed_clusters/changes (the `ListManagedClusterChanges` operationId).
+	ListManagedClusterChanges(ctx context.Context, params *ListManagedClusterChangesParams, reqEditors ...RequestEditorFn) (*http.Response, error)
 
 	// GetOpenAPI This document, with the deployment's base path as its server.
 	//
@@ -965,6 +1044,38 @@ func (c *Client) GetError(ctx context.Context, id string, reqEditors ...RequestE
 // Corresponds with GET /managed_clusters (the `ListManagedClusters` operationId).
 func (c *Client) ListManagedClusters(ctx context.Context, params *ListManagedClustersParams, reqEditors ...RequestEditorFn) (*http.Response, error) {
 	req, err := NewListManagedClustersRequest(c.Server, params)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// ListManagedClusterChanges The inventory's changes after a cursor, oldest first, waiting for one if asked.
+//
+// The change feed of `GET /managed_clusters`, scoped the same way: every
+// write of a managed cluster the caller may see (new, changed, deleted,
+// revived) after `after`, in commit order, up to `size` a page. Each item
+// is the cluster as it is now; a deletion is marked by `deleted_at`. A
+// cluster written several times between two reads appears once, at its
+// last write.
+//
+// Answers at once when there are changes; otherwise, with `wait`, as soon
+// as an inventory write commits, or with 200, no items and a cursor at
+// `wait`. Resume from the returned `cursor`, which moves even when no item
+// came back (past changes the caller may not see).
+//
+// Start from the `cursor` of a `GET /managed_clusters`: it covers what
+// that list showed. A cursor older than the tombstone retention (deleted
+// clusters are purged after it) answers 410 with code CursorExpired: list
+// again and resume from the cursor that list returns.
+//
+// Corresponds with GET /managed_clusters/changes (the `ListManagedClusterChanges` operationId).
+func (c *Client) ListManagedClusterChanges(ctx context.Context, params *ListManagedClusterChangesParams, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewListManagedClusterChangesRequest(c.Server, params)
 	if err != nil {
 		return nil, err
 	}
@@ -1516,6 +1627,84 @@ func NewListManagedClustersRequest(server string, params *ListManagedClustersPar
 	return req, nil
 }
 
+// NewListManagedClusterChangesRequest constructs an http.Request for the ListManagedClusterChanges method
+func NewListManagedClusterChangesRequest(server string, params *ListManagedClusterChangesParams) (*http.Request, error) {
+	var err error
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/managed_clusters/changes")
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	if params != nil {
+		// queryValues collects non-styled parameters (passthrough, JSON)
+		// that are safe to round-trip through url.Values.Encode().
+		queryValues := queryURL.Query()
+		// rawQueryFragments collects pre-encoded query fragments from
+		// styled parameters, preserving literal commas as delimiters
+		// per the OpenAPI spec (e.g. "color=blue,black,brown").
+		var rawQueryFragments []string
+
+		if params.After != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", true, "after", *params.After, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
+		if params.Wait != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", true, "wait", *params.Wait, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
+		if params.Size != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", true, "size", *params.Size, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
+		if encoded := queryValues.Encode(); encoded != "" {
+			rawQueryFragments = append(rawQueryFragments, encoded)
+		}
+		queryURL.RawQuery = strings.Join(rawQueryFragments, "&")
+	}
+
+	req, err := http.NewRequest(http.MethodGet, queryURL.String(), nil)
+	if err != nil {
+		return nil, err
+	}
+
+	return req, nil
+}
+
 // NewGetOpenAPIRequest constructs an http.Request for the GetOpenAPI method
 func NewGetOpenAPIRequest(server string) (*http.Request, error) {
 	var err error
@@ -1685,6 +1874,30 @@ type ClientWithResponsesInterface interface {
 	// Corresponds with GET /managed_clusters (the `ListManagedClusters` operationId).
 	ListManagedClustersWithResponse(ctx context.Context, params *ListManagedClustersParams, reqEditors ...RequestEditorFn) (*ListManagedClustersResponse, error)
 
+	// ListManagedClusterChangesWithResponse The inventory's changes after a cursor, oldest first, waiting for one if asked.
+	//
+	// The change feed of `GET /managed_clusters`, scoped the same way: every
+	// write of a managed cluster the caller may see (new, changed, deleted,
+	// revived) after `after`, in commit order, up to `size` a page. Each item
+	// is the cluster as it is now; a deletion is marked by `deleted_at`. A
+	// cluster written several times between two reads appears once, at its
+	// last write.
+	//
+	// Answers at once when there are changes; otherwise, with `wait`, as soon
+	// as an inventory write commits, or with 200, no items and a cursor at
+	// `wait`. Resume from the returned `cursor`, which moves even when no item
+	// came back (past changes the caller may not see).
+	//
+	// Start from the `cursor` of a `GET /managed_clusters`: it covers what
+	// that list showed. A cursor older than the tombstone retention (deleted
+	// clusters are purged after it) answers 410 with code CursorExpired: list
+	// again and resume from the cursor that list returns.
+	//
+	// Returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with GET /managed_clusters/changes (the `ListManagedClusterChanges` operationId).
+	ListManagedClusterChangesWithResponse(ctx context.Context, params *ListManagedClusterChangesParams, reqEditors ...RequestEditorFn) (*ListManagedClusterChangesResponse, error)
+
 	// GetOpenAPIWithResponse This document, with the deployment's base path as its server.
 	//
 	// Returns a wrapper object for the known response body format(s).
@@ -1774,7 +1987,7 @@ type CreateClusterResponse struct {
 	// JSON403 the response for an HTTP 403 `application/json` response
 	JSON403 *Forbidden
 	// JSON409 the response for an HTTP 409 `application/json` response
-	JSON409 *Conflict
+	JSON409 *Error
 	// JSON413 the response for an HTTP 413 `application/json` response
 	JSON413 *BadRequest
 	// JSON415 the response for an HTTP 415 `application/json` response
@@ -1806,7 +2019,7 @@ func (r CreateClusterResponse) GetJSON403() *Forbidden {
 }
 
 // GetJSON409 returns the response for an HTTP 409 `application/json` response
-func (r CreateClusterResponse) GetJSON409() *Conflict {
+func (r CreateClusterResponse) GetJSON409() *Error {
 	return r.JSON409
 }
 
@@ -2406,6 +2619,75 @@ func (r ListManagedClustersResponse) ContentType() string {
 	return ""
 }
 
+type ListManagedClusterChangesResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// JSON200 the response for an HTTP 200 `application/json` response
+	JSON200 *ManagedClusterChangeList
+	// JSON400 the response for an HTTP 400 `application/json` response
+	JSON400 *BadRequest
+	// JSON401 the response for an HTTP 401 `application/json` response
+	JSON401 *Unauthenticated
+	// JSON410 the response for an HTTP 410 `application/json` response
+	JSON410 *Gone
+	// JSON500 the response for an HTTP 500 `application/json` response
+	JSON500 *InternalError
+}
+
+// GetJSON200 returns the response for an HTTP 200 `application/json` response
+func (r ListManagedClusterChangesResponse) GetJSON200() *ManagedClusterChangeList {
+	return r.JSON200
+}
+
+// GetJSON400 returns the response for an HTTP 400 `application/json` response
+func (r ListManagedClusterChangesResponse) GetJSON400() *BadRequest {
+	return r.JSON400
+}
+
+// GetJSON401 returns the response for an HTTP 401 `application/json` response
+func (r ListManagedClusterChangesResponse) GetJSON401() *Unauthenticated {
+	return r.JSON401
+}
+
+// GetJSON410 returns the response for an HTTP 410 `application/json` response
+func (r ListManagedClusterChangesResponse) GetJSON410() *Gone {
+	return r.JSON410
+}
+
+// GetJSON500 returns the response for an HTTP 500 `application/json` response
+func (r ListManagedClusterChangesResponse) GetJSON500() *InternalError {
+	return r.JSON500
+}
+
+// GetBody returns the raw response body bytes
+func (r ListManagedClusterChangesResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r ListManagedClusterChangesResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r ListManagedClusterChangesResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r ListManagedClusterChangesResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
 type GetOpenAPIResponse struct {
 	Body         []byte
 	HTTPResponse *http.Response
@@ -2624,6 +2906,36 @@ func (c *ClientWithResponses) ListManagedClustersWithResponse(ctx context.Contex
 	return ParseListManagedClustersResponse(rsp)
 }
 
+// ListManagedClusterChangesWithResponse The inventory's changes after a cursor, oldest first, waiting for one if asked.
+//
+// The change feed of `GET /managed_clusters`, scoped the same way: every
+// write of a managed cluster the caller may see (new, changed, deleted,
+// revived) after `after`, in commit order, up to `size` a page. Each item
+// is the cluster as it is now; a deletion is marked by `deleted_at`. A
+// cluster written several times between two reads appears once, at its
+// last write.
+//
+// Answers at once when there are changes; otherwise, with `wait`, as soon
+// as an inventory write commits, or with 200, no items and a cursor at
+// `wait`. Resume from the returned `cursor`, which moves even when no item
+// came back (past changes the caller may not see).
+//
+// Start from the `cursor` of a `GET /managed_clusters`: it covers what
+// that list showed. A cursor older than the tombstone retention (deleted
+// clusters are purged after it) answers 410 with code CursorExpired: list
+// again and resume from the cursor that list returns.
+//
+// Returns a wrapper object for the known response body format(s).
+//
+// Corresponds with GET /managed_clusters/changes (the `ListManagedClusterChanges` operationId).
+func (c *ClientWithResponses) ListManagedClusterChangesWithResponse(ctx context.Context, params *ListManagedClusterChangesParams, reqEditors ...RequestEditorFn) (*ListManagedClusterChangesResponse, error) {
+	rsp, err := c.ListManagedClusterChanges(ctx, params, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseListManagedClusterChangesResponse(rsp)
+}
+
 // GetOpenAPIWithResponse This document, with the deployment's base path as its server.
 //
 // Returns a wrapper object for the known response body format(s).
@@ -2727,7 +3039,7 @@ func ParseCreateClusterResponse(rsp *http.Response) (*CreateClusterResponse, err
 		response.JSON403 = &dest
 
 	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 409:
-		var dest Conflict
+		var dest Error
 		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
 			return nil, err
 		}
@@ -3217,6 +3529,60 @@ func ParseListManagedClustersResponse(rsp *http.Response) (*ListManagedClustersR
 			return nil, err
 		}
 		response.JSON401 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 500:
+		var dest InternalError
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON500 = &dest
+
+	}
+
+	return response, nil
+}
+
+// ParseListManagedClusterChangesResponse parses an HTTP response from a ListManagedClusterChangesWithResponse call
+func ParseListManagedClusterChangesResponse(rsp *http.Response) (*ListManagedClusterChangesResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &ListManagedClusterChangesResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 200:
+		var dest ManagedClusterChangeList
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON200 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 400:
+		var dest BadRequest
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON400 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 401:
+		var dest Unauthenticated
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON401 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 410:
+		var dest Gone
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON410 = &dest
 
 	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 500:
 		var dest InternalError

@@ -1,0 +1,217 @@
+package postgres
+
+import (
+	"context"
+	"database/sql"
+	"encoding/base64"
+	"fmt"
+	"strconv"
+	"strings"
+	"time"
+
+	"gorm.io/gorm"
+
+	"github.com/fleetmanager/fleet-manager/internal/fleet"
+)
+
+// changePosition orders the change feed: the transaction that last wrote a
+// row, then the sequence number the write took. The feed reads only rows
+// whose transaction is older than every transaction of the database still
+// running (feedBound), so once a position is handed out nothing can commit
+// below it: a transaction committing later has an id at or above the bound.
+type changePosition struct {
+	Xid uint64
+	Seq int64
+}
+
+func (p changePosition) less(q changePosition) bool {
+	return p.Xid < q.Xid || (p.Xid == q.Xid && p.Seq < q.Seq)
+}
+
+// cursor renders a position as the opaque string clients pass back.
+func (p changePosition) cursor() string {
+	return base64.RawURLEncoding.EncodeToString([]byte(fmt.Sprintf("1.%d.%d", p.Xid, p.Seq)))
+}
+
+// parseCursor reads a cursor; an empty one is the start of the history.
+func parseCursor(c string) (changePosition, error) {
+	if c == "" {
+		return changePosition{}, nil
+	}
+	bad := fleet.Errorf(fleet.CodeValidation, "cursor %q is not a cursor of this feed", c)
+	raw, err := base64.RawURLEncoding.DecodeString(c)
+	if err != nil {
+		return changePosition{}, bad
+	}
+	parts := strings.Split(string(raw), ".")
+	if len(parts) != 3 || parts[0] != "1" {
+		return changePosition{}, bad
+	}
+	xid, err1 := strconv.ParseUint(parts[1], 10, 64)
+	seq, err2 := strconv.ParseInt(parts[2], 10, 64)
+	if err1 != nil || err2 != nil || seq < 0 {
+		return changePosition{}, bad
+	}
+	return changePosition{Xid: xid, Seq: seq}, nil
+}
+
+// feedBound is the feed's read bound: every transaction of this database
+// with an id below it has ended, so a later snapshot sees all its rows. It
+// is the oldest transaction id still running in this database (as
+// pg_stat_activity shows the service's role its own sessions), or the
+// snapshot's xmax when none runs. Transactions of other databases on the
+// server do not hold it back. The snapshot is taken before the sessions are
+// read, so a transaction missing from them had ended or gets a later id.
+func feedBound(db *gorm.DB) (uint64, error) {
+	var r struct {
+		Xmax string
+		Xids *string
+	}
+	err := db.Raw(`SELECT pg_snapshot_xmax(pg_current_snapshot())::text AS xmax,
+	(SELECT string_agg(backend_xid::text, ',') FROM pg_stat_activity
+	 WHERE datname = current_database() AND pid <> pg_backend_pid() AND backend_xid IS NOT NULL) AS xids`).Scan(&r).Error
+	if err != nil {
+		return 0, err
+	}
+	xmax, err := strconv.ParseUint(r.Xmax, 10, 64)
+	if err != nil {
+		return 0, err
+	}
+	bound := xmax
+	if r.Xids == nil {
+		return bound, nil
+	}
+	for _, x := range strings.Split(*r.Xids, ",") {
+		x32, err := strconv.ParseUint(x, 10, 32)
+		if err != nil {
+			return 0, err
+		}
+		bound = min(bound, widenXid(uint32(x32), xmax))
+	}
+	return bound, nil
+}
+
+// widenXid gives a running transaction's 32-bit id its epoch: running ids
+// lie within 2^31 of the snapshot's xmax, on either side.
+func widenXid(x uint32, xmax uint64) uint64 {
+	diff := int64(int32(x - uint32(xmax)))
+	return uint64(int64(xmax) + diff)
+}
+
+// ManagedClusterCursor returns the position every later list read covers:
+// any change a list does not show is written by a transaction at or above it.
+// It is read before the list, in its own statement.
+func (s *Store) ManagedClusterCursor(ctx context.Context) (string, error) {
+	bound, err := feedBound(s.db.Gorm.WithContext(ctx))
+	if err != nil {
+		return "", fmt.Errorf("ManagedClusterCursor(): %w", err)
+	}
+	return changePosition{Xid: bound}.cursor(), nil
+}
+
+// feedRow is a managed_clusters row as the feed reads it, with its position
+// and, for a tombstone, when it went.
+type feedRow struct {
+	Row    managedClusterRow `gorm:"embedded"`
+	GoneAt *time.Time
+	PosXid string
+	PosSeq int64
+}
+
+// ListManagedClusterChanges reads, in one snapshot, the purge horizon and
+// the changes after the cursor that the caller may see, oldest first.
+func (s *Store) ListManagedClusterChanges(ctx context.Context, caller fleet.Identity, admin bool, after string, size int) (fleet.ChangePage, error) {
+	from, err := parseCursor(after)
+	if err != nil {
+		return fleet.ChangePage{}, err
+	}
+	size = min(max(size, 1), s.cfg.MaxPageSize)
+	// The bound is read before the snapshot of the rows, so that snapshot
+	// sees every row below it.
+	bound, err := feedBound(s.db.Gorm.WithContext(ctx))
+	if err != nil {
+		return fleet.ChangePage{}, fmt.Errorf("ListManagedClusterChanges(%s): %w", caller.OrgID, err)
+	}
+	var page fleet.ChangePage
+	err = s.db.Gorm.WithContext(ctx).Transaction(func(tx *gorm.DB) error {
+		if err := checkHorizon(tx, "managed_clusters", from); err != nil {
+			return err
+		}
+		rows, err := readChanges(tx, caller, admin, from, bound, size)
+		if err != nil {
+			return err
+		}
+		if page, err = changePage(rows, from, bound, size); err != nil || len(rows) > 0 {
+			return err
+		}
+		return tx.Raw(`SELECT EXISTS (SELECT 1 FROM managed_clusters WHERE change_xid >= ?::xid8)`,
+			strconv.FormatUint(bound, 10)).Scan(&page.Pending).Error
+	}, &sql.TxOptions{Isolation: sql.LevelRepeatableRead, ReadOnly: true})
+	if err != nil {
+		return fleet.ChangePage{}, fmt.Errorf("ListManagedClusterChanges(%s): %w", caller.OrgID, err)
+	}
+	return page, nil
+}
+
+// checkHorizon refuses a cursor below the highest position the tombstone
+// purge deleted: the changes between the two may include a lost deletion.
+func checkHorizon(tx *gorm.DB, table string, from changePosition) error {
+	var h []struct {
+		Xid string
+		Seq int64
+	}
+	if err := tx.Raw(`SELECT change_xid::text AS xid, change_seq AS seq FROM inventory_purge_horizon WHERE table_name = ?`,
+		table).Scan(&h).Error; err != nil {
+		return err
+	}
+	if len(h) == 0 {
+		return nil
+	}
+	xid, err := strconv.ParseUint(h[0].Xid, 10, 64)
+	if err != nil {
+		return err
+	}
+	if from.less(changePosition{Xid: xid, Seq: h[0].Seq}) {
+		return fleet.Errorf(fleet.CodeCursorExpired, "the cursor is older than the retention of deleted clusters: "+
+			"list GET /managed_clusters again and resume the feed from the cursor that list returns")
+	}
+	return nil
+}
+
+func readChanges(tx *gorm.DB, caller fleet.Identity, admin bool, from changePosition, bound uint64, size int) ([]feedRow, error) {
+	query := tx.Table("managed_clusters AS mc").
+		Select(`mc.*, h.name AS hub_name, h.zone AS hub_zone, h.region AS hub_region, h.inventory_stale AS stale,
+	greatest(mc.updated_at, coalesce(h.last_inventory_at, mc.updated_at)) AS last_seen_at,
+	coalesce(mc.deleted_at, h.deleted_at) AS gone_at, mc.change_xid::text AS pos_xid, mc.change_seq AS pos_seq`).
+		Joins("JOIN hubs h ON h.id = mc.hub_id").
+		Joins("LEFT JOIN registrations r ON r.id = mc.registration_id").
+		Where("(mc.change_xid, mc.change_seq) > (?::xid8, ?) AND mc.change_xid < ?::xid8",
+			strconv.FormatUint(from.Xid, 10), from.Seq, strconv.FormatUint(bound, 10))
+	if !admin {
+		query = visibleTo(query, caller.OrgID)
+	}
+	var rows []feedRow
+	err := query.Order("mc.change_xid, mc.change_seq").Limit(size).Scan(&rows).Error
+	return rows, err
+}
+
+// changePage builds the page. A full page resumes after its last row; a
+// short one has read every visible change below bound, so it resumes at
+// bound and a caller that sees few changes does not fall behind the purge.
+func changePage(rows []feedRow, from changePosition, bound uint64, size int) (fleet.ChangePage, error) {
+	page := fleet.ChangePage{Items: make([]fleet.ManagedClusterChange, len(rows))}
+	next := from
+	for i, r := range rows {
+		page.Items[i] = fleet.ManagedClusterChange{Cluster: r.Row.toManagedCluster(), DeletedAt: r.GoneAt}
+		xid, err := strconv.ParseUint(r.PosXid, 10, 64)
+		if err != nil {
+			return page, err
+		}
+		next = changePosition{Xid: xid, Seq: r.PosSeq}
+	}
+	if len(rows) < size && next.less(changePosition{Xid: bound}) {
+		next = changePosition{Xid: bound}
+	}
+	page.Cursor = next.cursor()
+	return page, nil
+}
