@@ -137,7 +137,7 @@ func (s *Store) ListManagedClusterChanges(ctx context.Context, caller fleet.Iden
 		if err := checkHorizon(tx, "managed_clusters", from); err != nil {
 			return err
 		}
-		rows, err := readChanges(tx, caller, admin, from, bound, size)
+		rows, err := readChanges(s.inServedZones(tx, "h.zone"), caller, admin, from, bound, size)
 		if err != nil {
 			return err
 		}
