@@ -19,7 +19,7 @@ func migration202611300007InventoryReads() *gormigrate.Migration {
 			return tx.Exec(`
 CREATE INDEX managed_clusters_created ON managed_clusters (created_at, id) WHERE deleted_at IS NULL;
 CREATE INDEX managed_clusters_name ON managed_clusters (name, id) WHERE deleted_at IS NULL;
-CREATE INDEX managed_clusters_region ON managed_clusters (region, created_at, id) INCLUDE (hub_id) WHERE deleted_at IS NULL;
+CREATE INDEX managed_clusters_region ON managed_clusters (region, created_at, id) WHERE deleted_at IS NULL;
 CREATE TABLE managed_cluster_counts (
 	hub_id text   PRIMARY KEY,
 	live   bigint NOT NULL
