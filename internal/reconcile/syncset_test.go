@@ -156,20 +156,7 @@ func TestSyncSetAPIFailuresAreReportedThenRetriedOrNot(t *testing.T) {
 
 func TestHubMovesFromSyncSetToAgentWithoutRemovingObjects(t *testing.T) {
 	t.Parallel()
-	e := newEnv(t)
-	fake := newFakeSyncSets()
-	hub := e.hiveHub("hive-1", "eu")
-	e.startSyncSetReplica(fake)
-	reg := e.register("c1", "eu", "")
-	e.eventually(reg.ID, 10*time.Second, func(r fleet.Registration) bool { return r.Phase == fleet.PhaseReady }, "ready")
-
-	mode, identity := fleet.DeliveryAgent, "hive-1-agent"
-	moved, err := e.store.UpdateHub(context.Background(), hub.ID, nil, fleet.HubUpdate{DeliveryMode: &mode, AgentIdentity: &identity})
-	if err != nil {
-		t.Fatal(err)
-	}
-	// The agent's delivery publishes first; nothing is released before its agent acknowledges.
-	e.eventually(reg.ID, 10*time.Second, cond(fleet.ConditionDelivered, fleet.ConditionFalse, fleet.ReasonPublished), "published to the agent")
+	e, fake, reg, moved := startHandOff(t)
 	held, released := fake.state(reg.ID)
 	g := gomega.NewWithT(t)
 	g.Expect(held).To(gomega.BeTrue(), "the SyncSet went before the agent held the objects")
@@ -187,19 +174,7 @@ func TestHubMovesFromSyncSetToAgentWithoutRemovingObjects(t *testing.T) {
 
 func TestDeregistrationDuringHandOffWithdrawsFromBothModes(t *testing.T) {
 	t.Parallel()
-	e := newEnv(t)
-	fake := newFakeSyncSets()
-	hub := e.hiveHub("hive-1", "eu")
-	e.startSyncSetReplica(fake)
-	reg := e.register("c1", "eu", "")
-	e.eventually(reg.ID, 10*time.Second, func(r fleet.Registration) bool { return r.Phase == fleet.PhaseReady }, "ready")
-
-	mode, identity := fleet.DeliveryAgent, "hive-1-agent"
-	moved, err := e.store.UpdateHub(context.Background(), hub.ID, nil, fleet.HubUpdate{DeliveryMode: &mode, AgentIdentity: &identity})
-	if err != nil {
-		t.Fatal(err)
-	}
-	e.eventually(reg.ID, 10*time.Second, cond(fleet.ConditionDelivered, fleet.ConditionFalse, fleet.ReasonPublished), "published to the agent")
+	e, fake, reg, moved := startHandOff(t)
 	if _, err := e.store.RequestRegistrationDeletion(context.Background(), caller.OrgID, reg.ID); err != nil {
 		t.Fatal(err)
 	}
@@ -219,4 +194,24 @@ func (e *env) eventuallyGone(id string) {
 		_, err := e.find(id)
 		return fleet.ErrorCodeOf(err)
 	}).WithTimeout(10*time.Second).WithPolling(20*time.Millisecond).Should(gomega.Equal(fleet.CodeNotFound), "registration %s was never deleted", id)
+}
+
+// startHandOff readies a registration on a syncset-hive hub, moves the hub to
+// its agent, and returns once the agent's delivery has published it: the
+// agent has not acknowledged, so nothing may be released yet.
+func startHandOff(t *testing.T) (*env, *fakeSyncSets, fleet.Registration, fleet.Hub) {
+	t.Helper()
+	e := newEnv(t)
+	fake := newFakeSyncSets()
+	hub := e.hiveHub("hive-1", "eu")
+	e.startSyncSetReplica(fake)
+	reg := e.register("c1", "eu", "")
+	e.eventually(reg.ID, 10*time.Second, func(r fleet.Registration) bool { return r.Phase == fleet.PhaseReady }, "ready")
+	mode, identity := fleet.DeliveryAgent, "hive-1-agent"
+	moved, err := e.store.UpdateHub(context.Background(), hub.ID, nil, fleet.HubUpdate{DeliveryMode: &mode, AgentIdentity: &identity})
+	if err != nil {
+		t.Fatal(err)
+	}
+	e.eventually(reg.ID, 10*time.Second, cond(fleet.ConditionDelivered, fleet.ConditionFalse, fleet.ReasonPublished), "published to the agent")
+	return e, fake, reg, moved
 }
