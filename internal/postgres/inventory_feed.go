@@ -137,6 +137,11 @@ func (s *Store) ListManagedClusterChanges(ctx context.Context, caller fleet.Iden
 		if err := checkHorizon(tx, "managed_clusters", from); err != nil {
 			return err
 		}
+		if admin {
+			if err := walkFeedIndex(tx); err != nil {
+				return err
+			}
+		}
 		rows, err := readChanges(s.inServedZones(tx, "h.zone"), caller, admin, from, bound, size)
 		if err != nil {
 			return err
@@ -151,6 +156,24 @@ func (s *Store) ListManagedClusterChanges(ctx context.Context, caller fleet.Iden
 		return fleet.ChangePage{}, fmt.Errorf("ListManagedClusterChanges(%s): %w", caller.OrgID, err)
 	}
 	return page, nil
+}
+
+// walkFeedIndex makes this transaction's planner read the changes in the
+// order of the (change_xid, change_seq) index and stop at the page size. It
+// estimates the rows after a cursor from the leading column only, so when
+// many rows share one transaction id (a full resync, a bulk load) it expects
+// one row, hash-joins every later row and sorts them: 1.2 s for a page after
+// a cursor over 200,000 clusters, 6 ms with the index walk
+// (docs/performance.md). Only for callers who see every row: an
+// organisation's visibility filter may skip most rows, and walking them one
+// by one would cost more than the hash join.
+func walkFeedIndex(tx *gorm.DB) error {
+	for _, setting := range []string{"enable_sort", "enable_hashjoin", "enable_mergejoin"} {
+		if err := tx.Exec("SET LOCAL " + setting + " = off").Error; err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 // checkHorizon refuses a cursor below the highest position the tombstone
