@@ -314,12 +314,33 @@ func (s *Store) DeleteHub(ctx context.Context, id string) error {
 		if err := tx.Exec(`UPDATE hubs SET deleted_at = now(), updated_at = now() WHERE id = ?`, id).Error; err != nil {
 			return err
 		}
+		if err := tombstoneHubInventory(tx, id); err != nil {
+			return err
+		}
 		return notify(tx, ChannelHubs, id)
 	})
 	if err != nil {
 		return fmt.Errorf("DeleteHub(%s): %w", id, err)
 	}
 	return nil
+}
+
+// tombstoneHubInventory tombstones what a deleted hub's agent reported, so
+// the change feed reports each cluster gone and the tombstone purge removes
+// them after the retention, and wakes the feed's long-polls.
+func tombstoneHubInventory(tx *gorm.DB, hubID string) error {
+	var tombstoned int64
+	for _, table := range []string{"managed_clusters", "resources"} {
+		res := tx.Exec(`UPDATE `+table+` SET deleted_at = now(), updated_at = now() WHERE hub_id = ? AND deleted_at IS NULL`, hubID)
+		if res.Error != nil {
+			return res.Error
+		}
+		tombstoned += res.RowsAffected
+	}
+	if tombstoned == 0 {
+		return nil
+	}
+	return notify(tx, ChannelInventory, hubID)
 }
 
 func nonEmpty(s string) *string {

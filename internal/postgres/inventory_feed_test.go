@@ -197,3 +197,30 @@ func TestPurgeTombstonesInBatches(t *testing.T) {
 		t.Errorf("PurgeTombstones(registrations) = %v, want CodeValidation", err)
 	}
 }
+
+// TestDeletedHubsInventoryLeavesThroughTheFeed: deleting a hub tombstones
+// what its agent reported, so a consumer of the feed sees each cluster gone
+// and the purge removes them after the retention.
+func TestDeletedHubsInventoryLeavesThroughTheFeed(t *testing.T) {
+	t.Parallel()
+	e := newInventoryEnv(t)
+	admin := fleet.Identity{OrgID: "ops"}
+	e.ingest(fleet.InventoryBatch{Upserts: []fleet.ManagedClusterSummary{cluster("a", "4.16"), cluster("b", "4.16")}})
+	_, err := e.store.IngestResources(context.Background(), e.hub.ID, "agent-1", fleet.ResourceBatch{Group: "cluster.open-cluster-management.io",
+		Kind: "ManagedClusterSet", Generation: 1, Upserts: []fleet.ResourceObject{{Name: "default",
+			Body: map[string]any{"apiVersion": "cluster.open-cluster-management.io/v1beta2", "kind": "ManagedClusterSet",
+				"metadata": map[string]any{"name": "default"}}}}})
+	gomega.NewWithT(t).Expect(err).NotTo(gomega.HaveOccurred())
+	seen := e.feedEventually(admin, true, "", 10, change{"a", false}, change{"b", false})
+
+	gomega.NewWithT(t).Expect(e.store.DeleteHub(context.Background(), e.hub.ID)).To(gomega.Succeed())
+	// One statement tombstones both, in no particular order.
+	gomega.NewWithT(t).Eventually(func() ([]change, error) {
+		page, err := e.store.ListManagedClusterChanges(context.Background(), admin, true, seen.Cursor, 10)
+		return changes(page), err
+	}).WithTimeout(10 * time.Second).WithPolling(20 * time.Millisecond).Should(gomega.ConsistOf(change{"a", true}, change{"b", true}))
+	gomega.NewWithT(t).Expect(countRows(t, e.db, `SELECT count(*) FROM resources WHERE hub_id = ? AND deleted_at IS NULL`, e.hub.ID)).
+		To(gomega.Equal(0), "the deleted hub's resources are not tombstoned")
+	gomega.NewWithT(t).Expect(countRows(t, e.db, `SELECT count(*) FROM managed_clusters WHERE hub_id = ? AND deleted_at IS NULL`, e.hub.ID)).
+		To(gomega.Equal(0))
+}
