@@ -33,7 +33,11 @@ type env struct {
 func newEnv(t *testing.T) *env {
 	t.Helper()
 	db, cfg := pgtest.NewMigratedDatabase(t)
-	scfg := postgres.StoreConfig{MaxPageSize: 1000, IdempotencyKeyTTL: time.Hour, HeartbeatTimeout: time.Minute}
+	// The test hubs beat once, at creation; a timeout of an hour keeps them
+	// ready however slowly a loaded machine runs the test (a minute once let
+	// the hubs of the thousand-registration test go stale mid-test). Tests of
+	// the timeout set their own.
+	scfg := postgres.StoreConfig{MaxPageSize: 1000, IdempotencyKeyTTL: time.Hour, HeartbeatTimeout: time.Hour}
 	return &env{t: t, cfg: cfg, store: postgres.NewStore(db, testKeyring(t), fleet.SystemClock{}, scfg), scfg: scfg}
 }
 
