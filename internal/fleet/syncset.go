@@ -98,10 +98,17 @@ func validateServiceURL(field, raw string, optional bool) error {
 	if u.Scheme == "https" {
 		return nil
 	}
-	if ip := net.ParseIP(u.Hostname()); u.Scheme == "http" && (u.Hostname() == "localhost" || ip != nil && ip.IsLoopback()) {
+	if u.Scheme == "http" && LoopbackHost(u.Hostname()) {
 		return nil
 	}
 	return Errorf(CodeValidation, "%s %q must be an https:// URL (http:// only to a loopback host)", field, raw)
+}
+
+// LoopbackHost is true for localhost and loopback addresses: the only hosts
+// a service URL may reach over plain http (a local test server).
+func LoopbackHost(host string) bool {
+	ip := net.ParseIP(host)
+	return host == "localhost" || ip != nil && ip.IsLoopback()
 }
 
 // validateCredentialKeys checks that credentials hold what the mode needs.

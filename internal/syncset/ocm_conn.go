@@ -7,7 +7,6 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"net"
 	"net/http"
 	"net/url"
 	"sync"
@@ -54,7 +53,7 @@ func (c *OCMConfig) AddFlags(fs *pflag.FlagSet) {
 func (c OCMConfig) Validate() error {
 	var p config.Problems
 	if u, err := url.Parse(c.TokenURL); err != nil || u.Host == "" || u.User != nil ||
-		!(u.Scheme == "https" || u.Scheme == "http" && ocmLoopback(u.Hostname())) {
+		!(u.Scheme == "https" || u.Scheme == "http" && fleet.LoopbackHost(u.Hostname())) {
 		p.Addf("ocm-token-url", "must be an https:// URL, or http:// to a loopback host (got %q)", c.TokenURL)
 	}
 	if c.Timeout < time.Second || c.Timeout > 10*time.Minute {
@@ -67,11 +66,6 @@ func (c OCMConfig) Validate() error {
 		p.Addf("ocm-retry-interval", "must be between 1ms and 1m (got %s)", c.RetryInterval)
 	}
 	return p.Err()
-}
-
-func ocmLoopback(host string) bool {
-	ip := net.ParseIP(host)
-	return host == "localhost" || ip != nil && ip.IsLoopback()
 }
 
 // ocmConn is a hub's connection, built for key (API URL, token URL and a hash
