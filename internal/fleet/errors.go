@@ -58,6 +58,7 @@ const (
 	CodeHubIdentityTaken     ErrorCode = 23
 	CodeCursorExpired        ErrorCode = 24
 	CodeZoneNotServed        ErrorCode = 25
+	CodePolicyInvalid        ErrorCode = 26
 )
 
 // CatalogueEntry describes one error code: its kind and the reason a client sees
@@ -97,6 +98,7 @@ func Catalogue() []CatalogueEntry {
 		{CodeHubIdentityTaken, KindConflict, "HubIdentityTaken", "The agent identity is already bound to another hub"},
 		{CodeCursorExpired, KindGone, "CursorExpired", "The cursor is older than the change feed's retention: list the collection again and resume from the cursor the list returns"},
 		{CodeZoneNotServed, KindConflict, "ZoneNotServed", "This deployment does not serve the zone; the reason names the deployment that does"},
+		{CodePolicyInvalid, KindInvalid, "PolicyInvalid", "The policy does not match the Policy CRD's schema; the reason names each field at fault"},
 	}
 	sort.Slice(entries, func(i, j int) bool { return entries[i].Code < entries[j].Code })
 	return entries

@@ -150,6 +150,15 @@ type Condition struct {
 // ConditionStatus defines model for Condition.Status.
 type ConditionStatus string
 
+// DesiredPolicy defines model for DesiredPolicy.
+type DesiredPolicy struct {
+	Generation int64 `json:"generation"`
+
+	// Objects In apply order: the policy namespace, its ManagedClusterSetBinding, then the Policy, Placement and PlacementBinding, each labelled with the policy's id except the first two, which every policy shares.
+	Objects  []KubeObject `json:"objects"`
+	PolicyId string       `json:"policy_id"`
+}
+
 // DesiredRegistration defines model for DesiredRegistration.
 type DesiredRegistration struct {
 	Generation         int64  `json:"generation"`
@@ -162,8 +171,11 @@ type DesiredRegistration struct {
 
 // DesiredSet defines model for DesiredSet.
 type DesiredSet struct {
-	HubId         string                `json:"hub_id"`
-	Kind          DesiredSetKind        `json:"kind"`
+	HubId string         `json:"hub_id"`
+	Kind  DesiredSetKind `json:"kind"`
+
+	// Policies The configuration policies placed on the hub, each as the objects that carry it (absent from fleet managers older than policies: none).
+	Policies      *[]DesiredPolicy      `json:"policies,omitempty"`
 	Registrations []DesiredRegistration `json:"registrations"`
 	Revision      int64                 `json:"revision"`
 }
