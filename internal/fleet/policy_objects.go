@@ -91,7 +91,7 @@ func PolicyHubObjects(p Policy, hubID string, ownedByOrg bool, cfg PolicyHubConf
 		},
 		{
 			"apiVersion": PolicyAPIVersion, "kind": "PlacementBinding",
-			"metadata": map[string]any{"name": name, "namespace": cfg.Namespace, "labels": maps.Clone(own)},
+			"metadata":     map[string]any{"name": name, "namespace": cfg.Namespace, "labels": maps.Clone(own)},
 			"placementRef": map[string]any{"apiGroup": "cluster.open-cluster-management.io", "kind": "Placement", "name": name},
 			"subjects":     []any{map[string]any{"apiGroup": "policy.open-cluster-management.io", "kind": PolicyKind, "name": name}},
 		},
