@@ -148,19 +148,36 @@ func ValidateLabels(labels map[string]string) error {
 				return Errorf(CodeValidation, "label key %q: the prefix %s is reserved", k, reserved)
 			}
 		}
-		prefix, name, hasPrefix := strings.Cut(k, "/")
-		if !hasPrefix {
-			name, prefix = prefix, ""
+		if err := validateLabelKey(k); err != nil {
+			return err
 		}
-		if hasPrefix && (len(prefix) > 253 || !dnsSubdomain.MatchString(prefix)) {
-			return Errorf(CodeValidation, "label key %q: the prefix must be a DNS subdomain", k)
+		if err := validateLabelValue(k, v); err != nil {
+			return err
 		}
-		if !labelName.MatchString(name) {
-			return Errorf(CodeValidation, "label key %q: the name must be 1-63 letters, digits, '-', '_' or '.', starting and ending alphanumeric", k)
-		}
-		if !labelValue.MatchString(v) {
-			return Errorf(CodeValidation, "label %q: the value %q must be at most 63 letters, digits, '-', '_' or '.', starting and ending alphanumeric", k, v)
-		}
+	}
+	return nil
+}
+
+// validateLabelKey checks a label key's syntax: an optional DNS-subdomain
+// prefix and a name.
+func validateLabelKey(k string) error {
+	prefix, name, hasPrefix := strings.Cut(k, "/")
+	if !hasPrefix {
+		name, prefix = prefix, ""
+	}
+	if hasPrefix && (len(prefix) > 253 || !dnsSubdomain.MatchString(prefix)) {
+		return Errorf(CodeValidation, "label key %q: the prefix must be a DNS subdomain", k)
+	}
+	if !labelName.MatchString(name) {
+		return Errorf(CodeValidation, "label key %q: the name must be 1-63 letters, digits, '-', '_' or '.', starting and ending alphanumeric", k)
+	}
+	return nil
+}
+
+// validateLabelValue checks the syntax of key's label value v.
+func validateLabelValue(k, v string) error {
+	if !labelValue.MatchString(v) {
+		return Errorf(CodeValidation, "label %q: the value %q must be at most 63 letters, digits, '-', '_' or '.', starting and ending alphanumeric", k, v)
 	}
 	return nil
 }
