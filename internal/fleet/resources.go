@@ -114,4 +114,6 @@ type ResourceService interface {
 	// ListResources returns a page of one kind's live objects of live hubs.
 	// Errors: CodeBadSearch, CodeBadOrderBy.
 	ListResources(ctx context.Context, q ResourceQuery) ([]Resource, int, error)
+	// ResourceChangeFeed follows a kind's changes.
+	ResourceChangeFeed
 }

@@ -98,15 +98,37 @@ func widenXid(x uint32, xmax uint64) uint64 {
 	return uint64(int64(xmax) + diff)
 }
 
-// ManagedClusterCursor returns the position every later list read covers:
-// any change a list does not show is written by a transaction at or above it.
-// It is read before the list, in its own statement.
-func (s *Store) ManagedClusterCursor(ctx context.Context) (string, error) {
+// feedCursor returns the position every later list read covers: any change
+// a list does not show is written by a transaction at or above it. It is
+// read before the list, in its own statement.
+func (s *Store) feedCursor(ctx context.Context) (string, error) {
 	bound, err := feedBound(s.db.Gorm.WithContext(ctx))
+	if err != nil {
+		return "", err
+	}
+	return changePosition{Xid: bound}.cursor(), nil
+}
+
+// ManagedClusterCursor returns the cursor of the clusters' change feed as of
+// a list read after it (feedCursor).
+func (s *Store) ManagedClusterCursor(ctx context.Context) (string, error) {
+	c, err := s.feedCursor(ctx)
 	if err != nil {
 		return "", fmt.Errorf("ManagedClusterCursor(): %w", err)
 	}
-	return changePosition{Xid: bound}.cursor(), nil
+	return c, nil
+}
+
+// feedPos is a row's change position as the feed reads it: the columns
+// pos_xid (change_xid as text) and pos_seq.
+type feedPos struct {
+	PosXid string
+	PosSeq int64
+}
+
+func (p feedPos) position() (changePosition, error) {
+	xid, err := strconv.ParseUint(p.PosXid, 10, 64)
+	return changePosition{Xid: xid, Seq: p.PosSeq}, err
 }
 
 // feedRow is a managed_clusters row as the feed reads it, with its position
@@ -114,46 +136,95 @@ func (s *Store) ManagedClusterCursor(ctx context.Context) (string, error) {
 type feedRow struct {
 	Row    managedClusterRow `gorm:"embedded"`
 	GoneAt *time.Time
-	PosXid string
-	PosSeq int64
+	Pos    feedPos `gorm:"embedded"`
 }
 
-// ListManagedClusterChanges reads, in one snapshot, the purge horizon and
-// the changes after the cursor that the caller may see, oldest first.
-func (s *Store) ListManagedClusterChanges(ctx context.Context, caller fleet.Identity, admin bool, after string, size int) (fleet.ChangePage, error) {
+func (r feedRow) position() (changePosition, error) { return r.Pos.position() }
+
+// feedSource is a table a change feed reads, and how.
+type feedSource struct {
+	// table is the table, as inventory_purge_horizon names it.
+	table string
+	// expired is the reason of CodeCursorExpired: it tells a caller whose
+	// cursor the purge passed how to start over.
+	expired string
+	// scope narrows the rows the Pending check looks at (nil: every row).
+	scope func(*gorm.DB) *gorm.DB
+	// walk makes the planner walk the feed index (walkFeedIndex).
+	walk bool
+}
+
+// positioned is a row of a change feed: it has its change position.
+type positioned interface {
+	position() (changePosition, error)
+}
+
+// feedRead is one read of a change feed: its rows, oldest first, the cursor
+// after them and whether later changes are held back (fleet.ChangePage).
+type feedRead[T positioned] struct {
+	rows    []T
+	cursor  string
+	pending bool
+}
+
+// readFeed reads, in one snapshot, the purge horizon of src and up to size
+// changes after the cursor below the feed's bound; read selects them.
+func readFeed[T positioned](ctx context.Context, s *Store, src feedSource, after string, size int,
+	read func(tx *gorm.DB, from changePosition, bound uint64, size int) ([]T, error)) (feedRead[T], error) {
 	from, err := parseCursor(after)
 	if err != nil {
-		return fleet.ChangePage{}, err
+		return feedRead[T]{}, err
 	}
 	size = min(max(size, 1), s.cfg.MaxPageSize)
 	// The bound is read before the snapshot of the rows, so that snapshot
 	// sees every row below it.
 	bound, err := feedBound(s.db.Gorm.WithContext(ctx))
 	if err != nil {
-		return fleet.ChangePage{}, fmt.Errorf("ListManagedClusterChanges(%s): %w", caller.OrgID, err)
+		return feedRead[T]{}, err
 	}
-	var page fleet.ChangePage
+	var page feedRead[T]
 	err = s.db.Gorm.WithContext(ctx).Transaction(func(tx *gorm.DB) error {
-		if err := checkHorizon(tx, "managed_clusters", from); err != nil {
+		if err := checkHorizon(tx, src, from); err != nil {
 			return err
 		}
-		if admin {
+		if src.walk {
 			if err := walkFeedIndex(tx); err != nil {
 				return err
 			}
 		}
-		rows, err := readChanges(s.inServedZones(tx, "h.zone"), caller, admin, from, bound, size)
+		rows, err := read(tx, from, bound, size)
 		if err != nil {
 			return err
 		}
-		if page, err = changePage(rows, from, bound, size); err != nil || len(rows) > 0 {
+		page.rows = rows
+		if page.cursor, err = nextCursor(rows, from, bound, size); err != nil || len(rows) > 0 {
 			return err
 		}
-		return tx.Raw(`SELECT EXISTS (SELECT 1 FROM managed_clusters WHERE change_xid >= ?::xid8)`,
-			strconv.FormatUint(bound, 10)).Scan(&page.Pending).Error
+		later := tx.Session(&gorm.Session{NewDB: true}).Table(src.table).Select("1").
+			Where("change_xid >= ?::xid8", strconv.FormatUint(bound, 10))
+		if src.scope != nil {
+			later = src.scope(later)
+		}
+		return tx.Raw(`SELECT EXISTS (?)`, later).Scan(&page.pending).Error
 	}, &sql.TxOptions{Isolation: sql.LevelRepeatableRead, ReadOnly: true})
+	return page, err
+}
+
+// ListManagedClusterChanges reads, in one snapshot, the purge horizon and
+// the changes after the cursor that the caller may see, oldest first.
+func (s *Store) ListManagedClusterChanges(ctx context.Context, caller fleet.Identity, admin bool, after string, size int) (fleet.ChangePage, error) {
+	src := feedSource{table: "managed_clusters", walk: admin,
+		expired: "the cursor is older than the retention of deleted clusters: " +
+			"list GET /managed_clusters again and resume the feed from the cursor that list returns"}
+	got, err := readFeed(ctx, s, src, after, size, func(tx *gorm.DB, from changePosition, bound uint64, size int) ([]feedRow, error) {
+		return readChanges(s.inServedZones(tx, "h.zone"), caller, admin, from, bound, size)
+	})
 	if err != nil {
 		return fleet.ChangePage{}, fmt.Errorf("ListManagedClusterChanges(%s): %w", caller.OrgID, err)
+	}
+	page := fleet.ChangePage{Items: make([]fleet.ManagedClusterChange, len(got.rows)), Cursor: got.cursor, Pending: got.pending}
+	for i, r := range got.rows {
+		page.Items[i] = fleet.ManagedClusterChange{Cluster: r.Row.toManagedCluster(), DeletedAt: r.GoneAt}
 	}
 	return page, nil
 }
@@ -177,14 +248,15 @@ func walkFeedIndex(tx *gorm.DB) error {
 }
 
 // checkHorizon refuses a cursor below the highest position the tombstone
-// purge deleted: the changes between the two may include a lost deletion.
-func checkHorizon(tx *gorm.DB, table string, from changePosition) error {
+// purge of src deleted: the changes between the two may include a lost
+// deletion.
+func checkHorizon(tx *gorm.DB, src feedSource, from changePosition) error {
 	var h []struct {
 		Xid string
 		Seq int64
 	}
 	if err := tx.Raw(`SELECT change_xid::text AS xid, change_seq AS seq FROM inventory_purge_horizon WHERE table_name = ?`,
-		table).Scan(&h).Error; err != nil {
+		src.table).Scan(&h).Error; err != nil {
 		return err
 	}
 	if len(h) == 0 {
@@ -195,8 +267,7 @@ func checkHorizon(tx *gorm.DB, table string, from changePosition) error {
 		return err
 	}
 	if from.less(changePosition{Xid: xid, Seq: h[0].Seq}) {
-		return fleet.Errorf(fleet.CodeCursorExpired, "the cursor is older than the retention of deleted clusters: "+
-			"list GET /managed_clusters again and resume the feed from the cursor that list returns")
+		return fleet.Errorf(fleet.CodeCursorExpired, "%s", src.expired)
 	}
 	return nil
 }
@@ -207,34 +278,37 @@ func readChanges(tx *gorm.DB, caller fleet.Identity, admin bool, from changePosi
 	greatest(mc.updated_at, coalesce(h.last_inventory_at, mc.updated_at)) AS last_seen_at,
 	coalesce(mc.deleted_at, h.deleted_at) AS gone_at, mc.change_xid::text AS pos_xid, mc.change_seq AS pos_seq`).
 		Joins("JOIN hubs h ON h.id = mc.hub_id").
-		Joins("LEFT JOIN registrations r ON r.id = mc.registration_id").
-		Where("(mc.change_xid, mc.change_seq) > (?::xid8, ?) AND mc.change_xid < ?::xid8",
-			strconv.FormatUint(from.Xid, 10), from.Seq, strconv.FormatUint(bound, 10))
+		Joins("LEFT JOIN registrations r ON r.id = mc.registration_id")
 	if !admin {
 		query = visibleTo(query, caller.OrgID)
 	}
 	var rows []feedRow
-	err := query.Order("mc.change_xid, mc.change_seq").Limit(size).Scan(&rows).Error
+	err := changesBetween(query, "mc", from, bound, size).Scan(&rows).Error
 	return rows, err
 }
 
-// changePage builds the page. A full page resumes after its last row; a
-// short one has read every visible change below bound, so it resumes at
-// bound and a caller that sees few changes does not fall behind the purge.
-func changePage(rows []feedRow, from changePosition, bound uint64, size int) (fleet.ChangePage, error) {
-	page := fleet.ChangePage{Items: make([]fleet.ManagedClusterChange, len(rows))}
+// changesBetween keeps the rows of the table aliased alias written after
+// from and below bound, in change order, up to size.
+func changesBetween(q *gorm.DB, alias string, from changePosition, bound uint64, size int) *gorm.DB {
+	return q.Where("("+alias+".change_xid, "+alias+".change_seq) > (?::xid8, ?) AND "+alias+".change_xid < ?::xid8",
+		strconv.FormatUint(from.Xid, 10), from.Seq, strconv.FormatUint(bound, 10)).
+		Order(alias + ".change_xid, " + alias + ".change_seq").Limit(size)
+}
+
+// nextCursor is the cursor after rows. A full page resumes after its last
+// row; a short one has read every visible change below bound, so it resumes
+// at bound and a caller that sees few changes does not fall behind the purge.
+func nextCursor[T positioned](rows []T, from changePosition, bound uint64, size int) (string, error) {
 	next := from
-	for i, r := range rows {
-		page.Items[i] = fleet.ManagedClusterChange{Cluster: r.Row.toManagedCluster(), DeletedAt: r.GoneAt}
-		xid, err := strconv.ParseUint(r.PosXid, 10, 64)
+	for _, r := range rows {
+		p, err := r.position()
 		if err != nil {
-			return page, err
+			return "", err
 		}
-		next = changePosition{Xid: xid, Seq: r.PosSeq}
+		next = p
 	}
 	if len(rows) < size && next.less(changePosition{Xid: bound}) {
 		next = changePosition{Xid: bound}
 	}
-	page.Cursor = next.cursor()
-	return page, nil
+	return next.cursor(), nil
 }

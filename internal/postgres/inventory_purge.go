@@ -13,7 +13,7 @@ import (
 // delete. Each has id, deleted_at and the change position (change_xid,
 // change_seq) of the feed; the table name is spliced into SQL, so only
 // these names are accepted.
-var tombstoneTables = map[string]bool{"managed_clusters": true}
+var tombstoneTables = map[string]bool{"managed_clusters": true, "resources": true}
 
 // purgeTombstonesSQL deletes one batch of tombstones older than the cutoff,
 // skipping rows another replica's purge holds, and raises the table's purge

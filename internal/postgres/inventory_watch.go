@@ -5,8 +5,9 @@ import (
 	"sync"
 )
 
-// ChannelInventory is notified by every inventory ingest that wrote a row;
-// the payload is the hub id. It wakes the change feed's long-polls.
+// ChannelInventory is notified by every inventory ingest that wrote a row,
+// of managed_clusters or of resources; the payload is the hub id. It wakes
+// the long-polls of both change feeds, which re-read with their own scope.
 const ChannelInventory = "fleet_inventory"
 
 // InventoryWatch wakes the change feed's long-polls on whichever replica

@@ -74,8 +74,14 @@ func (s *Store) IngestResources(ctx context.Context, hubID, agentIdentity string
 		if err != nil {
 			return err
 		}
-		res, err = ingestResources(tx, hub, kind, b)
-		return err
+		if res, err = ingestResources(tx, hub, kind, b); err != nil {
+			return err
+		}
+		if res.Written+res.Deleted+res.Tombstoned == 0 {
+			return nil
+		}
+		// Wakes the change feeds' long-polls once this commits.
+		return notify(tx, ChannelInventory, hubID)
 	})
 	if err != nil {
 		return res, fmt.Errorf("IngestResources(%s, %s): %w", hubID, b.Kind, err)

@@ -9,7 +9,7 @@ import (
 )
 
 // TombstoneTables are the inventory tables the purge sweeps.
-var TombstoneTables = []string{"managed_clusters"}
+var TombstoneTables = []string{"managed_clusters", "resources"}
 
 // maxPurgeBatches bounds one pass, so a large backlog is worked off in
 // passes that each end soon; a pass that hits the bound asks to run again.

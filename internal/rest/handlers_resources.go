@@ -54,18 +54,28 @@ func (s *Server) handleResourceList(w http.ResponseWriter, r *http.Request) erro
 		return fleet.Errorf(fleet.CodeValidation, "kind %q is not a synced kind", params.Get("kind"))
 	}
 	q := fleet.ResourceQuery{Kind: kind, HubID: params.Get("hub_id"), Namespace: params.Get("namespace"), ListQuery: listQuery(r)}
+	// Read before the list, so the list shows every change up to the cursor.
+	cursor, err := s.services.Resources.ResourceCursor(r.Context())
+	if err != nil {
+		return err
+	}
 	resources, total, err := s.services.Resources.ListResources(r.Context(), q)
 	if err != nil {
 		return err
 	}
 	items := make([]admin.Resource, len(resources))
 	for i, x := range resources {
-		items[i] = admin.Resource{Kind: admin.ResourceKindResource, Id: x.ID, HubId: x.Hub.ID, HubName: x.Hub.Name, Zone: x.Zone,
-			ApiGroup: x.Group, Version: x.Version, ObjectKind: x.Kind, Namespace: x.Namespace, Name: x.Name,
-			ClusterName: strPtr(x.ClusterName), Uid: x.UID, ResourceVersion: x.ResourceVersion, Generation: x.Generation,
-			Labels: orEmptyMap(x.Labels), Body: x.Body, ContentHash: x.ContentHash, CreatedAt: x.CreatedAt, UpdatedAt: x.UpdatedAt}
+		items[i] = presentResource(x)
 	}
 	writeJSON(w, http.StatusOK, admin.ResourceList{Kind: admin.ResourceListKindResourceList, Page: q.Page, Size: len(items),
-		Total: total, Items: items})
+		Total: total, Items: items, Cursor: &cursor})
 	return nil
+}
+
+// presentResource is an object as the admin API shows it.
+func presentResource(x fleet.Resource) admin.Resource {
+	return admin.Resource{Kind: admin.ResourceKindResource, Id: x.ID, HubId: x.Hub.ID, HubName: x.Hub.Name, Zone: x.Zone,
+		ApiGroup: x.Group, Version: x.Version, ObjectKind: x.Kind, Namespace: x.Namespace, Name: x.Name,
+		ClusterName: strPtr(x.ClusterName), Uid: x.UID, ResourceVersion: x.ResourceVersion, Generation: x.Generation,
+		Labels: orEmptyMap(x.Labels), Body: x.Body, ContentHash: x.ContentHash, CreatedAt: x.CreatedAt, UpdatedAt: x.UpdatedAt}
 }

@@ -119,6 +119,21 @@ func (e ResourceKind) Valid() bool {
 	}
 }
 
+// Defines values for ResourceChangeListKind.
+const (
+	ResourceChangeListKindResourceChangeList ResourceChangeListKind = "ResourceChangeList"
+)
+
+// Valid indicates whether the value is a known member of the ResourceChangeListKind enum.
+func (e ResourceChangeListKind) Valid() bool {
+	switch e {
+	case ResourceChangeListKindResourceChangeList:
+		return true
+	default:
+		return false
+	}
+}
+
 // Defines values for ResourceListKind.
 const (
 	ResourceListKindResourceList ResourceListKind = "ResourceList"
@@ -343,13 +358,34 @@ type Resource struct {
 // ResourceKind defines model for Resource.Kind.
 type ResourceKind string
 
+// ResourceChange defines model for ResourceChange.
+type ResourceChange struct {
+	// DeletedAt Set when the object is deleted (gone from its hub, or its hub from the fleet).
+	DeletedAt *time.Time `json:"deleted_at,omitempty"`
+	Resource  Resource   `json:"resource"`
+}
+
+// ResourceChangeList defines model for ResourceChangeList.
+type ResourceChangeList struct {
+	// Cursor Opaque; pass it as `after` to resume.
+	Cursor string                 `json:"cursor"`
+	Items  []ResourceChange       `json:"items"`
+	Kind   ResourceChangeListKind `json:"kind"`
+	Size   int                    `json:"size"`
+}
+
+// ResourceChangeListKind defines model for ResourceChangeList.Kind.
+type ResourceChangeListKind string
+
 // ResourceList defines model for ResourceList.
 type ResourceList struct {
-	Items []Resource       `json:"items"`
-	Kind  ResourceListKind `json:"kind"`
-	Page  int              `json:"page"`
-	Size  int              `json:"size"`
-	Total int              `json:"total"`
+	// Cursor The change feed's cursor as of this list, to follow the kind's changes from with `GET /admin/resources/changes`.
+	Cursor *string          `json:"cursor,omitempty"`
+	Items  []Resource       `json:"items"`
+	Kind   ResourceListKind `json:"kind"`
+	Page   int              `json:"page"`
+	Size   int              `json:"size"`
+	Total  int              `json:"total"`
 }
 
 // ResourceListKind defines model for ResourceList.Kind.
@@ -381,6 +417,9 @@ type Conflict = Error
 
 // Forbidden The OCM error body. `code` is stable; `reason` is for people.
 type Forbidden = Error
+
+// Gone The OCM error body. `code` is stable; `reason` is for people.
+type Gone = Error
 
 // InternalError The OCM error body. `code` is stable; `reason` is for people.
 type InternalError = Error
@@ -421,6 +460,20 @@ type ListResourcesParams struct {
 	// Search A filter in the search language, as for clusters.
 	Search  *Search  `form:"search,omitempty" json:"search,omitempty"`
 	OrderBy *OrderBy `form:"orderBy,omitempty" json:"orderBy,omitempty"`
+}
+
+// ListResourceChangesParams defines parameters for ListResourceChanges.
+type ListResourceChangesParams struct {
+	// Kind The kind, as its name (Policy) or its plural (policies).
+	Kind  string  `form:"kind" json:"kind"`
+	HubId *string `form:"hub_id,omitempty" json:"hub_id,omitempty"`
+
+	// After The cursor to resume from, as a previous page or list returned it; absent for the retained history from its start.
+	After *string `form:"after,omitempty" json:"after,omitempty"`
+
+	// Wait How long to wait for a change when there is none, as a Go duration (e.g. 30s); capped by --api-feed-max-wait.
+	Wait *string `form:"wait,omitempty" json:"wait,omitempty"`
+	Size *Size   `form:"size,omitempty" json:"size,omitempty"`
 }
 
 // CreateHubJSONRequestBody defines body for CreateHub for application/json ContentType.
@@ -565,6 +618,28 @@ type ClientInterface interface {
 	//
 	// Corresponds with GET /admin/resources (the `ListResources` operationId).
 	ListResources(ctx context.Context, params *ListResourcesParams, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// ListResourceChanges One synced kind's changes after a cursor, oldest first, waiting for one if asked.
+	//
+	// The change feed of `GET /admin/resources`, scoped the same way: every
+	// write of an object of `kind` (new, changed, deleted, revived) after
+	// `after`, in commit order, up to `size` a page, of one hub's objects
+	// when `hub_id` is set. Each item is the object as it is now; a deletion
+	// is marked by `deleted_at`. An object written several times between two
+	// reads appears once, at its last write.
+	//
+	// Answers at once when there are changes; otherwise, with `wait`, as soon
+	// as an inventory write commits, or with 200, no items and a cursor at
+	// `wait`. Resume from the returned `cursor`, which moves even when no item
+	// came back.
+	//
+	// Start from the `cursor` of a `GET /admin/resources`: it covers what that
+	// list showed. A cursor older than the tombstone retention (deleted
+	// objects are purged after it) answers 410 with code CursorExpired: list
+	// again and resume from the cursor that list returns.
+	//
+	// Corresponds with GET /admin/resources/changes (the `ListResourceChanges` operationId).
+	ListResourceChanges(ctx context.Context, params *ListResourceChangesParams, reqEditors ...RequestEditorFn) (*http.Response, error)
 }
 
 // ListHubs The registered hubs, a page at a time.
@@ -720,6 +795,38 @@ func (c *Client) UncordonHub(ctx context.Context, id Id, reqEditors ...RequestEd
 // Corresponds with GET /admin/resources (the `ListResources` operationId).
 func (c *Client) ListResources(ctx context.Context, params *ListResourcesParams, reqEditors ...RequestEditorFn) (*http.Response, error) {
 	req, err := NewListResourcesRequest(c.Server, params)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// ListResourceChanges One synced kind's changes after a cursor, oldest first, waiting for one if asked.
+//
+// The change feed of `GET /admin/resources`, scoped the same way: every
+// write of an object of `kind` (new, changed, deleted, revived) after
+// `after`, in commit order, up to `size` a page, of one hub's objects
+// when `hub_id` is set. Each item is the object as it is now; a deletion
+// is marked by `deleted_at`. An object written several times between two
+// reads appears once, at its last write.
+//
+// Answers at once when there are changes; otherwise, with `wait`, as soon
+// as an inventory write commits, or with 200, no items and a cursor at
+// `wait`. Resume from the returned `cursor`, which moves even when no item
+// came back.
+//
+// Start from the `cursor` of a `GET /admin/resources`: it covers what that
+// list showed. A cursor older than the tombstone retention (deleted
+// objects are purged after it) answers 410 with code CursorExpired: list
+// again and resume from the cursor that list returns.
+//
+// Corresponds with GET /admin/resources/changes (the `ListResourceChanges` operationId).
+func (c *Client) ListResourceChanges(ctx context.Context, params *ListResourceChangesParams, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewListResourceChangesRequest(c.Server, params)
 	if err != nil {
 		return nil, err
 	}
@@ -1180,6 +1287,104 @@ func NewListResourcesRequest(server string, params *ListResourcesParams) (*http.
 	return req, nil
 }
 
+// NewListResourceChangesRequest constructs an http.Request for the ListResourceChanges method
+func NewListResourceChangesRequest(server string, params *ListResourceChangesParams) (*http.Request, error) {
+	var err error
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/admin/resources/changes")
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	if params != nil {
+		// queryValues collects non-styled parameters (passthrough, JSON)
+		// that are safe to round-trip through url.Values.Encode().
+		queryValues := queryURL.Query()
+		// rawQueryFragments collects pre-encoded query fragments from
+		// styled parameters, preserving literal commas as delimiters
+		// per the OpenAPI spec (e.g. "color=blue,black,brown").
+		var rawQueryFragments []string
+
+		if queryFrag, err := runtime.StyleParamWithOptions("form", true, "kind", params.Kind, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "string", Format: ""}); err != nil {
+			return nil, err
+		} else {
+			for _, qp := range strings.Split(queryFrag, "&") {
+				rawQueryFragments = append(rawQueryFragments, qp)
+			}
+		}
+
+		if params.HubId != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", true, "hub_id", *params.HubId, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
+		if params.After != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", true, "after", *params.After, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
+		if params.Wait != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", true, "wait", *params.Wait, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
+		if params.Size != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", true, "size", *params.Size, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
+		if encoded := queryValues.Encode(); encoded != "" {
+			rawQueryFragments = append(rawQueryFragments, encoded)
+		}
+		queryURL.RawQuery = strings.Join(rawQueryFragments, "&")
+	}
+
+	req, err := http.NewRequest(http.MethodGet, queryURL.String(), nil)
+	if err != nil {
+		return nil, err
+	}
+
+	return req, nil
+}
+
 func (c *Client) applyEditors(ctx context.Context, req *http.Request, additionalEditors []RequestEditorFn) error {
 	for _, r := range c.RequestEditors {
 		if err := r(ctx, req); err != nil {
@@ -1298,6 +1503,30 @@ type ClientWithResponsesInterface interface {
 	//
 	// Corresponds with GET /admin/resources (the `ListResources` operationId).
 	ListResourcesWithResponse(ctx context.Context, params *ListResourcesParams, reqEditors ...RequestEditorFn) (*ListResourcesResponse, error)
+
+	// ListResourceChangesWithResponse One synced kind's changes after a cursor, oldest first, waiting for one if asked.
+	//
+	// The change feed of `GET /admin/resources`, scoped the same way: every
+	// write of an object of `kind` (new, changed, deleted, revived) after
+	// `after`, in commit order, up to `size` a page, of one hub's objects
+	// when `hub_id` is set. Each item is the object as it is now; a deletion
+	// is marked by `deleted_at`. An object written several times between two
+	// reads appears once, at its last write.
+	//
+	// Answers at once when there are changes; otherwise, with `wait`, as soon
+	// as an inventory write commits, or with 200, no items and a cursor at
+	// `wait`. Resume from the returned `cursor`, which moves even when no item
+	// came back.
+	//
+	// Start from the `cursor` of a `GET /admin/resources`: it covers what that
+	// list showed. A cursor older than the tombstone retention (deleted
+	// objects are purged after it) answers 410 with code CursorExpired: list
+	// again and resume from the cursor that list returns.
+	//
+	// Returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with GET /admin/resources/changes (the `ListResourceChanges` operationId).
+	ListResourceChangesWithResponse(ctx context.Context, params *ListResourceChangesParams, reqEditors ...RequestEditorFn) (*ListResourceChangesResponse, error)
 }
 
 type ListHubsResponse struct {
@@ -1971,6 +2200,82 @@ func (r ListResourcesResponse) ContentType() string {
 	return ""
 }
 
+type ListResourceChangesResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// JSON200 the response for an HTTP 200 `application/json` response
+	JSON200 *ResourceChangeList
+	// JSON400 the response for an HTTP 400 `application/json` response
+	JSON400 *BadRequest
+	// JSON401 the response for an HTTP 401 `application/json` response
+	JSON401 *Unauthenticated
+	// JSON403 the response for an HTTP 403 `application/json` response
+	JSON403 *Forbidden
+	// JSON410 the response for an HTTP 410 `application/json` response
+	JSON410 *Gone
+	// JSON500 the response for an HTTP 500 `application/json` response
+	JSON500 *InternalError
+}
+
+// GetJSON200 returns the response for an HTTP 200 `application/json` response
+func (r ListResourceChangesResponse) GetJSON200() *ResourceChangeList {
+	return r.JSON200
+}
+
+// GetJSON400 returns the response for an HTTP 400 `application/json` response
+func (r ListResourceChangesResponse) GetJSON400() *BadRequest {
+	return r.JSON400
+}
+
+// GetJSON401 returns the response for an HTTP 401 `application/json` response
+func (r ListResourceChangesResponse) GetJSON401() *Unauthenticated {
+	return r.JSON401
+}
+
+// GetJSON403 returns the response for an HTTP 403 `application/json` response
+func (r ListResourceChangesResponse) GetJSON403() *Forbidden {
+	return r.JSON403
+}
+
+// GetJSON410 returns the response for an HTTP 410 `application/json` response
+func (r ListResourceChangesResponse) GetJSON410() *Gone {
+	return r.JSON410
+}
+
+// GetJSON500 returns the response for an HTTP 500 `application/json` response
+func (r ListResourceChangesResponse) GetJSON500() *InternalError {
+	return r.JSON500
+}
+
+// GetBody returns the raw response body bytes
+func (r ListResourceChangesResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r ListResourceChangesResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r ListResourceChangesResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r ListResourceChangesResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
 // ListHubsWithResponse The registered hubs, a page at a time.
 //
 // Returns a wrapper object for the known response body format(s).
@@ -2104,6 +2409,36 @@ func (c *ClientWithResponses) ListResourcesWithResponse(ctx context.Context, par
 		return nil, err
 	}
 	return ParseListResourcesResponse(rsp)
+}
+
+// ListResourceChangesWithResponse One synced kind's changes after a cursor, oldest first, waiting for one if asked.
+//
+// The change feed of `GET /admin/resources`, scoped the same way: every
+// write of an object of `kind` (new, changed, deleted, revived) after
+// `after`, in commit order, up to `size` a page, of one hub's objects
+// when `hub_id` is set. Each item is the object as it is now; a deletion
+// is marked by `deleted_at`. An object written several times between two
+// reads appears once, at its last write.
+//
+// Answers at once when there are changes; otherwise, with `wait`, as soon
+// as an inventory write commits, or with 200, no items and a cursor at
+// `wait`. Resume from the returned `cursor`, which moves even when no item
+// came back.
+//
+// Start from the `cursor` of a `GET /admin/resources`: it covers what that
+// list showed. A cursor older than the tombstone retention (deleted
+// objects are purged after it) answers 410 with code CursorExpired: list
+// again and resume from the cursor that list returns.
+//
+// Returns a wrapper object for the known response body format(s).
+//
+// Corresponds with GET /admin/resources/changes (the `ListResourceChanges` operationId).
+func (c *ClientWithResponses) ListResourceChangesWithResponse(ctx context.Context, params *ListResourceChangesParams, reqEditors ...RequestEditorFn) (*ListResourceChangesResponse, error) {
+	rsp, err := c.ListResourceChanges(ctx, params, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseListResourceChangesResponse(rsp)
 }
 
 // ParseListHubsResponse parses an HTTP response from a ListHubsWithResponse call
@@ -2677,6 +3012,67 @@ func ParseListResourcesResponse(rsp *http.Response) (*ListResourcesResponse, err
 			return nil, err
 		}
 		response.JSON403 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 500:
+		var dest InternalError
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON500 = &dest
+
+	}
+
+	return response, nil
+}
+
+// ParseListResourceChangesResponse parses an HTTP response from a ListResourceChangesWithResponse call
+func ParseListResourceChangesResponse(rsp *http.Response) (*ListResourceChangesResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &ListResourceChangesResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 200:
+		var dest ResourceChangeList
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON200 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 400:
+		var dest BadRequest
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON400 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 401:
+		var dest Unauthenticated
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON401 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 403:
+		var dest Forbidden
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON403 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 410:
+		var dest Gone
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON410 = &dest
 
 	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 500:
 		var dest InternalError
