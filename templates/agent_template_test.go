@@ -160,8 +160,12 @@ var wantAgentRules = []policyRule{
 	{APIGroups: []string{"agent.open-cluster-management.io"}, Resources: []string{"klusterletaddonconfigs"}, Verbs: []string{"get", "list", "create", "patch", "update", "delete"}},
 	{APIGroups: []string{""}, Resources: []string{"secrets"}, Verbs: []string{"get", "create", "patch"}},
 	{APIGroups: []string{"internal.open-cluster-management.io"}, Resources: []string{"managedclusterinfos"}, Verbs: []string{"list", "watch"}},
-	{APIGroups: []string{"cluster.open-cluster-management.io"}, Resources: []string{"managedclustersets", "placements", "placementdecisions"}, Verbs: []string{"list", "watch"}},
-	{APIGroups: []string{"policy.open-cluster-management.io"}, Resources: []string{"policies"}, Verbs: []string{"list", "watch"}},
+	{APIGroups: []string{"cluster.open-cluster-management.io"}, Resources: []string{"managedclustersets", "placementdecisions"}, Verbs: []string{"list", "watch"}},
+	{APIGroups: []string{"policy.open-cluster-management.io"}, Resources: []string{"policies"}, Verbs: []string{"get", "list", "watch", "create", "patch", "delete"}},
+	{APIGroups: []string{"cluster.open-cluster-management.io"}, Resources: []string{"placements"}, Verbs: []string{"get", "list", "watch", "create", "patch", "delete"}},
+	{APIGroups: []string{"policy.open-cluster-management.io"}, Resources: []string{"placementbindings"}, Verbs: []string{"get", "list", "create", "patch", "delete"}},
+	{APIGroups: []string{"cluster.open-cluster-management.io"}, Resources: []string{"managedclustersetbindings"}, Verbs: []string{"get", "create", "patch"}},
+	{APIGroups: []string{"cluster.open-cluster-management.io"}, Resources: []string{"managedclustersets/bind"}, Verbs: []string{"create"}},
 }
 
 // grants flattens rules to group/resource/verb triples.

@@ -48,6 +48,7 @@ func startReconcilers(b *background, opts serveOptions, logger *slog.Logger, lis
 	provWake := listener.Subscribe(postgres.ChannelRegistrations)
 	delWake := listener.Subscribe(postgres.ChannelRegistrations)
 	hubWake := listener.Subscribe(postgres.ChannelHubs)
+	inventoryWake := listener.Subscribe(postgres.ChannelInventory)
 	// A silent hub must turn unready within a fraction of its timeout.
 	heartbeatCheck := opts.Store.HeartbeatTimeout / 4
 	b.goRun(
@@ -58,6 +59,7 @@ func startReconcilers(b *background, opts serveOptions, logger *slog.Logger, lis
 		func() {
 			reconcile.NewTombstonePurge(cfg, store, reconcile.TombstoneTables, clock, logger, metrics).Run(ctx)
 		},
+		func() { reconcile.NewPolicyResolver(cfg, store, clock, logger, metrics).Run(ctx, inventoryWake) },
 	)
 	logger.Info("reconcilers started", "owner", owner, "delivery_modes", slices.Sorted(maps.Keys(deliveries)))
 }

@@ -15,6 +15,7 @@ import (
 	"github.com/fleetmanager/fleet-manager/internal/auth"
 	"github.com/fleetmanager/fleet-manager/internal/config"
 	"github.com/fleetmanager/fleet-manager/internal/fleet"
+	"github.com/fleetmanager/fleet-manager/internal/policyschema"
 	"github.com/fleetmanager/fleet-manager/internal/postgres"
 	"github.com/fleetmanager/fleet-manager/internal/reconcile"
 	"github.com/fleetmanager/fleet-manager/internal/rest"
@@ -140,11 +141,12 @@ func serve(ctx context.Context, opts serveOptions, logger *slog.Logger) error {
 		}),
 		di.Provide(postgres.NewRevisionWatch),
 		di.Provide(postgres.NewInventoryWatch),
+		di.Provide(policyschema.New, di.As(new(fleet.PolicyValidator))),
 		di.Provide(func(cfg rest.Config, l *slog.Logger, a fleet.Authenticator, m *rest.HTTPMetrics, store *postgres.Store,
-			watch *postgres.RevisionWatch, inventory *postgres.InventoryWatch) (*rest.Server, error) {
+			watch *postgres.RevisionWatch, inventory *postgres.InventoryWatch, schema fleet.PolicyValidator) (*rest.Server, error) {
 			return rest.NewServer(ctx, cfg, l, a, m, rest.Services{Registrations: store, Hubs: store, Agents: store,
 				Inventory: store, Resources: store, Revisions: watch,
-				Feed: store, InventoryChanges: inventory})
+				Feed: store, InventoryChanges: inventory, Policies: store, PolicySchema: schema})
 		}),
 	)
 	if err != nil {

@@ -36,8 +36,9 @@ type applier struct {
 }
 
 // applySet applies set, then removes what the agent applied before and the
-// set no longer holds. It goes on past a failing registration, so one bad
-// object does not hold back the others, and returns every error.
+// set no longer holds: registrations first, then policies. It goes on past
+// a failing registration or policy, so one bad object does not hold back
+// the others, and returns every error.
 func (a *applier) applySet(ctx context.Context, set *private.DesiredSet) error {
 	var errs []error
 	want := make(map[string]bool, len(set.Registrations))
@@ -50,6 +51,7 @@ func (a *applier) applySet(ctx context.Context, set *private.DesiredSet) error {
 	if err := a.removeStale(ctx, want); err != nil {
 		errs = append(errs, err)
 	}
+	errs = append(errs, a.syncPolicies(ctx, set)...)
 	return errors.Join(errs...)
 }
 

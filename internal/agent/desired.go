@@ -54,6 +54,9 @@ func (a *Agent) apply(ctx context.Context, set *private.DesiredSet) error {
 	for _, r := range set.Registrations {
 		objects += len(r.Objects)
 	}
+	for _, p := range desiredPolicies(set) {
+		objects += len(p.Objects)
+	}
 	a.metrics.desiredObjects.Set(float64(objects))
 	start := time.Now()
 	err := a.applier.applySet(ctx, set)
@@ -62,6 +65,6 @@ func (a *Agent) apply(ctx context.Context, set *private.DesiredSet) error {
 		return err
 	}
 	a.live.hubOK(a.clock.Now())
-	a.logger.Info("desired set applied", "revision", set.Revision, "registrations", len(set.Registrations), "objects", objects, "duration", time.Since(start).Round(time.Millisecond))
+	a.logger.Info("desired set applied", "revision", set.Revision, "registrations", len(set.Registrations), "policies", len(desiredPolicies(set)), "objects", objects, "duration", time.Since(start).Round(time.Millisecond))
 	return nil
 }

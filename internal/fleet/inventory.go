@@ -138,6 +138,8 @@ type DesiredSet struct {
 	HubID         string
 	Revision      int64
 	Registrations []DesiredRegistration
+	// Policies are the configuration policies placed on the hub.
+	Policies []DesiredPolicy
 }
 
 // InventoryService is the agents' side of the inventory, and the readers'.

@@ -6,6 +6,8 @@ import (
 	"encoding/json"
 	"fmt"
 
+	"gorm.io/gorm"
+
 	"github.com/fleetmanager/fleet-manager/internal/fleet"
 	"github.com/fleetmanager/fleet-manager/internal/secrets"
 )
@@ -44,7 +46,24 @@ func (s *Store) DesiredSet(ctx context.Context, hubID, agentIdentity string) (fl
 			Objects: fleet.DesiredObjects(reg, hubID, creds),
 		})
 	}
+	if set.Policies, err = s.desiredPolicies(tx, hubID, hub.OwnerOrgID); err != nil {
+		return set, fmt.Errorf("DesiredSet(%s): %w", hubID, err)
+	}
 	return set, nil
+}
+
+// desiredPolicies renders the live policies placed on a hub, oldest first.
+func (s *Store) desiredPolicies(tx *gorm.DB, hubID string, owner *string) ([]fleet.DesiredPolicy, error) {
+	var rows []policyRow
+	if err := policies(tx).Joins("JOIN policy_hubs ph ON ph.policy_id = p.id AND ph.hub_id = ?", hubID).
+		Order("p.created_at, p.id").Find(&rows).Error; err != nil {
+		return nil, err
+	}
+	out := make([]fleet.DesiredPolicy, len(rows))
+	for i, r := range rows {
+		out[i] = fleet.PolicyHubObjects(r.toPolicy(), hubID, owner != nil && *owner == r.OrgID, s.cfg.Policies)
+	}
+	return out, nil
 }
 
 // openCredentials decrypts a registration's auto-import credentials.

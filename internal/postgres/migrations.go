@@ -31,6 +31,8 @@ func migrations() []*gormigrate.Migration {
 		migration202611300006Feed(),
 		migration202611300007InventoryReads(),
 		migration202611300008ClusterView(),
+		migration202611300009Policies(),
+		migration202611300010ResourcesFeed(),
 	}
 }
 

@@ -39,6 +39,8 @@ type StoreConfig struct {
 	IdempotencyKeyTTL time.Duration
 	// HeartbeatTimeout is how long an agent hub stays ready after its last heartbeat.
 	HeartbeatTimeout time.Duration
+	// Policies is where configuration policies go on the hubs.
+	Policies fleet.PolicyHubConfig
 }
 
 // Store implements the domain's services on PostgreSQL.

@@ -22,6 +22,7 @@ func DefaultStoreConfig() StoreConfig {
 		MaxPageSize:       500,
 		IdempotencyKeyTTL: 24 * time.Hour,
 		HeartbeatTimeout:  2 * time.Minute,
+		Policies:          fleet.PolicyHubConfig{Namespace: "fleet-policies", ClusterSet: "global"},
 	}
 }
 
@@ -40,6 +41,8 @@ func (c *StoreConfig) AddFlags(fs *pflag.FlagSet) {
 	fs.IntVar(&c.MaxPageSize, "max-page-size", c.MaxPageSize, "largest page a list answers")
 	fs.DurationVar(&c.IdempotencyKeyTTL, "idempotency-key-ttl", c.IdempotencyKeyTTL, "how long an Idempotency-Key is remembered")
 	fs.DurationVar(&c.HeartbeatTimeout, "hub-heartbeat-timeout", c.HeartbeatTimeout, "how long an agent hub stays ready after its last heartbeat")
+	fs.StringVar(&c.Policies.Namespace, "policy-namespace", c.Policies.Namespace, "namespace on every hub that holds the configuration policies, their Placements and PlacementBindings")
+	fs.StringVar(&c.Policies.ClusterSet, "policy-cluster-set", c.Policies.ClusterSet, "ManagedClusterSet the policies' Placements select from, bound into --policy-namespace")
 }
 
 // Validate reports every invalid setting, naming its flag.
@@ -62,6 +65,14 @@ func (c StoreConfig) Validate() error {
 	}
 	if c.HeartbeatTimeout <= 0 {
 		p.Addf("hub-heartbeat-timeout", "must be positive (got %s)", c.HeartbeatTimeout)
+	}
+	// The policy framework names replicated policies "<namespace>.<name>"
+	// within 63 characters; a policy's hub name needs at least 20 of them.
+	if !fleet.ValidDNSLabel(c.Policies.Namespace) || len(c.Policies.Namespace) > 42 {
+		p.Addf("policy-namespace", "%q must be a DNS label of at most 42 characters", c.Policies.Namespace)
+	}
+	if !fleet.ValidDNSLabel(c.Policies.ClusterSet) {
+		p.Addf("policy-cluster-set", "%q must be a DNS label", c.Policies.ClusterSet)
 	}
 	return p.Err()
 }

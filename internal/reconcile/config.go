@@ -41,6 +41,10 @@ type Config struct {
 	TombstoneRetention time.Duration
 	// TombstonePurgeBatch is how many tombstones one purge statement deletes.
 	TombstonePurgeBatch int
+	// PolicyResolve is the shortest time between two placements of the
+	// policies on hubs after the inventory moved; they are placed at every
+	// Resync too.
+	PolicyResolve time.Duration
 }
 
 // DefaultConfig returns the reconcilers' defaults.
@@ -48,7 +52,7 @@ func DefaultConfig() Config {
 	return Config{
 		Enabled: true, Workers: 4, BatchSize: 50, Lease: time.Minute, Resync: 5 * time.Minute, Recheck: time.Hour,
 		Poll: 10 * time.Second, RemovalTimeout: 30 * time.Minute, StatsInterval: 30 * time.Second,
-		TombstoneRetention: 7 * 24 * time.Hour, TombstonePurgeBatch: 1000,
+		TombstoneRetention: 7 * 24 * time.Hour, TombstonePurgeBatch: 1000, PolicyResolve: 5 * time.Second,
 	}
 }
 
@@ -66,6 +70,8 @@ func (c *Config) AddFlags(fs *pflag.FlagSet) {
 	fs.DurationVar(&c.TombstoneRetention, "inventory-tombstone-retention", c.TombstoneRetention,
 		"how long deleted inventory rows are kept for the change feed before the purge deletes them")
 	fs.IntVar(&c.TombstonePurgeBatch, "inventory-tombstone-purge-batch", c.TombstonePurgeBatch, "tombstones one purge statement deletes")
+	fs.DurationVar(&c.PolicyResolve, "policy-resolve-interval", c.PolicyResolve,
+		"shortest time between two placements of the configuration policies on hubs after the inventory moved")
 }
 
 // Validate reports every invalid setting, naming its flag.
@@ -83,7 +89,7 @@ func (c Config) Validate() error {
 	for flag, d := range map[string]time.Duration{
 		"reconcile-lease": c.Lease, "reconcile-resync-interval": c.Resync, "reconcile-recheck-interval": c.Recheck,
 		"reconcile-poll-interval": c.Poll, "reconcile-removal-timeout": c.RemovalTimeout, "reconcile-stats-interval": c.StatsInterval,
-		"inventory-tombstone-retention": c.TombstoneRetention,
+		"inventory-tombstone-retention": c.TombstoneRetention, "policy-resolve-interval": c.PolicyResolve,
 	} {
 		if d <= 0 {
 			p.Addf(flag, "must be positive (got %s)", d)

@@ -68,15 +68,25 @@ func (s *Server) writeDesired(w http.ResponseWriter, r *http.Request, hubID, age
 	body := private.DesiredSet{Kind: private.DesiredSetKindDesiredSet, HubId: set.HubID, Revision: set.Revision,
 		Registrations: make([]private.DesiredRegistration, len(set.Registrations))}
 	for i, reg := range set.Registrations {
-		objects := make([]private.KubeObject, len(reg.Objects))
-		for j, o := range reg.Objects {
-			objects[j] = kubeObject(o)
-		}
 		body.Registrations[i] = private.DesiredRegistration{RegistrationId: reg.RegistrationID, Generation: reg.Generation,
-			ManagedClusterName: reg.ManagedClusterName, Objects: objects}
+			ManagedClusterName: reg.ManagedClusterName, Objects: kubeObjects(reg.Objects)}
 	}
+	policies := make([]private.DesiredPolicy, len(set.Policies))
+	for i, p := range set.Policies {
+		policies[i] = private.DesiredPolicy{PolicyId: p.PolicyID, Generation: p.Generation, Objects: kubeObjects(p.Objects)}
+	}
+	body.Policies = &policies
 	writeJSON(w, http.StatusOK, body)
 	return nil
+}
+
+// kubeObjects carries rendered objects through the generated type.
+func kubeObjects(objects []map[string]any) []private.KubeObject {
+	out := make([]private.KubeObject, len(objects))
+	for i, o := range objects {
+		out[i] = kubeObject(o)
+	}
+	return out
 }
 
 // kubeObject carries a rendered object through the generated type.

@@ -84,7 +84,7 @@ func newStackEnvWith(t *testing.T, f flavour, storeCfg postgres.StoreConfig) *st
 	store := postgres.NewStore(db, keyring, fleet.SystemClock{}, storeCfg)
 	srv, err := rest.NewServer(context.Background(), f.http, logger, verifier, metrics,
 		rest.Services{Registrations: store, Hubs: store, Agents: store, Inventory: store, Resources: store, Revisions: startRevisionWatch(t, dbCfg),
-			Feed: store, InventoryChanges: startInventoryWatch(t, dbCfg)})
+			Feed: store, InventoryChanges: startInventoryWatch(t, dbCfg), Policies: store, PolicySchema: policySchema(t)})
 	if err != nil {
 		t.Fatalf("NewServer(): %v", err)
 	}

@@ -27,6 +27,9 @@ type Services struct {
 	// Feed and InventoryChanges serve the inventory's change feed.
 	Feed             fleet.ChangeFeed
 	InventoryChanges fleet.InventoryWaiter
+	// Policies keeps configuration policies; PolicySchema checks their bodies.
+	Policies     fleet.PolicyService
+	PolicySchema fleet.PolicyValidator
 }
 
 // Server is the API server's handler set.
@@ -89,12 +92,22 @@ func (s *Server) handlers() map[string]handlerFunc {
 		"getHubResourceKinds":    s.handleHubResourceKindsGet,
 		"postHubResources":       s.handleHubResourcesPost,
 		"listResources":          s.requireRole(s.cfg.AdminReadRoles, s.handleResourceList),
+		"listResourceChanges":    s.requireRole(s.cfg.AdminReadRoles, s.handleResourceChangeList),
 		"putRegistrationsStatus": s.handleRegistrationsStatusPut,
 		"getClusterImport":       s.handleClusterImportGet,
 		"listManagedClusters":    s.handleManagedClusterList,
 
 		// The inventory's change feed.
 		"listManagedClusterChanges": s.handleManagedClusterChangeList,
+
+		// Configuration policies.
+		"listPolicies":         s.handlePolicyList,
+		"createPolicy":         s.handlePolicyCreate,
+		"getPolicy":            s.handlePolicyGet,
+		"updatePolicy":         s.handlePolicyUpdate,
+		"deletePolicy":         s.handlePolicyDelete,
+		"listPolicyCompliance": s.handlePolicyComplianceList,
+		"getComplianceSummary": s.handleComplianceSummaryGet,
 	}
 }
 

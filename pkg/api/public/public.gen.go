@@ -65,6 +65,36 @@ func (e ClusterPhase) Valid() bool {
 	}
 }
 
+// Defines values for ClusterComplianceKind.
+const (
+	ClusterComplianceKindClusterCompliance ClusterComplianceKind = "ClusterCompliance"
+)
+
+// Valid indicates whether the value is a known member of the ClusterComplianceKind enum.
+func (e ClusterComplianceKind) Valid() bool {
+	switch e {
+	case ClusterComplianceKindClusterCompliance:
+		return true
+	default:
+		return false
+	}
+}
+
+// Defines values for ClusterComplianceListKind.
+const (
+	ClusterComplianceListKindClusterComplianceList ClusterComplianceListKind = "ClusterComplianceList"
+)
+
+// Valid indicates whether the value is a known member of the ClusterComplianceListKind enum.
+func (e ClusterComplianceListKind) Valid() bool {
+	switch e {
+	case ClusterComplianceListKindClusterComplianceList:
+		return true
+	default:
+		return false
+	}
+}
+
 // Defines values for ClusterImportKind.
 const (
 	ClusterImportKindClusterImport ClusterImportKind = "ClusterImport"
@@ -89,6 +119,42 @@ const (
 func (e ClusterListKind) Valid() bool {
 	switch e {
 	case ClusterListKindClusterList:
+		return true
+	default:
+		return false
+	}
+}
+
+// Defines values for ComplianceState.
+const (
+	Compliant    ComplianceState = "Compliant"
+	NonCompliant ComplianceState = "NonCompliant"
+	Pending      ComplianceState = "Pending"
+)
+
+// Valid indicates whether the value is a known member of the ComplianceState enum.
+func (e ComplianceState) Valid() bool {
+	switch e {
+	case Compliant:
+		return true
+	case NonCompliant:
+		return true
+	case Pending:
+		return true
+	default:
+		return false
+	}
+}
+
+// Defines values for ComplianceSummaryKind.
+const (
+	ComplianceSummaryKindComplianceSummary ComplianceSummaryKind = "ComplianceSummary"
+)
+
+// Valid indicates whether the value is a known member of the ComplianceSummaryKind enum.
+func (e ComplianceSummaryKind) Valid() bool {
+	switch e {
+	case ComplianceSummaryKindComplianceSummary:
 		return true
 	default:
 		return false
@@ -155,6 +221,30 @@ const (
 func (e ErrorListKind) Valid() bool {
 	switch e {
 	case ErrorListKindErrorList:
+		return true
+	default:
+		return false
+	}
+}
+
+// Defines values for LabelSelectorMatchExpressionsOperator.
+const (
+	DoesNotExist LabelSelectorMatchExpressionsOperator = "DoesNotExist"
+	Exists       LabelSelectorMatchExpressionsOperator = "Exists"
+	In           LabelSelectorMatchExpressionsOperator = "In"
+	NotIn        LabelSelectorMatchExpressionsOperator = "NotIn"
+)
+
+// Valid indicates whether the value is a known member of the LabelSelectorMatchExpressionsOperator enum.
+func (e LabelSelectorMatchExpressionsOperator) Valid() bool {
+	switch e {
+	case DoesNotExist:
+		return true
+	case Exists:
+		return true
+	case In:
+		return true
+	case NotIn:
 		return true
 	default:
 		return false
@@ -248,6 +338,36 @@ func (e ManagedClusterListKind) Valid() bool {
 	}
 }
 
+// Defines values for PolicyKind.
+const (
+	PolicyKindPolicy PolicyKind = "Policy"
+)
+
+// Valid indicates whether the value is a known member of the PolicyKind enum.
+func (e PolicyKind) Valid() bool {
+	switch e {
+	case PolicyKindPolicy:
+		return true
+	default:
+		return false
+	}
+}
+
+// Defines values for PolicyListKind.
+const (
+	PolicyListKindPolicyList PolicyListKind = "PolicyList"
+)
+
+// Valid indicates whether the value is a known member of the PolicyListKind enum.
+func (e PolicyListKind) Valid() bool {
+	switch e {
+	case PolicyListKindPolicyList:
+		return true
+	default:
+		return false
+	}
+}
+
 // Defines values for Product.
 const (
 	AKS        Product = "AKS"
@@ -319,6 +439,38 @@ type ClusterKind string
 // ClusterPhase defines model for Cluster.Phase.
 type ClusterPhase string
 
+// ClusterCompliance defines model for ClusterCompliance.
+type ClusterCompliance struct {
+	// ClusterName The ManagedCluster's name on its hub.
+	ClusterName string                `json:"cluster_name"`
+	Hub         HubRef                `json:"hub"`
+	Kind        ClusterComplianceKind `json:"kind"`
+
+	// ManagedClusterId The inventory's id of the cluster, when the inventory holds it.
+	ManagedClusterId *string `json:"managed_cluster_id,omitempty"`
+	PolicyId         string  `json:"policy_id"`
+
+	// RegistrationId The cluster's registration, when it was registered here.
+	RegistrationId *string         `json:"registration_id,omitempty"`
+	State          ComplianceState `json:"state"`
+	UpdatedAt      time.Time       `json:"updated_at"`
+}
+
+// ClusterComplianceKind defines model for ClusterCompliance.Kind.
+type ClusterComplianceKind string
+
+// ClusterComplianceList defines model for ClusterComplianceList.
+type ClusterComplianceList struct {
+	Items []ClusterCompliance       `json:"items"`
+	Kind  ClusterComplianceListKind `json:"kind"`
+	Page  int                       `json:"page"`
+	Size  int                       `json:"size"`
+	Total int                       `json:"total"`
+}
+
+// ClusterComplianceListKind defines model for ClusterComplianceList.Kind.
+type ClusterComplianceListKind string
+
 // ClusterCreate defines model for ClusterCreate.
 type ClusterCreate struct {
 	// Credentials A kubeconfig, or an API URL and a token, for automatic import. Stored encrypted; never returned.
@@ -370,6 +522,34 @@ type ClusterPatch struct {
 	// Labels Kubernetes labels; they end up on the hub's ManagedCluster.
 	Labels *Labels `json:"labels,omitempty"`
 }
+
+// ComplianceCounts defines model for ComplianceCounts.
+type ComplianceCounts struct {
+	Compliant    int `json:"compliant"`
+	NonCompliant int `json:"non_compliant"`
+	Pending      int `json:"pending"`
+}
+
+// ComplianceState defines model for ComplianceState.
+type ComplianceState string
+
+// ComplianceSummary defines model for ComplianceSummary.
+type ComplianceSummary struct {
+	Counts ComplianceCounts `json:"counts"`
+	Hubs   []struct {
+		Counts ComplianceCounts `json:"counts"`
+		Hub    HubRef           `json:"hub"`
+	} `json:"hubs"`
+	Kind     ComplianceSummaryKind `json:"kind"`
+	PolicyId *string               `json:"policy_id,omitempty"`
+	Zones    []struct {
+		Counts ComplianceCounts `json:"counts"`
+		Zone   string           `json:"zone"`
+	} `json:"zones"`
+}
+
+// ComplianceSummaryKind defines model for ComplianceSummary.Kind.
+type ComplianceSummaryKind string
 
 // Condition defines model for Condition.
 type Condition struct {
@@ -463,6 +643,19 @@ type ImportCredentials struct {
 	Token      *string `json:"token,omitempty"`
 }
 
+// LabelSelector Kubernetes' label selector; every term must hold. Empty selects every cluster.
+type LabelSelector struct {
+	MatchExpressions *[]struct {
+		Key      string                                `json:"key"`
+		Operator LabelSelectorMatchExpressionsOperator `json:"operator"`
+		Values   *[]string                             `json:"values,omitempty"`
+	} `json:"match_expressions,omitempty"`
+	MatchLabels *map[string]string `json:"match_labels,omitempty"`
+}
+
+// LabelSelectorMatchExpressionsOperator defines model for LabelSelector.MatchExpressions.Operator.
+type LabelSelectorMatchExpressionsOperator string
+
 // Labels Kubernetes labels; they end up on the hub's ManagedCluster.
 type Labels map[string]string
 
@@ -549,6 +742,69 @@ type ManagedClusterList struct {
 // ManagedClusterListKind defines model for ManagedClusterList.Kind.
 type ManagedClusterListKind string
 
+// Policy defines model for Policy.
+type Policy struct {
+	CreatedAt  time.Time `json:"created_at"`
+	CreatedBy  *string   `json:"created_by,omitempty"`
+	Generation int64     `json:"generation"`
+	Href       string    `json:"href"`
+
+	// HubCount How many hubs the policy is placed on.
+	HubCount  int             `json:"hub_count"`
+	Id        string          `json:"id"`
+	Kind      PolicyKind      `json:"kind"`
+	Name      string          `json:"name"`
+	Placement PolicyPlacement `json:"placement"`
+
+	// Policy A policy.open-cluster-management.io/v1 Policy, checked against the Policy CRD's schema.
+	Policy    PolicyBody `json:"policy"`
+	UpdatedAt time.Time  `json:"updated_at"`
+	Zone      string     `json:"zone"`
+}
+
+// PolicyKind defines model for Policy.Kind.
+type PolicyKind string
+
+// PolicyBody A policy.open-cluster-management.io/v1 Policy, checked against the Policy CRD's schema.
+type PolicyBody map[string]interface{}
+
+// PolicyCreate defines model for PolicyCreate.
+type PolicyCreate struct {
+	Placement PolicyPlacement `json:"placement"`
+
+	// Policy A policy.open-cluster-management.io/v1 Policy, checked against the Policy CRD's schema.
+	Policy PolicyBody `json:"policy"`
+
+	// Zone The data-sovereignty zone whose clusters the policy may reach; the deployment's default when absent.
+	Zone *string `json:"zone,omitempty"`
+}
+
+// PolicyList defines model for PolicyList.
+type PolicyList struct {
+	Items []Policy       `json:"items"`
+	Kind  PolicyListKind `json:"kind"`
+	Page  int            `json:"page"`
+	Size  int            `json:"size"`
+	Total int            `json:"total"`
+}
+
+// PolicyListKind defines model for PolicyList.Kind.
+type PolicyListKind string
+
+// PolicyPlacement defines model for PolicyPlacement.
+type PolicyPlacement struct {
+	// LabelSelector Kubernetes' label selector; every term must hold. Empty selects every cluster.
+	LabelSelector LabelSelector `json:"label_selector"`
+}
+
+// PolicyUpdate defines model for PolicyUpdate.
+type PolicyUpdate struct {
+	Placement PolicyPlacement `json:"placement"`
+
+	// Policy A policy.open-cluster-management.io/v1 Policy, checked against the Policy CRD's schema.
+	Policy PolicyBody `json:"policy"`
+}
+
 // Product defines model for Product.
 type Product string
 
@@ -625,6 +881,12 @@ type UpdateClusterParams struct {
 	IfMatch *IfMatch `json:"If-Match,omitempty"`
 }
 
+// GetComplianceSummaryParams defines parameters for GetComplianceSummary.
+type GetComplianceSummaryParams struct {
+	// PolicyId Count this policy's clusters only; without it, every policy's (a cluster counts once per policy).
+	PolicyId *string `form:"policy_id,omitempty" json:"policy_id,omitempty"`
+}
+
 // ListErrorsParams defines parameters for ListErrors.
 type ListErrorsParams struct {
 	// Page The page to return, from 1.
@@ -662,11 +924,61 @@ type ListManagedClusterChangesParams struct {
 	Size *Size `form:"size,omitempty" json:"size,omitempty"`
 }
 
+// ListPoliciesParams defines parameters for ListPolicies.
+type ListPoliciesParams struct {
+	// Page The page to return, from 1.
+	Page *Page `form:"page,omitempty" json:"page,omitempty"`
+
+	// Size How many items a page holds.
+	Size *Size `form:"size,omitempty" json:"size,omitempty"`
+
+	// Search A filter in the search language, e.g. `name = 'a' and region in ('x','y') and labels.env = 'prod'`:
+	// comparisons (=, !=, <, <=, >, >=), in, not in, like, ilike, is null, and, or, not, parentheses.
+	Search *Search `form:"search,omitempty" json:"search,omitempty"`
+
+	// OrderBy Comma-separated fields, each optionally followed by asc or desc, e.g. `name asc, created_at desc`.
+	OrderBy *OrderBy `form:"orderBy,omitempty" json:"orderBy,omitempty"`
+}
+
+// DeletePolicyParams defines parameters for DeletePolicy.
+type DeletePolicyParams struct {
+	// IfMatch The ETag of the version the change is based on; a mismatch answers 412.
+	IfMatch *IfMatch `json:"If-Match,omitempty"`
+}
+
+// UpdatePolicyParams defines parameters for UpdatePolicy.
+type UpdatePolicyParams struct {
+	// IfMatch The ETag of the version the change is based on; a mismatch answers 412.
+	IfMatch *IfMatch `json:"If-Match,omitempty"`
+}
+
+// ListPolicyComplianceParams defines parameters for ListPolicyCompliance.
+type ListPolicyComplianceParams struct {
+	// Page The page to return, from 1.
+	Page *Page `form:"page,omitempty" json:"page,omitempty"`
+
+	// Size How many items a page holds.
+	Size *Size `form:"size,omitempty" json:"size,omitempty"`
+
+	// Search A filter in the search language, e.g. `name = 'a' and region in ('x','y') and labels.env = 'prod'`:
+	// comparisons (=, !=, <, <=, >, >=), in, not in, like, ilike, is null, and, or, not, parentheses.
+	Search *Search `form:"search,omitempty" json:"search,omitempty"`
+
+	// OrderBy Comma-separated fields, each optionally followed by asc or desc, e.g. `name asc, created_at desc`.
+	OrderBy *OrderBy `form:"orderBy,omitempty" json:"orderBy,omitempty"`
+}
+
 // CreateClusterJSONRequestBody defines body for CreateCluster for application/json ContentType.
 type CreateClusterJSONRequestBody = ClusterCreate
 
 // UpdateClusterJSONRequestBody defines body for UpdateCluster for application/json ContentType.
 type UpdateClusterJSONRequestBody = ClusterPatch
+
+// CreatePolicyJSONRequestBody defines body for CreatePolicy for application/json ContentType.
+type CreatePolicyJSONRequestBody = PolicyCreate
+
+// UpdatePolicyJSONRequestBody defines body for UpdatePolicy for application/json ContentType.
+type UpdatePolicyJSONRequestBody = PolicyUpdate
 
 // RequestEditorFn is the function signature for the RequestEditor callback function
 type RequestEditorFn func(ctx context.Context, req *http.Request) error
@@ -796,6 +1108,11 @@ type ClientInterface interface {
 	// Corresponds with GET /clusters/{id}/import (the `GetClusterImport` operationId).
 	GetClusterImport(ctx context.Context, id Id, reqEditors ...RequestEditorFn) (*http.Response, error)
 
+	// GetComplianceSummary Counts of clusters per compliance state, per hub and per zone, for one policy or all of the organisation's.
+	//
+	// Corresponds with GET /compliance_summary (the `GetComplianceSummary` operationId).
+	GetComplianceSummary(ctx context.Context, params *GetComplianceSummaryParams, reqEditors ...RequestEditorFn) (*http.Response, error)
+
 	// GetCurrentUser The organisation, user and roles the service read from the caller's token.
 	//
 	// A fork uses this endpoint to check its claims configuration
@@ -850,6 +1167,71 @@ type ClientInterface interface {
 	//
 	// Corresponds with GET /openapi (the `GetOpenAPI` operationId).
 	GetOpenAPI(ctx context.Context, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// ListPolicies The caller's organisation's configuration policies, a page at a time.
+	//
+	// Corresponds with GET /policies (the `ListPolicies` operationId).
+	ListPolicies(ctx context.Context, params *ListPoliciesParams, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// CreatePolicyWithBody Create a configuration policy; it goes to every hub holding a cluster its placement selects.
+	//
+	// `policy` is a `policy.open-cluster-management.io/v1` Policy, validated
+	// against the Policy CRD's schema (code PolicyInvalid names each field at
+	// fault). Of its metadata only `name`, `labels` and `annotations` are kept.
+	// The placement's label selector chooses among the organisation's clusters
+	// of the policy's zone, on any hub.
+	//
+	// Takes any type of body and a specified content type.
+	//
+	// Corresponds with POST /policies (the `CreatePolicy` operationId).
+	CreatePolicyWithBody(ctx context.Context, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// CreatePolicy Create a configuration policy; it goes to every hub holding a cluster its placement selects.
+	//
+	// `policy` is a `policy.open-cluster-management.io/v1` Policy, validated
+	// against the Policy CRD's schema (code PolicyInvalid names each field at
+	// fault). Of its metadata only `name`, `labels` and `annotations` are kept.
+	// The placement's label selector chooses among the organisation's clusters
+	// of the policy's zone, on any hub.
+	//
+	// Takes a body of the `application/json` content type.
+	//
+	// Corresponds with POST /policies (the `CreatePolicy` operationId).
+	CreatePolicy(ctx context.Context, body CreatePolicyJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// DeletePolicy Delete a policy; the hubs remove it at their next desired set.
+	//
+	// Corresponds with DELETE /policies/{id} (the `DeletePolicy` operationId).
+	DeletePolicy(ctx context.Context, id Id, params *DeletePolicyParams, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// GetPolicy One configuration policy.
+	//
+	// Corresponds with GET /policies/{id} (the `GetPolicy` operationId).
+	GetPolicy(ctx context.Context, id Id, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// UpdatePolicyWithBody Replace a policy's body and placement; its zone stays.
+	//
+	// Takes any type of body and a specified content type.
+	//
+	// Corresponds with PUT /policies/{id} (the `UpdatePolicy` operationId).
+	UpdatePolicyWithBody(ctx context.Context, id Id, params *UpdatePolicyParams, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// UpdatePolicy Replace a policy's body and placement; its zone stays.
+	//
+	// Takes a body of the `application/json` content type.
+	//
+	// Corresponds with PUT /policies/{id} (the `UpdatePolicy` operationId).
+	UpdatePolicy(ctx context.Context, id Id, params *UpdatePolicyParams, body UpdatePolicyJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// ListPolicyCompliance A policy's compliance per cluster, as the hubs' policy framework reports it, a page at a time.
+	//
+	// One item per cluster the policy's hub placements selected and the policy
+	// framework reports on. Search fields: `cluster_name`, `state`, `hub_id`,
+	// `hub_name`, `zone`, `registration_id`, `managed_cluster_id`, `updated_at`;
+	// order by `cluster_name` (default), `hub_name`, `state`, `updated_at`.
+	//
+	// Corresponds with GET /policies/{id}/compliance (the `ListPolicyCompliance` operationId).
+	ListPolicyCompliance(ctx context.Context, id Id, params *ListPolicyComplianceParams, reqEditors ...RequestEditorFn) (*http.Response, error)
 }
 
 // ListClusters The caller's organisation's registered clusters, a page at a time.
@@ -986,6 +1368,21 @@ func (c *Client) GetClusterImport(ctx context.Context, id Id, reqEditors ...Requ
 	return c.Client.Do(req)
 }
 
+// GetComplianceSummary Counts of clusters per compliance state, per hub and per zone, for one policy or all of the organisation's.
+//
+// Corresponds with GET /compliance_summary (the `GetComplianceSummary` operationId).
+func (c *Client) GetComplianceSummary(ctx context.Context, params *GetComplianceSummaryParams, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewGetComplianceSummaryRequest(c.Server, params)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
 // GetCurrentUser The organisation, user and roles the service read from the caller's token.
 //
 // A fork uses this endpoint to check its claims configuration
@@ -1091,6 +1488,151 @@ func (c *Client) ListManagedClusterChanges(ctx context.Context, params *ListMana
 // Corresponds with GET /openapi (the `GetOpenAPI` operationId).
 func (c *Client) GetOpenAPI(ctx context.Context, reqEditors ...RequestEditorFn) (*http.Response, error) {
 	req, err := NewGetOpenAPIRequest(c.Server)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// ListPolicies The caller's organisation's configuration policies, a page at a time.
+//
+// Corresponds with GET /policies (the `ListPolicies` operationId).
+func (c *Client) ListPolicies(ctx context.Context, params *ListPoliciesParams, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewListPoliciesRequest(c.Server, params)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// CreatePolicyWithBody Create a configuration policy; it goes to every hub holding a cluster its placement selects.
+//
+// `policy` is a `policy.open-cluster-management.io/v1` Policy, validated
+// against the Policy CRD's schema (code PolicyInvalid names each field at
+// fault). Of its metadata only `name`, `labels` and `annotations` are kept.
+// The placement's label selector chooses among the organisation's clusters
+// of the policy's zone, on any hub.
+//
+// Takes any type of body and a specified content type.
+//
+// Corresponds with POST /policies (the `CreatePolicy` operationId).
+func (c *Client) CreatePolicyWithBody(ctx context.Context, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewCreatePolicyRequestWithBody(c.Server, contentType, body)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// CreatePolicy Create a configuration policy; it goes to every hub holding a cluster its placement selects.
+//
+// `policy` is a `policy.open-cluster-management.io/v1` Policy, validated
+// against the Policy CRD's schema (code PolicyInvalid names each field at
+// fault). Of its metadata only `name`, `labels` and `annotations` are kept.
+// The placement's label selector chooses among the organisation's clusters
+// of the policy's zone, on any hub.
+//
+// Takes a body of the `application/json` content type.
+//
+// Corresponds with POST /policies (the `CreatePolicy` operationId).
+func (c *Client) CreatePolicy(ctx context.Context, body CreatePolicyJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewCreatePolicyRequest(c.Server, body)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// DeletePolicy Delete a policy; the hubs remove it at their next desired set.
+//
+// Corresponds with DELETE /policies/{id} (the `DeletePolicy` operationId).
+func (c *Client) DeletePolicy(ctx context.Context, id Id, params *DeletePolicyParams, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewDeletePolicyRequest(c.Server, id, params)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// GetPolicy One configuration policy.
+//
+// Corresponds with GET /policies/{id} (the `GetPolicy` operationId).
+func (c *Client) GetPolicy(ctx context.Context, id Id, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewGetPolicyRequest(c.Server, id)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// UpdatePolicyWithBody Replace a policy's body and placement; its zone stays.
+//
+// Takes any type of body and a specified content type.
+//
+// Corresponds with PUT /policies/{id} (the `UpdatePolicy` operationId).
+func (c *Client) UpdatePolicyWithBody(ctx context.Context, id Id, params *UpdatePolicyParams, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewUpdatePolicyRequestWithBody(c.Server, id, params, contentType, body)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// UpdatePolicy Replace a policy's body and placement; its zone stays.
+//
+// Takes a body of the `application/json` content type.
+//
+// Corresponds with PUT /policies/{id} (the `UpdatePolicy` operationId).
+func (c *Client) UpdatePolicy(ctx context.Context, id Id, params *UpdatePolicyParams, body UpdatePolicyJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewUpdatePolicyRequest(c.Server, id, params, body)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// ListPolicyCompliance A policy's compliance per cluster, as the hubs' policy framework reports it, a page at a time.
+//
+// One item per cluster the policy's hub placements selected and the policy
+// framework reports on. Search fields: `cluster_name`, `state`, `hub_id`,
+// `hub_name`, `zone`, `registration_id`, `managed_cluster_id`, `updated_at`;
+// order by `cluster_name` (default), `hub_name`, `state`, `updated_at`.
+//
+// Corresponds with GET /policies/{id}/compliance (the `ListPolicyCompliance` operationId).
+func (c *Client) ListPolicyCompliance(ctx context.Context, id Id, params *ListPolicyComplianceParams, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewListPolicyComplianceRequest(c.Server, id, params)
 	if err != nil {
 		return nil, err
 	}
@@ -1400,6 +1942,60 @@ func NewGetClusterImportRequest(server string, id Id) (*http.Request, error) {
 	queryURL, err := serverURL.Parse(operationPath)
 	if err != nil {
 		return nil, err
+	}
+
+	req, err := http.NewRequest(http.MethodGet, queryURL.String(), nil)
+	if err != nil {
+		return nil, err
+	}
+
+	return req, nil
+}
+
+// NewGetComplianceSummaryRequest constructs an http.Request for the GetComplianceSummary method
+func NewGetComplianceSummaryRequest(server string, params *GetComplianceSummaryParams) (*http.Request, error) {
+	var err error
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/compliance_summary")
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	if params != nil {
+		// queryValues collects non-styled parameters (passthrough, JSON)
+		// that are safe to round-trip through url.Values.Encode().
+		queryValues := queryURL.Query()
+		// rawQueryFragments collects pre-encoded query fragments from
+		// styled parameters, preserving literal commas as delimiters
+		// per the OpenAPI spec (e.g. "color=blue,black,brown").
+		var rawQueryFragments []string
+
+		if params.PolicyId != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", true, "policy_id", *params.PolicyId, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
+		if encoded := queryValues.Encode(); encoded != "" {
+			rawQueryFragments = append(rawQueryFragments, encoded)
+		}
+		queryURL.RawQuery = strings.Join(rawQueryFragments, "&")
 	}
 
 	req, err := http.NewRequest(http.MethodGet, queryURL.String(), nil)
@@ -1732,6 +2328,378 @@ func NewGetOpenAPIRequest(server string) (*http.Request, error) {
 	return req, nil
 }
 
+// NewListPoliciesRequest constructs an http.Request for the ListPolicies method
+func NewListPoliciesRequest(server string, params *ListPoliciesParams) (*http.Request, error) {
+	var err error
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/policies")
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	if params != nil {
+		// queryValues collects non-styled parameters (passthrough, JSON)
+		// that are safe to round-trip through url.Values.Encode().
+		queryValues := queryURL.Query()
+		// rawQueryFragments collects pre-encoded query fragments from
+		// styled parameters, preserving literal commas as delimiters
+		// per the OpenAPI spec (e.g. "color=blue,black,brown").
+		var rawQueryFragments []string
+
+		if params.Page != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", true, "page", *params.Page, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
+		if params.Size != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", true, "size", *params.Size, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
+		if params.Search != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", true, "search", *params.Search, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
+		if params.OrderBy != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", true, "orderBy", *params.OrderBy, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
+		if encoded := queryValues.Encode(); encoded != "" {
+			rawQueryFragments = append(rawQueryFragments, encoded)
+		}
+		queryURL.RawQuery = strings.Join(rawQueryFragments, "&")
+	}
+
+	req, err := http.NewRequest(http.MethodGet, queryURL.String(), nil)
+	if err != nil {
+		return nil, err
+	}
+
+	return req, nil
+}
+
+// NewCreatePolicyRequest calls the generic CreatePolicy builder with application/json body
+func NewCreatePolicyRequest(server string, body CreatePolicyJSONRequestBody) (*http.Request, error) {
+	var bodyReader io.Reader
+	buf, err := json.Marshal(body)
+	if err != nil {
+		return nil, err
+	}
+	bodyReader = bytes.NewReader(buf)
+	return NewCreatePolicyRequestWithBody(server, "application/json", bodyReader)
+}
+
+// NewCreatePolicyRequestWithBody constructs an http.Request for the CreatePolicy method, with any body, and a specified content type
+func NewCreatePolicyRequestWithBody(server string, contentType string, body io.Reader) (*http.Request, error) {
+	var err error
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/policies")
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	req, err := http.NewRequest(http.MethodPost, queryURL.String(), body)
+	if err != nil {
+		return nil, err
+	}
+
+	req.Header.Add("Content-Type", contentType)
+
+	return req, nil
+}
+
+// NewDeletePolicyRequest constructs an http.Request for the DeletePolicy method
+func NewDeletePolicyRequest(server string, id Id, params *DeletePolicyParams) (*http.Request, error) {
+	var err error
+
+	var pathParam0 string
+
+	pathParam0, err = runtime.StyleParamWithOptions("simple", false, "id", id, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationPath, Type: "string", Format: ""})
+	if err != nil {
+		return nil, err
+	}
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/policies/%s", pathParam0)
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	req, err := http.NewRequest(http.MethodDelete, queryURL.String(), nil)
+	if err != nil {
+		return nil, err
+	}
+
+	if params != nil {
+
+		if params.IfMatch != nil {
+			var headerParam0 string
+
+			headerParam0, err = runtime.StyleParamWithOptions("simple", false, "If-Match", *params.IfMatch, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationHeader, Type: "string", Format: ""})
+			if err != nil {
+				return nil, err
+			}
+
+			req.Header.Set("If-Match", headerParam0)
+		}
+
+	}
+
+	return req, nil
+}
+
+// NewGetPolicyRequest constructs an http.Request for the GetPolicy method
+func NewGetPolicyRequest(server string, id Id) (*http.Request, error) {
+	var err error
+
+	var pathParam0 string
+
+	pathParam0, err = runtime.StyleParamWithOptions("simple", false, "id", id, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationPath, Type: "string", Format: ""})
+	if err != nil {
+		return nil, err
+	}
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/policies/%s", pathParam0)
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	req, err := http.NewRequest(http.MethodGet, queryURL.String(), nil)
+	if err != nil {
+		return nil, err
+	}
+
+	return req, nil
+}
+
+// NewUpdatePolicyRequest calls the generic UpdatePolicy builder with application/json body
+func NewUpdatePolicyRequest(server string, id Id, params *UpdatePolicyParams, body UpdatePolicyJSONRequestBody) (*http.Request, error) {
+	var bodyReader io.Reader
+	buf, err := json.Marshal(body)
+	if err != nil {
+		return nil, err
+	}
+	bodyReader = bytes.NewReader(buf)
+	return NewUpdatePolicyRequestWithBody(server, id, params, "application/json", bodyReader)
+}
+
+// NewUpdatePolicyRequestWithBody constructs an http.Request for the UpdatePolicy method, with any body, and a specified content type
+func NewUpdatePolicyRequestWithBody(server string, id Id, params *UpdatePolicyParams, contentType string, body io.Reader) (*http.Request, error) {
+	var err error
+
+	var pathParam0 string
+
+	pathParam0, err = runtime.StyleParamWithOptions("simple", false, "id", id, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationPath, Type: "string", Format: ""})
+	if err != nil {
+		return nil, err
+	}
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/policies/%s", pathParam0)
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	req, err := http.NewRequest(http.MethodPut, queryURL.String(), body)
+	if err != nil {
+		return nil, err
+	}
+
+	req.Header.Add("Content-Type", contentType)
+
+	if params != nil {
+
+		if params.IfMatch != nil {
+			var headerParam0 string
+
+			headerParam0, err = runtime.StyleParamWithOptions("simple", false, "If-Match", *params.IfMatch, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationHeader, Type: "string", Format: ""})
+			if err != nil {
+				return nil, err
+			}
+
+			req.Header.Set("If-Match", headerParam0)
+		}
+
+	}
+
+	return req, nil
+}
+
+// NewListPolicyComplianceRequest constructs an http.Request for the ListPolicyCompliance method
+func NewListPolicyComplianceRequest(server string, id Id, params *ListPolicyComplianceParams) (*http.Request, error) {
+	var err error
+
+	var pathParam0 string
+
+	pathParam0, err = runtime.StyleParamWithOptions("simple", false, "id", id, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationPath, Type: "string", Format: ""})
+	if err != nil {
+		return nil, err
+	}
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/policies/%s/compliance", pathParam0)
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	if params != nil {
+		// queryValues collects non-styled parameters (passthrough, JSON)
+		// that are safe to round-trip through url.Values.Encode().
+		queryValues := queryURL.Query()
+		// rawQueryFragments collects pre-encoded query fragments from
+		// styled parameters, preserving literal commas as delimiters
+		// per the OpenAPI spec (e.g. "color=blue,black,brown").
+		var rawQueryFragments []string
+
+		if params.Page != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", true, "page", *params.Page, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
+		if params.Size != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", true, "size", *params.Size, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
+		if params.Search != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", true, "search", *params.Search, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
+		if params.OrderBy != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", true, "orderBy", *params.OrderBy, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
+		if encoded := queryValues.Encode(); encoded != "" {
+			rawQueryFragments = append(rawQueryFragments, encoded)
+		}
+		queryURL.RawQuery = strings.Join(rawQueryFragments, "&")
+	}
+
+	req, err := http.NewRequest(http.MethodGet, queryURL.String(), nil)
+	if err != nil {
+		return nil, err
+	}
+
+	return req, nil
+}
+
 func (c *Client) applyEditors(ctx context.Context, req *http.Request, additionalEditors []RequestEditorFn) error {
 	for _, r := range c.RequestEditors {
 		if err := r(ctx, req); err != nil {
@@ -1838,6 +2806,13 @@ type ClientWithResponsesInterface interface {
 	// Corresponds with GET /clusters/{id}/import (the `GetClusterImport` operationId).
 	GetClusterImportWithResponse(ctx context.Context, id Id, reqEditors ...RequestEditorFn) (*GetClusterImportResponse, error)
 
+	// GetComplianceSummaryWithResponse Counts of clusters per compliance state, per hub and per zone, for one policy or all of the organisation's.
+	//
+	// Returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with GET /compliance_summary (the `GetComplianceSummary` operationId).
+	GetComplianceSummaryWithResponse(ctx context.Context, params *GetComplianceSummaryParams, reqEditors ...RequestEditorFn) (*GetComplianceSummaryResponse, error)
+
 	// GetCurrentUserWithResponse The organisation, user and roles the service read from the caller's token.
 	//
 	// A fork uses this endpoint to check its claims configuration
@@ -1904,6 +2879,79 @@ type ClientWithResponsesInterface interface {
 	//
 	// Corresponds with GET /openapi (the `GetOpenAPI` operationId).
 	GetOpenAPIWithResponse(ctx context.Context, reqEditors ...RequestEditorFn) (*GetOpenAPIResponse, error)
+
+	// ListPoliciesWithResponse The caller's organisation's configuration policies, a page at a time.
+	//
+	// Returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with GET /policies (the `ListPolicies` operationId).
+	ListPoliciesWithResponse(ctx context.Context, params *ListPoliciesParams, reqEditors ...RequestEditorFn) (*ListPoliciesResponse, error)
+
+	// CreatePolicyWithBodyWithResponse Create a configuration policy; it goes to every hub holding a cluster its placement selects.
+	//
+	// `policy` is a `policy.open-cluster-management.io/v1` Policy, validated
+	// against the Policy CRD's schema (code PolicyInvalid names each field at
+	// fault). Of its metadata only `name`, `labels` and `annotations` are kept.
+	// The placement's label selector chooses among the organisation's clusters
+	// of the policy's zone, on any hub.
+	//
+	// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with POST /policies (the `CreatePolicy` operationId).
+	CreatePolicyWithBodyWithResponse(ctx context.Context, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*CreatePolicyResponse, error)
+
+	// CreatePolicyWithResponse Create a configuration policy; it goes to every hub holding a cluster its placement selects.
+	//
+	// `policy` is a `policy.open-cluster-management.io/v1` Policy, validated
+	// against the Policy CRD's schema (code PolicyInvalid names each field at
+	// fault). Of its metadata only `name`, `labels` and `annotations` are kept.
+	// The placement's label selector chooses among the organisation's clusters
+	// of the policy's zone, on any hub.
+	//
+	// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with POST /policies (the `CreatePolicy` operationId).
+	CreatePolicyWithResponse(ctx context.Context, body CreatePolicyJSONRequestBody, reqEditors ...RequestEditorFn) (*CreatePolicyResponse, error)
+
+	// DeletePolicyWithResponse Delete a policy; the hubs remove it at their next desired set.
+	//
+	// Returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with DELETE /policies/{id} (the `DeletePolicy` operationId).
+	DeletePolicyWithResponse(ctx context.Context, id Id, params *DeletePolicyParams, reqEditors ...RequestEditorFn) (*DeletePolicyResponse, error)
+
+	// GetPolicyWithResponse One configuration policy.
+	//
+	// Returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with GET /policies/{id} (the `GetPolicy` operationId).
+	GetPolicyWithResponse(ctx context.Context, id Id, reqEditors ...RequestEditorFn) (*GetPolicyResponse, error)
+
+	// UpdatePolicyWithBodyWithResponse Replace a policy's body and placement; its zone stays.
+	//
+	// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with PUT /policies/{id} (the `UpdatePolicy` operationId).
+	UpdatePolicyWithBodyWithResponse(ctx context.Context, id Id, params *UpdatePolicyParams, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*UpdatePolicyResponse, error)
+
+	// UpdatePolicyWithResponse Replace a policy's body and placement; its zone stays.
+	//
+	// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with PUT /policies/{id} (the `UpdatePolicy` operationId).
+	UpdatePolicyWithResponse(ctx context.Context, id Id, params *UpdatePolicyParams, body UpdatePolicyJSONRequestBody, reqEditors ...RequestEditorFn) (*UpdatePolicyResponse, error)
+
+	// ListPolicyComplianceWithResponse A policy's compliance per cluster, as the hubs' policy framework reports it, a page at a time.
+	//
+	// One item per cluster the policy's hub placements selected and the policy
+	// framework reports on. Search fields: `cluster_name`, `state`, `hub_id`,
+	// `hub_name`, `zone`, `registration_id`, `managed_cluster_id`, `updated_at`;
+	// order by `cluster_name` (default), `hub_name`, `state`, `updated_at`.
+	//
+	// Returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with GET /policies/{id}/compliance (the `ListPolicyCompliance` operationId).
+	ListPolicyComplianceWithResponse(ctx context.Context, id Id, params *ListPolicyComplianceParams, reqEditors ...RequestEditorFn) (*ListPolicyComplianceResponse, error)
 }
 
 type ListClustersResponse struct {
@@ -2385,6 +3433,75 @@ func (r GetClusterImportResponse) ContentType() string {
 	return ""
 }
 
+type GetComplianceSummaryResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// JSON200 the response for an HTTP 200 `application/json` response
+	JSON200 *ComplianceSummary
+	// JSON400 the response for an HTTP 400 `application/json` response
+	JSON400 *BadRequest
+	// JSON401 the response for an HTTP 401 `application/json` response
+	JSON401 *Unauthenticated
+	// JSON404 the response for an HTTP 404 `application/json` response
+	JSON404 *NotFound
+	// JSON500 the response for an HTTP 500 `application/json` response
+	JSON500 *InternalError
+}
+
+// GetJSON200 returns the response for an HTTP 200 `application/json` response
+func (r GetComplianceSummaryResponse) GetJSON200() *ComplianceSummary {
+	return r.JSON200
+}
+
+// GetJSON400 returns the response for an HTTP 400 `application/json` response
+func (r GetComplianceSummaryResponse) GetJSON400() *BadRequest {
+	return r.JSON400
+}
+
+// GetJSON401 returns the response for an HTTP 401 `application/json` response
+func (r GetComplianceSummaryResponse) GetJSON401() *Unauthenticated {
+	return r.JSON401
+}
+
+// GetJSON404 returns the response for an HTTP 404 `application/json` response
+func (r GetComplianceSummaryResponse) GetJSON404() *NotFound {
+	return r.JSON404
+}
+
+// GetJSON500 returns the response for an HTTP 500 `application/json` response
+func (r GetComplianceSummaryResponse) GetJSON500() *InternalError {
+	return r.JSON500
+}
+
+// GetBody returns the raw response body bytes
+func (r GetComplianceSummaryResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r GetComplianceSummaryResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r GetComplianceSummaryResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r GetComplianceSummaryResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
 type GetCurrentUserResponse struct {
 	Body         []byte
 	HTTPResponse *http.Response
@@ -2736,6 +3853,477 @@ func (r GetOpenAPIResponse) ContentType() string {
 	return ""
 }
 
+type ListPoliciesResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// JSON200 the response for an HTTP 200 `application/json` response
+	JSON200 *PolicyList
+	// JSON400 the response for an HTTP 400 `application/json` response
+	JSON400 *BadRequest
+	// JSON401 the response for an HTTP 401 `application/json` response
+	JSON401 *Unauthenticated
+	// JSON500 the response for an HTTP 500 `application/json` response
+	JSON500 *InternalError
+}
+
+// GetJSON200 returns the response for an HTTP 200 `application/json` response
+func (r ListPoliciesResponse) GetJSON200() *PolicyList {
+	return r.JSON200
+}
+
+// GetJSON400 returns the response for an HTTP 400 `application/json` response
+func (r ListPoliciesResponse) GetJSON400() *BadRequest {
+	return r.JSON400
+}
+
+// GetJSON401 returns the response for an HTTP 401 `application/json` response
+func (r ListPoliciesResponse) GetJSON401() *Unauthenticated {
+	return r.JSON401
+}
+
+// GetJSON500 returns the response for an HTTP 500 `application/json` response
+func (r ListPoliciesResponse) GetJSON500() *InternalError {
+	return r.JSON500
+}
+
+// GetBody returns the raw response body bytes
+func (r ListPoliciesResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r ListPoliciesResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r ListPoliciesResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r ListPoliciesResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
+// CreatePolicyResponse201Headers the declared response headers of an HTTP 201 response for CreatePolicy
+type CreatePolicyResponse201Headers struct {
+	ETag     *string
+	Location *string
+}
+
+type CreatePolicyResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// JSON201 the response for an HTTP 201 `application/json` response
+	JSON201 *Policy
+	// JSON400 the response for an HTTP 400 `application/json` response
+	JSON400 *BadRequest
+	// JSON401 the response for an HTTP 401 `application/json` response
+	JSON401 *Unauthenticated
+	// JSON409 the response for an HTTP 409 `application/json` response
+	JSON409 *Error
+	// JSON413 the response for an HTTP 413 `application/json` response
+	JSON413 *BadRequest
+	// JSON415 the response for an HTTP 415 `application/json` response
+	JSON415 *BadRequest
+	// JSON500 the response for an HTTP 500 `application/json` response
+	JSON500 *InternalError
+	// Headers201 the parsed response headers for an HTTP 201 response
+	Headers201 *CreatePolicyResponse201Headers
+}
+
+// GetJSON201 returns the response for an HTTP 201 `application/json` response
+func (r CreatePolicyResponse) GetJSON201() *Policy {
+	return r.JSON201
+}
+
+// GetJSON400 returns the response for an HTTP 400 `application/json` response
+func (r CreatePolicyResponse) GetJSON400() *BadRequest {
+	return r.JSON400
+}
+
+// GetJSON401 returns the response for an HTTP 401 `application/json` response
+func (r CreatePolicyResponse) GetJSON401() *Unauthenticated {
+	return r.JSON401
+}
+
+// GetJSON409 returns the response for an HTTP 409 `application/json` response
+func (r CreatePolicyResponse) GetJSON409() *Error {
+	return r.JSON409
+}
+
+// GetJSON413 returns the response for an HTTP 413 `application/json` response
+func (r CreatePolicyResponse) GetJSON413() *BadRequest {
+	return r.JSON413
+}
+
+// GetJSON415 returns the response for an HTTP 415 `application/json` response
+func (r CreatePolicyResponse) GetJSON415() *BadRequest {
+	return r.JSON415
+}
+
+// GetJSON500 returns the response for an HTTP 500 `application/json` response
+func (r CreatePolicyResponse) GetJSON500() *InternalError {
+	return r.JSON500
+}
+
+// GetBody returns the raw response body bytes
+func (r CreatePolicyResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r CreatePolicyResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r CreatePolicyResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r CreatePolicyResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
+type DeletePolicyResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// JSON400 the response for an HTTP 400 `application/json` response
+	JSON400 *BadRequest
+	// JSON401 the response for an HTTP 401 `application/json` response
+	JSON401 *Unauthenticated
+	// JSON404 the response for an HTTP 404 `application/json` response
+	JSON404 *NotFound
+	// JSON412 the response for an HTTP 412 `application/json` response
+	JSON412 *PreconditionFailed
+	// JSON500 the response for an HTTP 500 `application/json` response
+	JSON500 *InternalError
+}
+
+// GetJSON400 returns the response for an HTTP 400 `application/json` response
+func (r DeletePolicyResponse) GetJSON400() *BadRequest {
+	return r.JSON400
+}
+
+// GetJSON401 returns the response for an HTTP 401 `application/json` response
+func (r DeletePolicyResponse) GetJSON401() *Unauthenticated {
+	return r.JSON401
+}
+
+// GetJSON404 returns the response for an HTTP 404 `application/json` response
+func (r DeletePolicyResponse) GetJSON404() *NotFound {
+	return r.JSON404
+}
+
+// GetJSON412 returns the response for an HTTP 412 `application/json` response
+func (r DeletePolicyResponse) GetJSON412() *PreconditionFailed {
+	return r.JSON412
+}
+
+// GetJSON500 returns the response for an HTTP 500 `application/json` response
+func (r DeletePolicyResponse) GetJSON500() *InternalError {
+	return r.JSON500
+}
+
+// GetBody returns the raw response body bytes
+func (r DeletePolicyResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r DeletePolicyResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r DeletePolicyResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r DeletePolicyResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
+// GetPolicyResponse200Headers the declared response headers of an HTTP 200 response for GetPolicy
+type GetPolicyResponse200Headers struct {
+	ETag *string
+}
+
+type GetPolicyResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// JSON200 the response for an HTTP 200 `application/json` response
+	JSON200 *Policy
+	// JSON400 the response for an HTTP 400 `application/json` response
+	JSON400 *BadRequest
+	// JSON401 the response for an HTTP 401 `application/json` response
+	JSON401 *Unauthenticated
+	// JSON404 the response for an HTTP 404 `application/json` response
+	JSON404 *NotFound
+	// JSON500 the response for an HTTP 500 `application/json` response
+	JSON500 *InternalError
+	// Headers200 the parsed response headers for an HTTP 200 response
+	Headers200 *GetPolicyResponse200Headers
+}
+
+// GetJSON200 returns the response for an HTTP 200 `application/json` response
+func (r GetPolicyResponse) GetJSON200() *Policy {
+	return r.JSON200
+}
+
+// GetJSON400 returns the response for an HTTP 400 `application/json` response
+func (r GetPolicyResponse) GetJSON400() *BadRequest {
+	return r.JSON400
+}
+
+// GetJSON401 returns the response for an HTTP 401 `application/json` response
+func (r GetPolicyResponse) GetJSON401() *Unauthenticated {
+	return r.JSON401
+}
+
+// GetJSON404 returns the response for an HTTP 404 `application/json` response
+func (r GetPolicyResponse) GetJSON404() *NotFound {
+	return r.JSON404
+}
+
+// GetJSON500 returns the response for an HTTP 500 `application/json` response
+func (r GetPolicyResponse) GetJSON500() *InternalError {
+	return r.JSON500
+}
+
+// GetBody returns the raw response body bytes
+func (r GetPolicyResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r GetPolicyResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r GetPolicyResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r GetPolicyResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
+// UpdatePolicyResponse200Headers the declared response headers of an HTTP 200 response for UpdatePolicy
+type UpdatePolicyResponse200Headers struct {
+	ETag *string
+}
+
+type UpdatePolicyResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// JSON200 the response for an HTTP 200 `application/json` response
+	JSON200 *Policy
+	// JSON400 the response for an HTTP 400 `application/json` response
+	JSON400 *BadRequest
+	// JSON401 the response for an HTTP 401 `application/json` response
+	JSON401 *Unauthenticated
+	// JSON404 the response for an HTTP 404 `application/json` response
+	JSON404 *NotFound
+	// JSON409 the response for an HTTP 409 `application/json` response
+	JSON409 *Conflict
+	// JSON412 the response for an HTTP 412 `application/json` response
+	JSON412 *PreconditionFailed
+	// JSON413 the response for an HTTP 413 `application/json` response
+	JSON413 *BadRequest
+	// JSON415 the response for an HTTP 415 `application/json` response
+	JSON415 *BadRequest
+	// JSON500 the response for an HTTP 500 `application/json` response
+	JSON500 *InternalError
+	// Headers200 the parsed response headers for an HTTP 200 response
+	Headers200 *UpdatePolicyResponse200Headers
+}
+
+// GetJSON200 returns the response for an HTTP 200 `application/json` response
+func (r UpdatePolicyResponse) GetJSON200() *Policy {
+	return r.JSON200
+}
+
+// GetJSON400 returns the response for an HTTP 400 `application/json` response
+func (r UpdatePolicyResponse) GetJSON400() *BadRequest {
+	return r.JSON400
+}
+
+// GetJSON401 returns the response for an HTTP 401 `application/json` response
+func (r UpdatePolicyResponse) GetJSON401() *Unauthenticated {
+	return r.JSON401
+}
+
+// GetJSON404 returns the response for an HTTP 404 `application/json` response
+func (r UpdatePolicyResponse) GetJSON404() *NotFound {
+	return r.JSON404
+}
+
+// GetJSON409 returns the response for an HTTP 409 `application/json` response
+func (r UpdatePolicyResponse) GetJSON409() *Conflict {
+	return r.JSON409
+}
+
+// GetJSON412 returns the response for an HTTP 412 `application/json` response
+func (r UpdatePolicyResponse) GetJSON412() *PreconditionFailed {
+	return r.JSON412
+}
+
+// GetJSON413 returns the response for an HTTP 413 `application/json` response
+func (r UpdatePolicyResponse) GetJSON413() *BadRequest {
+	return r.JSON413
+}
+
+// GetJSON415 returns the response for an HTTP 415 `application/json` response
+func (r UpdatePolicyResponse) GetJSON415() *BadRequest {
+	return r.JSON415
+}
+
+// GetJSON500 returns the response for an HTTP 500 `application/json` response
+func (r UpdatePolicyResponse) GetJSON500() *InternalError {
+	return r.JSON500
+}
+
+// GetBody returns the raw response body bytes
+func (r UpdatePolicyResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r UpdatePolicyResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r UpdatePolicyResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r UpdatePolicyResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
+type ListPolicyComplianceResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// JSON200 the response for an HTTP 200 `application/json` response
+	JSON200 *ClusterComplianceList
+	// JSON400 the response for an HTTP 400 `application/json` response
+	JSON400 *BadRequest
+	// JSON401 the response for an HTTP 401 `application/json` response
+	JSON401 *Unauthenticated
+	// JSON404 the response for an HTTP 404 `application/json` response
+	JSON404 *NotFound
+	// JSON500 the response for an HTTP 500 `application/json` response
+	JSON500 *InternalError
+}
+
+// GetJSON200 returns the response for an HTTP 200 `application/json` response
+func (r ListPolicyComplianceResponse) GetJSON200() *ClusterComplianceList {
+	return r.JSON200
+}
+
+// GetJSON400 returns the response for an HTTP 400 `application/json` response
+func (r ListPolicyComplianceResponse) GetJSON400() *BadRequest {
+	return r.JSON400
+}
+
+// GetJSON401 returns the response for an HTTP 401 `application/json` response
+func (r ListPolicyComplianceResponse) GetJSON401() *Unauthenticated {
+	return r.JSON401
+}
+
+// GetJSON404 returns the response for an HTTP 404 `application/json` response
+func (r ListPolicyComplianceResponse) GetJSON404() *NotFound {
+	return r.JSON404
+}
+
+// GetJSON500 returns the response for an HTTP 500 `application/json` response
+func (r ListPolicyComplianceResponse) GetJSON500() *InternalError {
+	return r.JSON500
+}
+
+// GetBody returns the raw response body bytes
+func (r ListPolicyComplianceResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r ListPolicyComplianceResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r ListPolicyComplianceResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r ListPolicyComplianceResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
 // ListClustersWithResponse The caller's organisation's registered clusters, a page at a time.
 //
 // Returns a wrapper object for the known response body format(s).
@@ -2846,6 +4434,19 @@ func (c *ClientWithResponses) GetClusterImportWithResponse(ctx context.Context, 
 	return ParseGetClusterImportResponse(rsp)
 }
 
+// GetComplianceSummaryWithResponse Counts of clusters per compliance state, per hub and per zone, for one policy or all of the organisation's.
+//
+// Returns a wrapper object for the known response body format(s).
+//
+// Corresponds with GET /compliance_summary (the `GetComplianceSummary` operationId).
+func (c *ClientWithResponses) GetComplianceSummaryWithResponse(ctx context.Context, params *GetComplianceSummaryParams, reqEditors ...RequestEditorFn) (*GetComplianceSummaryResponse, error) {
+	rsp, err := c.GetComplianceSummary(ctx, params, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseGetComplianceSummaryResponse(rsp)
+}
+
 // GetCurrentUserWithResponse The organisation, user and roles the service read from the caller's token.
 //
 // A fork uses this endpoint to check its claims configuration
@@ -2947,6 +4548,127 @@ func (c *ClientWithResponses) GetOpenAPIWithResponse(ctx context.Context, reqEdi
 		return nil, err
 	}
 	return ParseGetOpenAPIResponse(rsp)
+}
+
+// ListPoliciesWithResponse The caller's organisation's configuration policies, a page at a time.
+//
+// Returns a wrapper object for the known response body format(s).
+//
+// Corresponds with GET /policies (the `ListPolicies` operationId).
+func (c *ClientWithResponses) ListPoliciesWithResponse(ctx context.Context, params *ListPoliciesParams, reqEditors ...RequestEditorFn) (*ListPoliciesResponse, error) {
+	rsp, err := c.ListPolicies(ctx, params, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseListPoliciesResponse(rsp)
+}
+
+// CreatePolicyWithBodyWithResponse Create a configuration policy; it goes to every hub holding a cluster its placement selects.
+//
+// `policy` is a `policy.open-cluster-management.io/v1` Policy, validated
+// against the Policy CRD's schema (code PolicyInvalid names each field at
+// fault). Of its metadata only `name`, `labels` and `annotations` are kept.
+// The placement's label selector chooses among the organisation's clusters
+// of the policy's zone, on any hub.
+//
+// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
+//
+// Corresponds with POST /policies (the `CreatePolicy` operationId).
+func (c *ClientWithResponses) CreatePolicyWithBodyWithResponse(ctx context.Context, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*CreatePolicyResponse, error) {
+	rsp, err := c.CreatePolicyWithBody(ctx, contentType, body, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseCreatePolicyResponse(rsp)
+}
+
+// CreatePolicyWithResponse Create a configuration policy; it goes to every hub holding a cluster its placement selects.
+//
+// `policy` is a `policy.open-cluster-management.io/v1` Policy, validated
+// against the Policy CRD's schema (code PolicyInvalid names each field at
+// fault). Of its metadata only `name`, `labels` and `annotations` are kept.
+// The placement's label selector chooses among the organisation's clusters
+// of the policy's zone, on any hub.
+//
+// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
+//
+// Corresponds with POST /policies (the `CreatePolicy` operationId).
+func (c *ClientWithResponses) CreatePolicyWithResponse(ctx context.Context, body CreatePolicyJSONRequestBody, reqEditors ...RequestEditorFn) (*CreatePolicyResponse, error) {
+	rsp, err := c.CreatePolicy(ctx, body, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseCreatePolicyResponse(rsp)
+}
+
+// DeletePolicyWithResponse Delete a policy; the hubs remove it at their next desired set.
+//
+// Returns a wrapper object for the known response body format(s).
+//
+// Corresponds with DELETE /policies/{id} (the `DeletePolicy` operationId).
+func (c *ClientWithResponses) DeletePolicyWithResponse(ctx context.Context, id Id, params *DeletePolicyParams, reqEditors ...RequestEditorFn) (*DeletePolicyResponse, error) {
+	rsp, err := c.DeletePolicy(ctx, id, params, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseDeletePolicyResponse(rsp)
+}
+
+// GetPolicyWithResponse One configuration policy.
+//
+// Returns a wrapper object for the known response body format(s).
+//
+// Corresponds with GET /policies/{id} (the `GetPolicy` operationId).
+func (c *ClientWithResponses) GetPolicyWithResponse(ctx context.Context, id Id, reqEditors ...RequestEditorFn) (*GetPolicyResponse, error) {
+	rsp, err := c.GetPolicy(ctx, id, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseGetPolicyResponse(rsp)
+}
+
+// UpdatePolicyWithBodyWithResponse Replace a policy's body and placement; its zone stays.
+//
+// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
+//
+// Corresponds with PUT /policies/{id} (the `UpdatePolicy` operationId).
+func (c *ClientWithResponses) UpdatePolicyWithBodyWithResponse(ctx context.Context, id Id, params *UpdatePolicyParams, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*UpdatePolicyResponse, error) {
+	rsp, err := c.UpdatePolicyWithBody(ctx, id, params, contentType, body, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseUpdatePolicyResponse(rsp)
+}
+
+// UpdatePolicyWithResponse Replace a policy's body and placement; its zone stays.
+//
+// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
+//
+// Corresponds with PUT /policies/{id} (the `UpdatePolicy` operationId).
+func (c *ClientWithResponses) UpdatePolicyWithResponse(ctx context.Context, id Id, params *UpdatePolicyParams, body UpdatePolicyJSONRequestBody, reqEditors ...RequestEditorFn) (*UpdatePolicyResponse, error) {
+	rsp, err := c.UpdatePolicy(ctx, id, params, body, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseUpdatePolicyResponse(rsp)
+}
+
+// ListPolicyComplianceWithResponse A policy's compliance per cluster, as the hubs' policy framework reports it, a page at a time.
+//
+// One item per cluster the policy's hub placements selected and the policy
+// framework reports on. Search fields: `cluster_name`, `state`, `hub_id`,
+// `hub_name`, `zone`, `registration_id`, `managed_cluster_id`, `updated_at`;
+// order by `cluster_name` (default), `hub_name`, `state`, `updated_at`.
+//
+// Returns a wrapper object for the known response body format(s).
+//
+// Corresponds with GET /policies/{id}/compliance (the `ListPolicyCompliance` operationId).
+func (c *ClientWithResponses) ListPolicyComplianceWithResponse(ctx context.Context, id Id, params *ListPolicyComplianceParams, reqEditors ...RequestEditorFn) (*ListPolicyComplianceResponse, error) {
+	rsp, err := c.ListPolicyCompliance(ctx, id, params, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseListPolicyComplianceResponse(rsp)
 }
 
 // ParseListClustersResponse parses an HTTP response from a ListClustersWithResponse call
@@ -3368,6 +5090,60 @@ func ParseGetClusterImportResponse(rsp *http.Response) (*GetClusterImportRespons
 	return response, nil
 }
 
+// ParseGetComplianceSummaryResponse parses an HTTP response from a GetComplianceSummaryWithResponse call
+func ParseGetComplianceSummaryResponse(rsp *http.Response) (*GetComplianceSummaryResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &GetComplianceSummaryResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 200:
+		var dest ComplianceSummary
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON200 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 400:
+		var dest BadRequest
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON400 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 401:
+		var dest Unauthenticated
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON401 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 404:
+		var dest NotFound
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON404 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 500:
+		var dest InternalError
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON500 = &dest
+
+	}
+
+	return response, nil
+}
+
 // ParseGetCurrentUserResponse parses an HTTP response from a GetCurrentUserWithResponse call
 func ParseGetCurrentUserResponse(rsp *http.Response) (*GetCurrentUserResponse, error) {
 	bodyBytes, err := io.ReadAll(rsp.Body)
@@ -3616,6 +5392,414 @@ func ParseGetOpenAPIResponse(rsp *http.Response) (*GetOpenAPIResponse, error) {
 			return nil, err
 		}
 		response.JSON200 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 500:
+		var dest InternalError
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON500 = &dest
+
+	}
+
+	return response, nil
+}
+
+// ParseListPoliciesResponse parses an HTTP response from a ListPoliciesWithResponse call
+func ParseListPoliciesResponse(rsp *http.Response) (*ListPoliciesResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &ListPoliciesResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 200:
+		var dest PolicyList
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON200 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 400:
+		var dest BadRequest
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON400 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 401:
+		var dest Unauthenticated
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON401 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 500:
+		var dest InternalError
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON500 = &dest
+
+	}
+
+	return response, nil
+}
+
+// ParseCreatePolicyResponse parses an HTTP response from a CreatePolicyWithResponse call
+func ParseCreatePolicyResponse(rsp *http.Response) (*CreatePolicyResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &CreatePolicyResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 201:
+		var dest Policy
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON201 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 400:
+		var dest BadRequest
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON400 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 401:
+		var dest Unauthenticated
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON401 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 409:
+		var dest Error
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON409 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 413:
+		var dest BadRequest
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON413 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 415:
+		var dest BadRequest
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON415 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 500:
+		var dest InternalError
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON500 = &dest
+
+	}
+
+	switch {
+	case rsp.StatusCode == 201:
+		var headers CreatePolicyResponse201Headers
+		if values := rsp.Header.Values("ETag"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "ETag", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.ETag = &value
+		}
+		if values := rsp.Header.Values("Location"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "Location", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.Location = &value
+		}
+		response.Headers201 = &headers
+	}
+
+	return response, nil
+}
+
+// ParseDeletePolicyResponse parses an HTTP response from a DeletePolicyWithResponse call
+func ParseDeletePolicyResponse(rsp *http.Response) (*DeletePolicyResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &DeletePolicyResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case rsp.StatusCode == 204:
+		break // No content-type
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 400:
+		var dest BadRequest
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON400 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 401:
+		var dest Unauthenticated
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON401 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 404:
+		var dest NotFound
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON404 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 412:
+		var dest PreconditionFailed
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON412 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 500:
+		var dest InternalError
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON500 = &dest
+
+	}
+
+	return response, nil
+}
+
+// ParseGetPolicyResponse parses an HTTP response from a GetPolicyWithResponse call
+func ParseGetPolicyResponse(rsp *http.Response) (*GetPolicyResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &GetPolicyResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 200:
+		var dest Policy
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON200 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 400:
+		var dest BadRequest
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON400 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 401:
+		var dest Unauthenticated
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON401 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 404:
+		var dest NotFound
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON404 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 500:
+		var dest InternalError
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON500 = &dest
+
+	}
+
+	switch {
+	case rsp.StatusCode == 200:
+		var headers GetPolicyResponse200Headers
+		if values := rsp.Header.Values("ETag"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "ETag", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.ETag = &value
+		}
+		response.Headers200 = &headers
+	}
+
+	return response, nil
+}
+
+// ParseUpdatePolicyResponse parses an HTTP response from a UpdatePolicyWithResponse call
+func ParseUpdatePolicyResponse(rsp *http.Response) (*UpdatePolicyResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &UpdatePolicyResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 200:
+		var dest Policy
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON200 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 400:
+		var dest BadRequest
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON400 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 401:
+		var dest Unauthenticated
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON401 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 404:
+		var dest NotFound
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON404 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 409:
+		var dest Conflict
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON409 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 412:
+		var dest PreconditionFailed
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON412 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 413:
+		var dest BadRequest
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON413 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 415:
+		var dest BadRequest
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON415 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 500:
+		var dest InternalError
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON500 = &dest
+
+	}
+
+	switch {
+	case rsp.StatusCode == 200:
+		var headers UpdatePolicyResponse200Headers
+		if values := rsp.Header.Values("ETag"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "ETag", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.ETag = &value
+		}
+		response.Headers200 = &headers
+	}
+
+	return response, nil
+}
+
+// ParseListPolicyComplianceResponse parses an HTTP response from a ListPolicyComplianceWithResponse call
+func ParseListPolicyComplianceResponse(rsp *http.Response) (*ListPolicyComplianceResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &ListPolicyComplianceResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 200:
+		var dest ClusterComplianceList
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON200 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 400:
+		var dest BadRequest
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON400 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 401:
+		var dest Unauthenticated
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON401 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 404:
+		var dest NotFound
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON404 = &dest
 
 	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 500:
 		var dest InternalError

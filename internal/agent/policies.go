@@ -1,0 +1,148 @@
+package agent
+
+import (
+	"context"
+	"errors"
+	"fmt"
+
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/selection"
+
+	"github.com/fleetmanager/fleet-manager/internal/fleet"
+	"github.com/fleetmanager/fleet-manager/pkg/api/private"
+)
+
+// policyOwnedResources are the kinds of a policy's own hub objects, the ones
+// labelled with its id, in the order stale ones are deleted: what ties the
+// Policy to its clusters first. The policy namespace and its
+// ManagedClusterSetBinding are shared by every policy and never deleted.
+var policyOwnedResources = []schema.GroupVersionResource{
+	{Group: "policy.open-cluster-management.io", Version: "v1", Resource: "placementbindings"},
+	{Group: "cluster.open-cluster-management.io", Version: "v1beta1", Resource: "placements"},
+	{Group: "policy.open-cluster-management.io", Version: "v1", Resource: "policies"},
+}
+
+// policyObjectKey names one hub object of the desired policies.
+type policyObjectKey struct {
+	group, kind, namespace, name string
+}
+
+// desiredPolicies returns the set's policies; an absent list is none.
+func desiredPolicies(set *private.DesiredSet) []private.DesiredPolicy {
+	if set.Policies == nil {
+		return nil
+	}
+	return *set.Policies
+}
+
+// syncPolicies applies the set's policies, then deletes the policy objects
+// the agent applied before that the set no longer holds: those of policies
+// that left it, and those a policy had under another name. It goes on past
+// a failing policy and returns every error.
+func (a *applier) syncPolicies(ctx context.Context, set *private.DesiredSet) []error {
+	var errs []error
+	policies := desiredPolicies(set)
+	want := map[policyObjectKey]bool{}
+	for _, p := range policies {
+		for _, o := range p.Objects {
+			want[kubeObjectKey(o)] = true
+		}
+	}
+	shared := map[string]bool{}
+	for _, p := range policies {
+		if err := a.applyPolicy(ctx, p, shared); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	if err := a.removeStalePolicies(ctx, want); err != nil {
+		errs = append(errs, err)
+	}
+	return errs
+}
+
+// kubeObjectKey returns the key of an object of the desired set, read from
+// its fields as sent, so that even an object that fails to apply keeps what
+// the hub holds under its name.
+func kubeObjectKey(o private.KubeObject) policyObjectKey {
+	gv, _ := schema.ParseGroupVersion(o.ApiVersion)
+	ns, _ := o.Metadata["namespace"].(string)
+	name, _ := o.Metadata["name"].(string)
+	return policyObjectKey{group: gv.Group, kind: o.Kind, namespace: ns, name: name}
+}
+
+// applyPolicy applies one policy's objects in their order (namespace
+// first). The objects every policy shares (without the policy-id label) are
+// applied once a pass: shared holds the bodies already applied.
+func (a *applier) applyPolicy(ctx context.Context, p private.DesiredPolicy, shared map[string]bool) error {
+	for i, o := range p.Objects {
+		obj, err := toUnstructured(o)
+		if err != nil {
+			return fmt.Errorf("applyPolicy(%s): objects[%d]: %w", p.PolicyId, i, err)
+		}
+		_, own := obj.GetLabels()[fleet.LabelPolicyID]
+		var body string
+		if !own {
+			b, err := obj.MarshalJSON()
+			if err != nil {
+				return fmt.Errorf("applyPolicy(%s): objects[%d]: %w", p.PolicyId, i, err)
+			}
+			if body = string(b); shared[body] {
+				continue
+			}
+		}
+		if err := a.applyObject(ctx, obj); err != nil {
+			return fmt.Errorf("applyPolicy(%s): %w", p.PolicyId, err)
+		}
+		if !own {
+			shared[body] = true
+		}
+	}
+	return nil
+}
+
+// policyOwnedSelector selects the policy objects the agent of hubID applied.
+// The policy framework copies a root Policy's labels onto the policies it
+// replicates into the clusters' namespaces, adding the root-policy label:
+// those are the framework's, so they are left out.
+func policyOwnedSelector(hubID string) string {
+	managed, _ := labels.NewRequirement(fleet.LabelManagedBy, selection.Equals, []string{fleet.ManagedByAgent})
+	hub, _ := labels.NewRequirement(fleet.LabelHubID, selection.Equals, []string{hubID})
+	withID, _ := labels.NewRequirement(fleet.LabelPolicyID, selection.Exists, nil)
+	notReplicated, _ := labels.NewRequirement(fleet.LabelRootPolicy, selection.DoesNotExist, nil)
+	return labels.NewSelector().Add(*managed, *hub, *withID, *notReplicated).String()
+}
+
+// removeStalePolicies deletes, in every namespace, the Policies, Placements
+// and PlacementBindings the agent applied whose kind, namespace and name
+// are not in want. A kind the hub does not serve holds nothing to remove.
+func (a *applier) removeStalePolicies(ctx context.Context, want map[policyObjectKey]bool) error {
+	sel := metav1.ListOptions{LabelSelector: policyOwnedSelector(a.hubID)}
+	var errs []error
+	for _, gvr := range policyOwnedResources {
+		res := a.hub.Dynamic.Resource(gvr)
+		list, err := res.List(ctx, sel)
+		if meta.IsNoMatchError(err) || apierrors.IsNotFound(err) {
+			continue
+		}
+		if err != nil {
+			errs = append(errs, fmt.Errorf("removeStalePolicies: list %s: %w", gvr.Resource, err))
+			continue
+		}
+		for _, obj := range list.Items {
+			key := policyObjectKey{group: gvr.Group, kind: obj.GetKind(), namespace: obj.GetNamespace(), name: obj.GetName()}
+			if want[key] || obj.GetDeletionTimestamp() != nil {
+				continue
+			}
+			a.logger.Info("deleting object of a removed policy", "kind", key.kind, "namespace", key.namespace, "name", key.name,
+				"policy_id", obj.GetLabels()[fleet.LabelPolicyID])
+			if err := res.Namespace(key.namespace).Delete(ctx, key.name, metav1.DeleteOptions{}); err != nil && !apierrors.IsNotFound(err) {
+				errs = append(errs, fmt.Errorf("removeStalePolicies: delete %s %s/%s: %w", key.kind, key.namespace, key.name, err))
+			}
+		}
+	}
+	return errors.Join(errs...)
+}
