@@ -321,24 +321,30 @@ func (s *Store) UpdateRegistration(ctx context.Context, org, id string, ifMatch 
 
 // RequestRegistrationDeletion marks a registration for deregistration; the
 // deleting_mgr takes it from there. Repeating it changes nothing.
+// The answer is read inside the transaction: deleting_mgr may finish an
+// unplaced registration the moment the transaction commits.
 func (s *Store) RequestRegistrationDeletion(ctx context.Context, org, id string) (fleet.Registration, error) {
+	var answer registrationRow
 	err := s.transact(ctx, func(tx *gorm.DB) error {
 		row, err := s.lockRegistration(tx, org, id)
-		if err != nil || row.DeletionRequestedAt != nil {
-			return err
+		if err == nil && row.DeletionRequestedAt == nil {
+			phase := fleet.DerivePhase(mergeConditions(row.Conditions, row.HubConditions), true, false)
+			err = tx.Exec(`UPDATE registrations SET deletion_requested_at = now(), phase = ?, updated_at = now(),
+				next_attempt_at = now(), attempts = 0 WHERE id = ?`, string(phase), id).Error
+			if err == nil {
+				err = notify(tx, ChannelRegistrations, id)
+			}
 		}
-		phase := fleet.DerivePhase(mergeConditions(row.Conditions, row.HubConditions), true, false)
-		err = tx.Exec(`UPDATE registrations SET deletion_requested_at = now(), phase = ?, updated_at = now(),
-			next_attempt_at = now(), attempts = 0 WHERE id = ?`, string(phase), id).Error
 		if err != nil {
 			return err
 		}
-		return notify(tx, ChannelRegistrations, id)
+		answer, err = s.findRegistration(tx, org, id)
+		return err
 	})
 	if err != nil {
 		return fleet.Registration{}, fmt.Errorf("RequestRegistrationDeletion(%s/%s): %w", org, id, err)
 	}
-	return s.FindRegistration(ctx, org, id)
+	return answer.toRegistration(), nil
 }
 
 // jsonText renders a value for a jsonb parameter.
