@@ -160,6 +160,9 @@ func serve(ctx context.Context, opts serveOptions, logger *slog.Logger) error {
 	if err := checkSchema(ctx, db, opts.MigrateOnStart, logger); err != nil {
 		return err
 	}
+	if err := c.Invoke(func(store *postgres.Store) error { return store.SyncCountedLabels(ctx, opts.Store.CountedLabels) }); err != nil {
+		return fmt.Errorf("serve: --inventory-counted-labels: %w", err)
+	}
 	var api *rest.Server
 	var registry *prometheus.Registry
 	var listener *postgres.Listener

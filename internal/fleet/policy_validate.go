@@ -22,7 +22,7 @@ func (s LabelSelector) Validate() error {
 		return Errorf(CodeValidation, "placement.label_selector: at most %d match labels and expressions are allowed (got %d)", maxSelectorTerms, n)
 	}
 	for _, k := range slices.Sorted(maps.Keys(s.MatchLabels)) {
-		if err := validateLabelKey(k); err != nil {
+		if err := ValidateLabelKey(k); err != nil {
 			return Errorf(CodeValidation, "placement.label_selector.match_labels: %v", err)
 		}
 		if err := validateLabelValue(k, s.MatchLabels[k]); err != nil {
@@ -31,7 +31,7 @@ func (s LabelSelector) Validate() error {
 	}
 	for i, e := range s.MatchExpressions {
 		at := fmt.Sprintf("placement.label_selector.match_expressions[%d]", i)
-		if err := validateLabelKey(e.Key); err != nil {
+		if err := ValidateLabelKey(e.Key); err != nil {
 			return Errorf(CodeValidation, "%s: %v", at, err)
 		}
 		switch e.Operator {

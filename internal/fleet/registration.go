@@ -148,7 +148,7 @@ func ValidateLabels(labels map[string]string) error {
 				return Errorf(CodeValidation, "label key %q: the prefix %s is reserved", k, reserved)
 			}
 		}
-		if err := validateLabelKey(k); err != nil {
+		if err := ValidateLabelKey(k); err != nil {
 			return err
 		}
 		if err := validateLabelValue(k, v); err != nil {
@@ -158,9 +158,9 @@ func ValidateLabels(labels map[string]string) error {
 	return nil
 }
 
-// validateLabelKey checks a label key's syntax: an optional DNS-subdomain
+// ValidateLabelKey checks a label key's syntax: an optional DNS-subdomain
 // prefix and a name.
-func validateLabelKey(k string) error {
+func ValidateLabelKey(k string) error {
 	prefix, name, hasPrefix := strings.Cut(k, "/")
 	if !hasPrefix {
 		name, prefix = prefix, ""

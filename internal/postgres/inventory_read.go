@@ -89,8 +89,10 @@ func (s *Store) ListManagedClusters(ctx context.Context, caller fleet.Identity, 
 	if !admin {
 		query = visibleTo(query, caller.OrgID)
 	}
-	countAll := func() (int64, error) { return s.countManagedClusters(ctx, caller.OrgID, admin) }
-	rows, total, err := listCounted[managedClusterRow](query, managedClusterList, q, page, size, countAll)
+	count := func(expr fleet.SearchExpr) (int64, bool, error) {
+		return s.countManagedClusters(ctx, caller.OrgID, admin, expr)
+	}
+	rows, total, err := listCounted[managedClusterRow](query, managedClusterList, q, page, size, count)
 	if err != nil {
 		return nil, 0, fmt.Errorf("ListManagedClusters(%s): %w", caller.OrgID, err)
 	}
@@ -99,34 +101,6 @@ func (s *Store) ListManagedClusters(ctx context.Context, caller fleet.Identity, 
 		out[i] = r.toManagedCluster()
 	}
 	return out, total, nil
-}
-
-// countManagedClusters is the total of an unfiltered list, read from
-// managed_cluster_counts (live clusters per hub, kept by triggers) instead of
-// counting the rows: the sum over the live hubs of the served zones for an
-// admin; for an organisation, the sum over those it owns plus the count,
-// through its registrations, of its clusters on shared hubs. It is exact, the
-// same number a count of the list's rows gives.
-func (s *Store) countManagedClusters(ctx context.Context, org string, admin bool) (int64, error) {
-	if !admin && org == "" {
-		return 0, nil
-	}
-	db := s.db.Gorm.WithContext(ctx)
-	hubs := s.inServedZones(db.Table("managed_cluster_counts AS c").Joins("JOIN hubs h ON h.id = c.hub_id").
-		Where("h.deleted_at IS NULL"), "h.zone")
-	if !admin {
-		hubs = hubs.Where("h.owner_org_id = ?", org)
-	}
-	var owned int64
-	if err := hubs.Select("coalesce(sum(c.live), 0)").Scan(&owned).Error; err != nil || admin {
-		return owned, err
-	}
-	var shared int64
-	err := s.inServedZones(db.Table("registrations AS r").
-		Joins("JOIN managed_clusters mc ON mc.registration_id = r.id AND mc.deleted_at IS NULL").
-		Joins("JOIN hubs h ON h.id = mc.hub_id AND h.deleted_at IS NULL AND h.owner_org_id IS NULL"), "h.zone").
-		Where("r.org_id = ?", org).Count(&shared).Error
-	return owned + shared, err
 }
 
 // visibleTo scopes the inventory to an organisation.

@@ -26,10 +26,14 @@ func list[T any](query *gorm.DB, spec listSpec, q fleet.ListQuery, page, size in
 	return listCounted[T](query, spec, q, page, size, nil)
 }
 
-// listCounted is list with countAll, when not nil, giving the total of an
-// unfiltered list (exactly, from a maintained counter) instead of a count of
-// the rows.
-func listCounted[T any](query *gorm.DB, spec listSpec, q fleet.ListQuery, page, size int, countAll func() (int64, error)) ([]T, int, error) {
+// counter answers a list's total exactly from maintained counters, for the
+// search expr (nil: unfiltered); ok false means it cannot, and the rows are
+// counted instead.
+type counter func(expr fleet.SearchExpr) (total int64, ok bool, err error)
+
+// listCounted is list with count, when not nil, tried for the total before
+// a count of the rows. A page past the total is not read.
+func listCounted[T any](query *gorm.DB, spec listSpec, q fleet.ListQuery, page, size int, count counter) ([]T, int, error) {
 	expr, err := fleet.ParseSearch(q.Search)
 	if err != nil {
 		return nil, 0, err
@@ -52,15 +56,20 @@ func listCounted[T any](query *gorm.DB, spec listSpec, q fleet.ListQuery, page, 
 		order = spec.defaultOrder
 	}
 	var total int64
-	if expr == nil && countAll != nil {
-		total, err = countAll()
-	} else {
+	counted := false
+	if count != nil {
+		total, counted, err = count(expr)
+	}
+	if err == nil && !counted {
 		err = query.Session(&gorm.Session{}).Count(&total).Error
 	}
 	if err != nil {
 		return nil, 0, err
 	}
 	var rows []T
+	if int64((page-1)*size) >= total {
+		return rows, int(total), nil
+	}
 	err = query.Order(order + ", " + spec.tiebreak).Offset((page - 1) * size).Limit(size).Find(&rows).Error
 	return rows, int(total), err
 }

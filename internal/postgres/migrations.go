@@ -33,6 +33,7 @@ func migrations() []*gormigrate.Migration {
 		migration202611300008ClusterView(),
 		migration202611300009Policies(),
 		migration202611300010ResourcesFeed(),
+		migration202611300011InventoryFacets(),
 	}
 }
 

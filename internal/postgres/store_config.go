@@ -23,6 +23,7 @@ func DefaultStoreConfig() StoreConfig {
 		IdempotencyKeyTTL: 24 * time.Hour,
 		HeartbeatTimeout:  2 * time.Minute,
 		Policies:          fleet.PolicyHubConfig{Namespace: "fleet-policies", ClusterSet: "global"},
+		CountedLabels:     []string{"env", "environment", "cloud", "vendor", "openshiftVersion-major-minor"},
 	}
 }
 
@@ -42,6 +43,7 @@ func (c *StoreConfig) AddFlags(fs *pflag.FlagSet) {
 	fs.DurationVar(&c.IdempotencyKeyTTL, "idempotency-key-ttl", c.IdempotencyKeyTTL, "how long an Idempotency-Key is remembered")
 	fs.DurationVar(&c.HeartbeatTimeout, "hub-heartbeat-timeout", c.HeartbeatTimeout, "how long an agent hub stays ready after its last heartbeat")
 	fs.StringVar(&c.Policies.Namespace, "policy-namespace", c.Policies.Namespace, "namespace on every hub that holds the configuration policies, their Placements and PlacementBindings")
+	fs.StringSliceVar(&c.CountedLabels, "inventory-counted-labels", c.CountedLabels, "label keys whose values the inventory counts per hub, so that the total of a search by one of them is read from a counter (changing the set counts the added keys once, at start)")
 	fs.StringVar(&c.Policies.ClusterSet, "policy-cluster-set", c.Policies.ClusterSet, "ManagedClusterSet the policies' Placements select from, bound into --policy-namespace")
 }
 
@@ -70,6 +72,11 @@ func (c StoreConfig) Validate() error {
 	// within 63 characters; a policy's hub name needs at least 20 of them.
 	if !fleet.ValidDNSLabel(c.Policies.Namespace) || len(c.Policies.Namespace) > 42 {
 		p.Addf("policy-namespace", "%q must be a DNS label of at most 42 characters", c.Policies.Namespace)
+	}
+	for _, k := range c.CountedLabels {
+		if err := fleet.ValidateLabelKey(k); err != nil {
+			p.Addf("inventory-counted-labels", "%v", err)
+		}
 	}
 	if !fleet.ValidDNSLabel(c.Policies.ClusterSet) {
 		p.Addf("policy-cluster-set", "%q must be a DNS label", c.Policies.ClusterSet)

@@ -1,0 +1,139 @@
+package postgres
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"strings"
+
+	"gorm.io/gorm"
+
+	"github.com/fleetmanager/fleet-manager/internal/fleet"
+)
+
+// countManagedClusters answers the total of a list of the inventory from
+// counters kept by triggers instead of counting the rows, when it can:
+// unfiltered, from managed_cluster_counts (live clusters per hub); a search
+// that is exactly one `region = 'v'`, or one `labels.k = 'v'` of a counted
+// label, from managed_cluster_facet_counts (live clusters per hub of each
+// value). An admin's total is the sum over the live hubs of the served zones;
+// an organisation's, the sum over those it owns plus the count, through its
+// registrations, of its matching clusters on shared hubs. Either is exact,
+// the number a count of the list's rows gives. ok is false for any other
+// search.
+func (s *Store) countManagedClusters(ctx context.Context, org string, admin bool, expr fleet.SearchExpr) (int64, bool, error) {
+	if !admin && org == "" {
+		return 0, true, nil
+	}
+	db := s.db.Gorm.WithContext(ctx)
+	var owned *gorm.DB
+	if expr == nil {
+		owned = db.Table("managed_cluster_counts AS c")
+	} else {
+		facet, value, ok := countedFacet(expr)
+		if !ok {
+			return 0, false, nil
+		}
+		if key, isLabel := strings.CutPrefix(facet, "labels."); isLabel {
+			var counted bool
+			err := db.Raw(`SELECT EXISTS (SELECT 1 FROM inventory_counted_labels WHERE key = ?)`, key).Scan(&counted).Error
+			if err != nil || !counted {
+				return 0, false, err
+			}
+		}
+		owned = db.Table("managed_cluster_facet_counts AS c").Where("c.facet = ? AND c.value = ?", facet, value)
+	}
+	owned = s.inServedZones(owned.Joins("JOIN hubs h ON h.id = c.hub_id").Where("h.deleted_at IS NULL"), "h.zone")
+	if !admin {
+		owned = owned.Where("h.owner_org_id = ?", org)
+	}
+	var total int64
+	if err := owned.Select("coalesce(sum(c.live), 0)").Scan(&total).Error; err != nil || admin {
+		return total, true, err
+	}
+	shared := s.inServedZones(db.Table("registrations AS r").
+		Joins("JOIN managed_clusters mc ON mc.registration_id = r.id AND mc.deleted_at IS NULL").
+		Joins("JOIN hubs h ON h.id = mc.hub_id AND h.deleted_at IS NULL AND h.owner_org_id IS NULL"), "h.zone").
+		Where("r.org_id = ?", org)
+	if expr != nil {
+		where, args, err := BuildSearch(expr, managedClusterList.search)
+		if err != nil {
+			return 0, false, err
+		}
+		shared = shared.Where(where, args...)
+	}
+	var n int64
+	err := shared.Count(&n).Error
+	return total + n, true, err
+}
+
+// countedFacet returns the facet and value of a search that is one equality
+// with a string on the region or on a label: ("region", v) or
+// ("labels.<key>", v), as managed_cluster_facet_counts names them.
+func countedFacet(expr fleet.SearchExpr) (facet, value string, ok bool) {
+	p, isPredicate := expr.(fleet.SearchPredicate)
+	if !isPredicate || p.Op != fleet.OpEq || len(p.Values) != 1 || p.Values[0].Kind != fleet.ValueString {
+		return "", "", false
+	}
+	switch {
+	case p.Field == "region" && p.Key == "":
+		return "region", p.Values[0].Text, true
+	case p.Field == "labels" && p.Key != "":
+		return "labels." + p.Key, p.Values[0].Text, true
+	}
+	return "", "", false
+}
+
+// SyncCountedLabels makes keys the labels whose values the inventory counts
+// per hub (--inventory-counted-labels), for the totals of label searches.
+// When the set changes it counts the added keys' values over the live
+// inventory and drops the removed keys' counts, holding a SHARE lock on
+// managed_clusters so that no write goes uncounted: ingests wait for it,
+// reads do not. With the set unchanged it reads one small table.
+func (s *Store) SyncCountedLabels(ctx context.Context, keys []string) error {
+	want := slices.Sorted(slices.Values(keys))
+	want = slices.Compact(want)
+	err := s.transact(ctx, func(tx *gorm.DB) error {
+		have, err := countedLabels(tx)
+		if err != nil || slices.Equal(have, want) {
+			return err
+		}
+		if err := tx.Exec(`LOCK TABLE managed_clusters IN SHARE MODE`).Error; err != nil {
+			return err
+		}
+		if have, err = countedLabels(tx); err != nil {
+			return err
+		}
+		added, removed := []string{}, []string{}
+		for _, k := range want {
+			if !slices.Contains(have, k) {
+				added = append(added, k)
+			}
+		}
+		for _, k := range have {
+			if !slices.Contains(want, k) {
+				removed = append(removed, k)
+			}
+		}
+		return tx.Exec(`
+WITH gone AS (DELETE FROM inventory_counted_labels WHERE key IN (SELECT jsonb_array_elements_text(?::jsonb))),
+	dropped AS (DELETE FROM managed_cluster_facet_counts WHERE facet LIKE 'labels.%' AND substr(facet, 8) IN (SELECT jsonb_array_elements_text(?::jsonb))),
+	added AS (INSERT INTO inventory_counted_labels (key) SELECT jsonb_array_elements_text(?::jsonb))
+INSERT INTO managed_cluster_facet_counts (facet, value, hub_id, live)
+	SELECT 'labels.' || l.key, l.value, mc.hub_id, count(*)
+	FROM managed_clusters mc CROSS JOIN LATERAL jsonb_each_text(mc.labels) AS l
+	WHERE mc.deleted_at IS NULL AND l.key IN (SELECT jsonb_array_elements_text(?::jsonb))
+	GROUP BY l.key, l.value, mc.hub_id`, jsonText(removed), jsonText(removed), jsonText(added), jsonText(added)).Error
+	})
+	if err != nil {
+		return fmt.Errorf("SyncCountedLabels(%v): %w", want, err)
+	}
+	return nil
+}
+
+// countedLabels reads the counted label keys, sorted.
+func countedLabels(tx *gorm.DB) ([]string, error) {
+	var keys []string
+	err := tx.Raw(`SELECT key FROM inventory_counted_labels ORDER BY key`).Scan(&keys).Error
+	return keys, err
+}
