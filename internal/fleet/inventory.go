@@ -156,6 +156,9 @@ type InventoryService interface {
 	// all of it for admins, else the clusters of the caller's org's hubs and
 	// registrations. Errors: CodeBadSearch, CodeBadOrderBy.
 	ListManagedClusters(ctx context.Context, caller Identity, admin bool, q ListQuery) ([]ManagedCluster, int, error)
+	// GetManagedCluster returns one live cluster of the inventory the caller
+	// may see, scoped as ListManagedClusters. Errors: CodeNotFound.
+	GetManagedCluster(ctx context.Context, caller Identity, admin bool, id string) (ManagedCluster, error)
 	// FindImportMaterial returns the import manifests of org's registration.
 	// Errors: CodeNotFound (also while the hub has not made them yet).
 	FindImportMaterial(ctx context.Context, org, id string) (string, error)

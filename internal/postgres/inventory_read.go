@@ -2,6 +2,7 @@ package postgres
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"time"
 
@@ -79,16 +80,7 @@ func (s *Store) ListManagedClusters(ctx context.Context, caller fleet.Identity, 
 	if err != nil {
 		return nil, 0, err
 	}
-	query := s.db.Gorm.WithContext(ctx).Table("managed_clusters AS mc").
-		Select(`mc.*, h.name AS hub_name, h.zone AS hub_zone, h.region AS hub_region, h.inventory_stale AS stale,
-	greatest(mc.updated_at, coalesce(h.last_inventory_at, mc.updated_at)) AS last_seen_at`).
-		Joins("JOIN hubs h ON h.id = mc.hub_id").
-		Joins("LEFT JOIN registrations r ON r.id = mc.registration_id").
-		Where("mc.deleted_at IS NULL AND h.deleted_at IS NULL")
-	query = s.inServedZones(query, "h.zone")
-	if !admin {
-		query = visibleTo(query, caller.OrgID)
-	}
+	query := s.visibleManagedClusters(ctx, caller, admin)
 	count := func(expr fleet.SearchExpr) (int64, bool, error) {
 		return s.countManagedClusters(ctx, caller.OrgID, admin, expr)
 	}
@@ -101,6 +93,35 @@ func (s *Store) ListManagedClusters(ctx context.Context, caller fleet.Identity, 
 		out[i] = r.toManagedCluster()
 	}
 	return out, total, nil
+}
+
+// GetManagedCluster returns one live cluster the caller may see.
+func (s *Store) GetManagedCluster(ctx context.Context, caller fleet.Identity, admin bool, id string) (fleet.ManagedCluster, error) {
+	var row managedClusterRow
+	err := s.visibleManagedClusters(ctx, caller, admin).Where("mc.id = ?", id).Take(&row).Error
+	if errors.Is(err, gorm.ErrRecordNotFound) {
+		err = notFound("managed cluster", id)
+	}
+	if err != nil {
+		return fleet.ManagedCluster{}, fmt.Errorf("GetManagedCluster(%s/%s): %w", caller.OrgID, id, err)
+	}
+	return row.toManagedCluster(), nil
+}
+
+// visibleManagedClusters selects the live clusters of live hubs in the
+// served zones that the caller may see, with their hubs.
+func (s *Store) visibleManagedClusters(ctx context.Context, caller fleet.Identity, admin bool) *gorm.DB {
+	query := s.db.Gorm.WithContext(ctx).Table("managed_clusters AS mc").
+		Select(`mc.*, h.name AS hub_name, h.zone AS hub_zone, h.region AS hub_region, h.inventory_stale AS stale,
+	greatest(mc.updated_at, coalesce(h.last_inventory_at, mc.updated_at)) AS last_seen_at`).
+		Joins("JOIN hubs h ON h.id = mc.hub_id").
+		Joins("LEFT JOIN registrations r ON r.id = mc.registration_id").
+		Where("mc.deleted_at IS NULL AND h.deleted_at IS NULL")
+	query = s.inServedZones(query, "h.zone")
+	if !admin {
+		query = visibleTo(query, caller.OrgID)
+	}
+	return query
 }
 
 // visibleTo scopes the inventory to an organisation.

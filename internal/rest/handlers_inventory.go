@@ -108,6 +108,17 @@ func (s *Server) handleManagedClusterList(w http.ResponseWriter, r *http.Request
 	return nil
 }
 
+// handleManagedClusterGet serves one cluster of the inventory the caller may see.
+func (s *Server) handleManagedClusterGet(w http.ResponseWriter, r *http.Request) error {
+	id := caller(r)
+	cluster, err := s.services.Inventory.GetManagedCluster(r.Context(), id, hasAnyRole(id, s.cfg.AdminReadRoles), pathParam(r, "id"))
+	if err != nil {
+		return err
+	}
+	writeJSON(w, http.StatusOK, presentManagedCluster(cluster))
+	return nil
+}
+
 func presentManagedCluster(c fleet.ManagedCluster) public.ManagedCluster {
 	out := public.ManagedCluster{
 		Kind: public.ManagedClusterKindManagedCluster, Id: c.ID, Name: c.Name,

@@ -96,6 +96,7 @@ func (s *Server) handlers() map[string]handlerFunc {
 		"putRegistrationsStatus": s.handleRegistrationsStatusPut,
 		"getClusterImport":       s.handleClusterImportGet,
 		"listManagedClusters":    s.handleManagedClusterList,
+		"getManagedCluster":      s.handleManagedClusterGet,
 
 		// The inventory's change feed.
 		"listManagedClusterChanges": s.handleManagedClusterChangeList,

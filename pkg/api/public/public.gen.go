@@ -1163,6 +1163,15 @@ type ClientInterface interface {
 	// Corresponds with GET /managed_clusters/changes (the `ListManagedClusterChanges` operationId).
 	ListManagedClusterChanges(ctx context.Context, params *ListManagedClusterChangesParams, reqEditors ...RequestEditorFn) (*http.Response, error)
 
+	// GetManagedCluster One managed cluster of the inventory, by its id.
+	//
+	// The cluster as `GET /managed_clusters` shows it, scoped the same way:
+	// a cluster the caller may not see, or one deleted from its hub, answers
+	// 404.
+	//
+	// Corresponds with GET /managed_clusters/{id} (the `GetManagedCluster` operationId).
+	GetManagedCluster(ctx context.Context, id Id, reqEditors ...RequestEditorFn) (*http.Response, error)
+
 	// GetOpenAPI This document, with the deployment's base path as its server.
 	//
 	// Corresponds with GET /openapi (the `GetOpenAPI` operationId).
@@ -1473,6 +1482,25 @@ func (c *Client) ListManagedClusters(ctx context.Context, params *ListManagedClu
 // Corresponds with GET /managed_clusters/changes (the `ListManagedClusterChanges` operationId).
 func (c *Client) ListManagedClusterChanges(ctx context.Context, params *ListManagedClusterChangesParams, reqEditors ...RequestEditorFn) (*http.Response, error) {
 	req, err := NewListManagedClusterChangesRequest(c.Server, params)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// GetManagedCluster One managed cluster of the inventory, by its id.
+//
+// The cluster as `GET /managed_clusters` shows it, scoped the same way:
+// a cluster the caller may not see, or one deleted from its hub, answers
+// 404.
+//
+// Corresponds with GET /managed_clusters/{id} (the `GetManagedCluster` operationId).
+func (c *Client) GetManagedCluster(ctx context.Context, id Id, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewGetManagedClusterRequest(c.Server, id)
 	if err != nil {
 		return nil, err
 	}
@@ -2301,6 +2329,40 @@ func NewListManagedClusterChangesRequest(server string, params *ListManagedClust
 	return req, nil
 }
 
+// NewGetManagedClusterRequest constructs an http.Request for the GetManagedCluster method
+func NewGetManagedClusterRequest(server string, id Id) (*http.Request, error) {
+	var err error
+
+	var pathParam0 string
+
+	pathParam0, err = runtime.StyleParamWithOptions("simple", false, "id", id, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationPath, Type: "string", Format: ""})
+	if err != nil {
+		return nil, err
+	}
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/managed_clusters/%s", pathParam0)
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	req, err := http.NewRequest(http.MethodGet, queryURL.String(), nil)
+	if err != nil {
+		return nil, err
+	}
+
+	return req, nil
+}
+
 // NewGetOpenAPIRequest constructs an http.Request for the GetOpenAPI method
 func NewGetOpenAPIRequest(server string) (*http.Request, error) {
 	var err error
@@ -2872,6 +2934,17 @@ type ClientWithResponsesInterface interface {
 	//
 	// Corresponds with GET /managed_clusters/changes (the `ListManagedClusterChanges` operationId).
 	ListManagedClusterChangesWithResponse(ctx context.Context, params *ListManagedClusterChangesParams, reqEditors ...RequestEditorFn) (*ListManagedClusterChangesResponse, error)
+
+	// GetManagedClusterWithResponse One managed cluster of the inventory, by its id.
+	//
+	// The cluster as `GET /managed_clusters` shows it, scoped the same way:
+	// a cluster the caller may not see, or one deleted from its hub, answers
+	// 404.
+	//
+	// Returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with GET /managed_clusters/{id} (the `GetManagedCluster` operationId).
+	GetManagedClusterWithResponse(ctx context.Context, id Id, reqEditors ...RequestEditorFn) (*GetManagedClusterResponse, error)
 
 	// GetOpenAPIWithResponse This document, with the deployment's base path as its server.
 	//
@@ -3805,6 +3878,75 @@ func (r ListManagedClusterChangesResponse) ContentType() string {
 	return ""
 }
 
+type GetManagedClusterResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// JSON200 the response for an HTTP 200 `application/json` response
+	JSON200 *ManagedCluster
+	// JSON400 the response for an HTTP 400 `application/json` response
+	JSON400 *BadRequest
+	// JSON401 the response for an HTTP 401 `application/json` response
+	JSON401 *Unauthenticated
+	// JSON404 the response for an HTTP 404 `application/json` response
+	JSON404 *NotFound
+	// JSON500 the response for an HTTP 500 `application/json` response
+	JSON500 *InternalError
+}
+
+// GetJSON200 returns the response for an HTTP 200 `application/json` response
+func (r GetManagedClusterResponse) GetJSON200() *ManagedCluster {
+	return r.JSON200
+}
+
+// GetJSON400 returns the response for an HTTP 400 `application/json` response
+func (r GetManagedClusterResponse) GetJSON400() *BadRequest {
+	return r.JSON400
+}
+
+// GetJSON401 returns the response for an HTTP 401 `application/json` response
+func (r GetManagedClusterResponse) GetJSON401() *Unauthenticated {
+	return r.JSON401
+}
+
+// GetJSON404 returns the response for an HTTP 404 `application/json` response
+func (r GetManagedClusterResponse) GetJSON404() *NotFound {
+	return r.JSON404
+}
+
+// GetJSON500 returns the response for an HTTP 500 `application/json` response
+func (r GetManagedClusterResponse) GetJSON500() *InternalError {
+	return r.JSON500
+}
+
+// GetBody returns the raw response body bytes
+func (r GetManagedClusterResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r GetManagedClusterResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r GetManagedClusterResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r GetManagedClusterResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
 type GetOpenAPIResponse struct {
 	Body         []byte
 	HTTPResponse *http.Response
@@ -4535,6 +4677,23 @@ func (c *ClientWithResponses) ListManagedClusterChangesWithResponse(ctx context.
 		return nil, err
 	}
 	return ParseListManagedClusterChangesResponse(rsp)
+}
+
+// GetManagedClusterWithResponse One managed cluster of the inventory, by its id.
+//
+// The cluster as `GET /managed_clusters` shows it, scoped the same way:
+// a cluster the caller may not see, or one deleted from its hub, answers
+// 404.
+//
+// Returns a wrapper object for the known response body format(s).
+//
+// Corresponds with GET /managed_clusters/{id} (the `GetManagedCluster` operationId).
+func (c *ClientWithResponses) GetManagedClusterWithResponse(ctx context.Context, id Id, reqEditors ...RequestEditorFn) (*GetManagedClusterResponse, error) {
+	rsp, err := c.GetManagedCluster(ctx, id, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseGetManagedClusterResponse(rsp)
 }
 
 // GetOpenAPIWithResponse This document, with the deployment's base path as its server.
@@ -5359,6 +5518,60 @@ func ParseListManagedClusterChangesResponse(rsp *http.Response) (*ListManagedClu
 			return nil, err
 		}
 		response.JSON410 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 500:
+		var dest InternalError
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON500 = &dest
+
+	}
+
+	return response, nil
+}
+
+// ParseGetManagedClusterResponse parses an HTTP response from a GetManagedClusterWithResponse call
+func ParseGetManagedClusterResponse(rsp *http.Response) (*GetManagedClusterResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &GetManagedClusterResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 200:
+		var dest ManagedCluster
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON200 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 400:
+		var dest BadRequest
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON400 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 401:
+		var dest Unauthenticated
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON401 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 404:
+		var dest NotFound
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON404 = &dest
 
 	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 500:
 		var dest InternalError
