@@ -37,8 +37,8 @@ func (b *background) goRun(runs ...func()) {
 	}
 }
 
-// startReconcilers starts provisioning_mgr, deleting_mgr, hub_mgr and the
-// gauges' refresher in b.
+// startReconcilers starts provisioning_mgr, deleting_mgr, hub_mgr, the
+// tombstone purge, the policy resolver and the gauges' refresher in b.
 func startReconcilers(b *background, opts serveOptions, logger *slog.Logger, listener *postgres.Listener, store *postgres.Store,
 	queue *postgres.Queue, deliveries map[fleet.DeliveryMode]fleet.Delivery, metrics *reconcile.Metrics) {
 	ctx, cfg, clock, owner := b.ctx, opts.Reconcile, fleet.SystemClock{}, reconcile.NewOwner()

@@ -131,10 +131,11 @@ var (
 	maxDisplayName = 256
 )
 
-// reservedLabelPrefixes are label prefixes a registration may not set: the
-// fleet manager's own, and RHACM's, which steer the hub (cluster sets,
-// placement) rather than describe the cluster.
-var reservedLabelPrefixes = []string{"fleet-manager.io/", "open-cluster-management.io/", "cluster.open-cluster-management.io/"}
+// reservedLabelPrefixes are label prefixes a registration or a policy body
+// may not set: the fleet manager's own, and RHACM's, which steer the hub
+// (cluster sets, placement, the policy framework's root-policy label, which
+// would make a root Policy look like a replica) rather than describe it.
+var reservedLabelPrefixes = []string{"fleet-manager.io/", "open-cluster-management.io/", "cluster.open-cluster-management.io/", "policy.open-cluster-management.io/"}
 
 // ValidateLabels checks Kubernetes label syntax: the labels end up on the
 // hub's ManagedCluster. Reserved prefixes are refused.

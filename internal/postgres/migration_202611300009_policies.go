@@ -54,7 +54,8 @@ CREATE INDEX policy_compliance_hub ON policy_compliance (hub_id);
 -- Brings a policy's compliance on one hub in line with its root Policy as
 -- the hub's agent reported it. Replicated policies (in the clusters'
 -- namespaces), policies of other fleet managers or hubs sharing the API
--- server, and ids of no live policy are left alone.
+-- server, and ids of no live policy placed on that hub (an agent reporting
+-- for a policy it was not given) are left alone.
 CREATE FUNCTION policy_compliance_sync() RETURNS trigger LANGUAGE plpgsql AS $$
 DECLARE
 	pid text := NEW.labels ->> 'fleet-manager.io/policy-id';
@@ -62,7 +63,8 @@ DECLARE
 BEGIN
 	IF pid IS NULL OR NEW.labels ->> 'policy.open-cluster-management.io/root-policy' IS NOT NULL
 		OR NEW.labels ->> 'fleet-manager.io/hub-id' IS DISTINCT FROM NEW.hub_id
-		OR NOT EXISTS (SELECT 1 FROM policies WHERE id = pid AND deleted_at IS NULL) THEN
+		OR NOT EXISTS (SELECT 1 FROM policy_hubs ph JOIN policies p ON p.id = ph.policy_id
+			WHERE ph.policy_id = pid AND ph.hub_id = NEW.hub_id AND p.deleted_at IS NULL) THEN
 		RETURN NULL;
 	END IF;
 	IF NEW.deleted_at IS NOT NULL OR jsonb_typeof(statuses) IS DISTINCT FROM 'array' THEN

@@ -69,6 +69,9 @@ var policyList = listSpec{
 // CreatePolicy stores a policy whose body the PolicyValidator accepted and
 // places it on the hubs its selector reaches, in one transaction.
 func (s *Store) CreatePolicy(ctx context.Context, caller fleet.Identity, create fleet.PolicyCreate) (fleet.Policy, error) {
+	if caller.OrgID == "" {
+		return fleet.Policy{}, fleet.Errorf(fleet.CodeOrgNotAllowed, "the token carries no organisation")
+	}
 	if create.Zone == "" {
 		create.Zone = s.cfg.DefaultZone
 	}

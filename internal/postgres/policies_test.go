@@ -251,6 +251,15 @@ func TestComplianceComesFromTheRootPolicysStatus(t *testing.T) {
 	g.Expect(linked.RegistrationID).To(gomega.Equal(e.reg.ID))
 	g.Expect(linked.ManagedClusterID).NotTo(gomega.BeEmpty())
 
+	// A hub's agent reporting for a policy not placed on its hub is ignored.
+	elsewhere, err := e.store.CreatePolicy(ctx, fleet.Identity{OrgID: "org-a"}, fleet.PolicyCreate{Zone: "eu", Body: policyBody("b", "inform"),
+		Selector: fleet.LabelSelector{MatchLabels: map[string]string{"env": "nowhere"}}})
+	g.Expect(err).NotTo(gomega.HaveOccurred())
+	e.ingestResources(fleet.ResourceBatch{Upserts: []fleet.ResourceObject{rootPolicy(elsewhere, e.hub.ID, state("linked", "Compliant"))}})
+	_, total, err = e.store.ListCompliance(ctx, "org-a", elsewhere.ID, fleet.ListQuery{})
+	g.Expect(err).NotTo(gomega.HaveOccurred())
+	g.Expect(total).To(gomega.BeZero(), "compliance of a policy the hub was not given")
+
 	found, total, err := e.store.ListCompliance(ctx, "org-a", p.ID, fleet.ListQuery{Search: "state = 'NonCompliant'"})
 	g.Expect(err).NotTo(gomega.HaveOccurred())
 	g.Expect(total).To(gomega.Equal(1))

@@ -55,7 +55,12 @@ func (s *Store) resolvePolicy(tx *gorm.DB, id string, changed bool) (moved []str
 			affected[h] = true
 		}
 	}
-	if err := tx.Exec(`DELETE FROM policy_hubs WHERE policy_id = ? AND NOT (hub_id = ANY(string_to_array(?, ',')))`, id, strings.Join(want, ",")).Error; err != nil {
+	// A hub the policy leaves takes its compliance with it: the hub's later
+	// reports of the policy are not recorded (policy_compliance_sync).
+	if err := tx.Exec(`WITH left_hubs AS (
+		DELETE FROM policy_hubs WHERE policy_id = ? AND NOT (hub_id = ANY(string_to_array(?, ','))) RETURNING hub_id)
+	DELETE FROM policy_compliance WHERE policy_id = ? AND hub_id IN (SELECT hub_id FROM left_hubs)`,
+		id, strings.Join(want, ","), id).Error; err != nil {
 		return nil, fmt.Errorf("resolvePolicy(%s): %w", id, err)
 	}
 	if len(want) > 0 {

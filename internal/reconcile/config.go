@@ -58,7 +58,7 @@ func DefaultConfig() Config {
 
 // AddFlags binds the configuration to flags.
 func (c *Config) AddFlags(fs *pflag.FlagSet) {
-	fs.BoolVar(&c.Enabled, "reconcilers", c.Enabled, "run provisioning_mgr, deleting_mgr and hub_mgr in this process")
+	fs.BoolVar(&c.Enabled, "reconcilers", c.Enabled, "run the reconcilers in this process: provisioning_mgr, deleting_mgr, hub_mgr, the tombstone purge and the policy resolver")
 	fs.IntVar(&c.Workers, "reconcile-workers", c.Workers, "registrations one reconciler handles at once")
 	fs.IntVar(&c.BatchSize, "reconcile-batch-size", c.BatchSize, "registrations one claim takes")
 	fs.DurationVar(&c.Lease, "reconcile-lease", c.Lease, "how long a claim holds before another replica may take the work")

@@ -82,6 +82,17 @@ func testPolicyAPI(t *testing.T, e *stackEnv) {
 	resp, err = e.client.CreatePolicyWithResponse(ctx, public.PolicyCreate{Zone: ptr("eu"), Policy: apiPolicy("audit", "inform"), Placement: badSelector}, tok)
 	g.Expect(err).NotTo(gomega.HaveOccurred())
 	wantError(t, "CreatePolicy(bad selector)", e.apiEnv, resp.JSON400, resp.StatusCode(), http.StatusBadRequest, fleet.CodeValidation)
+	// The policy framework's root-policy label would make the root Policy
+	// look like a replica on the hub.
+	replica := apiPolicy("audit", "inform")
+	replica["metadata"] = map[string]any{"name": "audit", "labels": map[string]any{fleet.LabelRootPolicy: "fleet-policies.audit"}}
+	resp, err = e.client.CreatePolicyWithResponse(ctx, public.PolicyCreate{Zone: ptr("eu"), Policy: replica, Placement: prodPlacement()}, tok)
+	g.Expect(err).NotTo(gomega.HaveOccurred())
+	wantError(t, "CreatePolicy(root-policy label)", e.apiEnv, resp.JSON400, resp.StatusCode(), http.StatusBadRequest, fleet.CodeValidation)
+	resp, err = e.client.CreatePolicyWithResponse(ctx, public.PolicyCreate{Zone: ptr("eu"), Policy: apiPolicy("audit", "inform"), Placement: prodPlacement()},
+		bearer(e.userToken(t, "", "orgless")))
+	g.Expect(err).NotTo(gomega.HaveOccurred())
+	wantError(t, "CreatePolicy(no organisation)", e.apiEnv, resp.JSON403, resp.StatusCode(), http.StatusForbidden, fleet.CodeOrgNotAllowed)
 
 	resp, err = e.client.CreatePolicyWithResponse(ctx, public.PolicyCreate{Zone: ptr("eu"), Policy: apiPolicy("audit", "inform"), Placement: prodPlacement()}, tok)
 	g.Expect(err).NotTo(gomega.HaveOccurred())

@@ -1188,7 +1188,12 @@ type ClientInterface interface {
 	// against the Policy CRD's schema (code PolicyInvalid names each field at
 	// fault). Of its metadata only `name`, `labels` and `annotations` are kept.
 	// The placement's label selector chooses among the organisation's clusters
-	// of the policy's zone, on any hub.
+	// of the policy's zone, on any hub the fleet manager delivers to through
+	// an agent (hubs in SyncSet mode receive no policies). Labels under the
+	// fleet manager's and RHACM's prefixes (fleet-manager.io/,
+	// open-cluster-management.io/, cluster. and policy.open-cluster-management.io/)
+	// are refused. A token without an organisation is refused (403, code
+	// OrgNotAllowed).
 	//
 	// Takes any type of body and a specified content type.
 	//
@@ -1201,7 +1206,12 @@ type ClientInterface interface {
 	// against the Policy CRD's schema (code PolicyInvalid names each field at
 	// fault). Of its metadata only `name`, `labels` and `annotations` are kept.
 	// The placement's label selector chooses among the organisation's clusters
-	// of the policy's zone, on any hub.
+	// of the policy's zone, on any hub the fleet manager delivers to through
+	// an agent (hubs in SyncSet mode receive no policies). Labels under the
+	// fleet manager's and RHACM's prefixes (fleet-manager.io/,
+	// open-cluster-management.io/, cluster. and policy.open-cluster-management.io/)
+	// are refused. A token without an organisation is refused (403, code
+	// OrgNotAllowed).
 	//
 	// Takes a body of the `application/json` content type.
 	//
@@ -1547,7 +1557,12 @@ func (c *Client) ListPolicies(ctx context.Context, params *ListPoliciesParams, r
 // against the Policy CRD's schema (code PolicyInvalid names each field at
 // fault). Of its metadata only `name`, `labels` and `annotations` are kept.
 // The placement's label selector chooses among the organisation's clusters
-// of the policy's zone, on any hub.
+// of the policy's zone, on any hub the fleet manager delivers to through
+// an agent (hubs in SyncSet mode receive no policies). Labels under the
+// fleet manager's and RHACM's prefixes (fleet-manager.io/,
+// open-cluster-management.io/, cluster. and policy.open-cluster-management.io/)
+// are refused. A token without an organisation is refused (403, code
+// OrgNotAllowed).
 //
 // Takes any type of body and a specified content type.
 //
@@ -1570,7 +1585,12 @@ func (c *Client) CreatePolicyWithBody(ctx context.Context, contentType string, b
 // against the Policy CRD's schema (code PolicyInvalid names each field at
 // fault). Of its metadata only `name`, `labels` and `annotations` are kept.
 // The placement's label selector chooses among the organisation's clusters
-// of the policy's zone, on any hub.
+// of the policy's zone, on any hub the fleet manager delivers to through
+// an agent (hubs in SyncSet mode receive no policies). Labels under the
+// fleet manager's and RHACM's prefixes (fleet-manager.io/,
+// open-cluster-management.io/, cluster. and policy.open-cluster-management.io/)
+// are refused. A token without an organisation is refused (403, code
+// OrgNotAllowed).
 //
 // Takes a body of the `application/json` content type.
 //
@@ -2966,7 +2986,12 @@ type ClientWithResponsesInterface interface {
 	// against the Policy CRD's schema (code PolicyInvalid names each field at
 	// fault). Of its metadata only `name`, `labels` and `annotations` are kept.
 	// The placement's label selector chooses among the organisation's clusters
-	// of the policy's zone, on any hub.
+	// of the policy's zone, on any hub the fleet manager delivers to through
+	// an agent (hubs in SyncSet mode receive no policies). Labels under the
+	// fleet manager's and RHACM's prefixes (fleet-manager.io/,
+	// open-cluster-management.io/, cluster. and policy.open-cluster-management.io/)
+	// are refused. A token without an organisation is refused (403, code
+	// OrgNotAllowed).
 	//
 	// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
 	//
@@ -2979,7 +3004,12 @@ type ClientWithResponsesInterface interface {
 	// against the Policy CRD's schema (code PolicyInvalid names each field at
 	// fault). Of its metadata only `name`, `labels` and `annotations` are kept.
 	// The placement's label selector chooses among the organisation's clusters
-	// of the policy's zone, on any hub.
+	// of the policy's zone, on any hub the fleet manager delivers to through
+	// an agent (hubs in SyncSet mode receive no policies). Labels under the
+	// fleet manager's and RHACM's prefixes (fleet-manager.io/,
+	// open-cluster-management.io/, cluster. and policy.open-cluster-management.io/)
+	// are refused. A token without an organisation is refused (403, code
+	// OrgNotAllowed).
 	//
 	// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
 	//
@@ -4072,6 +4102,8 @@ type CreatePolicyResponse struct {
 	JSON400 *BadRequest
 	// JSON401 the response for an HTTP 401 `application/json` response
 	JSON401 *Unauthenticated
+	// JSON403 the response for an HTTP 403 `application/json` response
+	JSON403 *Forbidden
 	// JSON409 the response for an HTTP 409 `application/json` response
 	JSON409 *Error
 	// JSON413 the response for an HTTP 413 `application/json` response
@@ -4097,6 +4129,11 @@ func (r CreatePolicyResponse) GetJSON400() *BadRequest {
 // GetJSON401 returns the response for an HTTP 401 `application/json` response
 func (r CreatePolicyResponse) GetJSON401() *Unauthenticated {
 	return r.JSON401
+}
+
+// GetJSON403 returns the response for an HTTP 403 `application/json` response
+func (r CreatePolicyResponse) GetJSON403() *Forbidden {
+	return r.JSON403
 }
 
 // GetJSON409 returns the response for an HTTP 409 `application/json` response
@@ -4728,7 +4765,12 @@ func (c *ClientWithResponses) ListPoliciesWithResponse(ctx context.Context, para
 // against the Policy CRD's schema (code PolicyInvalid names each field at
 // fault). Of its metadata only `name`, `labels` and `annotations` are kept.
 // The placement's label selector chooses among the organisation's clusters
-// of the policy's zone, on any hub.
+// of the policy's zone, on any hub the fleet manager delivers to through
+// an agent (hubs in SyncSet mode receive no policies). Labels under the
+// fleet manager's and RHACM's prefixes (fleet-manager.io/,
+// open-cluster-management.io/, cluster. and policy.open-cluster-management.io/)
+// are refused. A token without an organisation is refused (403, code
+// OrgNotAllowed).
 //
 // Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
 //
@@ -4747,7 +4789,12 @@ func (c *ClientWithResponses) CreatePolicyWithBodyWithResponse(ctx context.Conte
 // against the Policy CRD's schema (code PolicyInvalid names each field at
 // fault). Of its metadata only `name`, `labels` and `annotations` are kept.
 // The placement's label selector chooses among the organisation's clusters
-// of the policy's zone, on any hub.
+// of the policy's zone, on any hub the fleet manager delivers to through
+// an agent (hubs in SyncSet mode receive no policies). Labels under the
+// fleet manager's and RHACM's prefixes (fleet-manager.io/,
+// open-cluster-management.io/, cluster. and policy.open-cluster-management.io/)
+// are refused. A token without an organisation is refused (403, code
+// OrgNotAllowed).
 //
 // Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
 //
@@ -5699,6 +5746,13 @@ func ParseCreatePolicyResponse(rsp *http.Response) (*CreatePolicyResponse, error
 			return nil, err
 		}
 		response.JSON401 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 403:
+		var dest Forbidden
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON403 = &dest
 
 	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 409:
 		var dest Error
