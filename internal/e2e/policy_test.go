@@ -89,12 +89,19 @@ func TestPolicyPropagationAndCompliance(t *testing.T) {
 	s.g.Eventually(func() *unstructured.Unstructured { root = s.hubPolicy(audit); return root }).WithTimeout(30*time.Second).
 		ShouldNot(gomega.BeNil(), "the hub receives the policy")
 	s.g.Expect(root.GetAnnotations()).To(gomega.HaveKeyWithValue("policy.open-cluster-management.io/standards", "NIST SP 800-53"))
-	placement, err := dyn.Resource(placementsGVR).Namespace(policyNamespace).Get(ctx, root.GetName(), metav1.GetOptions{})
-	s.g.Expect(err).NotTo(gomega.HaveOccurred(), "the policy's Placement")
+	// The agent applies the Policy first, then its Placement and PlacementBinding.
+	var placement *unstructured.Unstructured
+	s.g.Eventually(func() error {
+		var err error
+		placement, err = dyn.Resource(placementsGVR).Namespace(policyNamespace).Get(ctx, root.GetName(), metav1.GetOptions{})
+		return err
+	}).WithTimeout(30*time.Second).Should(gomega.Succeed(), "the policy's Placement")
 	selector, _, _ := unstructured.NestedMap(placement.Object, "spec", "predicates")
 	s.g.Expect(placement.Object["spec"]).To(gomega.HaveKeyWithValue("clusterSets", []any{"global"}), "%v", selector)
-	_, err = dyn.Resource(placementBindingsGVR).Namespace(policyNamespace).Get(ctx, root.GetName(), metav1.GetOptions{})
-	s.g.Expect(err).NotTo(gomega.HaveOccurred(), "the policy's PlacementBinding")
+	s.g.Eventually(func() error {
+		_, err := dyn.Resource(placementBindingsGVR).Namespace(policyNamespace).Get(ctx, root.GetName(), metav1.GetOptions{})
+		return err
+	}).WithTimeout(30*time.Second).Should(gomega.Succeed(), "the policy's PlacementBinding")
 
 	// The framework reports the cluster: Pending, then NonCompliant, then Compliant.
 	s.g.Eventually(func() string { return s.compliance(audit, name) }).WithTimeout(30 * time.Second).Should(gomega.Equal("Pending"))
@@ -145,4 +152,5 @@ func TestPolicyPropagationAndCompliance(t *testing.T) {
 	got, err := s.fm.Public.GetPolicyWithResponse(ctx, audit.Id, bearer(s.user))
 	s.g.Expect(err).NotTo(gomega.HaveOccurred())
 	s.g.Expect(got.JSON200.HubCount).To(gomega.BeZero())
+	s.g.Expect(s.compliance(audit, name)).To(gomega.BeEmpty(), "the compliance of a hub the policy left")
 }
