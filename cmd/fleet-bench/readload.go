@@ -62,9 +62,9 @@ JOIN k ON k.i = s % 4
 CROSS JOIN LATERAL (SELECT 'cluster-' || h.n || '-' || (1 + (s / h.hubs) % $2::int) AS c) AS cn`
 
 // loadReadData fills the inventory (and the resources table, when its
-// migration is applied) by SQL, then vacuums and analyzes, as autovacuum would
-// have done in a deployment.
-func loadReadData(ctx context.Context, o options, db *benchDB, out io.Writer) (resources int, err error) {
+// migration is applied) by SQL, gives benchOrg its share (shareWithOrg), then
+// vacuums and analyzes, as autovacuum would have done in a deployment.
+func loadReadData(ctx context.Context, o options, db *benchDB, out io.Writer) (resources int, share orgShare, err error) {
 	quoted := ""
 	for i, r := range benchRegions {
 		if i > 0 {
@@ -75,27 +75,30 @@ func loadReadData(ctx context.Context, o options, db *benchDB, out io.Writer) (r
 	start := time.Now()
 	tag, err := db.conn.Exec(ctx, fmt.Sprintf(loadInventorySQL, quoted, len(benchRegions)), o.ClustersPerHub)
 	if err != nil {
-		return 0, fmt.Errorf("loading managed_clusters: %w", err)
+		return 0, share, fmt.Errorf("loading managed_clusters: %w", err)
 	}
 	fmt.Fprintf(out, "loaded %d managed clusters by SQL in %s\n", tag.RowsAffected(), time.Since(start).Round(time.Millisecond))
 	var applied bool
 	if err := db.conn.QueryRow(ctx, `SELECT to_regclass('resources') IS NOT NULL AND EXISTS (SELECT FROM migrations WHERE id = '202611300005')`).Scan(&applied); err != nil {
-		return 0, fmt.Errorf("looking for migration 202611300005: %w", err)
+		return 0, share, fmt.Errorf("looking for migration 202611300005: %w", err)
 	}
 	if !applied {
 		fmt.Fprintln(out, "note: migration 202611300005 (resources) is not applied by this binary; the other resources are skipped")
 	} else if o.Resources > 0 {
 		start = time.Now()
 		if tag, err = db.conn.Exec(ctx, loadResourcesSQL, o.Resources, o.ClustersPerHub); err != nil {
-			return 0, fmt.Errorf("loading resources: %w", err)
+			return 0, share, fmt.Errorf("loading resources: %w", err)
 		}
 		resources = int(tag.RowsAffected())
 		fmt.Fprintf(out, "loaded %d resources by SQL in %s\n", resources, time.Since(start).Round(time.Millisecond))
 	}
+	if share, err = shareWithOrg(ctx, db, out); err != nil {
+		return 0, share, err
+	}
 	start = time.Now()
 	if _, err := db.conn.Exec(ctx, "VACUUM (ANALYZE)"); err != nil {
-		return 0, fmt.Errorf("VACUUM (ANALYZE): %w", err)
+		return 0, share, fmt.Errorf("VACUUM (ANALYZE): %w", err)
 	}
 	fmt.Fprintf(out, "VACUUM (ANALYZE) in %s\n", time.Since(start).Round(time.Millisecond))
-	return resources, db.checkpoint(ctx)
+	return resources, share, db.checkpoint(ctx)
 }

@@ -18,6 +18,7 @@ import (
 // plan is the EXPLAIN (ANALYZE, BUFFERS) of one statement a scenario ran.
 type plan struct {
 	scenario string
+	settings []string // the SET LOCAL statements the store ran before it, in its transaction
 	sql      string
 	lines    []string
 	seqScans []string // the plan's Seq Scan nodes on the inventory tables
@@ -80,9 +81,12 @@ func explainReads(ctx context.Context, o options, db *benchDB, scenarios []readS
 	if err := db.conn.QueryRow(ctx, `SELECT id FROM managed_clusters WHERE deleted_at IS NULL ORDER BY name DESC LIMIT 1`).Scan(&id); err != nil {
 		return nil, err
 	}
-	caller := domain.Identity{OrgID: "sre", Username: "bench-reader"}
 	var plans []plan
 	for _, sc := range scenarios {
+		caller, admin := domain.Identity{OrgID: "sre", Username: "bench-reader"}, true
+		if sc.org {
+			caller, admin = domain.Identity{OrgID: benchOrg, Username: "bench-org-reader"}, false
+		}
 		rec.take()
 		switch {
 		case sc.feed:
@@ -91,9 +95,9 @@ func explainReads(ctx context.Context, o options, db *benchDB, scenarios []readS
 				continue
 			}
 			// The first page and the next: a follower mostly reads pages after a cursor.
-			first, err := feed.ListManagedClusterChanges(ctx, caller, true, "", 100)
+			first, err := feed.ListManagedClusterChanges(ctx, caller, admin, "", 100)
 			if err == nil {
-				_, err = feed.ListManagedClusterChanges(ctx, caller, true, first.Cursor, 100)
+				_, err = feed.ListManagedClusterChanges(ctx, caller, admin, first.Cursor, 100)
 			}
 			if err != nil {
 				return nil, fmt.Errorf("explainReads(%s): %w", sc.name, err)
@@ -101,12 +105,19 @@ func explainReads(ctx context.Context, o options, db *benchDB, scenarios []readS
 		default:
 			q := sc.query
 			q.Search = strings.ReplaceAll(q.Search, "?", "'"+id+"'")
-			if _, _, err := store.ListManagedClusters(ctx, caller, true, q); err != nil {
+			if _, _, err := store.ListManagedClusters(ctx, caller, admin, q); err != nil {
 				return nil, fmt.Errorf("explainReads(%s): %w", sc.name, err)
 			}
 		}
+		// A SET LOCAL (the admin feed's walkFeedIndex) holds for the rest of
+		// its transaction: it is applied to the statements after it.
+		var settings []string
 		for _, sql := range rec.take() {
-			p, err := explain(ctx, db, sc.name, sql)
+			if strings.HasPrefix(strings.ToUpper(strings.TrimSpace(sql)), "SET ") {
+				settings = append(settings, sql)
+				continue
+			}
+			p, err := explain(ctx, db, sc.name, settings, sql)
 			if err != nil {
 				return nil, err
 			}
@@ -117,12 +128,24 @@ func explainReads(ctx context.Context, o options, db *benchDB, scenarios []readS
 }
 
 // explain runs EXPLAIN (ANALYZE, BUFFERS) of one recorded statement.
-func explain(ctx context.Context, db *benchDB, scenario, sql string) (plan, error) {
-	p := plan{scenario: scenario, sql: sql}
-	rows, err := db.conn.Query(ctx, "EXPLAIN (ANALYZE, BUFFERS) "+sql)
+// Its settings are applied first, in a transaction rolled back after.
+func explain(ctx context.Context, db *benchDB, scenario string, settings []string, sql string) (plan, error) {
+	p := plan{scenario: scenario, settings: settings, sql: sql}
+	tx, err := db.conn.Begin(ctx)
+	if err != nil {
+		return p, err
+	}
+	defer func() { _ = tx.Rollback(ctx) }() // read only: nothing to keep
+	for _, set := range settings {
+		if _, err := tx.Exec(ctx, set); err != nil {
+			return p, fmt.Errorf("%s: %w", set, err)
+		}
+	}
+	rows, err := tx.Query(ctx, "EXPLAIN (ANALYZE, BUFFERS) "+sql)
 	if err != nil {
 		return p, fmt.Errorf("EXPLAIN %s: %w", sql, err)
 	}
+	defer rows.Close()
 	for rows.Next() {
 		var line string
 		if err := rows.Scan(&line); err != nil {
@@ -190,7 +213,11 @@ func printPlans(out io.Writer, plans []plan) {
 	}
 	tw.Flush()
 	for _, p := range plans {
-		fmt.Fprintf(out, "\n-- %s\n%s\n", p.scenario, strings.Join(strings.Fields(p.sql), " "))
+		fmt.Fprintf(out, "\n-- %s\n", p.scenario)
+		for _, set := range p.settings {
+			fmt.Fprintf(out, "%s;\n", set)
+		}
+		fmt.Fprintln(out, strings.Join(strings.Fields(p.sql), " "))
 		for _, l := range p.lines {
 			fmt.Fprintln(out, "   ", l)
 		}

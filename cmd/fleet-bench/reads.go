@@ -27,6 +27,7 @@ type readScenario struct {
 	name  string
 	query domain.ListQuery // what the store is asked, for the plans
 	feed  bool
+	org   bool // read as benchOrg, without an admin role
 	next  func(w *readWorker) string
 	seen  func(w *readWorker, body []byte)
 }
@@ -45,6 +46,7 @@ type readResults struct {
 	took      time.Duration
 	clusters  int
 	resources int
+	org       orgShare
 	phases    []phase
 	totals    map[string]int // the `total` each list scenario answered
 	plans     []plan
@@ -90,7 +92,7 @@ func runReads(ctx context.Context, o options, out io.Writer) error {
 	if _, err := setupFleet(ctx, o, s, m); err != nil {
 		return err
 	}
-	if r.resources, err = loadReadData(ctx, o, db, out); err != nil {
+	if r.resources, r.org, err = loadReadData(ctx, o, db, out); err != nil {
 		return err
 	}
 	if err := db.conn.QueryRow(ctx, `SELECT count(*) FROM managed_clusters WHERE deleted_at IS NULL`).Scan(&r.clusters); err != nil {
@@ -128,14 +130,22 @@ func measureReads(ctx context.Context, r *readResults, db *benchDB, s *server, m
 	}
 	c := &readClient{base: s.apiURL, bearer: bearer, http: &http.Client{Timeout: 30 * time.Second,
 		Transport: &http.Transport{MaxIdleConns: o.ReadConcurrency, MaxIdleConnsPerHost: o.ReadConcurrency}}}
+	org, err := orgClient(c, m)
+	if err != nil {
+		return err
+	}
 	scenarios, err := readScenarios(ctx, r, db, c)
 	if err != nil {
 		return err
 	}
 	for _, sc := range scenarios {
 		fmt.Fprintf(out, "%s ...\n", sc.name)
+		client := c
+		if sc.org {
+			client = org
+		}
 		ph, err := p.measure(ctx, sc.name, func(ctx context.Context, ph *phase) error {
-			return c.drive(ctx, sc, o.ReadConcurrency, o.ReadDuration, ph, r.totals)
+			return client.drive(ctx, sc, o.ReadConcurrency, o.ReadDuration, ph, r.totals)
 		})
 		r.phases = append(r.phases, ph)
 		if err != nil {
@@ -161,7 +171,7 @@ func readScenarios(ctx context.Context, r *readResults, db *benchDB, c *readClie
 	if err != nil {
 		return nil, err
 	}
-	list := func(name string, q domain.ListQuery) readScenario {
+	list := func(name string, q domain.ListQuery, org bool) readScenario {
 		v := url.Values{"size": {fmt.Sprint(q.Size)}}
 		if q.OrderBy != "" {
 			v.Set("orderBy", q.OrderBy)
@@ -170,13 +180,13 @@ func readScenarios(ctx context.Context, r *readResults, db *benchDB, c *readClie
 			v.Set("search", q.Search)
 		}
 		path := "/managed_clusters?" + v.Encode()
-		return readScenario{name: name, query: q, next: func(*readWorker) string { return path }}
+		return readScenario{name: name, query: q, org: org, next: func(*readWorker) string { return path }}
 	}
 	scenarios := []readScenario{
-		list("list page of 100", domain.ListQuery{Size: 100}),
-		list("list by name", domain.ListQuery{Size: 100, OrderBy: "name"}),
-		list("search label", domain.ListQuery{Size: 100, Search: "labels.env = 'prod'"}),
-		list("search region", domain.ListQuery{Size: 100, Search: "region = 'eu-west-1'"}),
+		list("list page of 100", domain.ListQuery{Size: 100}, false),
+		list("list by name", domain.ListQuery{Size: 100, OrderBy: "name"}, false),
+		list("search label", domain.ListQuery{Size: 100, Search: "labels.env = 'prod'"}, false),
+		list("search region", domain.ListQuery{Size: 100, Search: "region = 'eu-west-1'"}, false),
 	}
 	byID := readScenario{name: "get by id", query: domain.ListQuery{Size: 1, Search: "id = '" + ids[0] + "'"}}
 	if paths["/managed_clusters/{id}"] {
@@ -188,28 +198,39 @@ func readScenarios(ctx context.Context, r *readResults, db *benchDB, c *readClie
 		}
 	}
 	scenarios = append(scenarios, byID)
-	if paths["/managed_clusters/changes"] {
-		scenarios = append(scenarios, readScenario{name: "follow change feed", feed: true,
-			next: func(w *readWorker) string {
-				// wait=0s: a follower that caught up asks again rather than long-polling.
-				v := url.Values{"size": {"100"}, "wait": {"0s"}}
-				if w.cursor != "" {
-					v.Set("after", w.cursor)
-				}
-				return "/managed_clusters/changes?" + v.Encode()
-			},
-			seen: func(w *readWorker, body []byte) {
-				var page struct {
-					Cursor string `json:"cursor"`
-				}
-				if json.Unmarshal(body, &page) == nil {
-					w.cursor = page.Cursor
-				}
-			}})
+	feed := paths["/managed_clusters/changes"]
+	if feed {
+		scenarios = append(scenarios, feedScenario("follow change feed", false))
 	} else {
 		r.notes = append(r.notes, "follow change feed: the API's OpenAPI document has no /managed_clusters/changes; skipped")
 	}
+	scenarios = append(scenarios, list("list page of 100 (org)", domain.ListQuery{Size: 100}, true))
+	if feed {
+		scenarios = append(scenarios, feedScenario("follow change feed (org)", true))
+	}
 	return scenarios, nil
+}
+
+// feedScenario follows the change feed from its start, a page of 100 at a
+// time, as benchOrg when org is set.
+func feedScenario(name string, org bool) readScenario {
+	return readScenario{name: name, feed: true, org: org,
+		next: func(w *readWorker) string {
+			// wait=0s: a follower that caught up asks again rather than long-polling.
+			v := url.Values{"size": {"100"}, "wait": {"0s"}}
+			if w.cursor != "" {
+				v.Set("after", w.cursor)
+			}
+			return "/managed_clusters/changes?" + v.Encode()
+		},
+		seen: func(w *readWorker, body []byte) {
+			var page struct {
+				Cursor string `json:"cursor"`
+			}
+			if json.Unmarshal(body, &page) == nil {
+				w.cursor = page.Cursor
+			}
+		}}
 }
 
 // sampleIDs picks n live cluster ids at random for get-by-id.
@@ -241,10 +262,13 @@ func (r *readResults) scenarioQueries() []readScenario {
 		{name: "search region", query: domain.ListQuery{Size: 100, Search: "region = 'eu-west-1'"}},
 		{name: "get by id", query: domain.ListQuery{Size: 1, Search: "id = ?"}},
 		{name: "follow change feed", feed: true},
+		{name: "list page of 100 (org)", query: domain.ListQuery{Size: 100}, org: true},
+		{name: "follow change feed (org)", feed: true, org: true},
 	}
 }
 
-// readClient sends the scenarios' requests as an administrator.
+// readClient sends the scenarios' requests with its bearer token: an
+// administrator's, or benchOrg's for the (org) scenarios.
 type readClient struct {
 	base   string
 	bearer func(context.Context, *http.Request) error
@@ -354,7 +378,9 @@ func reportReads(out io.Writer, r *readResults) {
 	fmt.Fprintf(out, "load:     before %s; after %s (1, 5, 15 min)\n", r.machine.loadBefore, r.machine.loadAfter)
 	fmt.Fprintf(out, "data:     %d managed clusters behind %d hubs, %d other resources (loaded by SQL, then VACUUM ANALYZE)\n",
 		r.clusters, o.Hubs, r.resources)
-	fmt.Fprintf(out, "load:     %d concurrent clients per scenario, %s each, as a fleet-admin (sees every cluster)\n\n", o.ReadConcurrency, o.ReadDuration)
+	fmt.Fprintf(out, "load:     %d concurrent clients per scenario, %s each, as a fleet-admin (sees every cluster); the (org)\n", o.ReadConcurrency, o.ReadDuration)
+	fmt.Fprintf(out, "          scenarios as %s, no admin role: it owns %d hubs and has %d registrations on shared hubs\n\n",
+		benchOrg, r.org.hubs, r.org.registrations)
 	printReadPhases(out, r)
 	for _, n := range r.notes {
 		fmt.Fprintln(out, "note:", n)

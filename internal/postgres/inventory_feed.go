@@ -5,6 +5,7 @@ import (
 	"database/sql"
 	"encoding/base64"
 	"fmt"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -217,7 +218,10 @@ func (s *Store) ListManagedClusterChanges(ctx context.Context, caller fleet.Iden
 		expired: "the cursor is older than the retention of deleted clusters: " +
 			"list GET /managed_clusters again and resume the feed from the cursor that list returns"}
 	got, err := readFeed(ctx, s, src, after, size, func(tx *gorm.DB, from changePosition, bound uint64, size int) ([]feedRow, error) {
-		return readChanges(s.inServedZones(tx, "h.zone"), caller, admin, from, bound, size)
+		if !admin {
+			return s.readOrgChanges(tx, caller.OrgID, from, bound, size)
+		}
+		return readChanges(s.inServedZones(tx, "h.zone"), from, bound, size)
 	})
 	if err != nil {
 		return fleet.ChangePage{}, fmt.Errorf("ListManagedClusterChanges(%s): %w", caller.OrgID, err)
@@ -237,7 +241,8 @@ func (s *Store) ListManagedClusterChanges(ctx context.Context, caller fleet.Iden
 // a cursor over 200,000 clusters, 6 ms with the index walk
 // (docs/performance.md). Only for callers who see every row: an
 // organisation's visibility filter may skip most rows, and walking them one
-// by one would cost more than the hash join.
+// by one would cost more than the hash join; its read walks a bounded number
+// of changes, then its own hubs and registrations (readOrgChanges).
 func walkFeedIndex(tx *gorm.DB) error {
 	for _, setting := range []string{"enable_sort", "enable_hashjoin", "enable_mergejoin"} {
 		if err := tx.Exec("SET LOCAL " + setting + " = off").Error; err != nil {
@@ -272,18 +277,95 @@ func checkHorizon(tx *gorm.DB, src feedSource, from changePosition) error {
 	return nil
 }
 
-func readChanges(tx *gorm.DB, caller fleet.Identity, admin bool, from changePosition, bound uint64, size int) ([]feedRow, error) {
-	query := tx.Table("managed_clusters AS mc").
-		Select(`mc.*, h.name AS hub_name, h.zone AS hub_zone, h.region AS hub_region, h.inventory_stale AS stale,
+// feedColumns are the columns the feed reads of a managed_clusters row mc
+// and its hub h: a feedRow.
+const feedColumns = `mc.*, h.name AS hub_name, h.zone AS hub_zone, h.region AS hub_region, h.inventory_stale AS stale,
 	greatest(mc.updated_at, coalesce(h.last_inventory_at, mc.updated_at)) AS last_seen_at,
-	coalesce(mc.deleted_at, h.deleted_at) AS gone_at, mc.change_xid::text AS pos_xid, mc.change_seq AS pos_seq`).
-		Joins("JOIN hubs h ON h.id = mc.hub_id").
-		Joins("LEFT JOIN registrations r ON r.id = mc.registration_id")
-	if !admin {
-		query = visibleTo(query, caller.OrgID)
-	}
+	coalesce(mc.deleted_at, h.deleted_at) AS gone_at, mc.change_xid::text AS pos_xid, mc.change_seq AS pos_seq`
+
+// readChanges reads every caller's changes (an administrator's), scoped by
+// the conditions tx carries, walking the (change_xid, change_seq) index.
+func readChanges(tx *gorm.DB, from changePosition, bound uint64, size int) ([]feedRow, error) {
+	query := tx.Table("managed_clusters AS mc").Select(feedColumns).Joins("JOIN hubs h ON h.id = mc.hub_id")
 	var rows []feedRow
 	err := changesBetween(query, "mc", from, bound, size).Scan(&rows).Error
+	return rows, err
+}
+
+// orgWalk is how many changes, per row of the page, an organisation's read
+// walks in change order before it reads from its own hubs and registrations.
+const orgWalk = 20
+
+// readOrgChanges reads the changes an organisation may see: the rows, order
+// and page of readChanges filtered by visibleTo. It walks the next
+// size*orgWalk changes after the cursor (the end of the walk is read first,
+// from the change index alone, so any plan stays within it): a follower near
+// the head, or an organisation that sees a fair share of the changes, gets
+// its page there. Only when the walk ends short of the page does it read on
+// from its end through the organisation's own hubs and registrations
+// (orgChangesSQL), at a cost bounded by what the organisation can see rather
+// than by everyone's changes after the cursor. A caller of no organisation
+// sees nothing.
+func (s *Store) readOrgChanges(tx *gorm.DB, org string, from changePosition, bound uint64, size int) ([]feedRow, error) {
+	if org == "" {
+		return nil, nil
+	}
+	var ends []feedPos
+	err := changesBetween(tx.Session(&gorm.Session{NewDB: true}).Table("managed_clusters AS c"), "c", from, bound, 1).
+		Select("c.change_xid::text AS pos_xid, c.change_seq AS pos_seq").Offset(size*orgWalk - 1).Scan(&ends).Error
+	if err != nil {
+		return nil, err
+	}
+	walk := changesBetween(tx.Session(&gorm.Session{NewDB: true}).Table("managed_clusters AS c").Select("c.*"), "c", from, bound, size*orgWalk)
+	if len(ends) > 0 {
+		walk = walk.Where("(c.change_xid, c.change_seq) <= (?::xid8, ?)", ends[0].PosXid, ends[0].PosSeq)
+	}
+	query := tx.Session(&gorm.Session{NewDB: true}).Table("(?) AS mc", walk).Select(feedColumns).
+		Joins("JOIN hubs h ON h.id = mc.hub_id").Joins("LEFT JOIN registrations r ON r.id = mc.registration_id")
+	var rows []feedRow
+	query = visibleTo(s.inServedZones(query, "h.zone"), org).Order("mc.change_xid, mc.change_seq").Limit(size)
+	if err := query.Scan(&rows).Error; err != nil || len(rows) == size || len(ends) == 0 {
+		return rows, err
+	}
+	end, err := ends[0].position()
+	if err != nil {
+		return nil, err
+	}
+	more, err := s.readOrgSources(tx, org, end, bound, size-len(rows))
+	return append(rows, more...), err
+}
+
+// orgChangesSQL reads an organisation's changes from what it can see: the
+// first page of each hub it owns (index (hub_id, change_xid, change_seq)) and
+// of each of its registrations' clusters on shared hubs (index
+// (registration_id, change_xid, change_seq)), then the page of their union.
+// The two never overlap: a hub is owned or shared. Like the admin feed it
+// keeps tombstones and deleted hubs' rows, and the clusters of deleted
+// registrations, whose tombstones the organisation must see. Each lateral
+// subquery holds its LIMIT, so the planner cannot turn it into a walk of
+// everyone's changes. %[1]s is the position window of the rows c, %[2]s
+// the served zones' predicate on h.zone.
+const orgChangesSQL = `SELECT * FROM (
+	SELECT ` + feedColumns + ` FROM hubs h
+	CROSS JOIN LATERAL (SELECT c.* FROM managed_clusters c WHERE c.hub_id = h.id AND %[1]s) AS mc
+	WHERE h.owner_org_id = ? AND %[2]s
+	UNION ALL
+	SELECT ` + feedColumns + ` FROM registrations r
+	CROSS JOIN LATERAL (SELECT c.* FROM managed_clusters c WHERE c.registration_id = r.id AND %[1]s) AS mc
+	JOIN hubs h ON h.id = mc.hub_id
+	WHERE r.org_id = ? AND h.owner_org_id IS NULL AND %[2]s
+) AS feed ORDER BY feed.change_xid, feed.change_seq LIMIT ?`
+
+// readOrgSources reads up to size of an organisation's changes after from
+// and below bound (orgChangesSQL), at the cost of its hubs and registrations.
+func (s *Store) readOrgSources(tx *gorm.DB, org string, from changePosition, bound uint64, size int) ([]feedRow, error) {
+	window := `(c.change_xid, c.change_seq) > (?::xid8, ?) AND c.change_xid < ?::xid8
+		ORDER BY c.change_xid, c.change_seq LIMIT ?`
+	windowArgs := []any{strconv.FormatUint(from.Xid, 10), from.Seq, strconv.FormatUint(bound, 10), size}
+	zones, zoneArgs := s.servedZonesSQL("h.zone")
+	args := slices.Concat(windowArgs, []any{org}, zoneArgs, windowArgs, []any{org}, zoneArgs, []any{size})
+	var rows []feedRow
+	err := tx.Raw(fmt.Sprintf(orgChangesSQL, window, zones), args...).Scan(&rows).Error
 	return rows, err
 }
 

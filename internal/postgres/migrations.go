@@ -34,6 +34,7 @@ func migrations() []*gormigrate.Migration {
 		migration202611300009Policies(),
 		migration202611300010ResourcesFeed(),
 		migration202611300011InventoryFacets(),
+		migration202611300012FeedOrg(),
 	}
 }
 
