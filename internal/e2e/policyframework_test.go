@@ -42,22 +42,7 @@ type policyFramework struct {
 func playPolicyFramework(t *testing.T, dyn dynamic.Interface, namespace, hubID string) *policyFramework {
 	t.Helper()
 	pf := &policyFramework{compliance: map[string]string{}}
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan struct{})
-	go func() {
-		defer close(done)
-		ticker := time.NewTicker(200 * time.Millisecond)
-		defer ticker.Stop()
-		for {
-			select {
-			case <-ctx.Done():
-				return
-			case <-ticker.C:
-				pf.pass(ctx, t, dyn, namespace, hubID)
-			}
-		}
-	}()
-	t.Cleanup(func() { cancel(); <-done })
+	playEvery(t, 200*time.Millisecond, func(ctx context.Context) { pf.pass(ctx, t, dyn, namespace, hubID) })
 	return pf
 }
 

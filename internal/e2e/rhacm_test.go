@@ -32,18 +32,25 @@ const rhacmFinalizer = "cluster.open-cluster-management.io/api-resource-cleanup"
 // polls until the test ends.
 func playRHACM(t *testing.T, dyn dynamic.Interface, hubID string) {
 	t.Helper()
+	playEvery(t, 100*time.Millisecond, func(ctx context.Context) { rhacmPass(ctx, t, dyn, hubID) })
+}
+
+// playEvery runs pass every interval, as a hub controller the test plays
+// would, until the test ends; the cleanup waits for the pass in flight.
+func playEvery(t *testing.T, interval time.Duration, pass func(ctx context.Context)) {
+	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan struct{})
 	go func() {
 		defer close(done)
-		ticker := time.NewTicker(100 * time.Millisecond)
+		ticker := time.NewTicker(interval)
 		defer ticker.Stop()
 		for {
 			select {
 			case <-ctx.Done():
 				return
 			case <-ticker.C:
-				rhacmPass(ctx, t, dyn, hubID)
+				pass(ctx)
 			}
 		}
 	}()

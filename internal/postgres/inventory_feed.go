@@ -279,8 +279,7 @@ func checkHorizon(tx *gorm.DB, src feedSource, from changePosition) error {
 
 // feedColumns are the columns the feed reads of a managed_clusters row mc
 // and its hub h: a feedRow.
-const feedColumns = `mc.*, h.name AS hub_name, h.zone AS hub_zone, h.region AS hub_region, h.inventory_stale AS stale,
-	greatest(mc.updated_at, coalesce(h.last_inventory_at, mc.updated_at)) AS last_seen_at,
+const feedColumns = managedClusterColumns + `,
 	coalesce(mc.deleted_at, h.deleted_at) AS gone_at, mc.change_xid::text AS pos_xid, mc.change_seq AS pos_seq`
 
 // readChanges reads every caller's changes (an administrator's), scoped by

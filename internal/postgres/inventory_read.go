@@ -108,12 +108,15 @@ func (s *Store) GetManagedCluster(ctx context.Context, caller fleet.Identity, ad
 	return row.toManagedCluster(), nil
 }
 
+// managedClusterColumns are the columns of a managedClusterRow: those of a
+// managed_clusters row mc and of its hub h.
+const managedClusterColumns = `mc.*, h.name AS hub_name, h.zone AS hub_zone, h.region AS hub_region, h.inventory_stale AS stale,
+	greatest(mc.updated_at, coalesce(h.last_inventory_at, mc.updated_at)) AS last_seen_at`
+
 // visibleManagedClusters selects the live clusters of live hubs in the
 // served zones that the caller may see, with their hubs.
 func (s *Store) visibleManagedClusters(ctx context.Context, caller fleet.Identity, admin bool) *gorm.DB {
-	query := s.db.Gorm.WithContext(ctx).Table("managed_clusters AS mc").
-		Select(`mc.*, h.name AS hub_name, h.zone AS hub_zone, h.region AS hub_region, h.inventory_stale AS stale,
-	greatest(mc.updated_at, coalesce(h.last_inventory_at, mc.updated_at)) AS last_seen_at`).
+	query := s.db.Gorm.WithContext(ctx).Table("managed_clusters AS mc").Select(managedClusterColumns).
 		Joins("JOIN hubs h ON h.id = mc.hub_id").
 		Joins("LEFT JOIN registrations r ON r.id = mc.registration_id").
 		Where("mc.deleted_at IS NULL AND h.deleted_at IS NULL")

@@ -92,11 +92,8 @@ func (s *Store) CreatePolicy(ctx context.Context, caller fleet.Identity, create 
 	err = s.transact(ctx, func(tx *gorm.DB) error {
 		err := tx.Exec(`INSERT INTO policies (id, org_id, zone, name, body, selector, created_by) VALUES (?, ?, ?, ?, ?, ?, ?)`,
 			id, caller.OrgID, create.Zone, name, jsonText(body), jsonText(storedSelector(create.Selector)), caller.Username).Error
-		if c, ok := uniqueViolation(err); ok && c == "policies_org_name" {
-			return fleet.Errorf(fleet.CodeNameTaken, "a policy named %s already exists in this organisation", name)
-		}
 		if err != nil {
-			return err
+			return policyWriteError(err, name)
 		}
 		_, err = s.resolvePolicy(tx, id, true)
 		return err
@@ -159,11 +156,8 @@ func (s *Store) UpdatePolicy(ctx context.Context, org, id string, match *int64, 
 		}
 		err = tx.Exec(`UPDATE policies SET name = ?, body = ?, selector = ?, generation = generation + 1, updated_at = now() WHERE id = ?`,
 			name, jsonText(body), jsonText(storedSelector(update.Selector)), id).Error
-		if c, ok := uniqueViolation(err); ok && c == "policies_org_name" {
-			return fleet.Errorf(fleet.CodeNameTaken, "a policy named %s already exists in this organisation", name)
-		}
 		if err != nil {
-			return err
+			return policyWriteError(err, name)
 		}
 		_, err = s.resolvePolicy(tx, id, true)
 		return err
@@ -215,3 +209,12 @@ func (s *Store) lockPolicy(tx *gorm.DB, org, id string) (policyRow, error) {
 
 // storedSelector renders a selector for the selector column.
 func storedSelector(s fleet.LabelSelector) map[string]any { return s.Object() }
+
+// policyWriteError translates a write of a policy named name that broke the
+// one-live-name-per-organisation index into CodeNameTaken.
+func policyWriteError(err error, name string) error {
+	if c, ok := uniqueViolation(err); ok && c == "policies_org_name" {
+		return fleet.Errorf(fleet.CodeNameTaken, "a policy named %s already exists in this organisation", name)
+	}
+	return err
+}
