@@ -91,17 +91,19 @@ type InventoryResult struct {
 
 // ManagedCluster is a cluster of the inventory: one per hub and name.
 type ManagedCluster struct {
-	ID                string
-	Hub               HubRef
-	Name              string
-	UID               string
-	ClusterID         string
-	RegistrationID    string
-	Labels            map[string]string
-	Claims            map[string]string
-	Capacity          map[string]string
-	Allocatable       map[string]string
-	Conditions        []ClusterCondition
+	ID             string
+	Hub            HubRef
+	Name           string
+	UID            string
+	ClusterID      string
+	RegistrationID string
+	// Labels, Claims, Capacity, Allocatable and Conditions are the stored
+	// JSON documents, undecoded (see StringMapJSON).
+	Labels            StringMapJSON
+	Claims            StringMapJSON
+	Capacity          StringMapJSON
+	Allocatable       StringMapJSON
+	Conditions        ConditionsJSON
 	KubernetesVersion string
 	OpenShiftVersion  string
 	Platform          string

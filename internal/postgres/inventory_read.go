@@ -19,11 +19,11 @@ type managedClusterRow struct {
 	UID               string
 	RegistrationID    *string
 	ClusterID         string
-	Labels            map[string]string        `gorm:"serializer:json"`
-	Claims            map[string]string        `gorm:"serializer:json"`
-	Capacity          map[string]string        `gorm:"serializer:json"`
-	Allocatable       map[string]string        `gorm:"serializer:json"`
-	Conditions        []fleet.ClusterCondition `gorm:"serializer:json"`
+	Labels            []byte // the jsonb documents, read as text and passed on undecoded
+	Claims            []byte
+	Capacity          []byte
+	Allocatable       []byte
+	Conditions        []byte
 	KubernetesVersion string
 	OpenshiftVersion  string
 	Platform          string

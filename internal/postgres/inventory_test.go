@@ -107,7 +107,11 @@ func TestIngestSkipsUnchangedRows(t *testing.T) {
 		t.Fatalf("ListManagedClusters() = %d, %v", total, err)
 	}
 	a := list[0]
-	if a.OpenShiftVersion != "4.17.2" || a.ClusterID != "id-a" || a.Platform != "AWS" || a.Capacity["core_worker"] != "12" ||
+	capacity, err := a.Capacity.Map()
+	if err != nil {
+		t.Fatalf("Capacity.Map(): %v", err)
+	}
+	if a.OpenShiftVersion != "4.17.2" || a.ClusterID != "id-a" || a.Platform != "AWS" || capacity["core_worker"] != "12" ||
 		a.Joined != fleet.ConditionTrue || a.Available != fleet.ConditionTrue || a.Hub.Name != "hub-1" {
 		t.Errorf("ListManagedClusters()[0] = %+v", a)
 	}

@@ -10,7 +10,7 @@ import (
 
 // startInventoryWatch runs a listener and the change feed's inventory watch
 // on the database until t ends.
-func startInventoryWatch(t *testing.T, cfg postgres.Config) *postgres.InventoryWatch {
+func startInventoryWatch(t testing.TB, cfg postgres.Config) *postgres.InventoryWatch {
 	t.Helper()
 	listener := postgres.NewListener(cfg, slog.New(slog.DiscardHandler), postgres.ChannelInventory)
 	watch := postgres.NewInventoryWatch(listener)

@@ -110,11 +110,12 @@ func followFeed[P any](s *Server, w http.ResponseWriter, r *http.Request, p feed
 }
 
 func writeChanges(w http.ResponseWriter, page fleet.ChangePage) error {
-	items := make([]public.ManagedClusterChange, len(page.Items))
+	items := make([]managedClusterChangeJSON, len(page.Items))
 	for i, c := range page.Items {
-		items[i] = public.ManagedClusterChange{Cluster: presentManagedCluster(c.Cluster), DeletedAt: c.DeletedAt}
+		items[i] = managedClusterChangeJSON{ManagedClusterChange: public.ManagedClusterChange{DeletedAt: c.DeletedAt},
+			Cluster: presentManagedCluster(c.Cluster)}
 	}
-	writeJSON(w, http.StatusOK, public.ManagedClusterChangeList{Kind: public.ManagedClusterChangeListKindManagedClusterChangeList,
-		Size: len(items), Cursor: page.Cursor, Items: items})
+	writeJSON(w, http.StatusOK, managedClusterChangeListJSON{ManagedClusterChangeList: public.ManagedClusterChangeList{
+		Kind: public.ManagedClusterChangeListKindManagedClusterChangeList, Size: len(items), Cursor: page.Cursor}, Items: items})
 	return nil
 }

@@ -99,12 +99,13 @@ func (s *Server) handleManagedClusterList(w http.ResponseWriter, r *http.Request
 	if err != nil {
 		return err
 	}
-	items := make([]public.ManagedCluster, len(clusters))
+	items := make([]managedClusterJSON, len(clusters))
 	for i, c := range clusters {
 		items[i] = presentManagedCluster(c)
 	}
-	writeJSON(w, http.StatusOK, public.ManagedClusterList{Kind: public.ManagedClusterListKindManagedClusterList,
-		Page: q.Page, Size: len(items), Total: total, Items: items, Cursor: &cursor})
+	writeJSON(w, http.StatusOK, managedClusterListJSON{ManagedClusterList: public.ManagedClusterList{
+		Kind: public.ManagedClusterListKindManagedClusterList, Page: q.Page, Size: len(items), Total: total, Cursor: &cursor},
+		Items: items})
 	return nil
 }
 
@@ -117,25 +118,6 @@ func (s *Server) handleManagedClusterGet(w http.ResponseWriter, r *http.Request)
 	}
 	writeJSON(w, http.StatusOK, presentManagedCluster(cluster))
 	return nil
-}
-
-func presentManagedCluster(c fleet.ManagedCluster) public.ManagedCluster {
-	out := public.ManagedCluster{
-		Kind: public.ManagedClusterKindManagedCluster, Id: c.ID, Name: c.Name,
-		Hub:       public.HubRef{Id: c.Hub.ID, Name: c.Hub.Name, Zone: c.Hub.Zone, Region: c.Hub.Region},
-		ClusterId: strPtr(c.ClusterID), RegistrationId: strPtr(c.RegistrationID), Labels: orEmptyMap(c.Labels),
-		Claims: orEmptyMap(c.Claims), Capacity: orEmptyMap(c.Capacity), Allocatable: orEmptyMap(c.Allocatable),
-		Conditions: make([]public.ManagedClusterCondition, len(c.Conditions)), KubernetesVersion: strPtr(c.KubernetesVersion),
-		OpenshiftVersion: strPtr(c.OpenShiftVersion), Platform: strPtr(c.Platform), Product: strPtr(c.Product),
-		Region: strPtr(c.Region), ConsoleUrl: strPtr(c.ConsoleURL), Joined: public.ManagedClusterJoined(c.Joined),
-		Available: public.ManagedClusterAvailable(c.Available), Stale: c.Stale, LastSeenAt: c.LastSeenAt,
-		CreatedAt: c.CreatedAt, UpdatedAt: c.UpdatedAt,
-	}
-	for i, cond := range c.Conditions {
-		out.Conditions[i] = public.ManagedClusterCondition{Type: cond.Type, Status: cond.Status, Reason: strPtr(cond.Reason),
-			Message: strPtr(cond.Message), LastTransitionTime: cond.LastTransitionTime}
-	}
-	return out
 }
 
 func orEmptyMap(m map[string]string) map[string]string {

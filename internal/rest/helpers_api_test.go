@@ -49,14 +49,21 @@ type stackEnv struct {
 
 // newStackEnv mirrors newAPIEnv, keeping the database configuration so that
 // reconcilers can open their own pool on the same database.
-func newStackEnv(t *testing.T, f flavour) *stackEnv {
+func newStackEnv(t testing.TB, f flavour) *stackEnv {
 	t.Helper()
-	return newStackEnvWith(t, f, postgres.DefaultStoreConfig())
+	return newStackEnvWith(t, f, testStoreConfig())
 }
 
-// newStackEnvWith is newStackEnv with the store configured by storeCfg (its
-// MaxPageSize is set to the tests' 50).
-func newStackEnvWith(t *testing.T, f flavour, storeCfg postgres.StoreConfig) *stackEnv {
+// testStoreConfig is the default store configuration with the tests' largest
+// page, 50, so that paging is exercised with few rows.
+func testStoreConfig() postgres.StoreConfig {
+	cfg := postgres.DefaultStoreConfig()
+	cfg.MaxPageSize = 50
+	return cfg
+}
+
+// newStackEnvWith is newStackEnv with the store configured by storeCfg.
+func newStackEnvWith(t testing.TB, f flavour, storeCfg postgres.StoreConfig) *stackEnv {
 	t.Helper()
 	key, err := auth.EnsureDevKey(t.TempDir())
 	if err != nil {
@@ -80,7 +87,6 @@ func newStackEnvWith(t *testing.T, f flavour, storeCfg postgres.StoreConfig) *st
 	}
 	db, dbCfg := pgtest.NewMigratedDatabase(t)
 	keyring := newTestKeyring(t)
-	storeCfg.MaxPageSize = 50
 	store := postgres.NewStore(db, keyring, fleet.SystemClock{}, storeCfg)
 	srv, err := rest.NewServer(context.Background(), f.http, logger, verifier, metrics,
 		rest.Services{Registrations: store, Hubs: store, Agents: store, Inventory: store, Resources: store, Revisions: startRevisionWatch(t, dbCfg),
@@ -114,7 +120,7 @@ func newStackEnvWith(t *testing.T, f flavour, storeCfg postgres.StoreConfig) *st
 	return e
 }
 
-func newTestKeyring(t *testing.T) *secrets.Keyring {
+func newTestKeyring(t testing.TB) *secrets.Keyring {
 	t.Helper()
 	key := make([]byte, 32)
 	_, _ = rand.Read(key)
@@ -174,7 +180,7 @@ func (e *apiEnv) userToken(t *testing.T, org, user string) string {
 }
 
 // adminToken mints a token with every role of --admin-roles.
-func (e *apiEnv) adminToken(t *testing.T) string {
+func (e *apiEnv) adminToken(t testing.TB) string {
 	t.Helper()
 	return e.token(t, auth.TokenRequest{OrgID: "sre", Username: "sre-admin", Roles: e.http.AdminRoles})
 }
@@ -196,7 +202,7 @@ func (e *apiEnv) viewerToken(t *testing.T) string {
 }
 
 // agentToken mints the token a hub's fleetshard-sync carries.
-func (e *apiEnv) agentToken(t *testing.T, agentID string) string {
+func (e *apiEnv) agentToken(t testing.TB, agentID string) string {
 	t.Helper()
 	return e.token(t, auth.TokenRequest{AgentID: agentID})
 }
@@ -235,7 +241,7 @@ func (e *apiEnv) createCluster(t *testing.T, token string, body public.ClusterCr
 
 // createAgentHub registers a hub delivered by an agent whose identity is
 // name + "-agent", and fails t unless it is created.
-func (e *stackEnv) createAgentHub(t *testing.T, name, zone string, capacity int) admin.Hub {
+func (e *stackEnv) createAgentHub(t testing.TB, name, zone string, capacity int) admin.Hub {
 	t.Helper()
 	resp, err := e.admin.CreateHubWithResponse(context.Background(), admin.HubCreate{
 		Name: name, Zone: zone, Region: zone + "-1", DeliveryMode: admin.Agent, Capacity: capacity,
@@ -373,7 +379,7 @@ func clusterTotal(t *testing.T, e *stackEnv, tok, search string) int {
 
 // startRevisionWatch runs a listener and the long-polls' revision watch on
 // the database until t ends.
-func startRevisionWatch(t *testing.T, cfg postgres.Config) *postgres.RevisionWatch {
+func startRevisionWatch(t testing.TB, cfg postgres.Config) *postgres.RevisionWatch {
 	t.Helper()
 	listener := postgres.NewListener(cfg, slog.New(slog.DiscardHandler), postgres.ChannelHubRevision)
 	watch := postgres.NewRevisionWatch(listener)

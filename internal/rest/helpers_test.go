@@ -86,7 +86,7 @@ func newAPIEnv(t *testing.T, f flavour) *apiEnv {
 
 // serveJWKS serves the JWKS file at /jwks.json, read at every request so a
 // test may rotate keys.
-func serveJWKS(t *testing.T, path string) *httptest.Server {
+func serveJWKS(t testing.TB, path string) *httptest.Server {
 	t.Helper()
 	ts := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		b, err := os.ReadFile(path)
@@ -102,7 +102,7 @@ func serveJWKS(t *testing.T, path string) *httptest.Server {
 }
 
 // token mints a token for the environment's issuer and audience.
-func (e *apiEnv) token(t *testing.T, req auth.TokenRequest) string {
+func (e *apiEnv) token(t testing.TB, req auth.TokenRequest) string {
 	t.Helper()
 	req.Issuer, req.Audience = testIssuer, testAudience
 	if req.TTL == 0 {

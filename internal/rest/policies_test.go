@@ -15,7 +15,7 @@ import (
 )
 
 // policySchema is the Policy CRD's validator the service runs with.
-func policySchema(t *testing.T) fleet.PolicyValidator {
+func policySchema(t testing.TB) fleet.PolicyValidator {
 	t.Helper()
 	v, err := policyschema.New()
 	if err != nil {

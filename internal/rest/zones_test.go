@@ -27,7 +27,7 @@ func TestZones(t *testing.T) {
 	for _, f := range flavours() {
 		t.Run(f.name, func(t *testing.T) {
 			t.Parallel()
-			cfg := postgres.DefaultStoreConfig()
+			cfg := testStoreConfig()
 			cfg.Zones = fleet.Zones{Served: []string{"eu", "eu-2"}, Deployments: map[string]string{"us": usDeployment}}
 			cfg.DefaultZone = "eu"
 			e := newStackEnvWith(t, f, cfg)
