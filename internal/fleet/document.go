@@ -24,13 +24,16 @@ func (j StringMapJSON) Map() (map[string]string, error) {
 	return m, nil
 }
 
-// MarshalJSON writes the document as stored; an absent or null one is {}.
-func (j StringMapJSON) MarshalJSON() ([]byte, error) {
+// JSON is the document as stored; an absent or null one is {}.
+func (j StringMapJSON) JSON() []byte {
 	if isNullJSON(j) {
-		return []byte("{}"), nil
+		return []byte("{}")
 	}
-	return j, nil
+	return j
 }
+
+// MarshalJSON writes JSON.
+func (j StringMapJSON) MarshalJSON() ([]byte, error) { return j.JSON(), nil }
 
 // ConditionsJSON is a JSON array of ClusterCondition as the inventory stores
 // it, carried undecoded like StringMapJSON.
@@ -48,13 +51,16 @@ func (j ConditionsJSON) Conditions() ([]ClusterCondition, error) {
 	return out, nil
 }
 
-// MarshalJSON writes the document as stored; an absent or null one is [].
-func (j ConditionsJSON) MarshalJSON() ([]byte, error) {
+// JSON is the document as stored; an absent or null one is [].
+func (j ConditionsJSON) JSON() []byte {
 	if isNullJSON(j) {
-		return []byte("[]"), nil
+		return []byte("[]")
 	}
-	return j, nil
+	return j
 }
+
+// MarshalJSON writes JSON.
+func (j ConditionsJSON) MarshalJSON() ([]byte, error) { return j.JSON(), nil }
 
 func isNullJSON(b []byte) bool {
 	return len(b) == 0 || string(b) == "null"

@@ -345,11 +345,11 @@ func (s *Store) readOrgChanges(tx *gorm.DB, org string, from changePosition, bou
 // everyone's changes. %[1]s is the position window of the rows c, %[2]s
 // the served zones' predicate on h.zone.
 const orgChangesSQL = `SELECT * FROM (
-	SELECT ` + feedColumns + ` FROM hubs h
+	SELECT ` + feedColumns + `, mc.change_xid, mc.change_seq FROM hubs h
 	CROSS JOIN LATERAL (SELECT c.* FROM managed_clusters c WHERE c.hub_id = h.id AND %[1]s) AS mc
 	WHERE h.owner_org_id = ? AND %[2]s
 	UNION ALL
-	SELECT ` + feedColumns + ` FROM registrations r
+	SELECT ` + feedColumns + `, mc.change_xid, mc.change_seq FROM registrations r
 	CROSS JOIN LATERAL (SELECT c.* FROM managed_clusters c WHERE c.registration_id = r.id AND %[1]s) AS mc
 	JOIN hubs h ON h.id = mc.hub_id
 	WHERE r.org_id = ? AND h.owner_org_id IS NULL AND %[2]s

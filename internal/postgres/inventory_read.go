@@ -2,7 +2,6 @@ package postgres
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"time"
 
@@ -97,21 +96,30 @@ func (s *Store) ListManagedClusters(ctx context.Context, caller fleet.Identity, 
 
 // GetManagedCluster returns one live cluster the caller may see.
 func (s *Store) GetManagedCluster(ctx context.Context, caller fleet.Identity, admin bool, id string) (fleet.ManagedCluster, error) {
-	var row managedClusterRow
-	err := s.visibleManagedClusters(ctx, caller, admin).Where("mc.id = ?", id).Take(&row).Error
-	if errors.Is(err, gorm.ErrRecordNotFound) {
+	rows, err := find[managedClusterRow](s.visibleManagedClusters(ctx, caller, admin).Where("mc.id = ?", id).Limit(1), 1)
+	if err == nil && len(rows) == 0 {
 		err = notFound("managed cluster", id)
 	}
 	if err != nil {
 		return fleet.ManagedCluster{}, fmt.Errorf("GetManagedCluster(%s/%s): %w", caller.OrgID, id, err)
 	}
-	return row.toManagedCluster(), nil
+	return rows[0].toManagedCluster(), nil
 }
 
-// managedClusterColumns are the columns of a managedClusterRow: those of a
-// managed_clusters row mc and of its hub h.
-const managedClusterColumns = `mc.*, h.name AS hub_name, h.zone AS hub_zone, h.region AS hub_region, h.inventory_stale AS stale,
+// managedClusterColumns are the columns of a managedClusterRow, in the
+// order of its fields: those of a managed_clusters row mc and of its hub h.
+const managedClusterColumns = `mc.id, mc.hub_id, mc.name, mc.uid, mc.registration_id, mc.cluster_id,
+	mc.labels, mc.claims, mc.capacity, mc.allocatable, mc.conditions, mc.kubernetes_version, mc.openshift_version,
+	mc.platform, mc.product, mc.region, mc.console_url, mc.joined, mc.available, mc.created_at, mc.updated_at,
+	h.name AS hub_name, h.zone AS hub_zone, h.region AS hub_region, h.inventory_stale AS stale,
 	greatest(mc.updated_at, coalesce(h.last_inventory_at, mc.updated_at)) AS last_seen_at`
+
+func (r *managedClusterRow) fields() []any {
+	return []any{&r.ID, &r.HubID, &r.Name, &r.UID, &r.RegistrationID, &r.ClusterID,
+		&r.Labels, &r.Claims, &r.Capacity, &r.Allocatable, &r.Conditions, &r.KubernetesVersion, &r.OpenshiftVersion,
+		&r.Platform, &r.Product, &r.Region, &r.ConsoleURL, &r.Joined, &r.Available, &r.CreatedAt, &r.UpdatedAt,
+		&r.HubName, &r.HubZone, &r.HubRegion, &r.Stale, &r.LastSeenAt}
+}
 
 // visibleManagedClusters selects the live clusters of live hubs in the
 // served zones that the caller may see, with their hubs.

@@ -66,11 +66,10 @@ func listCounted[T any](query *gorm.DB, spec listSpec, q fleet.ListQuery, page, 
 	if err != nil {
 		return nil, 0, err
 	}
-	var rows []T
 	if int64((page-1)*size) >= total {
-		return rows, int(total), nil
+		return nil, int(total), nil
 	}
-	err = query.Order(order + ", " + spec.tiebreak).Offset((page - 1) * size).Limit(size).Find(&rows).Error
+	rows, err := find[T](query.Order(order+", "+spec.tiebreak).Offset((page-1)*size).Limit(size), size)
 	return rows, int(total), err
 }
 

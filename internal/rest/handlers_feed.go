@@ -110,12 +110,12 @@ func followFeed[P any](s *Server, w http.ResponseWriter, r *http.Request, p feed
 }
 
 func writeChanges(w http.ResponseWriter, page fleet.ChangePage) error {
-	items := make([]managedClusterChangeJSON, len(page.Items))
+	items, size := make([]managedClusterChangeJSON, len(page.Items)), 256
 	for i, c := range page.Items {
-		items[i] = managedClusterChangeJSON{ManagedClusterChange: public.ManagedClusterChange{DeletedAt: c.DeletedAt},
-			Cluster: presentManagedCluster(c.Cluster)}
+		items[i] = managedClusterChangeJSON{change: public.ManagedClusterChange{DeletedAt: c.DeletedAt},
+			cluster: presentManagedCluster(c.Cluster)}
+		size += 64 + items[i].cluster.size()
 	}
-	writeJSON(w, http.StatusOK, managedClusterChangeListJSON{ManagedClusterChangeList: public.ManagedClusterChangeList{
-		Kind: public.ManagedClusterChangeListKindManagedClusterChangeList, Size: len(items), Cursor: page.Cursor}, Items: items})
-	return nil
+	return writeAppendedJSON(w, http.StatusOK, managedClusterChangeListJSON{list: public.ManagedClusterChangeList{
+		Kind: public.ManagedClusterChangeListKindManagedClusterChangeList, Size: len(items), Cursor: page.Cursor}, items: items}, size)
 }

@@ -103,10 +103,9 @@ func (s *Server) handleManagedClusterList(w http.ResponseWriter, r *http.Request
 	for i, c := range clusters {
 		items[i] = presentManagedCluster(c)
 	}
-	writeJSON(w, http.StatusOK, managedClusterListJSON{ManagedClusterList: public.ManagedClusterList{
+	return writeAppendedJSON(w, http.StatusOK, managedClusterListJSON{list: public.ManagedClusterList{
 		Kind: public.ManagedClusterListKindManagedClusterList, Page: q.Page, Size: len(items), Total: total, Cursor: &cursor},
-		Items: items})
-	return nil
+		items: items}, clustersSize(items))
 }
 
 // handleManagedClusterGet serves one cluster of the inventory the caller may see.
@@ -116,8 +115,8 @@ func (s *Server) handleManagedClusterGet(w http.ResponseWriter, r *http.Request)
 	if err != nil {
 		return err
 	}
-	writeJSON(w, http.StatusOK, presentManagedCluster(cluster))
-	return nil
+	c := presentManagedCluster(cluster)
+	return writeAppendedJSON(w, http.StatusOK, c, c.size())
 }
 
 func orEmptyMap(m map[string]string) map[string]string {

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"net/http"
 	"net/http/httptest"
+	"syscall"
 	"testing"
 	"time"
 
@@ -18,7 +19,8 @@ import (
 // presenting and encoding the answer. The clusters look as fleetshard-sync
 // reports them (5 labels, 8 claims, capacity, allocatable, 3 conditions), as
 // in cmd/fleet-bench. The handler is called in process, so the figures leave
-// out the network; compare them with the "fm CPU/req" of `make bench/reads`.
+// out the network; cpu-ms/op is comparable with the "fm CPU/req" of
+// `make bench/reads`.
 func BenchmarkManagedClusterPage(b *testing.B) {
 	e := newStackEnvWith(b, flavours()[0], postgres.DefaultStoreConfig())
 	hub := e.createAgentHub(b, "bench-hub", "eu", 1000)
@@ -33,6 +35,7 @@ func BenchmarkManagedClusterPage(b *testing.B) {
 	handler, token := e.server.Config.Handler, e.adminToken(b)
 	b.ReportAllocs()
 	var size int
+	cpu := processCPU(b)
 	for b.Loop() {
 		req := httptest.NewRequest(http.MethodGet, e.base+"/managed_clusters?size=100", nil)
 		req.Header.Set("Authorization", "Bearer "+token)
@@ -44,6 +47,18 @@ func BenchmarkManagedClusterPage(b *testing.B) {
 		size = rec.Body.Len()
 	}
 	b.ReportMetric(float64(size), "bytes/page")
+	b.ReportMetric(float64(processCPU(b)-cpu)/float64(b.N)/1e6, "cpu-ms/op")
+}
+
+// processCPU is the user and system CPU the test process has used, which is
+// the fleet manager's side of a request and its garbage collection (the
+// database runs in its own processes).
+func processCPU(b *testing.B) time.Duration {
+	var u syscall.Rusage
+	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &u); err != nil {
+		b.Fatalf("getrusage: %v", err)
+	}
+	return time.Duration(u.Utime.Nano() + u.Stime.Nano())
 }
 
 // benchClusterSummary is cluster i as fleetshard-sync summarizes a real
