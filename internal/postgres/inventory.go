@@ -85,8 +85,8 @@ SELECT ?, x.name, x.uid, x.resource_version,
 	(SELECT r.id FROM registrations r WHERE r.id = x.registration_id AND r.hub_id = ?),
 	x.cluster_id, x.labels, x.claims, x.capacity, x.allocatable, x.conditions, x.kubernetes_version, x.openshift_version,
 	x.platform, x.product, x.region, x.console_url, x.joined, x.available, x.content_hash
-FROM jsonb_to_recordset(?::jsonb) AS x(name text, uid text, resource_version text, registration_id text, cluster_id text,
-	labels jsonb, claims jsonb, capacity jsonb, allocatable jsonb, conditions jsonb, kubernetes_version text,
+FROM json_to_recordset(?::json) AS x(name text, uid text, resource_version text, registration_id text, cluster_id text,
+	labels jsonb, claims json, capacity json, allocatable json, conditions json, kubernetes_version text,
 	openshift_version text, platform text, product text, region text, console_url text, joined text, available text,
 	content_hash text)
 ON CONFLICT (hub_id, name) DO UPDATE SET

@@ -1,6 +1,8 @@
 package postgres
 
 import (
+	"fmt"
+
 	"github.com/go-gormigrate/gormigrate/v2"
 	"gorm.io/gorm"
 )
@@ -14,7 +16,19 @@ func migration202611300008ClusterView() *gormigrate.Migration {
 	return &gormigrate.Migration{
 		ID: "202611300008",
 		Migrate: func(tx *gorm.DB) error {
-			return tx.Exec(`
+			return tx.Exec(clusterViewV1SQL("mc.capacity", "mc.allocatable")).Error
+		},
+		Rollback: func(tx *gorm.DB) error {
+			return tx.Exec(`DROP VIEW fleet_clusters_v1;`).Error
+		},
+	}
+}
+
+// clusterViewV1SQL creates fleet_clusters_v1, reading its capacity and
+// allocatable (jsonb) with the expressions given: the columns themselves,
+// or, since migration 202611300013 stored them as json, their casts.
+func clusterViewV1SQL(capacity, allocatable string) string {
+	return fmt.Sprintf(`
 CREATE VIEW fleet_clusters_v1 AS
 SELECT
 	mc.id                                                                         AS inventory_id,
@@ -30,8 +44,8 @@ SELECT
 	COALESCE(NULLIF(mc.kubernetes_version, ''), NULLIF(mci.body #>> '{status,version}', ''), '') AS kubernetes_version,
 	mc.available                                                                  AS available,
 	mc.joined                                                                     AS joined,
-	mc.capacity                                                                   AS capacity,
-	mc.allocatable                                                                AS allocatable,
+	%[1]s AS capacity,
+	%[2]s AS allocatable,
 	CASE WHEN jsonb_typeof(mci.body #> '{status,nodeList}') = 'array'
 		THEN jsonb_array_length(mci.body #> '{status,nodeList}') END            AS node_count,
 	COALESCE(NULLIF(mc.console_url, ''), NULLIF(mci.body #>> '{status,consoleURL}', ''), '') AS console_url,
@@ -49,10 +63,5 @@ LEFT JOIN resources mci ON mci.hub_id = mc.hub_id AND mci.cluster_name = mc.name
 	AND mci.api_group = 'internal.open-cluster-management.io' AND mci.kind = 'ManagedClusterInfo'
 	AND mci.deleted_at IS NULL
 WHERE mc.deleted_at IS NULL AND h.deleted_at IS NULL;
-`).Error
-		},
-		Rollback: func(tx *gorm.DB) error {
-			return tx.Exec(`DROP VIEW fleet_clusters_v1;`).Error
-		},
-	}
+`, capacity, allocatable)
 }

@@ -35,6 +35,7 @@ func migrations() []*gormigrate.Migration {
 		migration202611300010ResourcesFeed(),
 		migration202611300011InventoryFacets(),
 		migration202611300012FeedOrg(),
+		migration202611300013InventoryDocuments(),
 	}
 }
 

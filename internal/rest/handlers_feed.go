@@ -29,7 +29,7 @@ func (s *Server) handleManagedClusterChangeList(w http.ResponseWriter, r *http.R
 	return followFeed(s, w, r, p, func(after string) (fleet.ChangePage, feedStatus, error) {
 		page, err := s.services.Feed.ListManagedClusterChanges(r.Context(), id, admin, after, p.size)
 		return page, feedStatus{items: len(page.Items), cursor: page.Cursor, pending: page.Pending}, err
-	}, writeChanges)
+	}, s.writeChanges)
 }
 
 // feedParams are the query parameters every change feed takes.
@@ -109,13 +109,13 @@ func followFeed[P any](s *Server, w http.ResponseWriter, r *http.Request, p feed
 	}
 }
 
-func writeChanges(w http.ResponseWriter, page fleet.ChangePage) error {
+func (s *Server) writeChanges(w http.ResponseWriter, page fleet.ChangePage) error {
 	items, size := make([]managedClusterChangeJSON, len(page.Items)), 256
 	for i, c := range page.Items {
 		items[i] = managedClusterChangeJSON{change: public.ManagedClusterChange{DeletedAt: c.DeletedAt},
 			cluster: presentManagedCluster(c.Cluster)}
 		size += 64 + items[i].cluster.size()
 	}
-	return writeAppendedJSON(w, http.StatusOK, managedClusterChangeListJSON{list: public.ManagedClusterChangeList{
+	return s.writeAppendedJSON(w, http.StatusOK, managedClusterChangeListJSON{list: public.ManagedClusterChangeList{
 		Kind: public.ManagedClusterChangeListKindManagedClusterChangeList, Size: len(items), Cursor: page.Cursor}, items: items}, size)
 }

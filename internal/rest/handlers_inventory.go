@@ -103,7 +103,7 @@ func (s *Server) handleManagedClusterList(w http.ResponseWriter, r *http.Request
 	for i, c := range clusters {
 		items[i] = presentManagedCluster(c)
 	}
-	return writeAppendedJSON(w, http.StatusOK, managedClusterListJSON{list: public.ManagedClusterList{
+	return s.writeAppendedJSON(w, http.StatusOK, managedClusterListJSON{list: public.ManagedClusterList{
 		Kind: public.ManagedClusterListKindManagedClusterList, Page: q.Page, Size: len(items), Total: total, Cursor: &cursor},
 		items: items}, clustersSize(items))
 }
@@ -116,7 +116,7 @@ func (s *Server) handleManagedClusterGet(w http.ResponseWriter, r *http.Request)
 		return err
 	}
 	c := presentManagedCluster(cluster)
-	return writeAppendedJSON(w, http.StatusOK, c, c.size())
+	return s.writeAppendedJSON(w, http.StatusOK, c, c.size())
 }
 
 func orEmptyMap(m map[string]string) map[string]string {

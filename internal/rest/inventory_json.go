@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"encoding/json"
 	"net/http"
-	"sync"
 
 	"github.com/fleetmanager/fleet-manager/internal/fleet"
 	"github.com/fleetmanager/fleet-manager/pkg/api/public"
@@ -54,26 +53,25 @@ func (j *jsonBuilder) field(name string, raw []byte, first bool) {
 	j.buf.Write(raw)
 }
 
-// jsonBuilders keeps the builders of answers written, for the next ones:
-// a page of 100 clusters is about 200 kB.
-var jsonBuilders = sync.Pool{New: func() any {
-	j := &jsonBuilder{}
-	j.enc = json.NewEncoder(&j.buf)
-	return j
-}}
-
 // maxPooledBuilder is the largest builder kept for reuse; a larger answer's
 // is left to the garbage collector.
 const maxPooledBuilder = 4 << 20
 
+// newJSONBuilder is the New of Server.builders.
+func newJSONBuilder() any {
+	j := &jsonBuilder{}
+	j.enc = json.NewEncoder(&j.buf)
+	return j
+}
+
 // writeAppendedJSON writes v as the JSON body of a response with status;
 // size is a guess of its length.
-func writeAppendedJSON(w http.ResponseWriter, status int, v jsonAppender, size int) error {
-	j := jsonBuilders.Get().(*jsonBuilder)
+func (s *Server) writeAppendedJSON(w http.ResponseWriter, status int, v jsonAppender, size int) error {
+	j := s.builders.Get().(*jsonBuilder)
 	defer func() {
 		if j.buf.Cap() <= maxPooledBuilder {
 			j.buf.Reset()
-			jsonBuilders.Put(j)
+			s.builders.Put(j)
 		}
 	}()
 	j.buf.Grow(size)
