@@ -52,8 +52,8 @@ func TestManagedClusterTotalFollowsTheRows(t *testing.T) {
 	}
 }
 
-// TestLabelSearchWithContainmentHint checks that the index hint added to a
-// label search leaves its results as they were.
+// TestLabelSearchWithContainmentHint checks that reading a label equality as
+// containment, where the search requires it, leaves the results as they were.
 func TestLabelSearchWithContainmentHint(t *testing.T) {
 	t.Parallel()
 	e := newInventoryEnv(t)
@@ -72,6 +72,9 @@ func TestLabelSearchWithContainmentHint(t *testing.T) {
 		{"labels.env = 'prod' or name = 'bare'", []string{"bare", "prod"}},
 		{"not labels.env = 'prod'", []string{"dev"}},
 		{"labels.team = 'a\"b'", []string{"dev"}},
+		{"labels.env = 'dev' and labels.team = 'a\"b'", []string{"dev"}},
+		{"labels.env = 'prod' and labels.team = 'a\"b'", nil},
+		{"name = 'dev' and (labels.env = 'dev' or labels.env = 'prod')", []string{"dev"}},
 		{"labels.env != 'prod'", []string{"dev"}},
 		{"labels.env is null", []string{"bare"}},
 	}
