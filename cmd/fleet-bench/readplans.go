@@ -183,19 +183,20 @@ func (p plan) topNode() string {
 
 func printReadPhases(out io.Writer, r *readResults) {
 	tw := tabwriter.NewWriter(out, 0, 0, 2, ' ', tabwriter.AlignRight)
-	fmt.Fprintln(tw, "scenario\treqs\treq/s\tp50\tp99\tmax\tfm CPU/req\tPG CPU/req\ttotal\tpeak RSS MB\t")
+	fmt.Fprintln(tw, "scenario\treqs\treq/s\tp50\tp99\tmax\tfm CPU/req\tPG CPU/req\tbench CPU/req\ttotal\tpeak RSS MB\t")
 	for _, ph := range r.phases {
 		total := "-"
 		if t, ok := r.totals[ph.Name]; ok {
 			total = fmt.Sprint(t)
 		}
-		fmt.Fprintf(tw, "%s\t%d\t%.0f\t%s\t%s\t%s\t%s\t%s\t%s\t%.0f\t\n", ph.Name, ph.Requests, float64(ph.Requests)/ph.Wall.Seconds(),
+		fmt.Fprintf(tw, "%s\t%d\t%.0f\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%.0f\t\n", ph.Name, ph.Requests, float64(ph.Requests)/ph.Wall.Seconds(),
 			msf(percentile(ph.Latencies, .5)), msf(percentile(ph.Latencies, .99)), msf(percentile(ph.Latencies, 1)),
-			msf(perRequest(ph.ServerCPU, ph.Requests)), msf(perRequest(ph.DBCPU, ph.Requests)), total, float64(ph.PeakRSS)/megabyte)
+			msf(perRequest(ph.ServerCPU, ph.Requests)), msf(perRequest(ph.DBCPU, ph.Requests)), msf(perRequest(ph.BenchCPU, ph.Requests)),
+			total, float64(ph.PeakRSS)/megabyte)
 	}
 	tw.Flush()
-	fmt.Fprintln(out, "(CPU/req: user+system time of fleet-manager serve (/proc/<pid>/stat) and of the database's backends over")
-	fmt.Fprintln(out, " the scenario, divided by its requests; total: the `total` the first answer gave)")
+	fmt.Fprintln(out, "(CPU/req: user+system time of fleet-manager serve (/proc/<pid>/stat), of the database's backends and of")
+	fmt.Fprintln(out, " this process, the clients, over the scenario, divided by its requests; total: the `total` the first answer gave)")
 }
 
 func printPlans(out io.Writer, plans []plan) {

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -224,11 +225,8 @@ func feedScenario(name string, org bool) readScenario {
 			return "/managed_clusters/changes?" + v.Encode()
 		},
 		seen: func(w *readWorker, body []byte) {
-			var page struct {
-				Cursor string `json:"cursor"`
-			}
-			if json.Unmarshal(body, &page) == nil {
-				w.cursor = page.Cursor
+			if cursor, ok := leadingString(body, "cursor"); ok {
+				w.cursor = cursor
 			}
 		}}
 }
@@ -267,54 +265,6 @@ func (r *readResults) scenarioQueries() []readScenario {
 	}
 }
 
-// readClient sends the scenarios' requests with its bearer token: an
-// administrator's, or benchOrg's for the (org) scenarios.
-type readClient struct {
-	base   string
-	bearer func(context.Context, *http.Request) error
-	http   *http.Client
-}
-
-// get fetches path and returns its body, failing on any status but 200.
-func (c *readClient) get(ctx context.Context, path string) ([]byte, error) {
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, c.base+path, nil)
-	if err != nil {
-		return nil, err
-	}
-	if err := c.bearer(ctx, req); err != nil {
-		return nil, err
-	}
-	resp, err := c.http.Do(req)
-	if err != nil {
-		return nil, err
-	}
-	defer resp.Body.Close()
-	body, err := io.ReadAll(resp.Body)
-	if err == nil && resp.StatusCode != http.StatusOK {
-		err = fmt.Errorf("GET %s = %s: %s", path, resp.Status, truncate(string(body), 300))
-	}
-	return body, err
-}
-
-// specPaths returns the paths of the served OpenAPI document.
-func (c *readClient) specPaths(ctx context.Context) (map[string]bool, error) {
-	body, err := c.get(ctx, "/openapi")
-	if err != nil {
-		return nil, err
-	}
-	var spec struct {
-		Paths map[string]json.RawMessage `json:"paths"`
-	}
-	if err := json.Unmarshal(body, &spec); err != nil {
-		return nil, fmt.Errorf("GET /openapi: %w", err)
-	}
-	paths := map[string]bool{}
-	for p := range spec.Paths {
-		paths[p] = true
-	}
-	return paths, nil
-}
-
 // drive runs sc with n workers for d, recording every request's latency.
 func (c *readClient) drive(ctx context.Context, sc readScenario, n int, d time.Duration, ph *phase, totals map[string]int) error {
 	ctx, cancel := context.WithCancel(ctx)
@@ -328,11 +278,15 @@ func (c *readClient) drive(ctx context.Context, sc readScenario, n int, d time.D
 	for i := range n {
 		wg.Go(func() {
 			w := &readWorker{rng: rand.New(rand.NewPCG(uint64(i), 42))}
-			var lat []time.Duration
+			var (
+				lat []time.Duration
+				buf bytes.Buffer
+			)
 			for time.Now().Before(deadline) && ctx.Err() == nil {
 				start := time.Now()
-				body, err := c.get(ctx, sc.next(w))
+				err := c.getInto(ctx, sc.next(w), &buf)
 				took := time.Since(start)
+				body := buf.Bytes()
 				if err != nil {
 					mu.Lock()
 					if firstErr == nil && ctx.Err() == nil {
