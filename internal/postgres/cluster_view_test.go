@@ -3,11 +3,13 @@ package postgres_test
 import (
 	"context"
 	"encoding/json"
+	"slices"
 	"testing"
 
 	"github.com/onsi/gomega"
 
 	"github.com/fleetmanager/fleet-manager/internal/fleet"
+	"github.com/fleetmanager/fleet-manager/internal/postgres/pgtest"
 )
 
 // clusterViewRow is a row of fleet_clusters_v1, the standard cluster schema.
@@ -153,3 +155,25 @@ const managedClusterInfo = `{
     ]
   }
 }`
+
+// TestInventoryDocumentTypes checks the column types migration 202611300013
+// leaves: a managed cluster's claims, capacity, allocatable and conditions
+// are json, its labels jsonb, and fleet_clusters_v1 still answers jsonb for
+// capacity, allocatable and labels, as version 1 of the view promised.
+func TestInventoryDocumentTypes(t *testing.T) {
+	t.Parallel()
+	db, _ := pgtest.NewMigratedDatabase(t)
+	var got []struct{ TableName, ColumnName, DataType string }
+	err := db.Gorm.Raw(`SELECT table_name, column_name, data_type FROM information_schema.columns
+		WHERE table_name IN ('managed_clusters', 'fleet_clusters_v1')
+		AND column_name IN ('labels', 'claims', 'capacity', 'allocatable', 'conditions')
+		ORDER BY table_name, column_name`).Scan(&got).Error
+	want := []struct{ TableName, ColumnName, DataType string }{
+		{"fleet_clusters_v1", "allocatable", "jsonb"}, {"fleet_clusters_v1", "capacity", "jsonb"}, {"fleet_clusters_v1", "labels", "jsonb"},
+		{"managed_clusters", "allocatable", "json"}, {"managed_clusters", "capacity", "json"}, {"managed_clusters", "claims", "json"},
+		{"managed_clusters", "conditions", "json"}, {"managed_clusters", "labels", "jsonb"},
+	}
+	if err != nil || !slices.Equal(got, want) {
+		t.Errorf("column types = %v, %v; want %v", got, err, want)
+	}
+}

@@ -1,6 +1,8 @@
 package postgres
 
 import (
+	"fmt"
+
 	"github.com/go-gormigrate/gormigrate/v2"
 	"gorm.io/gorm"
 )
@@ -19,32 +21,27 @@ func migration202611300013InventoryDocuments() *gormigrate.Migration {
 	return &gormigrate.Migration{
 		ID: "202611300013",
 		Migrate: func(tx *gorm.DB) error {
-			return tx.Exec(`
-DROP VIEW fleet_clusters_v1;
-ALTER TABLE managed_clusters
-	ALTER COLUMN claims DROP DEFAULT, ALTER COLUMN claims TYPE json USING claims::json,
-	ALTER COLUMN claims SET DEFAULT '{}',
-	ALTER COLUMN capacity DROP DEFAULT, ALTER COLUMN capacity TYPE json USING capacity::json,
-	ALTER COLUMN capacity SET DEFAULT '{}',
-	ALTER COLUMN allocatable DROP DEFAULT, ALTER COLUMN allocatable TYPE json USING allocatable::json,
-	ALTER COLUMN allocatable SET DEFAULT '{}',
-	ALTER COLUMN conditions DROP DEFAULT, ALTER COLUMN conditions TYPE json USING conditions::json,
-	ALTER COLUMN conditions SET DEFAULT '[]';
-` + clusterViewV1SQL("mc.capacity::jsonb", "mc.allocatable::jsonb")).Error
+			return tx.Exec(inventoryDocumentsAs("json") + clusterViewV1SQL("mc.capacity::jsonb", "mc.allocatable::jsonb")).Error
 		},
 		Rollback: func(tx *gorm.DB) error {
-			return tx.Exec(`
-DROP VIEW fleet_clusters_v1;
-ALTER TABLE managed_clusters
-	ALTER COLUMN claims DROP DEFAULT, ALTER COLUMN claims TYPE jsonb USING claims::jsonb,
-	ALTER COLUMN claims SET DEFAULT '{}',
-	ALTER COLUMN capacity DROP DEFAULT, ALTER COLUMN capacity TYPE jsonb USING capacity::jsonb,
-	ALTER COLUMN capacity SET DEFAULT '{}',
-	ALTER COLUMN allocatable DROP DEFAULT, ALTER COLUMN allocatable TYPE jsonb USING allocatable::jsonb,
-	ALTER COLUMN allocatable SET DEFAULT '{}',
-	ALTER COLUMN conditions DROP DEFAULT, ALTER COLUMN conditions TYPE jsonb USING conditions::jsonb,
-	ALTER COLUMN conditions SET DEFAULT '[]';
-` + clusterViewV1SQL("mc.capacity", "mc.allocatable")).Error
+			return tx.Exec(inventoryDocumentsAs("jsonb") + clusterViewV1SQL("mc.capacity", "mc.allocatable")).Error
 		},
 	}
+}
+
+// inventoryDocumentsAs drops fleet_clusters_v1, which reads two of the
+// columns, and gives the four document columns of managed_clusters the type
+// typ, json or jsonb, keeping their defaults.
+func inventoryDocumentsAs(typ string) string {
+	sql := "DROP VIEW fleet_clusters_v1;\nALTER TABLE managed_clusters"
+	for i, c := range []struct{ column, empty string }{
+		{"claims", "{}"}, {"capacity", "{}"}, {"allocatable", "{}"}, {"conditions", "[]"},
+	} {
+		if i > 0 {
+			sql += ","
+		}
+		sql += fmt.Sprintf("\n\tALTER COLUMN %[1]s DROP DEFAULT, ALTER COLUMN %[1]s TYPE %[2]s USING %[1]s::%[2]s, ALTER COLUMN %[1]s SET DEFAULT '%[3]s'",
+			c.column, typ, c.empty)
+	}
+	return sql + ";\n"
 }
