@@ -102,6 +102,10 @@ func explainReads(ctx context.Context, o options, db *benchDB, scenarios []readS
 			if err != nil {
 				return nil, fmt.Errorf("explainReads(%s): %w", sc.name, err)
 			}
+		case sc.get:
+			if _, err := store.GetManagedCluster(ctx, caller, admin, id); err != nil {
+				return nil, fmt.Errorf("explainReads(%s): %w", sc.name, err)
+			}
 		default:
 			q := sc.query
 			q.Search = strings.ReplaceAll(q.Search, "?", "'"+id+"'")

@@ -28,6 +28,7 @@ type readScenario struct {
 	name  string
 	query domain.ListQuery // what the store is asked, for the plans
 	feed  bool
+	get   bool // GET /managed_clusters/{id}: the plans explain GetManagedCluster
 	org   bool // read as benchOrg, without an admin role
 	next  func(w *readWorker) string
 	seen  func(w *readWorker, body []byte)
@@ -258,7 +259,7 @@ func (r *readResults) scenarioQueries() []readScenario {
 		{name: "list by name", query: domain.ListQuery{Size: 100, OrderBy: "name"}},
 		{name: "search label", query: domain.ListQuery{Size: 100, Search: "labels.env = 'prod'"}},
 		{name: "search region", query: domain.ListQuery{Size: 100, Search: "region = 'eu-west-1'"}},
-		{name: "get by id", query: domain.ListQuery{Size: 1, Search: "id = ?"}},
+		{name: "get by id", get: true},
 		{name: "follow change feed", feed: true},
 		{name: "list page of 100 (org)", query: domain.ListQuery{Size: 100}, org: true},
 		{name: "follow change feed (org)", feed: true, org: true},

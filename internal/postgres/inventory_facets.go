@@ -27,6 +27,10 @@ func (s *Store) countManagedClusters(ctx context.Context, org string, admin bool
 	}
 	db := s.db.Gorm.WithContext(ctx)
 	var owned *gorm.DB
+	// counted says whether the counters hold the search's facet: a label's
+	// only when its key is in --inventory-counted-labels, read in the same
+	// statement as the sum.
+	counted, countedArgs := "true", []any{}
 	if expr == nil {
 		owned = db.Table("managed_cluster_counts AS c")
 	} else {
@@ -35,11 +39,7 @@ func (s *Store) countManagedClusters(ctx context.Context, org string, admin bool
 			return 0, false, nil
 		}
 		if key, isLabel := strings.CutPrefix(facet, "labels."); isLabel {
-			var counted bool
-			err := db.Raw(`SELECT EXISTS (SELECT 1 FROM inventory_counted_labels WHERE key = ?)`, key).Scan(&counted).Error
-			if err != nil || !counted {
-				return 0, false, err
-			}
+			counted, countedArgs = "EXISTS (SELECT 1 FROM inventory_counted_labels WHERE key = ?)", []any{key}
 		}
 		owned = db.Table("managed_cluster_facet_counts AS c").Where("c.facet = ? AND c.value = ?", facet, value)
 	}
@@ -47,9 +47,16 @@ func (s *Store) countManagedClusters(ctx context.Context, org string, admin bool
 	if !admin {
 		owned = owned.Where("h.owner_org_id = ?", org)
 	}
-	var total int64
-	if err := owned.Select("coalesce(sum(c.live), 0)").Scan(&total).Error; err != nil || admin {
-		return total, true, err
+	var got struct {
+		Total   int64
+		Counted bool
+	}
+	if err := owned.Select("coalesce(sum(c.live), 0) AS total, "+counted+" AS counted", countedArgs...).Scan(&got).Error; err != nil || !got.Counted {
+		return 0, false, err
+	}
+	total := got.Total
+	if admin {
+		return total, true, nil
 	}
 	shared := s.inServedZones(db.Table("registrations AS r").
 		Joins("JOIN managed_clusters mc ON mc.registration_id = r.id AND mc.deleted_at IS NULL").

@@ -18,7 +18,7 @@ type managedClusterRow struct {
 	UID               string
 	RegistrationID    *string
 	ClusterID         string
-	Labels            []byte // the jsonb documents, read as text and passed on undecoded
+	Labels            []byte // the JSON documents (labels jsonb, the others json), read as text and passed on undecoded
 	Claims            []byte
 	Capacity          []byte
 	Allocatable       []byte
