@@ -110,12 +110,11 @@ func followFeed[P any](s *Server, w http.ResponseWriter, r *http.Request, p feed
 }
 
 func (s *Server) writeChanges(w http.ResponseWriter, page fleet.ChangePage) error {
-	items, size := make([]managedClusterChangeJSON, len(page.Items)), 256
+	items := make([]managedClusterChangeJSON, len(page.Items))
 	for i, c := range page.Items {
 		items[i] = managedClusterChangeJSON{change: public.ManagedClusterChange{DeletedAt: c.DeletedAt},
 			cluster: presentManagedCluster(c.Cluster)}
-		size += 64 + items[i].cluster.size()
 	}
 	return s.writeAppendedJSON(w, http.StatusOK, managedClusterChangeListJSON{list: public.ManagedClusterChangeList{
-		Kind: public.ManagedClusterChangeListKindManagedClusterChangeList, Size: len(items), Cursor: page.Cursor}, items: items}, size)
+		Kind: public.ManagedClusterChangeListKindManagedClusterChangeList, Size: len(items), Cursor: page.Cursor}, items: items})
 }

@@ -105,7 +105,7 @@ func (s *Server) handleManagedClusterList(w http.ResponseWriter, r *http.Request
 	}
 	return s.writeAppendedJSON(w, http.StatusOK, managedClusterListJSON{list: public.ManagedClusterList{
 		Kind: public.ManagedClusterListKindManagedClusterList, Page: q.Page, Size: len(items), Total: total, Cursor: &cursor},
-		items: items}, clustersSize(items))
+		items: items})
 }
 
 // handleManagedClusterGet serves one cluster of the inventory the caller may see.
@@ -115,8 +115,7 @@ func (s *Server) handleManagedClusterGet(w http.ResponseWriter, r *http.Request)
 	if err != nil {
 		return err
 	}
-	c := presentManagedCluster(cluster)
-	return s.writeAppendedJSON(w, http.StatusOK, c, c.size())
+	return s.writeAppendedJSON(w, http.StatusOK, presentManagedCluster(cluster))
 }
 
 func orEmptyMap(m map[string]string) map[string]string {

@@ -15,8 +15,9 @@ import (
 // as JSON text and are copied into the answer as they are: decoding them into
 // maps and encoding them again was over half of a page's CPU, and
 // encoding/json, given them as json.Marshaler output, would still validate and
-// compact every byte (a quarter of what was left). PostgreSQL's jsonb output is
-// valid JSON; its spaces after `:` and `,` are kept. The rest of each answer is
+// compact every byte (a quarter of what was left). What PostgreSQL returns is
+// valid JSON (jsonb written out with a space after `:` and `,`, json as it was
+// stored) and is kept as it is. The rest of each answer is
 // the generated type, encoded by encoding/json, without the fields appended
 // after it. The API tests validate every answer against the OpenAPI document.
 
@@ -42,9 +43,10 @@ func (j *jsonBuilder) object(v any) error {
 	return nil
 }
 
-// field writes `,"name":` and raw; first leaves out the comma.
-func (j *jsonBuilder) field(name string, raw []byte, first bool) {
-	if !first {
+// field writes `"name":` and raw, after a comma unless the object has no
+// field yet.
+func (j *jsonBuilder) field(name string, raw []byte) {
+	if j.buf.Bytes()[j.buf.Len()-1] != '{' {
 		j.buf.WriteByte(',')
 	}
 	j.buf.WriteByte('"')
@@ -64,9 +66,9 @@ func newJSONBuilder() any {
 	return j
 }
 
-// writeAppendedJSON writes v as the JSON body of a response with status;
-// size is a guess of its length.
-func (s *Server) writeAppendedJSON(w http.ResponseWriter, status int, v jsonAppender, size int) error {
+// writeAppendedJSON writes v as the JSON body of a response with status. The
+// builder comes from the pool with the room its last answer needed.
+func (s *Server) writeAppendedJSON(w http.ResponseWriter, status int, v jsonAppender) error {
 	j := s.builders.Get().(*jsonBuilder)
 	defer func() {
 		if j.buf.Cap() <= maxPooledBuilder {
@@ -74,7 +76,6 @@ func (s *Server) writeAppendedJSON(w http.ResponseWriter, status int, v jsonAppe
 			s.builders.Put(j)
 		}
 	}()
-	j.buf.Grow(size)
 	if err := v.appendJSON(j); err != nil {
 		return err
 	}
@@ -112,18 +113,13 @@ func (c managedClusterJSON) appendJSON(j *jsonBuilder) error {
 	if err := j.object(managedClusterHead{ManagedCluster: c.cluster}); err != nil {
 		return err
 	}
-	j.field("labels", c.labels.JSON(), false)
-	j.field("claims", c.claims.JSON(), false)
-	j.field("capacity", c.capacity.JSON(), false)
-	j.field("allocatable", c.allocatable.JSON(), false)
-	j.field("conditions", c.conditions.JSON(), false)
+	j.field("labels", c.labels.JSON())
+	j.field("claims", c.claims.JSON())
+	j.field("capacity", c.capacity.JSON())
+	j.field("allocatable", c.allocatable.JSON())
+	j.field("conditions", c.conditions.JSON())
 	j.buf.WriteByte('}')
 	return nil
-}
-
-// size is a guess of the length of c's JSON.
-func (c managedClusterJSON) size() int {
-	return 1024 + len(c.labels) + len(c.claims) + len(c.capacity) + len(c.allocatable) + len(c.conditions)
 }
 
 // managedClusterListJSON is a public.ManagedClusterList.
@@ -133,13 +129,10 @@ type managedClusterListJSON struct {
 }
 
 func (l managedClusterListJSON) appendJSON(j *jsonBuilder) error {
-	if err := j.object(struct {
+	return appendList(j, struct {
 		public.ManagedClusterList
 		Items *struct{} `json:"items,omitempty"`
-	}{ManagedClusterList: l.list}); err != nil {
-		return err
-	}
-	return appendItems(j, l.items)
+	}{ManagedClusterList: l.list}, l.items)
 }
 
 // managedClusterChangeJSON is a public.ManagedClusterChange.
@@ -155,8 +148,7 @@ func (c managedClusterChangeJSON) appendJSON(j *jsonBuilder) error {
 	}{ManagedClusterChange: c.change}); err != nil {
 		return err
 	}
-	first := j.buf.Bytes()[j.buf.Len()-1] == '{' // deleted_at is omitted while the cluster lives
-	j.field("cluster", nil, first)
+	j.field("cluster", nil)
 	if err := c.cluster.appendJSON(j); err != nil {
 		return err
 	}
@@ -171,19 +163,19 @@ type managedClusterChangeListJSON struct {
 }
 
 func (l managedClusterChangeListJSON) appendJSON(j *jsonBuilder) error {
-	if err := j.object(struct {
+	return appendList(j, struct {
 		public.ManagedClusterChangeList
 		Items *struct{} `json:"items,omitempty"`
-	}{ManagedClusterChangeList: l.list}); err != nil {
-		return err
-	}
-	return appendItems(j, l.items)
+	}{ManagedClusterChangeList: l.list}, l.items)
 }
 
-// appendItems writes `,"items":` and the JSON array of items, and closes the
-// enclosing object.
-func appendItems[T jsonAppender](j *jsonBuilder, items []T) error {
-	j.field("items", []byte{'['}, false)
+// appendList writes a list: head, whose type leaves out `items`, then the
+// JSON array of items.
+func appendList[T jsonAppender](j *jsonBuilder, head any, items []T) error {
+	if err := j.object(head); err != nil {
+		return err
+	}
+	j.field("items", []byte{'['})
 	for i, item := range items {
 		if i > 0 {
 			j.buf.WriteByte(',')
@@ -194,15 +186,6 @@ func appendItems[T jsonAppender](j *jsonBuilder, items []T) error {
 	}
 	j.buf.WriteString("]}")
 	return nil
-}
-
-// clustersSize is a guess of the length of a page of clusters' JSON.
-func clustersSize(items []managedClusterJSON) int {
-	n := 256
-	for _, c := range items {
-		n += c.size()
-	}
-	return n
 }
 
 func presentManagedCluster(c fleet.ManagedCluster) managedClusterJSON {
