@@ -29,6 +29,16 @@ func (o dbOptions) dsn(name string) string {
 	return u.String()
 }
 
+// openDatabase connects to the existing database name, as kept by an
+// earlier run.
+func openDatabase(ctx context.Context, server dbOptions, name string) (*benchDB, error) {
+	conn, err := pgx.Connect(ctx, server.dsn(name))
+	if err != nil {
+		return nil, fmt.Errorf("openDatabase(%s): %w", name, err)
+	}
+	return &benchDB{server: server, name: name, conn: conn}, nil
+}
+
 // createDatabase creates fmbench_<random> through the server's postgres
 // database and connects to it.
 func createDatabase(ctx context.Context, server dbOptions) (*benchDB, error) {

@@ -102,3 +102,24 @@ func loadReadData(ctx context.Context, o options, db *benchDB, out io.Writer) (r
 	fmt.Fprintf(out, "VACUUM (ANALYZE) in %s\n", time.Since(start).Round(time.Millisecond))
 	return resources, share, db.checkpoint(ctx)
 }
+
+// readsDatabase is the database the reads run on: the one --reads-database
+// names, or a new one.
+func readsDatabase(ctx context.Context, o options) (*benchDB, error) {
+	if o.ReadsDatabase != "" {
+		return openDatabase(ctx, o.DB, o.ReadsDatabase)
+	}
+	return createDatabase(ctx, o.DB)
+}
+
+// loadedReadData reads back what loadReadData loaded into a kept database.
+func loadedReadData(ctx context.Context, db *benchDB) (resources int, share orgShare, err error) {
+	err = db.conn.QueryRow(ctx, `SELECT
+		(SELECT count(*) FROM resources WHERE deleted_at IS NULL),
+		(SELECT count(*) FROM hubs WHERE owner_org_id = $1 AND deleted_at IS NULL),
+		(SELECT count(*) FROM registrations WHERE org_id = $1)`, benchOrg).Scan(&resources, &share.hubs, &share.registrations)
+	if err != nil {
+		err = fmt.Errorf("reading the loaded data of %s: %w", db.name, err)
+	}
+	return resources, share, err
+}

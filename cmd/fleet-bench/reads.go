@@ -69,11 +69,11 @@ func runReads(ctx context.Context, o options, out io.Writer) error {
 		return err
 	}
 	defer os.RemoveAll(dir)
-	db, err := createDatabase(ctx, o.DB)
+	db, err := readsDatabase(ctx, o)
 	if err != nil {
 		return err
 	}
-	defer finishDatabase(db, o.KeepDatabase, out)
+	defer finishDatabase(db, o.KeepDatabase || o.ReadsDatabase != "", out)
 	if r.machine.postgres, err = db.serverFacts(ctx); err != nil {
 		return err
 	}
@@ -91,11 +91,18 @@ func runReads(ctx context.Context, o options, out io.Writer) error {
 		return err
 	}
 	defer s.stop()
-	if _, err := setupFleet(ctx, o, s, m); err != nil {
-		return err
-	}
-	if r.resources, r.org, err = loadReadData(ctx, o, db, out); err != nil {
-		return err
+	if o.ReadsDatabase != "" {
+		r.notes = append(r.notes, "the reads ran on database "+db.name+", loaded by an earlier run (--reads-database)")
+		if r.resources, r.org, err = loadedReadData(ctx, db); err != nil {
+			return err
+		}
+	} else {
+		if _, err := setupFleet(ctx, o, s, m); err != nil {
+			return err
+		}
+		if r.resources, r.org, err = loadReadData(ctx, o, db, out); err != nil {
+			return err
+		}
 	}
 	if err := db.conn.QueryRow(ctx, `SELECT count(*) FROM managed_clusters WHERE deleted_at IS NULL`).Scan(&r.clusters); err != nil {
 		return err
