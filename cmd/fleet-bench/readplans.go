@@ -11,6 +11,8 @@ import (
 	"text/tabwriter"
 	"time"
 
+	"github.com/jackc/pgx/v5"
+
 	domain "github.com/fleetmanager/fleet-manager/internal/fleet"
 	"github.com/fleetmanager/fleet-manager/internal/postgres"
 )
@@ -109,7 +111,7 @@ func explainReads(ctx context.Context, o options, db *benchDB, scenarios []readS
 		default:
 			q := sc.query
 			q.Search = strings.ReplaceAll(q.Search, "?", "'"+id+"'")
-			if _, _, err := store.ListManagedClusters(ctx, caller, admin, q); err != nil {
+			if _, err := store.ListManagedClusters(ctx, caller, admin, q); err != nil {
 				return nil, fmt.Errorf("explainReads(%s): %w", sc.name, err)
 			}
 		}
@@ -135,6 +137,12 @@ func explainReads(ctx context.Context, o options, db *benchDB, scenarios []readS
 // Its settings are applied first, in a transaction rolled back after.
 func explain(ctx context.Context, db *benchDB, scenario string, settings []string, sql string) (plan, error) {
 	p := plan{scenario: scenario, settings: settings, sql: sql}
+	prepared := false
+	defer func() {
+		if prepared { // a prepared statement outlives the transaction
+			_, _ = db.conn.Exec(ctx, "DEALLOCATE generic")
+		}
+	}()
 	tx, err := db.conn.Begin(ctx)
 	if err != nil {
 		return p, err
@@ -145,7 +153,19 @@ func explain(ctx context.Context, db *benchDB, scenario string, settings []strin
 			return p, fmt.Errorf("%s: %w", set, err)
 		}
 	}
-	rows, err := tx.Query(ctx, "EXPLAIN (ANALYZE, BUFFERS) "+sql)
+	explained := "EXPLAIN (ANALYZE, BUFFERS) " + sql
+	if prepare, execute, ok := strings.Cut(sql, "; EXECUTE generic"); ok && strings.HasPrefix(prepare, postgres.GenericPrepare) {
+		// Run with a generic plan, as the server runs it (postgres.roundTrip).
+		for _, stmt := range []string{"SET LOCAL plan_cache_mode = force_generic_plan", prepare} {
+			// The simple protocol: PREPARE's $n are its own, not this call's.
+			if _, err := tx.Exec(ctx, stmt, pgx.QueryExecModeSimpleProtocol); err != nil {
+				return p, fmt.Errorf("%s: %w", stmt, err)
+			}
+			prepared = stmt == prepare
+		}
+		explained = "EXPLAIN (ANALYZE, BUFFERS) EXECUTE generic" + execute
+	}
+	rows, err := tx.Query(ctx, explained)
 	if err != nil {
 		return p, fmt.Errorf("EXPLAIN %s: %w", sql, err)
 	}

@@ -29,10 +29,6 @@ type ChangePage struct {
 
 // ChangeFeed follows the inventory without re-reading it.
 type ChangeFeed interface {
-	// ManagedClusterCursor returns the feed's current cursor: a list read
-	// after it sees every change up to it, so a client resumes the feed from
-	// it after a list.
-	ManagedClusterCursor(ctx context.Context) (string, error)
 	// ListManagedClusterChanges returns up to size changes after the cursor,
 	// oldest first, scoped as ListManagedClusters. An empty after starts
 	// from the beginning of the retained history. Errors: CodeValidation (a

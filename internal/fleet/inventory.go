@@ -89,6 +89,17 @@ type InventoryResult struct {
 	ContentHashes map[string]string
 }
 
+// ManagedClusterPage is a page of the inventory, its total and the change
+// feed's position as of the read.
+type ManagedClusterPage struct {
+	Items []ManagedCluster
+	// Total is how many clusters the list has, over all its pages.
+	Total int
+	// Cursor is the change feed's cursor, read before the page: the feed
+	// after it shows every change the page does not.
+	Cursor string
+}
+
 // ManagedCluster is a cluster of the inventory: one per hub and name.
 type ManagedCluster struct {
 	ID             string
@@ -157,7 +168,7 @@ type InventoryService interface {
 	// ListManagedClusters returns a page of the inventory the caller may see:
 	// all of it for admins, else the clusters of the caller's org's hubs and
 	// registrations. Errors: CodeBadSearch, CodeBadOrderBy.
-	ListManagedClusters(ctx context.Context, caller Identity, admin bool, q ListQuery) ([]ManagedCluster, int, error)
+	ListManagedClusters(ctx context.Context, caller Identity, admin bool, q ListQuery) (ManagedClusterPage, error)
 	// GetManagedCluster returns one live cluster of the inventory the caller
 	// may see, scoped as ListManagedClusters. Errors: CodeNotFound.
 	GetManagedCluster(ctx context.Context, caller Identity, admin bool, id string) (ManagedCluster, error)

@@ -1,10 +1,15 @@
 package postgres
 
 import (
+	"context"
 	"database/sql"
+	"database/sql/driver"
+	"errors"
 	"fmt"
+	"strings"
 	"time"
 
+	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/stdlib"
 	"gorm.io/gorm"
 	"gorm.io/gorm/logger"
@@ -16,53 +21,198 @@ type scannedRow interface {
 	fields() []any
 }
 
-// find runs query as query.Find into []T would; capacity is the most rows
-// expected, for the slice's first allocation. When *T is a scannedRow and
-// the query is not in a transaction, it runs the statement GORM built on the
-// pgx connection beneath database/sql and scans each row into the row's
-// fields: for a page of the inventory, GORM's reflection and database/sql's
-// conversion of every value were a third of the fleet manager's CPU
-// (docs/performance.md). The statement is logged as GORM logs its own.
-func find[T any](query *gorm.DB, capacity int) ([]T, error) {
-	rows := make([]T, 0, capacity)
-	pool, isPool := query.Statement.ConnPool.(*sql.DB)
-	if _, scanned := any(new(T)).(scannedRow); !scanned || !isPool {
-		return rows, query.Find(&rows).Error
+// statement is one statement of a round trip (roundTrip): its SQL and
+// arguments, and what reads its rows.
+type statement struct {
+	sql  string
+	args []any
+	// generic runs the statement with a generic plan, made once per
+	// connection and kept, instead of planning it with its values as every
+	// other statement is (plan_cache_mode=force_custom_plan, config.go). Only
+	// for a statement whose values cannot change its best plan: the served
+	// zones, an organisation's hubs, the paging; never a caller's search.
+	// Planning the page of the inventory and its total cost PostgreSQL more
+	// than running them (docs/performance.md).
+	generic bool
+	read    func(pgx.Rows) error
+}
+
+// built is the statement GORM builds for finish (query.Find(&rows), say),
+// not run, with read for its rows.
+func built(query *gorm.DB, finish func(*gorm.DB) *gorm.DB, read func(pgx.Rows) error) (statement, error) {
+	tx := finish(query.Session(&gorm.Session{DryRun: true, Logger: logger.Discard}))
+	return statement{sql: tx.Statement.SQL.String(), args: tx.Statement.Vars, read: read}, tx.Error
+}
+
+// readRows appends each row to rows, scanned into the fields its type lists
+// (*T must be a scannedRow).
+func readRows[T any](rows *[]T) func(pgx.Rows) error {
+	return func(res pgx.Rows) error {
+		var row T
+		dest := any(&row).(scannedRow).fields() // scanned into again for every row, then copied
+		for res.Next() {
+			if err := res.Scan(dest...); err != nil {
+				return err
+			}
+			*rows = append(*rows, row)
+		}
+		return res.Err()
 	}
-	built := query.Session(&gorm.Session{DryRun: true, Logger: logger.Discard}).Find(&rows)
-	if built.Error != nil {
-		return nil, built.Error
+}
+
+// readOne scans the statement's one row into dest.
+func readOne(dest ...any) func(pgx.Rows) error {
+	return func(res pgx.Rows) error {
+		if !res.Next() {
+			if err := res.Err(); err != nil {
+				return err
+			}
+			return errors.New("the statement returned no row")
+		}
+		if err := res.Scan(dest...); err != nil {
+			return err
+		}
+		res.Close()
+		return res.Err()
 	}
-	ctx, text, vars := query.Statement.Context, built.Statement.SQL.String(), built.Statement.Vars
+}
+
+// errNotOnPool is roundTrip's answer on a connection it cannot batch on (a
+// transaction's).
+var errNotOnPool = errors.New("roundTrip: not on the connection pool")
+
+// Switches of a connection's plan cache mode around generic statements. RESET
+// returns to the mode the connection string set; a failed round trip rolls
+// the SET back with the rest of its implicit transaction.
+const (
+	setGenericPlans = "SET plan_cache_mode = force_generic_plan"
+	resetPlans      = "RESET plan_cache_mode"
+)
+
+// roundTrip runs stmts in order, on one connection of db's pool, in one round
+// trip to PostgreSQL (a pgx batch, one implicit transaction, each statement
+// with its own snapshot as in autocommit) and reads their rows. Each
+// statement is logged as GORM logs its own. It answers errNotOnPool when db
+// is in a transaction.
+func roundTrip(db *gorm.DB, stmts ...statement) error {
+	pool, ok := db.Statement.ConnPool.(*sql.DB)
+	if !ok {
+		return errNotOnPool
+	}
+	ctx := db.Statement.Context
 	begin := time.Now()
 	conn, err := pool.Conn(ctx)
 	if err == nil {
 		err = conn.Raw(func(driverConn any) error {
 			c, ok := driverConn.(*stdlib.Conn)
 			if !ok {
-				return fmt.Errorf("find: the driver's connection is a %T, not pgx's", driverConn)
+				return fmt.Errorf("roundTrip: the driver's connection is a %T, not pgx's", driverConn)
 			}
-			res, err := c.Conn().Query(ctx, text, vars...)
-			if err != nil {
-				return err
+			err := sendBatch(ctx, c.Conn(), stmts)
+			if err != nil && c.Conn().PgConn().TxStatus() != 'I' {
+				// Left in a transaction, perhaps with its plan cache mode
+				// switched: database/sql closes it rather than reuse it.
+				return fmt.Errorf("%w: %w", driver.ErrBadConn, err)
 			}
-			defer res.Close()
-			var row T
-			dest := any(&row).(scannedRow).fields() // scanned into again for every row, then copied
-			for res.Next() {
-				if err := res.Scan(dest...); err != nil {
-					return err
-				}
-				rows = append(rows, row)
-			}
-			return res.Err()
+			return err
 		})
 		if cerr := conn.Close(); err == nil {
 			err = cerr
 		}
 	}
-	query.Logger.Trace(ctx, begin, func() (string, int64) {
-		return query.Dialector.Explain(text, vars...), int64(len(rows))
-	}, err)
+	for _, s := range stmts {
+		db.Logger.Trace(ctx, begin, func() (string, int64) { return s.logged(db), -1 }, err)
+	}
+	return err
+}
+
+// logged is the statement as the log shows it: with its values bound only
+// where the logger's ParamsFilter lets them through (debug mode), and a
+// generic one as the prepared statement and execution it is, which
+// EXPLAIN ANALYZE can run as such (cmd/fleet-bench explains it so).
+func (s statement) logged(db *gorm.DB) string {
+	sql, args := s.sql, s.args
+	if filter, ok := db.Logger.(gorm.ParamsFilter); ok {
+		sql, args = filter.ParamsFilter(db.Statement.Context, sql, args...)
+	}
+	if !s.generic {
+		return db.Dialector.Explain(sql, args...)
+	}
+	params := make([]string, len(s.args))
+	for i := range params {
+		params[i] = fmt.Sprintf("$%d", i+1)
+	}
+	execute := "EXECUTE generic"
+	if len(params) > 0 {
+		execute += "(" + strings.Join(params, ", ") + ")"
+	}
+	return GenericPrepare + sql + "; " + db.Dialector.Explain(execute, args...)
+}
+
+// GenericPrepare starts the log's form of a statement run with a generic
+// plan: GenericPrepare, its SQL, "; EXECUTE generic(<its values>)".
+const GenericPrepare = "PREPARE generic AS "
+
+// sendBatch queues stmts, with the plan cache mode switched around the
+// generic ones, sends them and reads their results in order.
+func sendBatch(ctx context.Context, c *pgx.Conn, stmts []statement) error {
+	batch, generic := &pgx.Batch{}, false
+	switchTo := func(g bool) {
+		if g != generic {
+			batch.Queue(map[bool]string{true: setGenericPlans, false: resetPlans}[g])
+			generic = g
+		}
+	}
+	for _, s := range stmts {
+		switchTo(s.generic)
+		batch.Queue(s.sql, s.args...)
+	}
+	switchTo(false)
+	res := c.SendBatch(ctx, batch)
+	generic = false
+	for _, s := range stmts {
+		if s.generic != generic {
+			if _, err := res.Exec(); err != nil {
+				return errors.Join(err, res.Close())
+			}
+			generic = s.generic
+		}
+		rows, err := res.Query()
+		if err == nil {
+			err = s.read(rows)
+			rows.Close()
+			if err == nil {
+				err = rows.Err()
+			}
+		}
+		if err != nil {
+			return errors.Join(err, res.Close())
+		}
+	}
+	if generic {
+		if _, err := res.Exec(); err != nil {
+			return errors.Join(err, res.Close())
+		}
+	}
+	return res.Close()
+}
+
+// find runs query as query.Find into []T would; capacity is the most rows
+// expected, for the slice's first allocation. When *T is a scannedRow and
+// the query is not in a transaction, it runs the statement GORM built on the
+// pgx connection beneath database/sql (roundTrip) and scans each row into
+// the row's fields: for a page of the inventory, GORM's reflection and
+// database/sql's conversion of every value were a third of the fleet
+// manager's CPU (docs/performance.md).
+func find[T any](query *gorm.DB, capacity int) ([]T, error) {
+	rows := make([]T, 0, capacity)
+	_, isPool := query.Statement.ConnPool.(*sql.DB)
+	if _, scanned := any(new(T)).(scannedRow); !scanned || !isPool {
+		return rows, query.Find(&rows).Error
+	}
+	s, err := built(query, func(tx *gorm.DB) *gorm.DB { return tx.Find(&rows) }, readRows(&rows))
+	if err == nil {
+		err = roundTrip(query, s)
+	}
 	return rows, err
 }

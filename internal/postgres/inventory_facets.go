@@ -11,21 +11,34 @@ import (
 	"github.com/fleetmanager/fleet-manager/internal/fleet"
 )
 
-// countManagedClusters answers the total of a list of the inventory from
-// counters kept by triggers instead of counting the rows, when it can:
-// unfiltered, from managed_cluster_counts (live clusters per hub); a search
-// that is exactly one `region = 'v'`, or one `labels.k = 'v'` of a counted
-// label, from managed_cluster_facet_counts (live clusters per hub of each
-// value). An admin's total is the sum over the live hubs of the served zones;
-// an organisation's, the sum over those it owns plus the count, through its
-// registrations, of its matching clusters on shared hubs. Either is exact,
-// the number a count of the list's rows gives. ok is false for any other
-// search.
-func (s *Store) countManagedClusters(ctx context.Context, org string, admin bool, expr fleet.SearchExpr) (int64, bool, error) {
+// clusterTotal reads the total of a list of the inventory in the list's
+// round trip. From counters kept by triggers instead of counting the rows,
+// when it can: unfiltered, from managed_cluster_counts (live clusters per
+// hub); a search that is exactly one `region = 'v'`, or one `labels.k = 'v'`
+// of a counted label, from managed_cluster_facet_counts (live clusters per
+// hub of each value). An admin's total is the sum over the live hubs of the
+// served zones; an organisation's, the sum over those it owns plus the count,
+// through its registrations, of its matching clusters on shared hubs. Either
+// is exact, the number a count of the list's rows gives. Any other search,
+// or a label not counted, counts the rows.
+type clusterTotal struct {
+	stmts []statement
+	// rows is the list's query, counted when the counters do not hold the
+	// search's facet.
+	rows           *gorm.DB
+	owned, shared  int64
+	counted, empty bool
+}
+
+// managedClusterTotal plans the total of rows, the inventory org (or an
+// admin) sees filtered by expr.
+func (s *Store) managedClusterTotal(org string, admin bool, expr fleet.SearchExpr, rows *gorm.DB) (*clusterTotal, error) {
+	t := &clusterTotal{rows: rows}
 	if !admin && org == "" {
-		return 0, true, nil
+		t.empty = true
+		return t, nil
 	}
-	db := s.db.Gorm.WithContext(ctx)
+	db := s.db.Gorm.WithContext(rows.Statement.Context)
 	var owned *gorm.DB
 	// counted says whether the counters hold the search's facet: a label's
 	// only when its key is in --inventory-counted-labels, read in the same
@@ -36,7 +49,10 @@ func (s *Store) countManagedClusters(ctx context.Context, org string, admin bool
 	} else {
 		facet, value, ok := countedFacet(expr)
 		if !ok {
-			return 0, false, nil
+			count, err := built(rows.Session(&gorm.Session{}), func(tx *gorm.DB) *gorm.DB { return tx.Count(new(int64)) },
+				readOne(&t.owned))
+			t.stmts, t.counted = []statement{count}, true
+			return t, err
 		}
 		if key, isLabel := strings.CutPrefix(facet, "labels."); isLabel {
 			counted, countedArgs = "EXISTS (SELECT 1 FROM inventory_counted_labels WHERE key = ?)", []any{key}
@@ -47,16 +63,14 @@ func (s *Store) countManagedClusters(ctx context.Context, org string, admin bool
 	if !admin {
 		owned = owned.Where("h.owner_org_id = ?", org)
 	}
-	var got struct {
-		Total   int64
-		Counted bool
-	}
-	if err := owned.Select("coalesce(sum(c.live), 0) AS total, "+counted+" AS counted", countedArgs...).Scan(&got).Error; err != nil || !got.Counted {
-		return 0, false, err
-	}
-	total := got.Total
-	if admin {
-		return total, true, nil
+	// The sum's values are the zones, the organisation and the facet, which
+	// choose nothing in its plan over small tables: planned once.
+	sum, err := built(owned.Select("coalesce(sum(c.live), 0) AS total, "+counted+" AS counted", countedArgs...),
+		func(tx *gorm.DB) *gorm.DB { return tx.Find(&[]countedSum{}) }, readOne(&t.owned, &t.counted))
+	sum.generic = true
+	t.stmts = []statement{sum}
+	if err != nil || admin {
+		return t, err
 	}
 	shared := s.inServedZones(db.Table("registrations AS r").
 		Joins("JOIN managed_clusters mc ON mc.registration_id = r.id AND mc.deleted_at IS NULL").
@@ -65,13 +79,34 @@ func (s *Store) countManagedClusters(ctx context.Context, org string, admin bool
 	if expr != nil {
 		where, args, err := BuildSearch(expr, managedClusterList.search)
 		if err != nil {
-			return 0, false, err
+			return nil, err
 		}
 		shared = shared.Where(where, args...)
 	}
+	count, err := built(shared, func(tx *gorm.DB) *gorm.DB { return tx.Count(new(int64)) }, readOne(&t.shared))
+	t.stmts = append(t.stmts, count)
+	return t, err
+}
+
+// countedSum is the row of a clusterTotal's sum (only its shape is used: GORM
+// builds the statement, roundTrip reads it).
+type countedSum struct {
+	Total   int64
+	Counted bool
+}
+
+// total is the total, once the round trip has run t.stmts: counted by a
+// statement of its own when the counters did not hold the search's label.
+func (t *clusterTotal) total() (int64, error) {
+	switch {
+	case t.empty:
+		return 0, nil
+	case t.counted:
+		return t.owned + t.shared, nil
+	}
 	var n int64
-	err := shared.Count(&n).Error
-	return total + n, true, err
+	err := t.rows.Session(&gorm.Session{}).Count(&n).Error
+	return n, err
 }
 
 // countedFacet returns the facet and value of a search that is one equality

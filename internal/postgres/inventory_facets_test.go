@@ -28,8 +28,8 @@ func TestFacetTotalsFollowTheRows(t *testing.T) {
 		t.Helper()
 		for _, search := range searches {
 			// "and name like '%'" makes the search one the counters do not answer.
-			_, total, err := e.store.ListManagedClusters(ctx, admin, true, fleet.ListQuery{Search: search})
-			_, counted, cerr := e.store.ListManagedClusters(ctx, admin, true, fleet.ListQuery{Search: search + " and name like '%'"})
+			_, total, err := listed(e.store.ListManagedClusters(ctx, admin, true, fleet.ListQuery{Search: search}))
+			_, counted, cerr := listed(e.store.ListManagedClusters(ctx, admin, true, fleet.ListQuery{Search: search + " and name like '%'"}))
 			if err != nil || cerr != nil || total != counted {
 				t.Errorf("%s: total of %q = %d (%v), count of its rows = %d (%v)", step, search, total, err, counted, cerr)
 			}
@@ -56,7 +56,7 @@ func TestFacetTotalsFollowTheRows(t *testing.T) {
 	if err := e.db.Gorm.Exec(`UPDATE managed_cluster_facet_counts SET live = live + 100 WHERE facet = 'labels.env' AND value = 'dev'`).Error; err != nil {
 		t.Fatal(err)
 	}
-	if _, total, err := e.store.ListManagedClusters(ctx, admin, true, fleet.ListQuery{Search: "labels.env = 'dev'"}); err != nil || total != 101 {
+	if _, total, err := listed(e.store.ListManagedClusters(ctx, admin, true, fleet.ListQuery{Search: "labels.env = 'dev'"})); err != nil || total != 101 {
 		t.Errorf("total of labels.env = 'dev' with its counter moved by 100 = %d, %v; want 101 (read from the counter)", total, err)
 	}
 	if err := e.db.Gorm.Exec(`UPDATE managed_cluster_facet_counts SET live = live - 100 WHERE facet = 'labels.env' AND value = 'dev'`).Error; err != nil {
@@ -75,7 +75,7 @@ func TestFacetTotalsFollowTheRows(t *testing.T) {
 		t.Errorf("after counting team instead of env: team=blue counted %d, env counters %d; want 1 and 0", teams, envs)
 	}
 	check("after changing the counted labels")
-	if _, total, err := e.store.ListManagedClusters(ctx, admin, true, fleet.ListQuery{Search: "labels.team = 'blue'"}); err != nil || total != 1 {
+	if _, total, err := listed(e.store.ListManagedClusters(ctx, admin, true, fleet.ListQuery{Search: "labels.team = 'blue'"})); err != nil || total != 1 {
 		t.Errorf("total of labels.team = 'blue' = %d, %v; want 1", total, err)
 	}
 	if err := e.db.Gorm.Exec(`UPDATE hubs SET deleted_at = now()`).Error; err != nil {

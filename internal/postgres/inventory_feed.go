@@ -64,16 +64,32 @@ func parseCursor(c string) (changePosition, error) {
 // server do not hold it back. The snapshot is taken before the sessions are
 // read, so a transaction missing from them had ended or gets a later id.
 func feedBound(db *gorm.DB) (uint64, error) {
-	var r struct {
-		Xmax string
-		Xids *string
-	}
-	err := db.Raw(`SELECT pg_snapshot_xmax(pg_current_snapshot())::text AS xmax,
-	(SELECT string_agg(backend_xid::text, ',') FROM pg_stat_activity
-	 WHERE datname = current_database() AND pid <> pg_backend_pid() AND backend_xid IS NOT NULL) AS xids`).Scan(&r).Error
-	if err != nil {
+	var r boundRow
+	if err := db.Raw(feedBoundSQL).Scan(&r).Error; err != nil {
 		return 0, err
 	}
+	return r.bound()
+}
+
+// feedBoundSQL reads what feedBound needs: the snapshot's xmax and the ids of
+// the database's running transactions, as text.
+const feedBoundSQL = `SELECT pg_snapshot_xmax(pg_current_snapshot())::text AS xmax,
+	(SELECT string_agg(backend_xid::text, ',') FROM pg_stat_activity
+	 WHERE datname = current_database() AND pid <> pg_backend_pid() AND backend_xid IS NOT NULL) AS xids`
+
+// boundRow is feedBoundSQL's row.
+type boundRow struct {
+	Xmax string
+	Xids *string
+}
+
+// statement reads the row in a round trip. It has no values: PostgreSQL
+// keeps its plan in any plan cache mode, so it may run among generic ones.
+func (r *boundRow) statement() statement {
+	return statement{sql: feedBoundSQL, generic: true, read: readOne(&r.Xmax, &r.Xids)}
+}
+
+func (r boundRow) bound() (uint64, error) {
 	xmax, err := strconv.ParseUint(r.Xmax, 10, 64)
 	if err != nil {
 		return 0, err
@@ -108,16 +124,6 @@ func (s *Store) feedCursor(ctx context.Context) (string, error) {
 		return "", err
 	}
 	return changePosition{Xid: bound}.cursor(), nil
-}
-
-// ManagedClusterCursor returns the cursor of the clusters' change feed as of
-// a list read after it (feedCursor).
-func (s *Store) ManagedClusterCursor(ctx context.Context) (string, error) {
-	c, err := s.feedCursor(ctx)
-	if err != nil {
-		return "", fmt.Errorf("ManagedClusterCursor(): %w", err)
-	}
-	return c, nil
 }
 
 // feedPos is a row's change position as the feed reads it: the columns

@@ -125,10 +125,11 @@ func TestChangeFeedRefusesBadAndExpiredCursors(t *testing.T) {
 	}
 	e.ingest(fleet.InventoryBatch{Upserts: []fleet.ManagedClusterSummary{cluster("a", "4"), cluster("b", "4"), cluster("c", "4")}})
 	start := e.feedEventually(admin, true, "", 1, change{"a", false})
-	listCursor, err := e.store.ManagedClusterCursor(ctx)
+	list, err := e.store.ListManagedClusters(ctx, admin, true, fleet.ListQuery{})
 	if err != nil {
 		t.Fatal(err)
 	}
+	listCursor := list.Cursor
 	e.ingest(fleet.InventoryBatch{Deletes: []string{"a"}})
 	e.ingest(fleet.InventoryBatch{Deletes: []string{"b"}})
 	gone := e.feedEventually(admin, true, start.Cursor, 10, change{"c", false}, change{"a", true}, change{"b", true})
@@ -144,11 +145,11 @@ func TestChangeFeedRefusesBadAndExpiredCursors(t *testing.T) {
 		}
 	}
 	e.feedEventually(admin, true, after.Cursor, 10)
-	now, err := e.store.ManagedClusterCursor(ctx)
+	now, err := e.store.ListManagedClusters(ctx, admin, true, fleet.ListQuery{})
 	if err != nil {
 		t.Fatal(err)
 	}
-	e.feedEventually(admin, true, now, 10)
+	e.feedEventually(admin, true, now.Cursor, 10)
 }
 
 func TestPurgeTombstonesInBatches(t *testing.T) {

@@ -73,25 +73,58 @@ var managedClusterList = listSpec{
 
 // ListManagedClusters returns a page of the inventory the caller may see: a
 // customer-managed hub's clusters are its owner org's; a shared hub's
-// clusters are visible to the org of their registration; admins see all.
-func (s *Store) ListManagedClusters(ctx context.Context, caller fleet.Identity, admin bool, q fleet.ListQuery) ([]fleet.ManagedCluster, int, error) {
+// clusters are visible to the org of their registration; admins see all. The
+// feed's cursor, the total and the page are read in one round trip; a second
+// counts the rows when the counters do not hold the search's label.
+func (s *Store) ListManagedClusters(ctx context.Context, caller fleet.Identity, admin bool, q fleet.ListQuery) (fleet.ManagedClusterPage, error) {
+	page, err := s.listManagedClusters(ctx, caller, admin, q)
+	if err != nil {
+		return fleet.ManagedClusterPage{}, fmt.Errorf("ListManagedClusters(%s): %w", caller.OrgID, err)
+	}
+	return page, nil
+}
+
+func (s *Store) listManagedClusters(ctx context.Context, caller fleet.Identity, admin bool, q fleet.ListQuery) (fleet.ManagedClusterPage, error) {
+	var out fleet.ManagedClusterPage
 	page, size, err := s.pageBounds(q)
 	if err != nil {
-		return nil, 0, err
+		return out, err
 	}
-	query := s.visibleManagedClusters(ctx, caller, admin)
-	count := func(expr fleet.SearchExpr) (int64, bool, error) {
-		return s.countManagedClusters(ctx, caller.OrgID, admin, expr)
-	}
-	rows, total, err := listCounted[managedClusterRow](query, managedClusterList, q, page, size, count)
+	query, expr, order, err := searched(s.visibleManagedClusters(ctx, caller, admin), managedClusterList, q)
 	if err != nil {
-		return nil, 0, fmt.Errorf("ListManagedClusters(%s): %w", caller.OrgID, err)
+		return out, err
 	}
-	out := make([]fleet.ManagedCluster, len(rows))
+	total, err := s.managedClusterTotal(caller.OrgID, admin, expr, query)
+	if err != nil {
+		return out, err
+	}
+	rows := make([]managedClusterRow, 0, size)
+	list, err := built(paged(query, managedClusterList, order, page, size),
+		func(tx *gorm.DB) *gorm.DB { return tx.Find(&rows) }, readRows(&rows))
+	if err != nil {
+		return out, err
+	}
+	// An admin's page without a search has only the zones and the paging for
+	// values: its plan is the same for all of them.
+	list.generic = admin && expr == nil
+	var bound boundRow
+	if err := roundTrip(s.db.Gorm.WithContext(ctx), append(append([]statement{bound.statement()}, total.stmts...), list)...); err != nil {
+		return out, err
+	}
+	n, err := total.total()
+	if err != nil {
+		return out, err
+	}
+	xid, err := bound.bound()
+	if err != nil {
+		return out, err
+	}
+	out.Total, out.Cursor = int(n), changePosition{Xid: xid}.cursor()
+	out.Items = make([]fleet.ManagedCluster, len(rows))
 	for i, r := range rows {
-		out[i] = r.toManagedCluster()
+		out.Items[i] = r.toManagedCluster()
 	}
-	return out, total, nil
+	return out, nil
 }
 
 // GetManagedCluster returns one live cluster the caller may see.

@@ -35,7 +35,7 @@ func TestManagedClusterTotalFollowsTheRows(t *testing.T) {
 	cfg := postgres.DefaultStoreConfig()
 	cfg.Zones = fleet.Zones{Served: []string{"us"}}
 	elsewhere := postgres.NewStore(e.db, nil, fleet.SystemClock{}, cfg)
-	if _, total, err := elsewhere.ListManagedClusters(ctx, admin, true, fleet.ListQuery{}); err != nil || total != 0 {
+	if _, total, err := listed(elsewhere.ListManagedClusters(ctx, admin, true, fleet.ListQuery{})); err != nil || total != 0 {
 		t.Errorf("ListManagedClusters() serving zone us: total = %d, %v; want 0", total, err)
 	}
 	for _, step := range steps {
@@ -44,8 +44,8 @@ func TestManagedClusterTotalFollowsTheRows(t *testing.T) {
 				t.Fatalf("%s: %v", step.sql, err)
 			}
 		}
-		_, total, err := e.store.ListManagedClusters(ctx, admin, true, fleet.ListQuery{})
-		_, counted, cerr := e.store.ListManagedClusters(ctx, admin, true, fleet.ListQuery{Search: "name like '%'"})
+		_, total, err := listed(e.store.ListManagedClusters(ctx, admin, true, fleet.ListQuery{}))
+		_, counted, cerr := listed(e.store.ListManagedClusters(ctx, admin, true, fleet.ListQuery{Search: "name like '%'"}))
 		if err != nil || cerr != nil || total != step.want || counted != step.want {
 			t.Errorf("%s: ListManagedClusters() total = %d (%v), filtered count = %d (%v); want %d", step.name, total, err, counted, cerr, step.want)
 		}
@@ -79,7 +79,7 @@ func TestLabelSearchWithContainmentHint(t *testing.T) {
 		{"labels.env is null", []string{"bare"}},
 	}
 	for _, tc := range cases {
-		got, total, err := e.store.ListManagedClusters(ctx, fleet.Identity{}, true, fleet.ListQuery{Search: tc.search})
+		got, total, err := listed(e.store.ListManagedClusters(ctx, fleet.Identity{}, true, fleet.ListQuery{Search: tc.search}))
 		if err != nil || total != len(tc.want) || !slices.Equal(names(got), tc.want) {
 			t.Errorf("ListManagedClusters(%q) = %v (total %d), %v; want %v", tc.search, names(got), total, err, tc.want)
 		}

@@ -102,7 +102,7 @@ func TestIngestSkipsUnchangedRows(t *testing.T) {
 	if after["a"] == before["a"] || after["b"] != before["b"] {
 		t.Errorf("xmin before %v, after %v; want only a rewritten", before, after)
 	}
-	list, total, err := e.store.ListManagedClusters(context.Background(), fleet.Identity{}, true, fleet.ListQuery{OrderBy: "name"})
+	list, total, err := listed(e.store.ListManagedClusters(context.Background(), fleet.Identity{}, true, fleet.ListQuery{OrderBy: "name"}))
 	if err != nil || total != 2 {
 		t.Fatalf("ListManagedClusters() = %d, %v", total, err)
 	}

@@ -18,6 +18,11 @@ func names(clusters []fleet.ManagedCluster) []string {
 	return out
 }
 
+// listed is ListManagedClusters' answer as its items and total.
+func listed(page fleet.ManagedClusterPage, err error) ([]fleet.ManagedCluster, int, error) {
+	return page.Items, page.Total, err
+}
+
 func TestInventoryVisibility(t *testing.T) {
 	t.Parallel()
 	e := newInventoryEnv(t)
@@ -60,13 +65,13 @@ func TestInventoryVisibility(t *testing.T) {
 	// the per-hub counters, are scoped like the unfiltered list's.
 	for _, tc := range cases {
 		for _, search := range []string{"", "labels.env = 'prod'", "region = 'eu-west-1'"} {
-			got, total, err := e.store.ListManagedClusters(ctx, tc.who, tc.admin, fleet.ListQuery{Search: search})
+			got, total, err := listed(e.store.ListManagedClusters(ctx, tc.who, tc.admin, fleet.ListQuery{Search: search}))
 			if err != nil || total != len(tc.want) || !slices.Equal(names(got), tc.want) {
 				t.Errorf("ListManagedClusters(%s, admin %v, %q) = %v (total %d), %v; want %v", tc.who.OrgID, tc.admin, search, names(got), total, err, tc.want)
 			}
 		}
 	}
-	all, _, _ := e.store.ListManagedClusters(ctx, fleet.Identity{}, true, fleet.ListQuery{Search: "name = 'spoof'"})
+	all, _, _ := listed(e.store.ListManagedClusters(ctx, fleet.Identity{}, true, fleet.ListQuery{Search: "name = 'spoof'"}))
 	if len(all) != 1 || all[0].RegistrationID != "" {
 		t.Errorf("spoofed registration link = %+v, want none (the registration is not on that hub)", all)
 	}

@@ -34,35 +34,9 @@ type counter func(expr fleet.SearchExpr) (total int64, ok bool, err error)
 // listCounted is list with count, when not nil, tried for the total before
 // a count of the rows. A page past the total is not read.
 func listCounted[T any](query *gorm.DB, spec listSpec, q fleet.ListQuery, page, size int, count counter) ([]T, int, error) {
-	expr, err := fleet.ParseSearch(q.Search)
+	query, expr, order, err := searched(query, spec, q)
 	if err != nil {
 		return nil, 0, err
-	}
-	if expr != nil {
-		// Built whole first, so that a bad search is refused as it would be.
-		where, args, err := BuildSearch(expr, spec.search)
-		if err != nil {
-			return nil, 0, err
-		}
-		rest, hints := containment(expr, spec.search)
-		if len(hints) > 0 {
-			if where, args, err = BuildSearch(rest, spec.search); err != nil {
-				return nil, 0, err
-			}
-		}
-		if where != "" {
-			query = query.Where(where, args...)
-		}
-		for _, hint := range hints {
-			query = query.Where(hint.where, hint.arg)
-		}
-	}
-	order, err := ParseOrderBy(q.OrderBy, spec.orderBy)
-	if err != nil {
-		return nil, 0, err
-	}
-	if order == "" {
-		order = spec.defaultOrder
 	}
 	var total int64
 	counted := false
@@ -78,8 +52,49 @@ func listCounted[T any](query *gorm.DB, spec listSpec, q fleet.ListQuery, page, 
 	if int64((page-1)*size) >= total {
 		return nil, int(total), nil
 	}
-	rows, err := find[T](query.Order(order+", "+spec.tiebreak).Offset((page-1)*size).Limit(size), size)
+	rows, err := find[T](paged(query, spec, order, page, size), size)
 	return rows, int(total), err
+}
+
+// searched is query filtered by the caller's search, with the search parsed
+// and the caller's order (spec's default when none), without its tiebreak.
+func searched(query *gorm.DB, spec listSpec, q fleet.ListQuery) (*gorm.DB, fleet.SearchExpr, string, error) {
+	expr, err := fleet.ParseSearch(q.Search)
+	if err != nil {
+		return nil, nil, "", err
+	}
+	if expr != nil {
+		// Built whole first, so that a bad search is refused as it would be.
+		where, args, err := BuildSearch(expr, spec.search)
+		if err != nil {
+			return nil, nil, "", err
+		}
+		rest, hints := containment(expr, spec.search)
+		if len(hints) > 0 {
+			if where, args, err = BuildSearch(rest, spec.search); err != nil {
+				return nil, nil, "", err
+			}
+		}
+		if where != "" {
+			query = query.Where(where, args...)
+		}
+		for _, hint := range hints {
+			query = query.Where(hint.where, hint.arg)
+		}
+	}
+	order, err := ParseOrderBy(q.OrderBy, spec.orderBy)
+	if err != nil {
+		return nil, nil, "", err
+	}
+	if order == "" {
+		order = spec.defaultOrder
+	}
+	return query, expr, order, nil
+}
+
+// paged is page of query in order, then spec's tiebreak.
+func paged(query *gorm.DB, spec listSpec, order string, page, size int) *gorm.DB {
+	return query.Order(order + ", " + spec.tiebreak).Offset((page - 1) * size).Limit(size)
 }
 
 // containmentHint is a condition of the search written so that PostgreSQL

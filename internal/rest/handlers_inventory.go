@@ -90,21 +90,16 @@ func (s *Server) handleManagedClusterList(w http.ResponseWriter, r *http.Request
 	q := listQuery(r)
 	id := caller(r)
 	admin := hasAnyRole(id, s.cfg.AdminReadRoles)
-	// Read before the list, so the list shows every change up to the cursor.
-	cursor, err := s.services.Feed.ManagedClusterCursor(r.Context())
+	page, err := s.services.Inventory.ListManagedClusters(r.Context(), id, admin, q)
 	if err != nil {
 		return err
 	}
-	clusters, total, err := s.services.Inventory.ListManagedClusters(r.Context(), id, admin, q)
-	if err != nil {
-		return err
-	}
-	items := make([]managedClusterJSON, len(clusters))
-	for i, c := range clusters {
+	items := make([]managedClusterJSON, len(page.Items))
+	for i, c := range page.Items {
 		items[i] = presentManagedCluster(c)
 	}
 	return s.writeAppendedJSON(w, http.StatusOK, managedClusterListJSON{list: public.ManagedClusterList{
-		Kind: public.ManagedClusterListKindManagedClusterList, Page: q.Page, Size: len(items), Total: total, Cursor: &cursor},
+		Kind: public.ManagedClusterListKindManagedClusterList, Page: q.Page, Size: len(items), Total: page.Total, Cursor: &page.Cursor},
 		items: items})
 }
 

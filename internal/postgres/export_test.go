@@ -1,0 +1,21 @@
+package postgres
+
+import (
+	"context"
+
+	"github.com/jackc/pgx/v5"
+)
+
+// NewStatementForTest makes a statement of a round trip, for the external
+// tests of roundTrip.
+func NewStatementForTest(sql string, args []any, generic bool, read func(pgx.Rows) error) statement {
+	return statement{sql: sql, args: args, generic: generic, read: read}
+}
+
+// RoundTripForTest is roundTrip on db's pool.
+func RoundTripForTest(ctx context.Context, db *DB, stmts ...statement) error {
+	return roundTrip(db.Gorm.WithContext(ctx), stmts...)
+}
+
+// ReadOneForTest is readOne.
+func ReadOneForTest(dest ...any) func(pgx.Rows) error { return readOne(dest...) }
