@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"net/http"
+	"time"
 
 	"github.com/fleetmanager/fleet-manager/internal/fleet"
 	"github.com/fleetmanager/fleet-manager/pkg/api/public"
@@ -55,6 +56,17 @@ func (j *jsonBuilder) field(name string, raw []byte) {
 	j.buf.Write(raw)
 }
 
+// timeField writes `"name":` and t as encoding/json writes a time.Time, an
+// RFC 3339 string with nanoseconds, without time.Time's Marshaler and the
+// validation and compaction encoding/json gives any Marshaler's output (a
+// tenth of a page's CPU for three times a cluster).
+func (j *jsonBuilder) timeField(name string, t time.Time) {
+	j.field(name, nil)
+	j.buf.WriteByte('"')
+	j.buf.Write(t.AppendFormat(j.buf.AvailableBuffer(), time.RFC3339Nano))
+	j.buf.WriteByte('"')
+}
+
 // maxPooledBuilder is the largest builder kept for reuse; a larger answer's
 // is left to the garbage collector.
 const maxPooledBuilder = 4 << 20
@@ -97,9 +109,9 @@ type managedClusterJSON struct {
 	conditions  fleet.ConditionsJSON
 }
 
-// managedClusterHead is public.ManagedCluster without the documents: each
-// outer field, nil and omitted, takes the place of the generated field of the
-// same JSON name (encoding/json's rule for embedded structs).
+// managedClusterHead is public.ManagedCluster without the documents and the
+// times: each outer field, nil and omitted, takes the place of the generated
+// field of the same JSON name (encoding/json's rule for embedded structs).
 type managedClusterHead struct {
 	public.ManagedCluster
 	Labels      *struct{} `json:"labels,omitempty"`
@@ -107,6 +119,9 @@ type managedClusterHead struct {
 	Capacity    *struct{} `json:"capacity,omitempty"`
 	Allocatable *struct{} `json:"allocatable,omitempty"`
 	Conditions  *struct{} `json:"conditions,omitempty"`
+	LastSeenAt  *struct{} `json:"last_seen_at,omitempty"`
+	CreatedAt   *struct{} `json:"created_at,omitempty"`
+	UpdatedAt   *struct{} `json:"updated_at,omitempty"`
 }
 
 func (c managedClusterJSON) appendJSON(j *jsonBuilder) error {
@@ -118,6 +133,9 @@ func (c managedClusterJSON) appendJSON(j *jsonBuilder) error {
 	j.field("capacity", c.capacity.JSON())
 	j.field("allocatable", c.allocatable.JSON())
 	j.field("conditions", c.conditions.JSON())
+	j.timeField("last_seen_at", c.cluster.LastSeenAt)
+	j.timeField("created_at", c.cluster.CreatedAt)
+	j.timeField("updated_at", c.cluster.UpdatedAt)
 	j.buf.WriteByte('}')
 	return nil
 }
