@@ -163,6 +163,16 @@ func serve(ctx context.Context, opts serveOptions, logger *slog.Logger) error {
 	if err := c.Invoke(func(store *postgres.Store) error { return store.SyncCountedLabels(ctx, opts.Store.CountedLabels) }); err != nil {
 		return fmt.Errorf("serve: --inventory-counted-labels: %w", err)
 	}
+	if err := c.Invoke(func(store *postgres.Store) error {
+		moved, err := store.SyncPolicyDelivery(ctx)
+		if moved > 0 {
+			logger.Info("policy delivery changed; hubs' desired sets moved", "namespace", opts.Store.Policies.Namespace,
+				"cluster_set", opts.Store.Policies.ClusterSet, "hubs", moved)
+		}
+		return err
+	}); err != nil {
+		return fmt.Errorf("serve: --policy-namespace, --policy-cluster-set: %w", err)
+	}
 	var api *rest.Server
 	var registry *prometheus.Registry
 	var listener *postgres.Listener

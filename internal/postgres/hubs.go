@@ -209,6 +209,7 @@ func (s *Store) UpdateHub(ctx context.Context, id string, ifMatch *int64, update
 			return err
 		}
 		redeliver := deliveryChanged(row, update)
+		owner := deref(row.OwnerOrgID)
 		applyHubUpdate(&row, update)
 		if err := s.sealHubCredentials(&row, derefMap(update.Credentials)); err != nil {
 			return err
@@ -219,6 +220,11 @@ func (s *Store) UpdateHub(ctx context.Context, id string, ifMatch *int64, update
 		}
 		if redeliver {
 			if err := requeueHubRegistrations(tx, row.ID); err != nil {
+				return err
+			}
+		}
+		if owner != deref(row.OwnerOrgID) {
+			if err := ownerChanged(tx, row.ID); err != nil {
 				return err
 			}
 		}
@@ -264,6 +270,17 @@ func deliveryChanged(row hubRow, u fleet.HubUpdate) bool {
 		u.OCM != nil && (row.OCM == nil || *u.OCM != *row.OCM) ||
 		u.Hive != nil && (row.Hive == nil || *u.Hive != *row.Hive) ||
 		u.Credentials != nil
+}
+
+// ownerChanged follows a change of a hub's owner: the policies it holds are
+// written for its new owner (fleet.PolicyHubObjects), so its desired set
+// moves now; and who sees its clusters changed, which places policies anew,
+// so the policy resolver is woken as an inventory write wakes it.
+func ownerChanged(tx *gorm.DB, hubID string) error {
+	if _, _, err := bumpRevision(tx, hubID); err != nil {
+		return err
+	}
+	return notify(tx, ChannelInventory, hubID)
 }
 
 // requeueHubRegistrations makes the hub's live registrations due now (for

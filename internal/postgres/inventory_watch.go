@@ -6,8 +6,10 @@ import (
 )
 
 // ChannelInventory is notified by every inventory ingest that wrote a row,
-// of managed_clusters or of resources; the payload is the hub id. It wakes
-// the long-polls of both change feeds, which re-read with their own scope.
+// of managed_clusters or of resources, and by a change of a hub's owner,
+// which changes who sees its clusters; the payload is the hub id. It wakes
+// the long-polls of both change feeds, which re-read with their own scope,
+// and the policy resolver.
 const ChannelInventory = "fleet_inventory"
 
 // InventoryWatch wakes the change feed's long-polls on whichever replica

@@ -36,6 +36,7 @@ func migrations() []*gormigrate.Migration {
 		migration202611300011InventoryFacets(),
 		migration202611300012FeedOrg(),
 		migration202611300013InventoryDocuments(),
+		migration202611300014PolicyDelivery(),
 	}
 }
 
