@@ -53,6 +53,8 @@ type Agent struct {
 	readyMu     sync.Mutex
 	readyStatus private.ConditionStatus
 	readySince  time.Time
+	// lastPass is the outcome of the last pass over a desired set.
+	lastPass passRecord
 }
 
 // New returns the agent of the hub, talking to the fleet manager through fc.

@@ -35,16 +35,26 @@ func (a *Agent) runDesired(ctx context.Context) {
 				return
 			}
 			a.logger.Error("desired set not applied, will retry", "error", err, "revision", set.Revision)
+			if a.lastPass.record(set.Revision, err, a.clock.Now()) {
+				a.heartbeatSoon()
+			}
 			sleep(ctx, b.next())
 			continue
 		}
 		b.reset()
 		a.applied.Store(set.Revision)
 		a.metrics.appliedRevision.Set(float64(set.Revision))
-		select {
-		case a.heartbeatNow <- struct{}{}:
-		default:
-		}
+		a.lastPass.record(set.Revision, nil, a.clock.Now())
+		a.heartbeatSoon()
+	}
+}
+
+// heartbeatSoon asks the heartbeat loop to report now: a new revision was
+// applied, or a pass started or stopped failing.
+func (a *Agent) heartbeatSoon() {
+	select {
+	case a.heartbeatNow <- struct{}{}:
+	default:
 	}
 }
 

@@ -24,7 +24,8 @@ const (
 )
 
 // runHeartbeat sends the hub status every heartbeat interval, and at once
-// when the desired loop applied a new revision, until ctx ends.
+// when the desired loop applied a new revision or a pass started or stopped
+// failing, until ctx ends.
 func (a *Agent) runHeartbeat(ctx context.Context) {
 	t := time.NewTicker(a.cfg.HeartbeatInterval)
 	defer t.Stop()
@@ -44,11 +45,15 @@ func (a *Agent) runHeartbeat(ctx context.Context) {
 func (a *Agent) heartbeat(ctx context.Context) {
 	ctx, cancel := context.WithTimeout(ctx, max(a.cfg.HeartbeatInterval, 10*time.Second))
 	defer cancel()
+	conditions := []private.Condition{a.readyCondition(a.probeHub(ctx))}
+	if c, ok := a.lastPass.condition(); ok {
+		conditions = append(conditions, c)
+	}
 	report := private.HubStatusReport{
 		AgentVersion:         truncate(a.version, 128),
 		AgentStartGeneration: a.startGeneration,
 		AppliedRevision:      a.applied.Load(),
-		Conditions:           &[]private.Condition{a.readyCondition(a.probeHub(ctx))},
+		Conditions:           &conditions,
 	}
 	if a.informer.HasSynced() {
 		report.Capacity = &map[string]string{"managed_clusters": strconv.Itoa(len(a.informer.GetStore().ListKeys()))}

@@ -60,6 +60,14 @@ func TestHeartbeat(t *testing.T) {
 	if err := a.Ready(t.Context()); err == nil {
 		t.Errorf("Ready() three heartbeat intervals later = nil, want an error")
 	}
+	// After a pass over the desired set, its outcome goes along.
+	a.lastPass.record(rev, errors.New("the hub refused an object"), clock.t)
+	a.heartbeat(t.Context())
+	hbs = f.heartbeats()
+	if got := hbs[len(hbs)-1].Conditions; got == nil || len(*got) != 2 || (*got)[1].Type != ConditionDesiredSetApplied ||
+		(*got)[1].Status != private.False || (*got)[1].Reason != ReasonApplyFailed {
+		t.Errorf("heartbeat conditions after a failed pass = %+v, want HubAgentReady and DesiredSetApplied False ApplyFailed", got)
+	}
 }
 
 func TestHeartbeatFailureAndRevisionReset(t *testing.T) {

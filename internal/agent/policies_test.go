@@ -3,6 +3,7 @@ package agent
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"maps"
 	"strings"
@@ -376,4 +377,49 @@ func TestPolicyOwnedSelector(t *testing.T) {
 			t.Errorf("policyOwnedSelector(hub-a) matches %s (%v) = %v, want %v", tt.name, tt.set, got, tt.want)
 		}
 	}
+}
+
+// TestPassConditionNamesAKindTheHubDoesNotServe applies, on the real hub, a
+// set whose policy has a kind the hub has no CRD for (an unserved version of
+// Policy, as on a hub without the policy framework) beside a good policy,
+// and reads the DesiredSetApplied condition the heartbeat would carry: False,
+// KindNotServed, naming the kind; then True once a pass succeeds.
+func TestPassConditionNamesAKindTheHubDoesNotServe(t *testing.T) {
+	t.Parallel()
+	g := gomega.NewWithT(t)
+	ctx := t.Context()
+	a, admin, cfg := newPolicyTest(t)
+	unserved, good := testPolicy("unserved", "inform"), testPolicy("served", "inform")
+	missing := desiredPolicy(t, unserved, a.hubID, cfg)
+	for i, o := range missing.Objects {
+		if o.Kind == "Policy" {
+			missing.Objects[i].ApiVersion = "policy.open-cluster-management.io/v9"
+		}
+	}
+	err := a.applySet(ctx, policySet(nil, missing, desiredPolicy(t, good, a.hubID, cfg)))
+	g.Expect(err).To(gomega.HaveOccurred())
+	expectPolicyObjects(t, admin, good, a.hubID, cfg)
+
+	var pass passRecord
+	first := time.Date(2026, 12, 1, 9, 0, 0, 0, time.UTC)
+	g.Expect(pass.record(7, err, first)).To(gomega.BeTrue(), "the first pass sets the condition")
+	c, ok := pass.condition()
+	g.Expect(ok).To(gomega.BeTrue())
+	g.Expect(c.Type).To(gomega.Equal(ConditionDesiredSetApplied))
+	g.Expect(c.Status).To(gomega.Equal(private.False))
+	g.Expect(c.Reason).To(gomega.Equal(ReasonKindNotServed))
+	g.Expect(*c.Message).To(gomega.ContainSubstring("revision 7: the hub does not serve Policy.policy.open-cluster-management.io"))
+	g.Expect(pass.record(8, err, first.Add(time.Minute))).To(gomega.BeFalse(), "still failing: no transition")
+	c, _ = pass.condition()
+	g.Expect(c.LastTransitionTime).To(gomega.Equal(first))
+
+	g.Expect(a.applySet(ctx, policySet(nil, desiredPolicy(t, good, a.hubID, cfg)))).To(gomega.Succeed())
+	g.Expect(pass.record(9, nil, first.Add(2*time.Minute))).To(gomega.BeTrue())
+	c, _ = pass.condition()
+	g.Expect([]any{c.Status, c.Reason, *c.Message, c.LastTransitionTime}).To(gomega.Equal(
+		[]any{private.True, ReasonApplied, "applied revision 9", first.Add(2 * time.Minute)}))
+
+	g.Expect(pass.record(10, errors.New("the hub refused an object"), first.Add(3*time.Minute))).To(gomega.BeTrue())
+	c, _ = pass.condition()
+	g.Expect([]any{c.Status, c.Reason, *c.Message}).To(gomega.Equal([]any{private.False, ReasonApplyFailed, "revision 10: the hub refused an object"}))
 }
