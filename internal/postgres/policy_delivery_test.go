@@ -86,7 +86,7 @@ func TestHubOwnerChangeMovesItsDesiredSet(t *testing.T) {
 	_, err = e.store.UpdateHub(ctx, e.hub.ID, nil, fleet.HubUpdate{OwnerOrgID: &owner})
 	g.Expect(err).NotTo(gomega.HaveOccurred())
 	_, rev, policies = e.desiredPolicies(e.hub.ID, "agent-1")
-	g.Expect(rev).To(gomega.Equal(before+1))
+	g.Expect(rev).To(gomega.Equal(before + 1))
 	g.Expect(policies).To(gomega.HaveLen(1))
 	g.Expect(placementSelector(policies[0])).To(gomega.Equal(map[string]any{"matchLabels": map[string]any{"env": "prod"}}),
 		"on the organisation's own hub every cluster is its own")
