@@ -32,7 +32,7 @@ type clusterTotal struct {
 
 // managedClusterTotal plans the total of rows, the inventory org (or an
 // admin) sees filtered by expr.
-func (s *Store) managedClusterTotal(org string, admin bool, expr fleet.SearchExpr, rows *gorm.DB) (*clusterTotal, error) {
+func (s *Store) managedClusterTotal(org string, admin bool, expr fleet.SearchExpr, conds conditions, rows *gorm.DB) (*clusterTotal, error) {
 	t := &clusterTotal{rows: rows}
 	if !admin && org == "" {
 		t.empty = true
@@ -72,18 +72,7 @@ func (s *Store) managedClusterTotal(org string, admin bool, expr fleet.SearchExp
 	if err != nil || admin {
 		return t, err
 	}
-	shared := s.inServedZones(db.Table("registrations AS r").
-		Joins("JOIN managed_clusters mc ON mc.registration_id = r.id AND mc.deleted_at IS NULL").
-		Joins("JOIN hubs h ON h.id = mc.hub_id AND h.deleted_at IS NULL AND h.owner_org_id IS NULL"), "h.zone").
-		Where("r.org_id = ?", org)
-	if expr != nil {
-		where, args, err := BuildSearch(expr, managedClusterList.search)
-		if err != nil {
-			return nil, err
-		}
-		shared = shared.Where(where, args...)
-	}
-	count, err := built(shared, func(tx *gorm.DB) *gorm.DB { return tx.Count(new(int64)) }, readOne(&t.shared))
+	count, err := built(s.orgShared(db, org, conds, "", 0), func(tx *gorm.DB) *gorm.DB { return tx.Count(new(int64)) }, readOne(&t.shared))
 	t.stmts = append(t.stmts, count)
 	return t, err
 }

@@ -90,16 +90,30 @@ func (s *Store) listManagedClusters(ctx context.Context, caller fleet.Identity, 
 	if err != nil {
 		return out, err
 	}
-	query, expr, order, err := searched(s.visibleManagedClusters(ctx, caller, admin), managedClusterList, q)
+	expr, conds, err := searchConditions(managedClusterList, q)
 	if err != nil {
 		return out, err
 	}
-	total, err := s.managedClusterTotal(caller.OrgID, admin, expr, query)
+	order, err := listOrder(managedClusterList, q)
+	if err != nil {
+		return out, err
+	}
+	// An organisation's list is read from its hubs and registrations
+	// (inventory_org.go); an admin's, and a caller's of no organisation
+	// (who sees nothing), from the whole inventory.
+	query, pageQuery := conds.apply(s.visibleManagedClusters(ctx, caller, admin)), (*gorm.DB)(nil)
+	if !admin && caller.OrgID != "" {
+		db := s.db.Gorm.WithContext(ctx)
+		query, pageQuery = s.orgClusters(db, caller.OrgID, conds, order, 0), s.orgClusters(db, caller.OrgID, conds, order, page*size)
+	} else {
+		pageQuery = query
+	}
+	total, err := s.managedClusterTotal(caller.OrgID, admin, expr, conds, query)
 	if err != nil {
 		return out, err
 	}
 	rows := make([]managedClusterRow, 0, size)
-	list, err := built(paged(query, managedClusterList, order, page, size),
+	list, err := built(paged(pageQuery, managedClusterList, order, page, size),
 		func(tx *gorm.DB) *gorm.DB { return tx.Find(&rows) }, readRows(&rows))
 	if err != nil {
 		return out, err

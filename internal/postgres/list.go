@@ -59,37 +59,70 @@ func listCounted[T any](query *gorm.DB, spec listSpec, q fleet.ListQuery, page, 
 // searched is query filtered by the caller's search, with the search parsed
 // and the caller's order (spec's default when none), without its tiebreak.
 func searched(query *gorm.DB, spec listSpec, q fleet.ListQuery) (*gorm.DB, fleet.SearchExpr, string, error) {
+	expr, conds, err := searchConditions(spec, q)
+	if err != nil {
+		return nil, nil, "", err
+	}
+	order, err := listOrder(spec, q)
+	if err != nil {
+		return nil, nil, "", err
+	}
+	return conds.apply(query), expr, order, nil
+}
+
+// condition is one SQL condition with its arguments.
+type condition struct {
+	sql  string
+	args []any
+}
+
+// conditions are ANDed together.
+type conditions []condition
+
+func (cs conditions) apply(query *gorm.DB) *gorm.DB {
+	for _, c := range cs {
+		query = query.Where(c.sql, c.args...)
+	}
+	return query
+}
+
+// searchConditions parses the caller's search and translates it into the
+// conditions that filter by it: its required label equalities as
+// containment (containment), the rest as written.
+func searchConditions(spec listSpec, q fleet.ListQuery) (fleet.SearchExpr, conditions, error) {
 	expr, err := fleet.ParseSearch(q.Search)
+	if err != nil || expr == nil {
+		return nil, nil, err
+	}
+	// Built whole first, so that a bad search is refused as it would be.
+	where, args, err := BuildSearch(expr, spec.search)
 	if err != nil {
-		return nil, nil, "", err
+		return nil, nil, err
 	}
-	if expr != nil {
-		// Built whole first, so that a bad search is refused as it would be.
-		where, args, err := BuildSearch(expr, spec.search)
-		if err != nil {
-			return nil, nil, "", err
-		}
-		rest, hints := containment(expr, spec.search)
-		if len(hints) > 0 {
-			if where, args, err = BuildSearch(rest, spec.search); err != nil {
-				return nil, nil, "", err
-			}
-		}
-		if where != "" {
-			query = query.Where(where, args...)
-		}
-		for _, hint := range hints {
-			query = query.Where(hint.where, hint.arg)
+	rest, hints := containment(expr, spec.search)
+	if len(hints) > 0 {
+		if where, args, err = BuildSearch(rest, spec.search); err != nil {
+			return nil, nil, err
 		}
 	}
+	var conds conditions
+	if where != "" {
+		conds = append(conds, condition{sql: where, args: args})
+	}
+	for _, hint := range hints {
+		conds = append(conds, condition{sql: hint.where, args: []any{hint.arg}})
+	}
+	return expr, conds, nil
+}
+
+// listOrder is the caller's order, spec's default when none, without the
+// tiebreak.
+func listOrder(spec listSpec, q fleet.ListQuery) (string, error) {
 	order, err := ParseOrderBy(q.OrderBy, spec.orderBy)
-	if err != nil {
-		return nil, nil, "", err
+	if err != nil || order != "" {
+		return order, err
 	}
-	if order == "" {
-		order = spec.defaultOrder
-	}
-	return query, expr, order, nil
+	return spec.defaultOrder, nil
 }
 
 // paged is page of query in order, then spec's tiebreak.
