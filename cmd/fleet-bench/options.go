@@ -33,6 +33,7 @@ type options struct {
 	ReadConcurrency int
 	Resources       int
 	ReadsDatabase   string
+	Policies        int
 
 	Quick        bool
 	KeepDatabase bool
@@ -68,6 +69,7 @@ func defaultOptions() options {
 		ReadDuration:      15 * time.Second,
 		ReadConcurrency:   8,
 		Resources:         1000000,
+		Policies:          10,
 	}
 }
 
@@ -92,6 +94,7 @@ func (o *options) addFlags(fs *pflag.FlagSet) {
 	fs.DurationVar(&o.ReadDuration, "read-duration", o.ReadDuration, "how long each read scenario runs (--reads)")
 	fs.IntVar(&o.ReadConcurrency, "read-concurrency", o.ReadConcurrency, "concurrent clients of each read scenario (--reads)")
 	fs.IntVar(&o.Resources, "resources", o.Resources, "other resources loaded when the resources table is migrated (--reads)")
+	fs.IntVar(&o.Policies, "policies", o.Policies, "with --reads: configuration policies created (half of an organisation with clusters, half of one without) before timing the policy resolver's passes; 0 skips it")
 	fs.StringVar(&o.ReadsDatabase, "reads-database", o.ReadsDatabase, "with --reads: time the reads on this database, kept by an earlier --reads --keep-database run, instead of creating and loading one (it is kept; for trying changes, not for the figures of record)")
 	fs.BoolVar(&o.Quick, "quick", o.Quick, "try it out: 10 hubs x 300 clusters and 20 samples (with --reads: 10,000 resources, 2s a scenario), unless those flags are given")
 	fs.BoolVar(&o.KeepDatabase, "keep-database", o.KeepDatabase, "leave the benchmark database in place (for EXPLAIN), printing its name")
@@ -136,6 +139,7 @@ func (o options) validate() error {
 	check(o.ReadDuration >= 100*time.Millisecond, "read-duration", "must be at least 100ms (got %s)", o.ReadDuration)
 	check(o.ReadConcurrency >= 1, "read-concurrency", "must be at least 1 (got %d)", o.ReadConcurrency)
 	check(o.ReadsDatabase == "" || o.Reads, "reads-database", "needs --reads")
+	check(o.Policies >= 0, "policies", "must not be negative (got %d)", o.Policies)
 	check(o.Resources >= 0, "resources", "must not be negative (got %d)", o.Resources)
 	check(o.Samples >= 1, "propagation-samples", "must be at least 1 (got %d)", o.Samples)
 	check(o.PollWait >= time.Second && o.PollWait <= time.Minute, "poll-wait", "must be between 1s and 1m, serve's --agent-max-wait (got %s)", o.PollWait)

@@ -55,6 +55,7 @@ type readResults struct {
 	peakRSS   int64
 	hwm       int64
 	notes     []string
+	policies  policyResolve
 }
 
 // runReads loads the inventory by SQL and times the read scenarios through
@@ -113,8 +114,11 @@ func runReads(ctx context.Context, o options, out io.Writer) error {
 	if r.plans, err = explainReads(ctx, o, db, r.scenarioQueries()); err != nil {
 		return err
 	}
+	s.stop() // its own resolver would run beside the timed passes
+	if r.policies, err = measurePolicyResolve(ctx, o, db); err != nil {
+		return err
+	}
 	r.machine.loadAfter, r.took = loadAverage(), time.Since(r.started)
-	s.stop()
 	reportReads(out, r)
 	return nil
 }
@@ -348,6 +352,7 @@ func reportReads(out io.Writer, r *readResults) {
 		fmt.Fprintln(out, "note:", n)
 	}
 	fmt.Fprintf(out, "serve memory: peak VmRSS %.1f MB, VmHWM %.1f MB\n\n", float64(r.peakRSS)/megabyte, float64(r.hwm)/megabyte)
+	r.policies.print(out)
 	printPlans(out, r.plans)
 	printReadTargets(out, r)
 }

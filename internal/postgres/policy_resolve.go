@@ -30,13 +30,18 @@ func (s *Store) resolvePolicy(tx *gorm.DB, id string, changed bool) (moved []str
 	}
 	var want []string
 	if !p.Deleted {
+		// The organisation's clusters are read from its hubs and its
+		// registrations (inventory_org.go): asked of every hub of the zone,
+		// whether it held a visible matching cluster cost a walk of each
+		// hub's clusters, 300 to 440 ms a policy among 300,000 clusters.
+		// On a hub it owns, the first matching cluster is enough.
 		match, args := selectorSQL("mc.labels", p.Selector.selector())
-		query := `SELECT h.id FROM hubs h WHERE h.deleted_at IS NULL AND h.delivery_mode = ? AND h.zone = ? AND EXISTS (
-	SELECT 1 FROM managed_clusters mc LEFT JOIN registrations r ON r.id = mc.registration_id
-	WHERE mc.hub_id = h.id AND mc.deleted_at IS NULL
-	  AND (h.owner_org_id = ? OR (h.owner_org_id IS NULL AND r.org_id = ?)) AND ` + match + `) ORDER BY h.id`
-		args = append([]any{string(fleet.DeliveryAgent), p.Zone, p.OrgID, p.OrgID}, args...)
-		if err := tx.Raw(query, args...).Scan(&want).Error; err != nil {
+		conds := conditions{{sql: match, args: args},
+			{sql: "h.delivery_mode = ? AND h.zone = ?", args: []any{string(fleet.DeliveryAgent), p.Zone}}}
+		db := tx.Session(&gorm.Session{NewDB: true})
+		err := db.Table("((?) UNION ALL (?)) AS mc", s.orgOwned(db, p.OrgID, conds, "mc.created_at", 1), s.orgShared(db, p.OrgID, conds, "", 0)).
+			Distinct("mc.hub_id").Order("mc.hub_id").Pluck("mc.hub_id", &want).Error
+		if err != nil {
 			return nil, fmt.Errorf("resolvePolicy(%s): %w", id, err)
 		}
 	}
