@@ -148,6 +148,11 @@ type feedRow struct {
 
 func (r feedRow) position() (changePosition, error) { return r.Pos.position() }
 
+// fields are feedColumns' destinations, in order.
+func (r *feedRow) fields() []any {
+	return append(r.Row.fields(), &r.GoneAt, &r.Pos.PosXid, &r.Pos.PosSeq)
+}
+
 // feedSource is a table a change feed reads, and how.
 type feedSource struct {
 	// table is the table, as inventory_purge_horizon names it.
@@ -292,9 +297,7 @@ const feedColumns = managedClusterColumns + `,
 // the conditions tx carries, walking the (change_xid, change_seq) index.
 func readChanges(tx *gorm.DB, from changePosition, bound uint64, size int) ([]feedRow, error) {
 	query := tx.Table("managed_clusters AS mc").Select(feedColumns).Joins("JOIN hubs h ON h.id = mc.hub_id")
-	var rows []feedRow
-	err := changesBetween(query, "mc", from, bound, size).Scan(&rows).Error
-	return rows, err
+	return scanRows[feedRow](changesBetween(query, "mc", from, bound, size), size)
 }
 
 // orgWalk is how many changes, per row of the page, an organisation's read
@@ -327,9 +330,9 @@ func (s *Store) readOrgChanges(tx *gorm.DB, org string, from changePosition, bou
 	}
 	query := tx.Session(&gorm.Session{NewDB: true}).Table("(?) AS mc", walk).Select(feedColumns).
 		Joins("JOIN hubs h ON h.id = mc.hub_id").Joins("LEFT JOIN registrations r ON r.id = mc.registration_id")
-	var rows []feedRow
 	query = visibleTo(s.inServedZones(query, "h.zone"), org).Order("mc.change_xid, mc.change_seq").Limit(size)
-	if err := query.Scan(&rows).Error; err != nil || len(rows) == size || len(ends) == 0 {
+	rows, err := scanRows[feedRow](query, size)
+	if err != nil || len(rows) == size || len(ends) == 0 {
 		return rows, err
 	}
 	end, err := ends[0].position()
@@ -369,9 +372,8 @@ func (s *Store) readOrgSources(tx *gorm.DB, org string, from changePosition, bou
 	windowArgs := []any{strconv.FormatUint(from.Xid, 10), from.Seq, strconv.FormatUint(bound, 10), size}
 	zones, zoneArgs := s.servedZonesSQL("h.zone")
 	args := slices.Concat(windowArgs, []any{org}, zoneArgs, windowArgs, []any{org}, zoneArgs, []any{size})
-	var rows []feedRow
-	err := tx.Raw(fmt.Sprintf(orgChangesSQL, window, zones), args...).Scan(&rows).Error
-	return rows, err
+	// Its rows end with change_xid and change_seq, which scanRows drops.
+	return scanRows[feedRow](tx.Raw(fmt.Sprintf(orgChangesSQL, window, zones), args...), size)
 }
 
 // changesBetween keeps the rows of the table aliased alias written after
