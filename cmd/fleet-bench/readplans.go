@@ -130,6 +130,27 @@ func explainReads(ctx context.Context, o options, db *benchDB, scenarios []readS
 			plans = append(plans, p)
 		}
 	}
+	if o.Policies == 0 {
+		return plans, nil
+	}
+	// The policy resolver's placement of each policy (measurePolicyResolve
+	// created them): its other statements write the few rows that moved.
+	rec.take()
+	if _, err := store.ResolvePolicies(ctx); err != nil {
+		return nil, fmt.Errorf("explainReads(policy resolver): %w", err)
+	}
+	seen := map[string]bool{}
+	for _, sql := range rec.take() {
+		if !strings.HasPrefix(sql, "SELECT DISTINCT") || seen[sql] { // one plan per organisation and selector
+			continue
+		}
+		seen[sql] = true
+		p, err := explain(ctx, db, "policy resolver", nil, sql)
+		if err != nil {
+			return nil, err
+		}
+		plans = append(plans, p)
+	}
 	return plans, nil
 }
 

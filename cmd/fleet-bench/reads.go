@@ -111,11 +111,11 @@ func runReads(ctx context.Context, o options, out io.Writer) error {
 	if err := measureReads(ctx, r, db, s, m, out); err != nil {
 		return err
 	}
-	if r.plans, err = explainReads(ctx, o, db, r.scenarioQueries()); err != nil {
-		return err
-	}
 	s.stop() // its own resolver would run beside the timed passes
 	if r.policies, err = measurePolicyResolve(ctx, o, db); err != nil {
+		return err
+	}
+	if r.plans, err = explainReads(ctx, o, db, r.scenarioQueries()); err != nil {
 		return err
 	}
 	r.machine.loadAfter, r.took = loadAverage(), time.Since(r.started)
