@@ -136,13 +136,19 @@ func (e *policyEnv) desiredPolicies(hubID, agent string) ([]string, int64, []fle
 	return ids, set.Revision, set.Policies
 }
 
-func placementSelector(p fleet.DesiredPolicy) any {
+// desiredObject is the object of kind among a desired policy's, or nil.
+func desiredObject(p fleet.DesiredPolicy, kind string) map[string]any {
 	for _, o := range p.Objects {
-		if o["kind"] == "Placement" {
-			return o["spec"].(map[string]any)["predicates"].([]any)[0].(map[string]any)["requiredClusterSelector"].(map[string]any)["labelSelector"]
+		if o["kind"] == kind {
+			return o
 		}
 	}
 	return nil
+}
+
+func placementSelector(p fleet.DesiredPolicy) any {
+	o := desiredObject(p, "Placement")
+	return o["spec"].(map[string]any)["predicates"].([]any)[0].(map[string]any)["requiredClusterSelector"].(map[string]any)["labelSelector"]
 }
 
 func TestPoliciesArePlacedOnTheHubsOfTheirClusters(t *testing.T) {

@@ -12,12 +12,7 @@ import (
 
 // policyNamespace is the namespace a desired policy's objects go to.
 func policyNamespace(p fleet.DesiredPolicy) any {
-	for _, o := range p.Objects {
-		if o["kind"] == "Policy" {
-			return o["metadata"].(map[string]any)["namespace"]
-		}
-	}
-	return nil
+	return desiredObject(p, "Policy")["metadata"].(map[string]any)["namespace"]
 }
 
 // TestPolicyDeliveryChangeMovesTheHubsHoldingPolicies starts stores with
