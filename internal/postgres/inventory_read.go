@@ -101,11 +101,11 @@ func (s *Store) listManagedClusters(ctx context.Context, caller fleet.Identity, 
 	// An organisation's list is read from its hubs and registrations
 	// (inventory_org.go); an admin's, and a caller's of no organisation
 	// (who sees nothing), from the whole inventory.
-	query, pageQuery := conds.apply(s.visibleManagedClusters(ctx, caller, admin)), (*gorm.DB)(nil)
-	if !admin && caller.OrgID != "" {
-		db := s.db.Gorm.WithContext(ctx)
+	var query, pageQuery *gorm.DB
+	if db := s.db.Gorm.WithContext(ctx); !admin && caller.OrgID != "" {
 		query, pageQuery = s.orgClusters(db, caller.OrgID, conds, order, 0), s.orgClusters(db, caller.OrgID, conds, order, page*size)
 	} else {
+		query = conds.apply(s.visibleManagedClusters(ctx, caller, admin))
 		pageQuery = query
 	}
 	total, err := s.managedClusterTotal(caller.OrgID, admin, expr, conds, query)
