@@ -44,36 +44,44 @@ func built(query *gorm.DB, finish func(*gorm.DB) *gorm.DB, read func(pgx.Rows) e
 	return statement{sql: tx.Statement.SQL.String(), args: tx.Statement.Vars, read: read}, tx.Error
 }
 
-// readRows appends each row to rows, scanned into the fields its type lists
-// (*T must be a scannedRow).
-func readRows[T any](rows *[]T) func(pgx.Rows) error {
-	return func(res pgx.Rows) error {
-		var row T
-		dest := any(&row).(scannedRow).fields() // scanned into again for every row, then copied
-		for res.Next() {
-			if err := res.Scan(dest...); err != nil {
-				return err
-			}
-			*rows = append(*rows, row)
-		}
-		return res.Err()
+// rowScanner is what pgx.Rows and database/sql's Rows share.
+type rowScanner interface {
+	Next() bool
+	Scan(dest ...any) error
+	Err() error
+}
+
+// appendScanned appends each row of res to rows, scanned into the fields *T
+// lists (it must be a scannedRow), in order; columns, when more, are read and
+// dropped.
+func appendScanned[T any](res rowScanner, rows *[]T, columns int) error {
+	var row T
+	dest := any(&row).(scannedRow).fields() // scanned into again for every row, then copied
+	for len(dest) < columns {
+		dest = append(dest, new(any))
 	}
+	for res.Next() {
+		if err := res.Scan(dest...); err != nil {
+			return err
+		}
+		*rows = append(*rows, row)
+	}
+	return res.Err()
+}
+
+// readRows appends each row of a round trip's statement to rows, scanned
+// into the fields *T lists.
+func readRows[T any](rows *[]T) func(pgx.Rows) error {
+	return func(res pgx.Rows) error { return appendScanned(res, rows, 0) }
 }
 
 // readOne scans the statement's one row into dest.
 func readOne(dest ...any) func(pgx.Rows) error {
 	return func(res pgx.Rows) error {
 		if !res.Next() {
-			if err := res.Err(); err != nil {
-				return err
-			}
-			return errors.New("the statement returned no row")
+			return errors.Join(errors.New("the statement returned no row"), res.Err())
 		}
-		if err := res.Scan(dest...); err != nil {
-			return err
-		}
-		res.Close()
-		return res.Err()
+		return res.Scan(dest...)
 	}
 }
 
@@ -154,7 +162,8 @@ func (s statement) logged(db *gorm.DB) string {
 const GenericPrepare = "PREPARE generic AS "
 
 // sendBatch queues stmts, with the plan cache mode switched around the
-// generic ones, sends them and reads their results in order.
+// generic ones, and sends them; pgx's Close reads the results in order, runs
+// each statement's read on its rows and returns the first error.
 func sendBatch(ctx context.Context, c *pgx.Conn, stmts []statement) error {
 	batch, generic := &pgx.Batch{}, false
 	switchTo := func(g bool) {
@@ -165,36 +174,10 @@ func sendBatch(ctx context.Context, c *pgx.Conn, stmts []statement) error {
 	}
 	for _, s := range stmts {
 		switchTo(s.generic)
-		batch.Queue(s.sql, s.args...)
+		batch.Queue(s.sql, s.args...).Query(s.read)
 	}
 	switchTo(false)
-	res := c.SendBatch(ctx, batch)
-	generic = false
-	for _, s := range stmts {
-		if s.generic != generic {
-			if _, err := res.Exec(); err != nil {
-				return errors.Join(err, res.Close())
-			}
-			generic = s.generic
-		}
-		rows, err := res.Query()
-		if err == nil {
-			err = s.read(rows)
-			rows.Close()
-			if err == nil {
-				err = rows.Err()
-			}
-		}
-		if err != nil {
-			return errors.Join(err, res.Close())
-		}
-	}
-	if generic {
-		if _, err := res.Exec(); err != nil {
-			return errors.Join(err, res.Close())
-		}
-	}
-	return res.Close()
+	return c.SendBatch(ctx, batch).Close()
 }
 
 // find runs query as query.Find into []T would; capacity is the most rows
@@ -236,17 +219,9 @@ func scanRows[T any](query *gorm.DB, capacity int) ([]T, error) {
 	if err != nil {
 		return nil, err
 	}
-	var row T
-	dest := any(&row).(scannedRow).fields() // scanned into again for every row, then copied
-	for len(dest) < len(cols) {
-		dest = append(dest, new(any))
-	}
 	rows := make([]T, 0, capacity)
-	for res.Next() {
-		if err := res.Scan(dest...); err != nil {
-			return nil, err
-		}
-		rows = append(rows, row)
+	if err := appendScanned(res, &rows, len(cols)); err != nil {
+		return nil, err
 	}
-	return rows, res.Err()
+	return rows, nil
 }

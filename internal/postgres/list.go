@@ -21,32 +21,15 @@ type listSpec struct {
 }
 
 // list reads one page of rows of query (already scoped to what the caller
-// may see), filtered by q.Search and ordered by q.OrderBy, and the total.
+// may see), filtered by q.Search and ordered by q.OrderBy, and the total. A
+// page past the total is not read.
 func list[T any](query *gorm.DB, spec listSpec, q fleet.ListQuery, page, size int) ([]T, int, error) {
-	return listCounted[T](query, spec, q, page, size, nil)
-}
-
-// counter answers a list's total exactly from maintained counters, for the
-// search expr (nil: unfiltered); ok false means it cannot, and the rows are
-// counted instead.
-type counter func(expr fleet.SearchExpr) (total int64, ok bool, err error)
-
-// listCounted is list with count, when not nil, tried for the total before
-// a count of the rows. A page past the total is not read.
-func listCounted[T any](query *gorm.DB, spec listSpec, q fleet.ListQuery, page, size int, count counter) ([]T, int, error) {
-	query, expr, order, err := searched(query, spec, q)
+	query, _, order, err := searched(query, spec, q)
 	if err != nil {
 		return nil, 0, err
 	}
 	var total int64
-	counted := false
-	if count != nil {
-		total, counted, err = count(expr)
-	}
-	if err == nil && !counted {
-		err = query.Session(&gorm.Session{}).Count(&total).Error
-	}
-	if err != nil {
+	if err := query.Session(&gorm.Session{}).Count(&total).Error; err != nil {
 		return nil, 0, err
 	}
 	if int64((page-1)*size) >= total {
@@ -105,14 +88,10 @@ func searchConditions(spec listSpec, q fleet.ListQuery) (fleet.SearchExpr, condi
 			return nil, nil, err
 		}
 	}
-	var conds conditions
-	if where != "" {
-		conds = append(conds, condition{sql: where, args: args})
+	if where == "" {
+		return expr, hints, nil
 	}
-	for _, hint := range hints {
-		conds = append(conds, condition{sql: hint.where, args: []any{hint.arg}})
-	}
-	return expr, conds, nil
+	return expr, append(conditions{{sql: where, args: args}}, hints...), nil
 }
 
 // listOrder is the caller's order, spec's default when none, without the
@@ -130,13 +109,6 @@ func paged(query *gorm.DB, spec listSpec, order string, page, size int) *gorm.DB
 	return query.Order(order + ", " + spec.tiebreak).Offset((page - 1) * size).Limit(size)
 }
 
-// containmentHint is a condition of the search written so that PostgreSQL
-// can use a GIN index.
-type containmentHint struct {
-	where string
-	arg   string
-}
-
 // containment splits the search into the `labels.k = 'v'` it requires (each
 // a predicate joined to the rest by AND only), written as `labels @> {k: v}`,
 // and the rest of the search (nil when nothing is left). The search's own
@@ -149,7 +121,7 @@ type containmentHint struct {
 // join three times slower (docs/performance.md). Under OR or NOT the
 // predicate stays as it is: `NOT labels @> {k: v}` also matches a row without
 // the key, which `NOT (labels ->> k) = v` does not.
-func containment(expr fleet.SearchExpr, schema SearchSchema) (fleet.SearchExpr, []containmentHint) {
+func containment(expr fleet.SearchExpr, schema SearchSchema) (fleet.SearchExpr, conditions) {
 	switch e := expr.(type) {
 	case fleet.SearchAnd:
 		left, leftHints := containment(e.Left, schema)
@@ -172,7 +144,7 @@ func containment(expr fleet.SearchExpr, schema SearchSchema) (fleet.SearchExpr, 
 		if err != nil {
 			return expr, nil
 		}
-		return nil, []containmentHint{{where: field.Column + " @> ?::jsonb", arg: string(doc)}}
+		return nil, conditions{{sql: field.Column + " @> ?::jsonb", args: []any{string(doc)}}}
 	}
 	return expr, nil
 }

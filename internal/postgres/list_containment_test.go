@@ -35,10 +35,10 @@ func TestContainmentReplacesOnlyRequiredLabelEqualities(t *testing.T) {
 		where, _, err := BuildSearch(rest, schema)
 		var got []string
 		for _, h := range hints {
-			if h.where != "mc.labels @> ?::jsonb" {
-				t.Errorf("%q: hint %q; want mc.labels @> ?::jsonb", tc.search, h.where)
+			if h.sql != "mc.labels @> ?::jsonb" {
+				t.Errorf("%q: hint %q; want mc.labels @> ?::jsonb", tc.search, h.sql)
 			}
-			got = append(got, h.arg)
+			got = append(got, h.args[0].(string))
 		}
 		if err != nil || where != tc.wantRest || len(got) != len(tc.wantHints) {
 			t.Errorf("%q: rest %q (%v), hints %q; want rest %q, hints %q", tc.search, where, err, got, tc.wantRest, tc.wantHints)
