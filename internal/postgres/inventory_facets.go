@@ -118,9 +118,12 @@ func countedFacet(expr fleet.SearchExpr) (facet, value string, ok bool) {
 // SyncCountedLabels makes keys the labels whose values the inventory counts
 // per hub (--inventory-counted-labels), for the totals of label searches.
 // When the set changes it counts the added keys' values over the live
-// inventory and drops the removed keys' counts, holding a SHARE lock on
-// managed_clusters so that no write goes uncounted: ingests wait for it,
-// reads do not. With the set unchanged it reads one small table.
+// inventory and drops the removed keys' counts, holding a SHARE ROW
+// EXCLUSIVE lock on managed_clusters so that no write goes uncounted: ingests
+// wait for it, reads do not. The lock also excludes itself, so replicas
+// started together with a new set change it one after the other, and the
+// later ones find it done; a key some other writer added meanwhile is left
+// as that writer counted it. With the set unchanged it reads one small table.
 func (s *Store) SyncCountedLabels(ctx context.Context, keys []string) error {
 	want := slices.Sorted(slices.Values(keys))
 	want = slices.Compact(want)
@@ -129,10 +132,10 @@ func (s *Store) SyncCountedLabels(ctx context.Context, keys []string) error {
 		if err != nil || slices.Equal(have, want) {
 			return err
 		}
-		if err := tx.Exec(`LOCK TABLE managed_clusters IN SHARE MODE`).Error; err != nil {
+		if err := tx.Exec(`LOCK TABLE managed_clusters IN SHARE ROW EXCLUSIVE MODE`).Error; err != nil {
 			return err
 		}
-		if have, err = countedLabels(tx); err != nil {
+		if have, err = countedLabels(tx); err != nil || slices.Equal(have, want) {
 			return err
 		}
 		added, removed := []string{}, []string{}
@@ -149,12 +152,13 @@ func (s *Store) SyncCountedLabels(ctx context.Context, keys []string) error {
 		return tx.Exec(`
 WITH gone AS (DELETE FROM inventory_counted_labels WHERE key IN (SELECT jsonb_array_elements_text(?::jsonb))),
 	dropped AS (DELETE FROM managed_cluster_facet_counts WHERE facet LIKE 'labels.%' AND substr(facet, 8) IN (SELECT jsonb_array_elements_text(?::jsonb))),
-	added AS (INSERT INTO inventory_counted_labels (key) SELECT jsonb_array_elements_text(?::jsonb))
+	added AS (INSERT INTO inventory_counted_labels (key) SELECT jsonb_array_elements_text(?::jsonb)
+		ON CONFLICT (key) DO NOTHING RETURNING key)
 INSERT INTO managed_cluster_facet_counts (facet, value, hub_id, live)
 	SELECT 'labels.' || l.key, l.value, mc.hub_id, count(*)
 	FROM managed_clusters mc CROSS JOIN LATERAL jsonb_each_text(mc.labels) AS l
-	WHERE mc.deleted_at IS NULL AND l.key IN (SELECT jsonb_array_elements_text(?::jsonb))
-	GROUP BY l.key, l.value, mc.hub_id`, jsonText(removed), jsonText(removed), jsonText(added), jsonText(added)).Error
+	WHERE mc.deleted_at IS NULL AND l.key IN (SELECT key FROM added)
+	GROUP BY l.key, l.value, mc.hub_id`, jsonText(removed), jsonText(removed), jsonText(added)).Error
 	})
 	if err != nil {
 		return fmt.Errorf("SyncCountedLabels(%v): %w", want, err)

@@ -2,9 +2,12 @@ package postgres_test
 
 import (
 	"context"
+	"sync"
 	"testing"
 
 	"github.com/fleetmanager/fleet-manager/internal/fleet"
+	"github.com/fleetmanager/fleet-manager/internal/postgres"
+	"github.com/fleetmanager/fleet-manager/internal/postgres/pgtest"
 )
 
 // TestFacetTotalsFollowTheRows checks that the totals of searches by one
@@ -82,4 +85,61 @@ func TestFacetTotalsFollowTheRows(t *testing.T) {
 		t.Fatal(err)
 	}
 	check("after the hub's deletion")
+}
+
+// TestSyncCountedLabelsConcurrently starts replicas together with a newly
+// counted label, as a rollout does: every one's SyncCountedLabels succeeds,
+// and the added key's values are counted once.
+func TestSyncCountedLabelsConcurrently(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	db, cfg := pgtest.NewMigratedDatabase(t)
+	key := masterKey(t)
+	first := postgres.NewStore(db, mustKeyring(t, key), fleet.SystemClock{}, postgres.DefaultStoreConfig())
+	hub, err := first.CreateHub(ctx, fleet.HubCreate{Name: "hub-1", Zone: "eu", Region: "eu-west-1",
+		DeliveryMode: fleet.DeliveryAgent, Capacity: 10, AgentIdentity: "agent-1"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	a, b, c := cluster("a", "4"), cluster("b", "4"), cluster("c", "4")
+	a.Labels, b.Labels, c.Labels = map[string]string{"team": "blue"}, map[string]string{"team": "blue"}, map[string]string{"team": "red"}
+	if _, err := first.IngestInventory(ctx, hub.ID, "agent-1", fleet.InventoryBatch{Upserts: []fleet.ManagedClusterSummary{a, b, c}}); err != nil {
+		t.Fatalf("IngestInventory() = %v", err)
+	}
+
+	const replicas = 6
+	stores := make([]*postgres.Store, replicas)
+	for i := range stores {
+		stores[i] = postgres.NewStore(pgtest.Open(t, cfg), mustKeyring(t, key), fleet.SystemClock{}, postgres.DefaultStoreConfig())
+	}
+	start := make(chan struct{})
+	errs := make(chan error, replicas)
+	var wg sync.WaitGroup
+	for _, s := range stores {
+		wg.Go(func() {
+			<-start
+			errs <- s.SyncCountedLabels(ctx, []string{"env", "team"})
+		})
+	}
+	close(start)
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		if err != nil {
+			t.Errorf("SyncCountedLabels([env team]) beside %d other replicas = %v", replicas-1, err)
+		}
+	}
+	var counts []struct {
+		Value string
+		Live  int
+	}
+	if err := db.Gorm.Raw(`SELECT value, live FROM managed_cluster_facet_counts WHERE facet = 'labels.team' ORDER BY value`).Scan(&counts).Error; err != nil {
+		t.Fatal(err)
+	}
+	if len(counts) != 2 || counts[0].Value != "blue" || counts[0].Live != 2 || counts[1].Value != "red" || counts[1].Live != 1 {
+		t.Errorf("labels.team counters after %d concurrent SyncCountedLabels = %+v; want blue 2, red 1", replicas, counts)
+	}
+	if n := countRows(t, db, `SELECT count(*) FROM inventory_counted_labels WHERE key IN ('env', 'team')`); n != 2 {
+		t.Errorf("counted labels env and team: %d rows, want 2", n)
+	}
 }
