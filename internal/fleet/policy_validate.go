@@ -6,6 +6,19 @@ import (
 	"slices"
 )
 
+// MaxObjectDepth bounds how deeply objects and arrays nest in what a user
+// sends towards a hub, counting the outermost object as 1: a request body
+// of the public and admin APIs, and a policy body. Every JSON decoder on the
+// way (the API's validator, the agent's, the hub's) recurses once per level,
+// and the hub's desired set wraps the body a few levels deeper still, so the
+// bound sits far below encoding/json's own limit of 10,000.
+const MaxObjectDepth = 100
+
+// MaxPolicyBodyBytes bounds a policy body's JSON encoding. The hub's API
+// server stores the Policy whole, with its managed fields, and the policy
+// framework copies its spec into every selected cluster's namespace.
+const MaxPolicyBodyBytes = 512 << 10
+
 // maxSelectorTerms bounds a placement's match labels plus expressions, and
 // maxSelectorValues an expression's values: each becomes a predicate of the
 // resolution's query.
@@ -91,7 +104,7 @@ func NormalizePolicyBody(body map[string]any) (map[string]any, error) {
 // PolicyValidator's. Errors carry CodeValidation.
 func (c PolicyCreate) Validate() error {
 	if c.Zone != "" && !regionOrZone.MatchString(c.Zone) {
-		return Errorf(CodeValidation, "zone %q must be a DNS label", c.Zone)
+		return Errorf(CodeValidation, "zone must be a DNS label")
 	}
 	return c.Selector.Validate()
 }

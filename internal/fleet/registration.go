@@ -146,7 +146,7 @@ func ValidateLabels(labels map[string]string) error {
 	for k, v := range labels {
 		for _, reserved := range reservedLabelPrefixes {
 			if strings.HasPrefix(k, reserved) {
-				return Errorf(CodeValidation, "label key %q: the prefix %s is reserved", k, reserved)
+				return Errorf(CodeValidation, "labels: the key prefix %s is reserved", reserved)
 			}
 		}
 		if err := ValidateLabelKey(k); err != nil {
@@ -159,26 +159,28 @@ func ValidateLabels(labels map[string]string) error {
 	return nil
 }
 
-// ValidateLabelKey checks a label key's syntax: an optional DNS-subdomain
-// prefix and a name.
+// ValidateLabelKey checks a label key's syntax, as the kube-apiserver's
+// qualified-name rule does: an optional DNS-subdomain prefix of at most 253
+// characters and a name. The error names the rule, never the key.
 func ValidateLabelKey(k string) error {
 	prefix, name, hasPrefix := strings.Cut(k, "/")
 	if !hasPrefix {
 		name, prefix = prefix, ""
 	}
 	if hasPrefix && (len(prefix) > 253 || !dnsSubdomain.MatchString(prefix)) {
-		return Errorf(CodeValidation, "label key %q: the prefix must be a DNS subdomain", k)
+		return Errorf(CodeValidation, "a label key's prefix must be a DNS subdomain of at most 253 characters")
 	}
 	if !labelName.MatchString(name) {
-		return Errorf(CodeValidation, "label key %q: the name must be 1-63 letters, digits, '-', '_' or '.', starting and ending alphanumeric", k)
+		return Errorf(CodeValidation, "a label key's name must be 1-63 letters, digits, '-', '_' or '.', starting and ending alphanumeric")
 	}
 	return nil
 }
 
-// validateLabelValue checks the syntax of key's label value v.
+// validateLabelValue checks the syntax of key's label value v. The error
+// names the key, which passed ValidateLabelKey, and never the value.
 func validateLabelValue(k, v string) error {
 	if !labelValue.MatchString(v) {
-		return Errorf(CodeValidation, "label %q: the value %q must be at most 63 letters, digits, '-', '_' or '.', starting and ending alphanumeric", k, v)
+		return Errorf(CodeValidation, "label %q: the value must be at most 63 letters, digits, '-', '_' or '.', starting and ending alphanumeric", k)
 	}
 	return nil
 }
@@ -186,19 +188,19 @@ func validateLabelValue(k, v string) error {
 // Validate checks a registration request; errors carry CodeValidation.
 func (c RegistrationCreate) Validate() error {
 	if !dnsLabel.MatchString(c.Name) {
-		return Errorf(CodeValidation, "name %q must be a DNS label: 1-63 lower-case letters, digits or '-', starting and ending alphanumeric", c.Name)
+		return Errorf(CodeValidation, "name must be a DNS label: 1-63 lower-case letters, digits or '-', starting and ending alphanumeric")
 	}
 	if utf8.RuneCountInString(c.DisplayName) > maxDisplayName {
 		return Errorf(CodeValidation, "display_name must be at most %d characters", maxDisplayName)
 	}
 	if c.Zone != "" && !regionOrZone.MatchString(c.Zone) {
-		return Errorf(CodeValidation, "zone %q must be a DNS label", c.Zone)
+		return Errorf(CodeValidation, "zone must be a DNS label")
 	}
 	if c.Region != "" && !regionOrZone.MatchString(c.Region) {
-		return Errorf(CodeValidation, "region %q must be a DNS label", c.Region)
+		return Errorf(CodeValidation, "region must be a DNS label")
 	}
 	if !slices.Contains(Products(), c.Product) {
-		return Errorf(CodeValidation, "product %q is not one of %v", c.Product, Products())
+		return Errorf(CodeValidation, "product is not one of %v", Products())
 	}
 	if err := ValidateLabels(c.Labels); err != nil {
 		return err

@@ -340,3 +340,31 @@ func TestSyncSetOCMHubKeepsItsModeWhilePlaced(t *testing.T) {
 		t.Errorf("moving an empty syncset-ocm hub to agent = %v, want nil", err)
 	}
 }
+
+// TestLabelErrorsNameNoValue: a registration's and a policy's labels are
+// refused by the rule, never by repeating what was sent.
+func TestLabelErrorsNameNoValue(t *testing.T) {
+	t.Parallel()
+	for _, labels := range []map[string]string{
+		{"env": "s3cr3t value"},
+		{"s3cr3t key": "x"},
+		{"S3CR3T_prefix/x": "y"},
+	} {
+		err := fleet.ValidateLabels(labels)
+		if err == nil || strings.Contains(strings.ToLower(err.Error()), "s3cr3t") {
+			t.Errorf("ValidateLabels(%q) = %v, want an error that repeats no key or value at fault", labels, err)
+		}
+	}
+	create := fleet.RegistrationCreate{Name: "S3CR3T_name", Zone: "S3CR3T zone", Product: fleet.ProductOCP}
+	if err := create.Validate(); err == nil || strings.Contains(strings.ToLower(err.Error()), "s3cr3t") {
+		t.Errorf("RegistrationCreate{Name: bad}.Validate() = %v, want an error that repeats no value", err)
+	}
+	create.Name = "ok"
+	if err := create.Validate(); err == nil || strings.Contains(strings.ToLower(err.Error()), "s3cr3t") {
+		t.Errorf("RegistrationCreate{Zone: bad}.Validate() = %v, want an error that repeats no value", err)
+	}
+	sel := fleet.LabelSelector{MatchLabels: map[string]string{"env": "s3cr3t value"}}
+	if err := sel.Validate(); err == nil || strings.Contains(err.Error(), "s3cr3t") {
+		t.Errorf("LabelSelector{env: bad}.Validate() = %v, want an error that repeats no value", err)
+	}
+}

@@ -25,7 +25,11 @@
 // The CRD's schema says nothing of metadata beyond it being an object, so the
 // validator checks what the API server would: apiVersion and kind name the
 // Policy kind, metadata.name is a DNS-1123 subdomain, metadata.labels and
-// metadata.annotations are maps of strings when present, and spec is present.
+// metadata.annotations are maps of strings when present, label keys and
+// annotation keys are qualified names, label values have label syntax, the
+// annotations hold at most 256 KiB, and spec is present. Before all of it,
+// a body nested deeper than fleet.MaxObjectDepth or larger than
+// fleet.MaxPolicyBodyBytes is refused and checked no further.
 package policyschema
 
 import (
@@ -175,6 +179,9 @@ func (v *Validator) ValidatePolicy(body map[string]any) error {
 	var ps problems
 	if body == nil {
 		body = map[string]any{}
+	}
+	if !checkBounds(&ps, body) {
+		return ps.err()
 	}
 	checkEnvelope(&ps, body)
 	if err := v.schema.VisitJSON(body, openapi3.MultiErrors()); err != nil {

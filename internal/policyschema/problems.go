@@ -54,8 +54,9 @@ func (ps problems) err() error {
 }
 
 // checkEnvelope checks what the CRD's schema leaves to the API server:
-// apiVersion, kind, metadata's name, labels and annotations, and spec's
-// presence (the schema requires it too; the duplicate is dropped).
+// apiVersion, kind, metadata's name, labels and annotations (their types,
+// then checkLabels and checkAnnotations), and spec's presence (the schema
+// requires it too; the duplicate is dropped).
 func checkEnvelope(ps *problems, body map[string]any) {
 	for _, f := range []struct{ name, want string }{
 		{"apiVersion", fleet.PolicyAPIVersion},
@@ -100,6 +101,11 @@ func checkEnvelope(ps *problems, body map[string]any) {
 			if _, ok := val.(string); !ok {
 				ps.add(fieldPath(body, []string{"metadata", field, k}), "value must be a string")
 			}
+		}
+		if field == "labels" {
+			checkLabels(ps, body, m)
+		} else {
+			checkAnnotations(ps, m)
 		}
 	}
 }
