@@ -79,8 +79,12 @@ func PolicyName(body map[string]any) string {
 // apiVersion, kind, spec and, of metadata, the name, labels and
 // annotations. Status and server-set metadata are the hubs' to fill. Labels
 // must be label syntax without the reserved prefixes, since they go on the
-// hubs' Policy beside the fleet manager's own. Errors carry CodeValidation.
+// hubs' Policy beside the fleet manager's own. The body must pass
+// ValidateTenantPolicy. Errors carry CodeValidation or CodePolicyInvalid.
 func NormalizePolicyBody(body map[string]any) (map[string]any, error) {
+	if err := ValidateTenantPolicy(body); err != nil {
+		return nil, err
+	}
 	meta, _ := body["metadata"].(map[string]any)
 	keep := map[string]any{"name": meta["name"]}
 	if l, ok := meta["labels"].(map[string]any); ok && len(l) > 0 {
