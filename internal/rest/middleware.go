@@ -162,6 +162,9 @@ func (s *Server) validate(op operation, next handlerFunc) handlerFunc {
 		if err := checkContentType(op, r); err != nil {
 			return err
 		}
+		if err := checkBodyDepth(op, r); err != nil {
+			return err
+		}
 		route := op.route
 		input := &openapi3filter.RequestValidationInput{
 			Request:    r,
