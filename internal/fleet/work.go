@@ -19,6 +19,11 @@ const (
 // Claim is a registration a reconciler holds until its lease ends.
 type Claim struct {
 	Registration Registration
+	// Token names this one claim: the queue places the registration and
+	// records the outcome only while the row still holds this token, so a
+	// pass whose lease ran out cannot overwrite the next claimant's work,
+	// even one of the same process.
+	Token string
 	// Attempts counts failed passes since the last success.
 	Attempts int
 	// DeletionAge is how long ago deregistration was asked for, by the
@@ -70,14 +75,16 @@ type Delivery interface {
 type RegistrationQueue interface {
 	// ClaimRegistrations leases up to limit registrations due for work of kind.
 	ClaimRegistrations(ctx context.Context, kind WorkKind, owner string, limit int, lease time.Duration) ([]Claim, error)
-	// PlaceRegistration chooses a hub for a claimed registration among those
-	// whose delivery mode is in modes; nil when no hub has room.
-	PlaceRegistration(ctx context.Context, id, owner string, modes []DeliveryMode) (*Hub, error)
+	// PlaceRegistration chooses a hub for a claimed registration (token:
+	// Claim.Token) among those whose delivery mode is in modes; nil when no
+	// hub has room. Errors: CodeConflict when the claim was lost.
+	PlaceRegistration(ctx context.Context, id, token string, modes []DeliveryMode) (*Hub, error)
 	// FindHub returns a live hub. Errors: CodeNotFound.
 	FindHub(ctx context.Context, id string) (Hub, error)
-	// CompleteRegistration records a pass's outcome and releases the claim; false
-	// when the claim was lost to another replica (the outcome is dropped).
-	CompleteRegistration(ctx context.Context, owner string, out Outcome) (bool, error)
+	// CompleteRegistration records a pass's outcome and releases the claim
+	// named by token (Claim.Token); false when the row no longer holds that
+	// claim (the outcome is dropped).
+	CompleteRegistration(ctx context.Context, token string, out Outcome) (bool, error)
 	// NextDue returns how long until the next registration of kind is due, and
 	// false when none is scheduled.
 	NextDue(ctx context.Context, kind WorkKind) (time.Duration, bool, error)

@@ -36,9 +36,13 @@ type Queue struct {
 // NewQueue returns the queue of store's registrations.
 func NewQueue(store *Store, cfg QueueConfig) *Queue { return &Queue{store: store, cfg: cfg} }
 
-// ClaimRegistrations leases registrations due for work of kind.
+// ClaimRegistrations leases registrations due for work of kind. Each claim
+// gets its own token in claimed_by, the owner followed by a random uuid: the
+// owner says which process holds the row, the uuid which of its claims, so
+// that a pass that outlived its lease cannot complete a later claim of the
+// same process (provisioning_mgr and deleting_mgr share the owner).
 func (q *Queue) ClaimRegistrations(ctx context.Context, kind fleet.WorkKind, owner string, limit int, lease time.Duration) ([]fleet.Claim, error) {
-	var ids []string
+	var claimed []struct{ ID, ClaimedBy string }
 	err := q.store.db.Gorm.WithContext(ctx).Raw(`
 WITH due AS (
 	SELECT id FROM registrations
@@ -48,12 +52,16 @@ WITH due AS (
 	ORDER BY next_attempt_at, id
 	LIMIT ?
 	FOR UPDATE SKIP LOCKED)
-UPDATE registrations r SET claimed_by = ?, claimed_until = now() + make_interval(secs => ?),
+UPDATE registrations r SET claimed_by = ? || '/' || gen_random_uuid(), claimed_until = now() + make_interval(secs => ?),
 	next_attempt_at = now() + make_interval(secs => ?)
 FROM due WHERE r.id = due.id
-RETURNING r.id`, kind == fleet.WorkDeprovision, limit, owner, lease.Seconds(), lease.Seconds()).Scan(&ids).Error
-	if err != nil || len(ids) == 0 {
+RETURNING r.id, r.claimed_by`, kind == fleet.WorkDeprovision, limit, owner, lease.Seconds(), lease.Seconds()).Scan(&claimed).Error
+	if err != nil || len(claimed) == 0 {
 		return nil, wrapErr("ClaimRegistrations", string(kind), err)
+	}
+	ids, tokens := make([]string, len(claimed)), make(map[string]string, len(claimed))
+	for i, c := range claimed {
+		ids[i], tokens[c.ID] = c.ID, c.ClaimedBy
 	}
 	var rows []registrationRow
 	err = registrations(q.store.db.Gorm.WithContext(ctx)).
@@ -64,7 +72,7 @@ RETURNING r.id`, kind == fleet.WorkDeprovision, limit, owner, lease.Seconds(), l
 	}
 	claims := make([]fleet.Claim, len(rows))
 	for i, r := range rows {
-		claims[i] = fleet.Claim{Registration: r.toRegistration(), Attempts: r.Attempts}
+		claims[i] = fleet.Claim{Registration: r.toRegistration(), Token: tokens[r.ID], Attempts: r.Attempts}
 		if r.DeletionAgeSeconds != nil {
 			claims[i].DeletionAge = time.Duration(*r.DeletionAgeSeconds * float64(time.Second))
 		}
@@ -75,7 +83,8 @@ RETURNING r.id`, kind == fleet.WorkDeprovision, limit, owner, lease.Seconds(), l
 // PlaceRegistration picks the least loaded ready hub with room in the
 // registration's zone, preferring its region, and takes one of its places. The
 // hub row is locked, so concurrent placements never exceed its capacity.
-func (q *Queue) PlaceRegistration(ctx context.Context, id, owner string, modes []fleet.DeliveryMode) (*fleet.Hub, error) {
+// token is the claim's (fleet.Claim.Token): a lost claim places nothing.
+func (q *Queue) PlaceRegistration(ctx context.Context, id, token string, modes []fleet.DeliveryMode) (*fleet.Hub, error) {
 	var placed *fleet.Hub
 	err := q.store.transact(ctx, func(tx *gorm.DB) error {
 		var reg registrationRow
@@ -84,7 +93,7 @@ func (q *Queue) PlaceRegistration(ctx context.Context, id, owner string, modes [
 		if err := tx.Exec(`SELECT pg_advisory_xact_lock(hashtextextended('placement:' || (SELECT zone FROM registrations WHERE id = ?), 0))`, id).Error; err != nil {
 			return err
 		}
-		err := tx.Raw(`SELECT * FROM registrations WHERE id = ? AND claimed_by = ? AND deleted_at IS NULL FOR UPDATE`, id, owner).Take(&reg).Error
+		err := tx.Raw(`SELECT * FROM registrations WHERE id = ? AND claimed_by = ? AND deleted_at IS NULL FOR UPDATE`, id, token).Take(&reg).Error
 		if errors.Is(err, gorm.ErrRecordNotFound) {
 			return fleet.Errorf(fleet.CodeConflict, "the claim on registration %s was lost", id)
 		}
@@ -135,12 +144,15 @@ FOR UPDATE OF h`, reg.Zone, reg.OrgID, modeStrings(modes), q.store.cfg.Heartbeat
 	return hubs[0], true, nil
 }
 
-// CompleteRegistration writes a pass's outcome if the claim still holds.
-func (q *Queue) CompleteRegistration(ctx context.Context, owner string, out fleet.Outcome) (bool, error) {
+// CompleteRegistration writes a pass's outcome if the row still holds the
+// claim named by token (fleet.Claim.Token). A claim whose lease ran out is
+// kept as long as nobody claimed the row since: its outcome is still the
+// latest word on the row.
+func (q *Queue) CompleteRegistration(ctx context.Context, token string, out fleet.Outcome) (bool, error) {
 	var kept bool
 	err := q.store.transact(ctx, func(tx *gorm.DB) error {
 		var reg registrationRow
-		err := tx.Raw(`SELECT * FROM registrations WHERE id = ? AND claimed_by = ? AND deleted_at IS NULL FOR UPDATE`, out.ID, owner).Take(&reg).Error
+		err := tx.Raw(`SELECT * FROM registrations WHERE id = ? AND claimed_by = ? AND deleted_at IS NULL FOR UPDATE`, out.ID, token).Take(&reg).Error
 		if errors.Is(err, gorm.ErrRecordNotFound) {
 			return nil
 		}

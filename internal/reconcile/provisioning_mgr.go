@@ -41,7 +41,7 @@ func (m *ProvisioningManager) Run(ctx context.Context, wake <-chan string) {
 func (m *ProvisioningManager) reconcileRegistration(ctx context.Context, c fleet.Claim) fleet.Outcome {
 	reg, now := c.Registration, m.clock.Now()
 	out := fleet.Outcome{ID: reg.ID, Conditions: reg.Conditions, ObservedGeneration: reg.Generation}
-	hub, err := m.queue.PlaceRegistration(ctx, reg.ID, m.owner, supportedModes(m.deliveries))
+	hub, err := m.queue.PlaceRegistration(ctx, reg.ID, c.Token, supportedModes(m.deliveries))
 	if err != nil {
 		out.Err = err
 		return out

@@ -25,6 +25,9 @@ type registrationWorker struct {
 // pass claims and reconciles one batch; it asks to run again at once when the
 // batch was full, else when the next scheduled registration is due.
 func (w *registrationWorker) pass(ctx context.Context) (time.Duration, bool) {
+	// The leases start at the database's now(), after this instant: a lease
+	// end counted from here comes before the real one whatever the clocks say.
+	leaseEnd := time.Now().Add(w.cfg.Lease)
 	claims, err := w.queue.ClaimRegistrations(ctx, w.kind, w.owner, w.cfg.BatchSize, w.cfg.Lease)
 	if err != nil {
 		w.logger.Error("claiming registrations", "error", err)
@@ -37,7 +40,7 @@ func (w *registrationWorker) pass(ctx context.Context) (time.Duration, bool) {
 		wg.Add(1)
 		go func() {
 			defer func() { <-sem; wg.Done() }()
-			w.handle(ctx, c)
+			w.handle(ctx, c, leaseEnd)
 		}()
 	}
 	wg.Wait()
@@ -51,17 +54,31 @@ func (w *registrationWorker) pass(ctx context.Context) (time.Duration, bool) {
 	return due, ok
 }
 
-// handle reconciles one claimed registration and records the outcome.
-func (w *registrationWorker) handle(ctx context.Context, c fleet.Claim) {
+// handle reconciles one claimed registration and records the outcome. The
+// reconcile ends a fifth of the lease before the lease does (a hub that does
+// not answer fails the pass, which then backs off), and recording the outcome
+// must end with the lease: past it, another pass may hold the row.
+func (w *registrationWorker) handle(ctx context.Context, c fleet.Claim, leaseEnd time.Time) {
 	start := time.Now()
 	defer logPanic(w.logger, c.Registration.ID)
-	out := w.reconcile(ctx, c)
+	passCtx, cancelPass := context.WithDeadline(ctx, leaseEnd.Add(-w.cfg.Lease/5))
+	defer cancelPass()
+	if passCtx.Err() != nil && ctx.Err() == nil {
+		// The batch's earlier passes used this claim's time up: it lapses at
+		// its lease's end and the row is claimed again then.
+		w.logger.Warn("lease ran out before the pass began; left to the next claim", "registration", c.Registration.ID)
+		w.metrics.duration.WithLabelValues(w.name, outcomeLost).Observe(0)
+		return
+	}
+	out := w.reconcile(passCtx, c)
 	if ctx.Err() != nil {
 		// Shutting down: the claim lapses at the end of its lease and another
 		// replica (or this one, restarted) takes the registration over.
 		return
 	}
-	kept, err := w.queue.CompleteRegistration(ctx, w.owner, out)
+	recordCtx, cancelRecord := context.WithDeadline(ctx, leaseEnd)
+	defer cancelRecord()
+	kept, err := w.queue.CompleteRegistration(recordCtx, c.Token, out)
 	outcome := outcomeDone
 	switch {
 	case err != nil:
@@ -69,7 +86,7 @@ func (w *registrationWorker) handle(ctx context.Context, c fleet.Claim) {
 		w.logger.Error("recording a reconcile outcome", "registration", c.Registration.ID, "error", err)
 	case !kept:
 		outcome = outcomeLost
-		w.logger.Warn("claim lost to another replica; outcome dropped", "registration", c.Registration.ID)
+		w.logger.Warn("claim lost to another pass; outcome dropped", "registration", c.Registration.ID)
 	case out.Err != nil:
 		outcome = outcomeError
 		w.logger.Warn("reconcile failed, backing off", "registration", c.Registration.ID, "attempts", c.Attempts+1, "error", out.Err)

@@ -1,0 +1,81 @@
+package reconcile_test
+
+import (
+	"context"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/onsi/gomega"
+
+	"github.com/fleetmanager/fleet-manager/internal/fleet"
+	"github.com/fleetmanager/fleet-manager/internal/postgres"
+	"github.com/fleetmanager/fleet-manager/internal/postgres/pgtest"
+)
+
+// stuckDelivery never answers: Deliver returns only when its context ends,
+// and reports the context's deadline once.
+type stuckDelivery struct {
+	calls chan stuckCall
+}
+
+type stuckCall struct {
+	at          time.Time
+	deadline    time.Time
+	hasDeadline bool
+}
+
+func (s *stuckDelivery) Deliver(ctx context.Context, _ fleet.Hub, _ fleet.Registration) (fleet.DeliveryReport, error) {
+	deadline, ok := ctx.Deadline()
+	select {
+	case s.calls <- stuckCall{at: time.Now(), deadline: deadline, hasDeadline: ok}:
+	default:
+	}
+	<-ctx.Done()
+	return fleet.DeliveryReport{}, ctx.Err()
+}
+
+func (s *stuckDelivery) Withdraw(context.Context, fleet.Hub, fleet.Registration) (fleet.DeliveryReport, error) {
+	return fleet.DeliveryReport{Done: true, Reason: fleet.ReasonRemoved}, nil
+}
+
+// TestPassEndsBeforeItsLease gives a pass a hub that never answers: the pass
+// has a deadline inside its lease, fails when it passes, and records the
+// failure while it still holds the claim, instead of running on while the
+// lease lapses and another pass takes the row.
+func TestPassEndsBeforeItsLease(t *testing.T) {
+	t.Parallel()
+	g := gomega.NewWithT(t)
+	e := newEnv(t)
+	e.hub("hub-stuck", "eu", "eu-west-1", 5)
+	db := pgtest.Open(t, e.cfg)
+	cfg := defaultReconcileConfig()
+	cfg.Lease = 4 * time.Second
+	stuck := &stuckDelivery{calls: make(chan stuckCall, 1)}
+	e.startReplica(replicaOptions{cfg: cfg, deliveries: func(*postgres.Store) map[fleet.DeliveryMode]fleet.Delivery {
+		return map[fleet.DeliveryMode]fleet.Delivery{fleet.DeliveryAgent: stuck}
+	}})
+	reg := e.register("stuck", "eu", "")
+
+	var call stuckCall
+	g.Eventually(stuck.calls).WithTimeout(10 * time.Second).Should(gomega.Receive(&call))
+	if !call.hasDeadline {
+		t.Fatalf("Deliver's context has no deadline; want one inside the lease of %s", cfg.Lease)
+	}
+	if left := call.deadline.Sub(call.at); left <= 0 || left >= cfg.Lease {
+		t.Errorf("Deliver's context ends %s after the call; want within the lease of %s", left, cfg.Lease)
+	}
+	// The failure is recorded by the pass itself, within the lease: the row
+	// is released, backing off, with the deadline as its error.
+	var row queueRow
+	g.Eventually(func() bool {
+		row = readQueueRow(t, db, reg.ID)
+		return row.Attempts >= 1
+	}).WithTimeout(2*cfg.Lease).WithPolling(20*time.Millisecond).Should(gomega.BeTrue(), "the stuck pass's failure was never recorded")
+	if !strings.Contains(row.LastError, context.DeadlineExceeded.Error()) {
+		t.Errorf("last_error after the stuck pass = %q, want the pass's deadline (%v)", row.LastError, context.DeadlineExceeded)
+	}
+	if recorded := time.Since(call.at); recorded > cfg.Lease {
+		t.Errorf("the failure was recorded %s after the pass began, after its lease of %s", recorded, cfg.Lease)
+	}
+}
