@@ -37,6 +37,7 @@ func migrations() []*gormigrate.Migration {
 		migration202611300012FeedOrg(),
 		migration202611300013InventoryDocuments(),
 		migration202611300014PolicyDelivery(),
+		migration202612011200Converge(),
 	}
 }
 
