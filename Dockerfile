@@ -1,4 +1,7 @@
-# syntax=docker/dockerfile:1
+# Plain Dockerfile syntax only: no BuildKit features (RUN --mount, heredocs,
+# a # syntax line), so that `docker build` without BuildKit, `podman build`
+# and an OpenShift Docker-strategy build all take it. The module download has
+# its own layer instead of a cache mount.
 
 # Builder: the upstream Go image rather than ubi9/go-toolset, because go.mod
 # asks for go 1.26.8 and golang:1.26 always carries the newest 1.26 patch,
@@ -16,8 +19,7 @@ WORKDIR /src
 
 # Modules first, in their own layer: a source change does not download them again.
 COPY go.mod go.sum ./
-RUN --mount=type=cache,target=/go/pkg/mod \
-    go mod download
+RUN go mod download
 
 # .dockerignore keeps this to go.mod, go.sum, cmd/, internal/, pkg/ and
 # openapi/ (whose specs are embedded into the binary).
@@ -25,9 +27,7 @@ COPY . .
 
 ARG VERSION=dev
 ARG COMMIT=unknown
-RUN --mount=type=cache,target=/go/pkg/mod \
-    --mount=type=cache,target=/root/.cache/go-build \
-    CGO_ENABLED=0 go build -trimpath \
+RUN CGO_ENABLED=0 go build -trimpath \
       -ldflags "-s -w -X github.com/fleetmanager/fleet-manager/internal/version.Version=${VERSION} -X github.com/fleetmanager/fleet-manager/internal/version.Commit=${COMMIT}" \
       -o /out/fleet-manager ./cmd/fleet-manager && \
     CGO_ENABLED=0 go build -trimpath \
