@@ -28,13 +28,15 @@ func newGenerateKeyCommand() *cobra.Command {
 
 func newRotateKeysCommand(env lookupEnv) *cobra.Command {
 	logOpts, dbOpts, keyOpts := config.DefaultLog(), defaultDBOptions(), secrets.DefaultConfig()
-	batch := 100
+	batch, reencrypt := 100, false
 	cmd := &cobra.Command{
 		Use:   "rotate-keys",
-		Short: "Re-wrap every stored secret under the current master key",
+		Short: "Re-wrap (or, with --reencrypt, re-encrypt) every stored secret under the current master key",
 		Long: "Re-wrap every stored secret whose data key is wrapped by a retired master key (--encryption-old-key-files) " +
-			"under the current one (--encryption-key-file). Values themselves are not re-encrypted. Safe to run beside serve; " +
-			"once it reports zero left, the old key files can be removed from the configuration.",
+			"under the current one (--encryption-key-file). With --reencrypt, open each such value and seal it again under a " +
+			"fresh data key, so that a retired key with an old copy of the database no longer opens what is stored. Safe to run " +
+			"beside serve, and to run again after an interruption; once it reports zero left, the old key files can be removed " +
+			"from the configuration.",
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if err := complete(cmd.Flags(), env, &dbOpts.SecretsDir); err != nil {
@@ -61,17 +63,22 @@ func newRotateKeysCommand(env lookupEnv) *cobra.Command {
 			}
 			defer db.Close()
 			store := postgres.NewStore(db, keyring, fleet.SystemClock{}, postgres.DefaultStoreConfig())
-			n, err := store.RewrapSecrets(cmd.Context(), batch)
+			rotate, done := store.RewrapSecrets, "re-wrapped"
+			if reencrypt {
+				rotate, done = store.ReencryptSecrets, "re-encrypted"
+			}
+			n, err := rotate(cmd.Context(), batch)
 			if err != nil {
 				return err
 			}
-			fmt.Fprintf(cmd.OutOrStdout(), "re-wrapped %d secrets under key %s\n", n, keyring.PrimaryKeyID())
+			fmt.Fprintf(cmd.OutOrStdout(), "%s %d secrets under key %s\n", done, n, keyring.PrimaryKeyID())
 			return nil
 		},
 	}
 	logOpts.AddFlags(cmd.Flags())
 	dbOpts.addFlags(cmd.Flags())
 	keyOpts.AddFlags(cmd.Flags())
-	cmd.Flags().IntVar(&batch, "batch-size", batch, "rows re-wrapped per query")
+	cmd.Flags().IntVar(&batch, "batch-size", batch, "rows re-wrapped per query, or re-encrypted per transaction")
+	cmd.Flags().BoolVar(&reencrypt, "reencrypt", reencrypt, "re-encrypt each value under a fresh data key instead of re-wrapping its data key (after a key leak)")
 	return cmd
 }

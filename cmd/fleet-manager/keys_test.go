@@ -190,3 +190,51 @@ func TestRotateKeysValidatesItsFlags(t *testing.T) {
 		})
 	}
 }
+
+// TestRotateKeysReencrypt re-encrypts instead of re-wrapping: every value
+// opens with the new key alone, and each value's own ciphertext changed
+// (a fresh data key), not only its wrapped data key.
+func TestRotateKeysReencrypt(t *testing.T) {
+	t.Parallel()
+	db, cfg := pgtest.NewMigratedDatabase(t)
+	a, b := keyFile(t, "a.key"), keyFile(t, "b.key")
+	want := sealThroughStore(t, db, loadKeyring(t, a))
+	onlyB := loadKeyring(t, b)
+	valuesOf := func() map[string]string {
+		var rows []struct{ AAD, Value string }
+		// The value part follows the version byte and the wrapped data key (61 bytes).
+		err := db.Gorm.Raw(`SELECT 'hubs.credentials:' || id AS aad, encode(substr(credentials, 62), 'hex') AS value FROM hubs WHERE credentials IS NOT NULL
+UNION ALL SELECT 'registrations.credentials:' || id, encode(substr(credentials, 62), 'hex') FROM registrations WHERE credentials IS NOT NULL`).Scan(&rows).Error
+		if err != nil {
+			t.Fatal(err)
+		}
+		out := map[string]string{}
+		for _, r := range rows {
+			out[r.AAD] = r.Value
+		}
+		return out
+	}
+	before := valuesOf()
+
+	args := append([]string{"rotate-keys", "--reencrypt", "--encryption-key-file=" + b, "--encryption-old-key-files=" + a, "--batch-size=2"}, dbFlags(cfg)...)
+	out, _, err := execute(t, nil, args...)
+	if wantOut := fmt.Sprintf("re-encrypted %d secrets under key %s\n", len(want), onlyB.PrimaryKeyID()); err != nil || out != wantOut {
+		t.Fatalf("rotate-keys --reencrypt = %q, %v; want %q", out, err, wantOut)
+	}
+	got := openAll(t, db, onlyB)
+	for aad, plain := range want {
+		if got[aad] != plain {
+			t.Errorf("Open(%s) with key B only = %q, want %q", aad, got[aad], plain)
+		}
+	}
+	after := valuesOf()
+	for aad, v := range before {
+		if after[aad] == v {
+			t.Errorf("%s: the value's ciphertext is unchanged after rotate-keys --reencrypt", aad)
+		}
+	}
+	out, _, err = execute(t, nil, args...)
+	if err != nil || !strings.HasPrefix(out, "re-encrypted 0 secrets") {
+		t.Errorf("rotate-keys --reencrypt again = %q, %v; want re-encrypted 0 secrets", out, err)
+	}
+}

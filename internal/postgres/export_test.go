@@ -19,3 +19,13 @@ func RoundTripForTest(ctx context.Context, db *DB, stmts ...statement) error {
 
 // ReadOneForTest is readOne.
 func ReadOneForTest(dest ...any) func(pgx.Rows) error { return readOne(dest...) }
+
+// SealedColumnsForTest returns the sealed columns rotate-keys covers, as
+// "table.column".
+func SealedColumnsForTest() []string {
+	var out []string
+	for _, tc := range sealedColumns {
+		out = append(out, tc[0]+"."+tc[1])
+	}
+	return out
+}

@@ -1,10 +1,14 @@
 package postgres_test
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
+	"maps"
+	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -245,5 +249,183 @@ func TestRewrapSecretsRefusesAnEmptyBatch(t *testing.T) {
 		if err == nil || errors.Is(err, context.DeadlineExceeded) {
 			t.Errorf("RewrapSecrets(%d) = %d, %v; want an error refusing the batch size at once", batch, n, err)
 		}
+	}
+}
+
+// TestEverySealedColumnIsRotated finds the sealed columns in the schema (a
+// bytea column, or one with a <column>_key_id sibling) and compares them with
+// the columns rotate-keys covers: a sealed column added without being listed
+// would keep its values under a retired key.
+func TestEverySealedColumnIsRotated(t *testing.T) {
+	t.Parallel()
+	db, _ := pgtest.NewMigratedDatabase(t)
+	var found []string
+	err := db.Gorm.Raw(`SELECT DISTINCT c.table_name || '.' || c.column_name FROM information_schema.columns c
+WHERE c.table_schema = 'public' AND (c.data_type = 'bytea' OR EXISTS (SELECT 1 FROM information_schema.columns k
+	WHERE k.table_schema = 'public' AND k.table_name = c.table_name AND k.column_name = c.column_name || '_key_id'))
+ORDER BY 1`).Scan(&found).Error
+	if err != nil {
+		t.Fatal(err)
+	}
+	listed := postgres.SealedColumnsForTest()
+	slices.Sort(listed)
+	if !slices.Equal(found, listed) {
+		t.Errorf("sealed columns in the schema = %v; rotate-keys covers %v", found, listed)
+	}
+}
+
+// sealedValue is one stored value of a sealed column.
+type sealedValue struct {
+	AAD   string
+	KeyID string
+	Data  []byte
+}
+
+// sealedValues reads every value of every sealed column rotate-keys covers
+// (TestEverySealedColumnIsRotated holds that list to the schema), by aad.
+func sealedValues(t *testing.T, db *postgres.DB) map[string]sealedValue {
+	t.Helper()
+	out := map[string]sealedValue{}
+	for _, tc := range postgres.SealedColumnsForTest() {
+		table, column, _ := strings.Cut(tc, ".")
+		var rows []sealedValue
+		err := db.Gorm.Raw(fmt.Sprintf(`SELECT '%[1]s.%[2]s:' || id AS aad, %[2]s_key_id AS key_id, %[2]s AS data FROM %[1]s WHERE %[2]s IS NOT NULL`,
+			table, column)).Scan(&rows).Error
+		if err != nil {
+			t.Fatalf("reading %s: %v", tc, err)
+		}
+		for _, r := range rows {
+			out[r.AAD] = r
+		}
+	}
+	return out
+}
+
+// sealEverywhere is sealUnderA plus the import manifests of two
+// registrations, one with import credentials and one without, as their hub's
+// agent reports them. It returns the secret in each sealed value by aad, and
+// the org and id of a registration with import manifests.
+func sealEverywhere(t *testing.T, db *postgres.DB, a []byte) (want map[string]string, org, id string) {
+	t.Helper()
+	ctx := context.Background()
+	want = sealUnderA(t, db, a)
+	store := postgres.NewStore(db, mustKeyring(t, a), fleet.SystemClock{}, postgres.DefaultStoreConfig())
+	var hubID string
+	var regs []string
+	if err := db.Gorm.Raw(`SELECT id FROM hubs WHERE name = 'hub-0'`).Scan(&hubID).Error; err != nil {
+		t.Fatal(err)
+	}
+	if err := db.Gorm.Raw(`UPDATE registrations SET hub_id = ? WHERE name IN ('c-0', 'c-4') RETURNING id`, hubID).Scan(&regs).Error; err != nil || len(regs) != 2 {
+		t.Fatalf("placing c-0 and c-4 on hub-0: %v, %v", regs, err)
+	}
+	var items []fleet.RegistrationHubStatus
+	for _, id := range regs {
+		manifests := "kind: Namespace # import manifests of " + id
+		items = append(items, fleet.RegistrationHubStatus{RegistrationID: id, ImportManifests: &manifests})
+		want["registrations.import_material:"+id] = manifests
+	}
+	if n, err := store.RecordRegistrationStatus(ctx, hubID, "hub-0-agent", items); err != nil || n != 2 {
+		t.Fatalf("RecordRegistrationStatus() = %d, %v; want 2", n, err)
+	}
+	return want, "org-r", regs[0]
+}
+
+// checkOpenWithOnly opens every sealed value with keyring only (its
+// primary key, nothing else) and compares the secrets with want.
+func checkOpenWithOnly(t *testing.T, db *postgres.DB, only *secrets.Keyring, want map[string]string) map[string]sealedValue {
+	t.Helper()
+	values := sealedValues(t, db)
+	if len(values) != len(want) {
+		t.Errorf("%d sealed values stored, want %d", len(values), len(want))
+	}
+	for where, secret := range want {
+		v, ok := values[where]
+		if !ok {
+			t.Errorf("%s: no value stored", where)
+			continue
+		}
+		plain, err := only.Open(secrets.Sealed{KeyID: v.KeyID, Data: v.Data}, where)
+		if err != nil || !strings.Contains(string(plain), secret) {
+			t.Errorf("Open(%s) with the new key only = %q, %v; want it to hold %q", where, plain, err, secret)
+		}
+	}
+	return values
+}
+
+// swapValue returns now with the value part (after the version byte and the
+// wrapped data key, secrets package doc) of then: what the data key of then
+// opens if the value was not re-encrypted.
+func swapValue(then, now sealedValue) secrets.Sealed {
+	const header = 1 + 12 + 32 + 16
+	return secrets.Sealed{KeyID: then.KeyID, Data: append(append([]byte{}, then.Data[:header]...), now.Data[header:]...)}
+}
+
+// TestRotationOpensEverySealedColumn rotates to a new key and retires the old
+// one: every sealed value opens, the import manifests' read among them.
+// Re-wrapping keeps each value's data key, so the old key with an old copy
+// of the row still opens the value stored now.
+func TestRotationOpensEverySealedColumn(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	db, _ := pgtest.NewMigratedDatabase(t)
+	a, b := masterKey(t), masterKey(t)
+	ringA, onlyB := mustKeyring(t, a), mustKeyring(t, b)
+	want, org, id := sealEverywhere(t, db, a)
+	before := sealedValues(t, db)
+	if n, err := postgres.NewStore(db, mustKeyring(t, b, a), fleet.SystemClock{}, postgres.DefaultStoreConfig()).RewrapSecrets(ctx, 2); err != nil || n != len(want) {
+		t.Fatalf("RewrapSecrets(2) = %d, %v; want %d", n, err, len(want))
+	}
+	after := checkOpenWithOnly(t, db, onlyB, want)
+	retired := postgres.NewStore(db, onlyB, fleet.SystemClock{}, postgres.DefaultStoreConfig())
+	if m, err := retired.FindImportMaterial(ctx, org, id); err != nil || m != want["registrations.import_material:"+id] {
+		t.Errorf("FindImportMaterial() with the old key retired = %q, %v; want the manifests", m, err)
+	}
+	for where, v := range after {
+		if _, err := ringA.Open(secrets.Sealed{KeyID: v.KeyID, Data: v.Data}, where); !errors.Is(err, secrets.ErrUnknownKey) {
+			t.Errorf("Open(%s) with the old key = %v, want ErrUnknownKey", where, err)
+		}
+		if _, err := ringA.Open(swapValue(before[where], v), where); err != nil {
+			t.Errorf("Open(%s) with the old key and data key, after a re-wrap = %v; want it to open (the value is not re-encrypted)", where, err)
+		}
+	}
+}
+
+// TestReencryptSecrets re-encrypts every sealed value under the new key: each
+// opens with the new key alone, and neither the old key nor the old data
+// keys open what is stored.
+func TestReencryptSecrets(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	db, _ := pgtest.NewMigratedDatabase(t)
+	a, b := masterKey(t), masterKey(t)
+	ringA, onlyB := mustKeyring(t, a), mustKeyring(t, b)
+	want, org, id := sealEverywhere(t, db, a)
+	before := sealedValues(t, db)
+
+	if n, err := postgres.NewStore(db, onlyB, fleet.SystemClock{}, postgres.DefaultStoreConfig()).ReencryptSecrets(ctx, 2); !errors.Is(err, secrets.ErrUnknownKey) || n != 0 {
+		t.Errorf("ReencryptSecrets(2) without the old key = %d, %v; want 0 and ErrUnknownKey", n, err)
+	}
+	if got := sealedValues(t, db); !maps.EqualFunc(got, before, func(x, y sealedValue) bool { return x.KeyID == y.KeyID && bytes.Equal(x.Data, y.Data) }) {
+		t.Errorf("a failed ReencryptSecrets changed stored values")
+	}
+	store := postgres.NewStore(db, mustKeyring(t, b, a), fleet.SystemClock{}, postgres.DefaultStoreConfig())
+	if n, err := store.ReencryptSecrets(ctx, 2); err != nil || n != len(want) {
+		t.Fatalf("ReencryptSecrets(2) = %d, %v; want %d (every sealed value, over several batches)", n, err, len(want))
+	}
+	after := checkOpenWithOnly(t, db, onlyB, want)
+	retired := postgres.NewStore(db, onlyB, fleet.SystemClock{}, postgres.DefaultStoreConfig())
+	if m, err := retired.FindImportMaterial(ctx, org, id); err != nil || m != want["registrations.import_material:"+id] {
+		t.Errorf("FindImportMaterial() after re-encryption, the old key retired = %q, %v; want the manifests", m, err)
+	}
+	for where, v := range after {
+		if _, err := ringA.Open(swapValue(before[where], v), where); !errors.Is(err, secrets.ErrDecrypt) {
+			t.Errorf("Open(%s) with the old key and data key, after re-encryption = %v; want ErrDecrypt", where, err)
+		}
+	}
+	if n, err := store.ReencryptSecrets(ctx, 2); err != nil || n != 0 {
+		t.Errorf("ReencryptSecrets(2) again = %d, %v; want 0", n, err)
+	}
+	if n, err := retired.RewrapSecrets(ctx, 2); err != nil || n != 0 {
+		t.Errorf("RewrapSecrets(2) with the new key only after re-encryption = %d, %v; want 0", n, err)
 	}
 }
