@@ -11,6 +11,8 @@ import (
 
 func newMigrateCommand(env lookupEnv) *cobra.Command {
 	logOpts, dbOpts := config.DefaultLog(), defaultDBOptions()
+	// A migration may rewrite a large table: no statement bound unless asked.
+	dbOpts.StatementTimeout = 0
 	cmd := &cobra.Command{
 		Use:   "migrate",
 		Short: "Apply pending database migrations",

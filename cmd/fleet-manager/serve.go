@@ -235,7 +235,7 @@ func runServers(ctx context.Context, cfg rest.Config, logger *slog.Logger, api *
 	bound, err := rest.Bind(
 		rest.Listener{Name: "api", Address: cfg.APIBindAddress, Server: apiServer},
 		rest.Listener{Name: "metrics", Address: cfg.MetricsBindAddress, Server: rest.NewHTTPServer(cfg, rest.NewMetricsHandler(registry), logger)},
-		rest.Listener{Name: "health", Address: cfg.HealthBindAddress, Server: rest.NewHTTPServer(cfg, rest.NewHealthHandler(db, cfg.ReadyTimeout), logger)},
+		rest.Listener{Name: "health", Address: cfg.HealthBindAddress, Server: rest.NewHTTPServer(cfg, rest.NewHealthHandler(db, cfg.ReadyTimeout, rest.WithHealthLog(logger.With("component", "health"))), logger)},
 	)
 	if err != nil {
 		return fmt.Errorf("serve: %w", err)

@@ -31,6 +31,16 @@ type Config struct {
 	ConnMaxLifetime time.Duration
 	// ConnMaxIdleTime closes connections idle for longer.
 	ConnMaxIdleTime time.Duration
+	// StatementTimeout is the server's bound on one statement
+	// (statement_timeout); 0 leaves it unbounded. A statement past it fails
+	// as unavailability, so a stuck database answers 503, not a hang.
+	StatementTimeout time.Duration
+	// LockTimeout bounds the wait for one lock (lock_timeout); 0 waits forever.
+	LockTimeout time.Duration
+	// IdleInTransactionTimeout ends a session idle inside a transaction for
+	// longer (idle_in_transaction_session_timeout), so a stuck client cannot
+	// hold its locks; 0 never ends it.
+	IdleInTransactionTimeout time.Duration
 	// Debug logs every SQL statement.
 	Debug bool
 	// SlowThreshold logs statements slower than this as warnings; 0 disables.
@@ -51,6 +61,10 @@ func DefaultConfig() Config {
 		ConnMaxLifetime: 30 * time.Minute,
 		ConnMaxIdleTime: 5 * time.Minute,
 		SlowThreshold:   time.Second,
+
+		StatementTimeout:         30 * time.Second,
+		LockTimeout:              10 * time.Second,
+		IdleInTransactionTimeout: time.Minute,
 	}
 }
 
@@ -68,6 +82,10 @@ func (c *Config) AddFlags(fs *pflag.FlagSet) {
 	fs.IntVar(&c.MaxIdleConns, "db-max-idle-conns", c.MaxIdleConns, "maximum idle connections in the pool")
 	fs.DurationVar(&c.ConnMaxLifetime, "db-conn-max-lifetime", c.ConnMaxLifetime, "maximum lifetime of a pooled connection")
 	fs.DurationVar(&c.ConnMaxIdleTime, "db-conn-max-idle-time", c.ConnMaxIdleTime, "maximum idle time of a pooled connection")
+	fs.DurationVar(&c.StatementTimeout, "db-statement-timeout", c.StatementTimeout, "longest a statement may run before the server cancels it (statement_timeout; 0: no limit)")
+	fs.DurationVar(&c.LockTimeout, "db-lock-timeout", c.LockTimeout, "longest a statement may wait for a lock (lock_timeout; 0: no limit)")
+	fs.DurationVar(&c.IdleInTransactionTimeout, "db-idle-in-transaction-timeout", c.IdleInTransactionTimeout,
+		"how long a session may sit idle inside a transaction before the server ends it (idle_in_transaction_session_timeout; 0: no limit)")
 	fs.BoolVar(&c.Debug, "db-debug", c.Debug, "log every SQL statement")
 	fs.DurationVar(&c.SlowThreshold, "db-slow-threshold", c.SlowThreshold, "log statements slower than this as warnings (0 disables)")
 }
@@ -121,6 +139,14 @@ func (c Config) Validate() error {
 	if c.ConnMaxIdleTime < 0 {
 		p.Addf("db-conn-max-idle-time", "must not be negative (got %s)", c.ConnMaxIdleTime)
 	}
+	for flag, d := range map[string]time.Duration{
+		"db-statement-timeout": c.StatementTimeout, "db-lock-timeout": c.LockTimeout,
+		"db-idle-in-transaction-timeout": c.IdleInTransactionTimeout,
+	} {
+		if d < 0 || d%time.Millisecond != 0 {
+			p.Addf(flag, "must be 0 or a positive number of milliseconds (got %s)", d)
+		}
+	}
 	return p.Err()
 }
 
@@ -148,6 +174,16 @@ func (c Config) DSN() string {
 	// 13 s generic, 5 ms custom; docs/performance.md), so every statement is
 	// planned with its values. A runtime parameter, sent at connect.
 	q.Set("plan_cache_mode", "force_custom_plan")
+	// Runtime parameters too: every connection of the pool, and the
+	// listener's, gets them at connect, in milliseconds.
+	for param, d := range map[string]time.Duration{
+		"statement_timeout": c.StatementTimeout, "lock_timeout": c.LockTimeout,
+		"idle_in_transaction_session_timeout": c.IdleInTransactionTimeout,
+	} {
+		if d > 0 {
+			q.Set(param, fmt.Sprint(d.Milliseconds()))
+		}
+	}
 	u.RawQuery = q.Encode()
 	return u.String()
 }

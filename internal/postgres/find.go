@@ -131,7 +131,8 @@ func roundTrip(db *gorm.DB, stmts ...statement) error {
 	for _, s := range stmts {
 		db.Logger.Trace(ctx, begin, func() (string, int64) { return s.logged(db), -1 }, err)
 	}
-	return err
+	// GORM translates the errors of the statements it runs; these it never sees.
+	return translateError(err)
 }
 
 // logged is the statement as the log shows it: with its values bound only
@@ -217,11 +218,12 @@ func scanRows[T any](query *gorm.DB, capacity int) ([]T, error) {
 	defer res.Close()
 	cols, err := res.Columns()
 	if err != nil {
-		return nil, err
+		return nil, translateError(err)
 	}
 	rows := make([]T, 0, capacity)
 	if err := appendScanned(res, &rows, len(cols)); err != nil {
-		return nil, err
+		// Read after GORM's call returned: its translation never saw it.
+		return nil, translateError(err)
 	}
 	return rows, nil
 }

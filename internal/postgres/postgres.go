@@ -11,6 +11,8 @@ import (
 
 	"gorm.io/driver/postgres"
 	"gorm.io/gorm"
+
+	"github.com/fleetmanager/fleet-manager/internal/fleet"
 )
 
 // DB is an open connection pool.
@@ -25,11 +27,14 @@ type DB struct {
 // It does not connect: the first query does, and readiness reports a database
 // that does not answer.
 func Open(cfg Config, logger *slog.Logger) (*DB, error) {
-	gdb, err := gorm.Open(postgres.New(postgres.Config{DSN: cfg.DSN()}), &gorm.Config{
+	pg := postgres.New(postgres.Config{DSN: cfg.DSN()}).(*postgres.Dialector)
+	gdb, err := gorm.Open(dialector{pg}, &gorm.Config{
 		Logger:                 newGormLogger(logger, cfg.Debug, cfg.SlowThreshold),
 		SkipDefaultTransaction: true,
 		DisableAutomaticPing:   true,
-		TranslateError:         false,
+		// Errors go through dialector.Translate: a lost connection becomes
+		// fleet.CodeUnavailable, wherever the statement ran.
+		TranslateError: true,
 	})
 	if err != nil {
 		return nil, fmt.Errorf("Open(%s): %w", cfg.Name, err)
@@ -63,19 +68,26 @@ func (db *DB) Ping(ctx context.Context) error {
 }
 
 // Ready reports whether the database answers and its schema is current: what
-// the readiness probe asks.
+// the readiness probe asks. Its errors are *fleet.Error whose message names
+// neither the server nor the user ("database unreachable"); the cause, which
+// does, is kept for the log.
 func (db *DB) Ready(ctx context.Context) error {
-	if err := db.Ping(ctx); err != nil {
-		return err
-	}
-	status, err := db.SchemaStatus(ctx)
+	status, err := db.readySchema(ctx)
 	if err != nil {
-		return err
+		return &fleet.Error{Code: fleet.CodeUnavailable, Message: "database unreachable", Err: err}
 	}
 	if !status.Current() {
-		return fmt.Errorf("Ready(%s): %w", db.name, status.Err())
+		return &fleet.Error{Code: fleet.CodeUnavailable, Message: ErrSchemaBehind.Error(), Err: fmt.Errorf("Ready(%s): %w", db.name, status.Err())}
 	}
 	return nil
+}
+
+// readySchema pings the database and reads its schema's status.
+func (db *DB) readySchema(ctx context.Context) (SchemaStatus, error) {
+	if err := db.Ping(ctx); err != nil {
+		return SchemaStatus{}, err
+	}
+	return db.SchemaStatus(ctx)
 }
 
 // ErrSchemaBehind is returned when the database lacks migrations this binary knows.

@@ -33,7 +33,11 @@ type Config struct {
 	IdleTimeout       time.Duration
 	ShutdownTimeout   time.Duration
 	ReadyTimeout      time.Duration
-	MaxBodyBytes      int64
+	// RequestTimeout is every request's deadline, in its context: a database
+	// that does not answer fails the request with 503 within it. Long-polls
+	// get their longest wait on top.
+	RequestTimeout time.Duration
+	MaxBodyBytes   int64
 	// AgentMaxBodyBytes is the limit of the agents' API, whose inventory
 	// batches of hundreds of clusters are larger than any user request.
 	AgentMaxBodyBytes int64
@@ -79,6 +83,7 @@ func DefaultConfig() Config {
 		IdleTimeout:            2 * time.Minute,
 		ShutdownTimeout:        30 * time.Second,
 		ReadyTimeout:           2 * time.Second,
+		RequestTimeout:         30 * time.Second,
 		MaxBodyBytes:           1 << 20,
 		AgentMaxBodyBytes:      64 << 20,
 		AgentIngestConcurrency: 8,
@@ -111,6 +116,8 @@ func (c *Config) AddFlags(fs *pflag.FlagSet) {
 	fs.DurationVar(&c.IdleTimeout, "api-idle-timeout", c.IdleTimeout, "how long an idle keep-alive connection is kept")
 	fs.DurationVar(&c.ShutdownTimeout, "shutdown-timeout", c.ShutdownTimeout, "how long in-flight requests may finish after SIGTERM")
 	fs.DurationVar(&c.ReadyTimeout, "ready-timeout", c.ReadyTimeout, "time the readiness check may take")
+	fs.DurationVar(&c.RequestTimeout, "api-request-timeout", c.RequestTimeout,
+		"deadline of a request's work (a long-poll's wait comes on top); past it the answer is 503 (below --api-write-timeout)")
 	fs.Int64Var(&c.MaxBodyBytes, "api-max-body-bytes", c.MaxBodyBytes, "largest request body accepted")
 	fs.IntVar(&c.AgentIngestConcurrency, "agent-ingest-concurrency", c.AgentIngestConcurrency, "inventory batches handled at once (each holds its body in memory)")
 	fs.Int64Var(&c.AgentMaxBodyBytes, "agent-max-body-bytes", c.AgentMaxBodyBytes, "largest request body accepted from hub agents")
@@ -172,6 +179,9 @@ func (c Config) Validate() error {
 	}
 	if c.AgentMaxWait <= 0 || c.AgentMaxWait >= c.WriteTimeout {
 		p.Addf("agent-max-wait", "must be positive and below --api-write-timeout %s (got %s)", c.WriteTimeout, c.AgentMaxWait)
+	}
+	if c.RequestTimeout <= 0 || c.RequestTimeout >= c.WriteTimeout {
+		p.Addf("api-request-timeout", "must be positive and below --api-write-timeout %s (got %s)", c.WriteTimeout, c.RequestTimeout)
 	}
 	if c.FeedMaxWait <= 0 || c.FeedMaxWait >= c.WriteTimeout {
 		p.Addf("api-feed-max-wait", "must be positive and below --api-write-timeout %s (got %s)", c.WriteTimeout, c.FeedMaxWait)

@@ -2,6 +2,7 @@ package rest
 
 import (
 	"encoding/json"
+	"errors"
 	"fmt"
 	"net/http"
 	"strconv"
@@ -56,6 +57,10 @@ func (s *Server) errorBody(entry fleet.CatalogueEntry, reason, operationID strin
 	return body
 }
 
+// retryAfterSeconds is the Retry-After of a 503: a database restart takes a
+// few seconds, and a client that retries sooner only adds to the load.
+const retryAfterSeconds = "2"
+
 // writeError answers a request with err: the one function that turns errors
 // into responses. Internal errors are logged with their cause; the caller sees
 // only the generic reason and the operation id to quote.
@@ -67,9 +72,14 @@ func (s *Server) writeError(w http.ResponseWriter, r *http.Request, err error) {
 	}
 	opID := OperationID(r.Context())
 	status := statusOf(entry.Kind)
-	if status >= http.StatusInternalServerError {
+	switch {
+	case entry.Kind == fleet.KindUnavailable:
+		// An outage, not a defect: the cause is logged, the client told when to retry.
+		s.logger.WarnContext(r.Context(), "request failed: unavailable", "operation_id", opID, "error", err, "cause", causeOf(err))
+		w.Header().Set("Retry-After", retryAfterSeconds)
+	case status >= http.StatusInternalServerError:
 		s.logger.ErrorContext(r.Context(), "request failed", "operation_id", opID, "error", err)
-	} else {
+	default:
 		s.logger.DebugContext(r.Context(), "request refused", "operation_id", opID, "code", entry.Name, "reason", fleet.ErrorMessageOf(err))
 	}
 	if entry.Kind == fleet.KindUnauthenticated {
@@ -80,6 +90,15 @@ func (s *Server) writeError(w http.ResponseWriter, r *http.Request, err error) {
 		body.Details = &details
 	}
 	writeJSON(w, status, body)
+}
+
+// causeOf returns the cause a service error keeps for the log, or err itself.
+func causeOf(err error) error {
+	var fe *fleet.Error
+	if errors.As(err, &fe) && fe.Err != nil {
+		return fe.Err
+	}
+	return err
 }
 
 // writeJSON writes v as the JSON body of a response with status.

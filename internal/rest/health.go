@@ -2,11 +2,15 @@ package rest
 
 import (
 	"context"
+	"errors"
+	"log/slog"
 	"net/http"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
+
+	"github.com/fleetmanager/fleet-manager/internal/fleet"
 )
 
 // ReadinessChecker tells whether the service can serve: its database answers
@@ -27,23 +31,53 @@ const (
 	ReadinessPath = "/readyz"
 )
 
+// HealthOption configures the health handler.
+type HealthOption func(*healthHandler)
+
+// WithHealthLog logs why the service is not ready, with the details (server,
+// user, database) the probe's answer leaves out.
+func WithHealthLog(logger *slog.Logger) HealthOption {
+	return func(h *healthHandler) { h.logger = logger }
+}
+
+type healthHandler struct {
+	ready   ReadinessChecker
+	timeout time.Duration
+	logger  *slog.Logger
+}
+
 // NewHealthHandler serves the liveness probe (the process answers) and the
-// readiness probe (ready answers nil within timeout; 503 otherwise).
-func NewHealthHandler(ready ReadinessChecker, timeout time.Duration) http.Handler {
+// readiness probe (ready answers nil within timeout; 503 otherwise). The 503's
+// reason is the message of a *fleet.Error (the database's "database
+// unreachable"), never its cause; the cause goes to the log.
+func NewHealthHandler(ready ReadinessChecker, timeout time.Duration, opts ...HealthOption) http.Handler {
+	h := &healthHandler{ready: ready, timeout: timeout, logger: slog.New(slog.DiscardHandler)}
+	for _, o := range opts {
+		o(h)
+	}
 	mux := http.NewServeMux()
 	mux.HandleFunc("GET "+LivenessPath, func(w http.ResponseWriter, _ *http.Request) {
 		writeJSON(w, http.StatusOK, HealthStatus{Status: "ok"})
 	})
-	mux.HandleFunc("GET "+ReadinessPath, func(w http.ResponseWriter, r *http.Request) {
-		ctx, cancel := context.WithTimeout(r.Context(), timeout)
-		defer cancel()
-		if err := ready.Ready(ctx); err != nil {
-			writeJSON(w, http.StatusServiceUnavailable, HealthStatus{Status: "unavailable", Reason: err.Error()})
-			return
-		}
-		writeJSON(w, http.StatusOK, HealthStatus{Status: "ready"})
-	})
+	mux.HandleFunc("GET "+ReadinessPath, h.serveReadiness)
 	return mux
+}
+
+func (h *healthHandler) serveReadiness(w http.ResponseWriter, r *http.Request) {
+	ctx, cancel := context.WithTimeout(r.Context(), h.timeout)
+	defer cancel()
+	err := h.ready.Ready(ctx)
+	if err == nil {
+		writeJSON(w, http.StatusOK, HealthStatus{Status: "ready"})
+		return
+	}
+	reason := err.Error()
+	var fe *fleet.Error
+	if errors.As(err, &fe) {
+		reason = fleet.ErrorMessageOf(err)
+	}
+	h.logger.WarnContext(ctx, "not ready", "reason", reason, "error", causeOf(err))
+	writeJSON(w, http.StatusServiceUnavailable, HealthStatus{Status: "unavailable", Reason: reason})
 }
 
 // NewMetricsHandler serves the metrics of gatherer at /metrics.

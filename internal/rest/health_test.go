@@ -5,9 +5,12 @@ import (
 	"encoding/json"
 	"errors"
 	"io"
+	"log/slog"
 	"net"
 	"net/http"
 	"net/http/httptest"
+	"strconv"
+	"strings"
 	"testing"
 	"time"
 
@@ -38,29 +41,59 @@ func TestReadiness(t *testing.T) {
 	proxy, cfg := pgtest.NewProxy(t, pgtest.NewDatabase(t))
 	cfg.ConnectTimeout = time.Second
 	db := pgtest.Open(t, cfg)
-	ts := httptest.NewServer(rest.NewHealthHandler(db, 2*time.Second))
+	logs := &syncBuffer{}
+	ts := httptest.NewServer(rest.NewHealthHandler(db, 2*time.Second, rest.WithHealthLog(slog.New(slog.NewJSONHandler(logs, nil)))))
 	t.Cleanup(ts.Close)
 
+	behind := "database schema is older than this binary: run `fleet-manager migrate`"
 	steps := []struct {
 		name   string
 		act    func()
 		status int
+		reason string
 	}{
-		{"schema behind (fresh database)", func() {}, http.StatusServiceUnavailable},
-		{"migrated", func() { mustMigrate(t, ctx, db) }, http.StatusOK},
-		{"database stopped", func() { proxy.Stop() }, http.StatusServiceUnavailable},
-		{"database back", func() { proxy.Start() }, http.StatusOK},
-		{"schema rolled back", func() { mustRollback(t, ctx, db) }, http.StatusServiceUnavailable},
+		{"schema behind (fresh database)", func() {}, http.StatusServiceUnavailable, behind},
+		{"migrated", func() { mustMigrate(t, ctx, db) }, http.StatusOK, ""},
+		{"database stopped", func() { proxy.Stop() }, http.StatusServiceUnavailable, "database unreachable"},
+		{"database back", func() { proxy.Start() }, http.StatusOK, ""},
+		{"schema rolled back", func() { mustRollback(t, ctx, db) }, http.StatusServiceUnavailable, behind},
 	}
 	for _, s := range steps {
 		s.act()
-		if status, body := probe(t, ts.URL+rest.ReadinessPath); status != s.status {
-			t.Errorf("%s: GET /readyz = %d %+v, want %d", s.name, status, body, s.status)
+		if status, body := probe(t, ts.URL+rest.ReadinessPath); status != s.status || body.Reason != s.reason {
+			t.Errorf("%s: GET /readyz = %d %+v, want %d with reason %q", s.name, status, body, s.status, s.reason)
 		}
 		// Liveness never depends on the database.
 		if status, _ := probe(t, ts.URL+rest.LivenessPath); status != http.StatusOK {
 			t.Errorf("%s: GET /healthz = %d, want 200", s.name, status)
 		}
+	}
+}
+
+// TestReadinessNamesNoServer: the 503 of an unreachable database names
+// neither its server, user nor database; the log does.
+func TestReadinessNamesNoServer(t *testing.T) {
+	t.Parallel()
+	proxy, cfg := pgtest.NewProxy(t, pgtest.NewDatabase(t))
+	cfg.ConnectTimeout = time.Second
+	logs := &syncBuffer{}
+	ts := httptest.NewServer(rest.NewHealthHandler(pgtest.Open(t, cfg), 2*time.Second, rest.WithHealthLog(slog.New(slog.NewJSONHandler(logs, nil)))))
+	t.Cleanup(ts.Close)
+	proxy.Stop()
+	resp, err := http.Get(ts.URL + rest.ReadinessPath)
+	if err != nil {
+		t.Fatal(err)
+	}
+	body, _ := io.ReadAll(resp.Body)
+	_ = resp.Body.Close()
+	port := strconv.Itoa(cfg.Port)
+	for _, secret := range []string{cfg.User, cfg.Name, cfg.Host, port} {
+		if strings.Contains(string(body), secret) {
+			t.Errorf("GET /readyz = %d %s: names %q", resp.StatusCode, body, secret)
+		}
+	}
+	if !strings.Contains(logs.String(), port) || !strings.Contains(logs.String(), `"msg":"not ready"`) {
+		t.Errorf("log = %s, want the cause with the server's address", logs)
 	}
 }
 

@@ -2,6 +2,7 @@ package rest
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
 	"net/http"
@@ -138,7 +139,7 @@ func (s *Server) Handler() (http.Handler, error) {
 		used[id] = true
 		public := slices.Contains(s.cfg.PublicPaths, op.route.Path)
 		h = s.authenticate(op, public, s.limitIngest(op, s.validate(op, h)))
-		router.Handle(s.cfg.BasePath+op.route.Path, s.adapt(h)).Methods(op.route.Method)
+		router.Handle(s.cfg.BasePath+op.route.Path, s.adapt(s.withDeadline(op, h))).Methods(op.route.Method)
 	}
 	for id := range handlers {
 		if !used[id] {
@@ -155,6 +156,26 @@ func (s *Server) Handler() (http.Handler, error) {
 
 // Drain ends the waiting long-polls; http.Server.RegisterOnShutdown calls it.
 func (s *Server) Drain() { s.drainOnce.Do(func() { close(s.draining) }) }
+
+// withDeadline gives the request its deadline: RequestTimeout, plus the
+// longest wait for a long-poll (an operation with a `wait` parameter). What
+// fails for want of time past it is unavailability (503), whatever the error:
+// the database's own errors say so already, a hub's or an issuer's may not.
+func (s *Server) withDeadline(op operation, next handlerFunc) handlerFunc {
+	timeout := s.cfg.RequestTimeout
+	if op.route.Operation.Parameters.GetByInAndName("query", "wait") != nil {
+		timeout += max(s.cfg.AgentMaxWait, s.cfg.FeedMaxWait)
+	}
+	return func(w http.ResponseWriter, r *http.Request) error {
+		ctx, cancel := context.WithTimeout(r.Context(), timeout)
+		defer cancel()
+		err := next(w, r.WithContext(ctx))
+		if err != nil && errors.Is(ctx.Err(), context.DeadlineExceeded) && fleet.ErrorCodeOf(err) == fleet.CodeInternal {
+			return &fleet.Error{Code: fleet.CodeUnavailable, Message: "the request did not finish within its deadline; retry later", Err: err}
+		}
+		return err
+	}
+}
 
 // limitIngest lets at most AgentIngestConcurrency inventory batches be read
 // and stored at once; the others wait (their bodies unread) until a slot frees
