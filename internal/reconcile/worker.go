@@ -63,11 +63,13 @@ func (w *registrationWorker) handle(ctx context.Context, c fleet.Claim, leaseEnd
 	defer logPanic(w.logger, c.Registration.ID)
 	passCtx, cancelPass := context.WithDeadline(ctx, leaseEnd.Add(-w.cfg.Lease/5))
 	defer cancelPass()
-	if passCtx.Err() != nil && ctx.Err() == nil {
-		// The batch's earlier passes used this claim's time up: it lapses at
-		// its lease's end and the row is claimed again then.
-		w.logger.Warn("lease ran out before the pass began; left to the next claim", "registration", c.Registration.ID)
-		w.metrics.duration.WithLabelValues(w.name, outcomeLost).Observe(0)
+	if passCtx.Err() != nil {
+		// Shutting down, or the batch's earlier passes used this claim's time
+		// up: it lapses at its lease's end and the row is claimed again then.
+		if ctx.Err() == nil {
+			w.logger.Warn("lease ran out before the pass began; left to the next claim", "registration", c.Registration.ID)
+			w.metrics.duration.WithLabelValues(w.name, outcomeLost).Observe(0)
+		}
 		return
 	}
 	out := w.reconcile(passCtx, c)
