@@ -67,15 +67,24 @@ func TestPassEndsBeforeItsLease(t *testing.T) {
 	}
 	// The failure is recorded by the pass itself, within the lease: the row
 	// is released, backing off, with the deadline as its error.
-	var row queueRow
-	g.Eventually(func() bool {
-		row = readQueueRow(t, db, reg.ID)
-		return row.Attempts >= 1
-	}).WithTimeout(2*cfg.Lease).WithPolling(20*time.Millisecond).Should(gomega.BeTrue(), "the stuck pass's failure was never recorded")
+	var row struct {
+		Attempts  int
+		LastError string
+		UpdatedAt time.Time
+	}
+	g.Eventually(func() int {
+		if err := db.Gorm.Raw(`SELECT attempts, last_error, updated_at FROM registrations WHERE id = ?`, reg.ID).Scan(&row).Error; err != nil {
+			t.Fatal(err)
+		}
+		return row.Attempts
+	}).WithTimeout(2*cfg.Lease).WithPolling(20*time.Millisecond).ShouldNot(gomega.BeZero(), "the stuck pass's failure was never recorded")
 	if !strings.Contains(row.LastError, context.DeadlineExceeded.Error()) {
 		t.Errorf("last_error after the stuck pass = %q, want the pass's deadline (%v)", row.LastError, context.DeadlineExceeded)
 	}
-	if recorded := time.Since(call.at); recorded > cfg.Lease {
-		t.Errorf("the failure was recorded %s after the pass began, after its lease of %s", recorded, cfg.Lease)
+	// The pass's deadline is a fifth of the lease before the lease's end (the
+	// database and the test share the machine's clock). A later pass may have
+	// failed too by the time the row is read; only the first is checked.
+	if leaseEnd := call.deadline.Add(cfg.Lease / 5); row.Attempts == 1 && row.UpdatedAt.After(leaseEnd) {
+		t.Errorf("the failure was recorded at %s, after the lease's end at %s", row.UpdatedAt, leaseEnd)
 	}
 }
