@@ -45,10 +45,11 @@ func startReconcilers(b *background, opts serveOptions, logger *slog.Logger, lis
 	prov := reconcile.NewProvisioningManager(cfg, queue, deliveries, clock, owner, logger, metrics)
 	del := reconcile.NewDeletingManager(cfg, queue, deliveries, clock, owner, logger, metrics)
 	hubs := reconcile.NewHubManager(cfg, store, slices.Sorted(maps.Keys(deliveries)), clock, logger, metrics)
-	provWake := listener.Subscribe(postgres.ChannelRegistrations)
-	delWake := listener.Subscribe(postgres.ChannelRegistrations)
-	hubWake := listener.Subscribe(postgres.ChannelHubs)
-	inventoryWake := listener.Subscribe(postgres.ChannelInventory)
+	// Polling: while the listener is down, its checks wake them instead.
+	provWake := listener.SubscribePolling(postgres.ChannelRegistrations)
+	delWake := listener.SubscribePolling(postgres.ChannelRegistrations)
+	hubWake := listener.SubscribePolling(postgres.ChannelHubs)
+	inventoryWake := listener.SubscribePolling(postgres.ChannelInventory)
 	// A silent hub must turn unready within a fraction of its timeout.
 	heartbeatCheck := opts.Store.HeartbeatTimeout / 4
 	b.goRun(
