@@ -39,6 +39,13 @@ func Open(cfg Config, logger *slog.Logger) (*DB, error) {
 	if err != nil {
 		return nil, fmt.Errorf("Open(%s): %w", cfg.Name, err)
 	}
+	// GORM's row callback (Row, Rows, Raw(...).Scan) sets its query's error
+	// without the translation: translate it after.
+	if err := gdb.Callback().Row().After("gorm:row").Register("fleet:translate_error", func(tx *gorm.DB) {
+		tx.Error = translateError(tx.Error)
+	}); err != nil {
+		return nil, fmt.Errorf("Open(%s): %w", cfg.Name, err)
+	}
 	sqlDB, err := gdb.DB()
 	if err != nil {
 		return nil, fmt.Errorf("Open(%s): %w", cfg.Name, err)

@@ -23,6 +23,10 @@ func queryPaths(sql string, args ...any) map[string]func(ctx context.Context, db
 		"gorm": func(ctx context.Context, db *postgres.DB) error {
 			return db.Gorm.WithContext(ctx).Exec(sql, args...).Error
 		},
+		"gorm scan": func(ctx context.Context, db *postgres.DB) error {
+			var ignored []any
+			return db.Gorm.WithContext(ctx).Raw(sql, args...).Scan(&ignored).Error
+		},
 		"transaction": func(ctx context.Context, db *postgres.DB) error {
 			return db.Gorm.WithContext(ctx).Transaction(func(tx *gorm.DB) error { return tx.Exec(sql, args...).Error })
 		},
@@ -73,11 +77,12 @@ func TestLostDatabaseIsUnavailable(t *testing.T) {
 		// A backend the server ends (a fast shutdown, pg_terminate_backend)
 		// fails the statement it was running.
 		sleeping := make(chan error, 1)
-		go func() { sleeping <- queryPaths("SELECT pg_sleep(10)")[name](ctx, db) }()
+		marker := "terminate " + name
+		go func() { sleeping <- queryPaths("/* " + marker + " */ SELECT pg_sleep(10)")[name](ctx, db) }()
 		terminated := func() bool {
 			var n int
-			err := admin.Gorm.Raw(`SELECT count(pg_terminate_backend(pid)) FROM pg_stat_activity
-WHERE datname = current_database() AND pid <> pg_backend_pid() AND query LIKE '%pg_sleep(10)%' AND state = 'active'`).Scan(&n).Error
+			err := admin.Gorm.Raw(`SELECT count(*) FILTER (WHERE pg_terminate_backend(pid)) FROM pg_stat_activity
+WHERE datname = current_database() AND pid <> pg_backend_pid() AND query LIKE ? AND state = 'active'`, "/* "+marker+" */%").Scan(&n).Error
 			return err == nil && n > 0
 		}
 		gomega.NewWithT(t).Eventually(terminated).WithTimeout(5 * time.Second).WithPolling(10 * time.Millisecond).Should(gomega.BeTrue())

@@ -8,6 +8,8 @@ import (
 	"log/slog"
 	"os"
 	"time"
+
+	"github.com/fleetmanager/fleet-manager/internal/fleet"
 )
 
 // pass is one round of a reconciler. It returns how soon it wants to run
@@ -43,6 +45,31 @@ func loop(ctx context.Context, wake <-chan string, resync time.Duration, p pass)
 			}
 		}
 		timer.Reset(next)
+	}
+}
+
+// unavailableRetry is how often work that failed because the database could
+// not be reached is tried again: a try a stopped server refuses costs
+// nothing, and the work goes on within this of the database's return.
+const unavailableRetry = 500 * time.Millisecond
+
+// untilAnswered runs try until it ends in anything but unavailability
+// (fleet.CodeUnavailable: the database lost, restarting, frozen), or ctx
+// ends, trying again every unavailableRetry. Work that lost its connection
+// so waits for the database instead of failing and backing off: an outage
+// is not the work's failure. try must be idempotent, as every step of a
+// level-triggered pass is.
+func untilAnswered[T any](ctx context.Context, try func(context.Context) (T, error)) (T, error) {
+	for {
+		v, err := try(ctx)
+		if err == nil || fleet.ErrorCodeOf(err) != fleet.CodeUnavailable || ctx.Err() != nil {
+			return v, err
+		}
+		select {
+		case <-ctx.Done():
+			return v, err
+		case <-time.After(unavailableRetry):
+		}
 	}
 }
 

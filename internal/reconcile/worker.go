@@ -72,15 +72,28 @@ func (w *registrationWorker) handle(ctx context.Context, c fleet.Claim, leaseEnd
 		}
 		return
 	}
-	out := w.reconcile(passCtx, c)
+	// A pass that lost the database goes on when it answers again.
+	out, _ := untilAnswered(passCtx, func(ctx context.Context) (fleet.Outcome, error) {
+		out := w.reconcile(ctx, c)
+		return out, out.Err
+	})
 	if ctx.Err() != nil {
 		// Shutting down: the claim lapses at the end of its lease and another
 		// replica (or this one, restarted) takes the registration over.
 		return
 	}
+	if fleet.ErrorCodeOf(out.Err) == fleet.CodeUnavailable {
+		// Out of reach for the whole pass: an outage, not the registration's
+		// failure, so no backoff; the claim lapses at its lease's end.
+		w.logger.Warn("database unavailable for the whole pass; left to the next claim", "registration", c.Registration.ID, "error", out.Err)
+		w.metrics.duration.WithLabelValues(w.name, outcomeLost).Observe(time.Since(start).Seconds())
+		return
+	}
 	recordCtx, cancelRecord := context.WithDeadline(ctx, leaseEnd)
 	defer cancelRecord()
-	kept, err := w.queue.CompleteRegistration(recordCtx, c.Token, out)
+	kept, err := untilAnswered(recordCtx, func(ctx context.Context) (bool, error) {
+		return w.queue.CompleteRegistration(ctx, c.Token, out)
+	})
 	outcome := outcomeDone
 	switch {
 	case err != nil:
