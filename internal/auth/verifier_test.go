@@ -41,17 +41,18 @@ func TestAuthenticateValid(t *testing.T) {
 		want: fleet.Identity{Subject: "f:1234:alice", Issuer: testIssuer, OrgID: "org-1",
 			Username: "bob", Roles: []string{"fleet-admin", "user"}},
 	}, {
-		name: "agent from azp when clientId is missing, no roles",
+		name: "agent from clientId, a service account's claim, no roles",
 		key:  rsaKey,
 		claims: with(validClaims(), map[string]any{"username": nil, "org_id": nil, "realm_access": nil,
-			"sub": "service-account-agent", "azp": "agent-7"}),
+			"sub": "service-account-agent", "clientId": "agent-7", "azp": "agent-7"}),
 		want: fleet.Identity{Subject: "service-account-agent", Issuer: testIssuer, AgentID: "agent-7"},
 	}, {
-		name:   "clientId wins over azp",
+		// Every token has azp, a user's too: by default it names no agent.
+		name:   "azp alone is no agent",
 		key:    rsaKey,
-		claims: with(validClaims(), map[string]any{"clientId": "agent-1", "azp": "agent-2"}),
+		claims: with(validClaims(), map[string]any{"azp": "agent-2"}),
 		want: fleet.Identity{Subject: "f:1234:alice", Issuer: testIssuer, OrgID: "org-1",
-			Username: "alice", Roles: []string{"fleet-admin", "user"}, AgentID: "agent-1"},
+			Username: "alice", Roles: []string{"fleet-admin", "user"}},
 	}, {
 		name:   "expired within the clock skew",
 		key:    rsaKey,
@@ -109,7 +110,7 @@ func TestAuthenticateRejects(t *testing.T) {
 		{"realm_access a string", map[string]any{"realm_access": "admin"},
 			"claim realm_access.roles: realm_access is not an object"},
 		{"sub a number", map[string]any{"sub": 12}, "claim sub: expected a string"},
-		{"azp an array", map[string]any{"azp": []any{"x"}}, "claim azp: expected a string"},
+		{"clientId an array", map[string]any{"clientId": []any{"x"}}, "claim clientId: expected a string"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

@@ -60,6 +60,21 @@ type SearchValue struct {
 }
 
 // String renders v as it would be written in a query.
+// describe names the kind of value, for an error that must not repeat it.
+func (k SearchValueKind) describe() string {
+	switch k {
+	case ValueString:
+		return "a string"
+	case ValueNumber:
+		return "a number"
+	default:
+		return "true or false"
+	}
+}
+
+// Describe names the kind of value, for an error that must not repeat it.
+func (k SearchValueKind) Describe() string { return k.describe() }
+
 func (v SearchValue) String() string {
 	if v.Kind == ValueString {
 		return "'" + strings.ReplaceAll(v.Text, "'", "''") + "'"
@@ -262,7 +277,7 @@ func (p *searchParser) parsePredicate() (SearchExpr, error) {
 	field := p.tok
 	switch {
 	case !isSearchIdentifier(field.ident):
-		return nil, p.errorf("invalid field name '%s'; a field name is lower-case letters, digits and '_'", field.ident)
+		return nil, p.errorf("invalid field name; a field name is lower-case letters, digits and '_'")
 	case utf8.RuneCountInString(field.key) > MaxLabelKeyLength:
 		return nil, SearchErrorf(field.pos+len(field.ident)+1, "label key longer than %d characters", MaxLabelKeyLength)
 	case p.predicates == MaxSearchPredicates:

@@ -1,6 +1,7 @@
 package fleet
 
 import (
+	"slices"
 	"strings"
 )
 
@@ -38,20 +39,34 @@ type searchToken struct {
 	err         error
 }
 
-// describe renders t for a message, shortened.
+// describe renders t for a message: by its kind, never its text, unless it
+// is a keyword or punctuation. A message reaches the caller and the log, and
+// what a caller searched for may be a secret.
 func (t searchToken) describe() string {
-	if t.kind == tokEOF {
+	switch t.kind {
+	case tokEOF:
 		return "end of input"
+	case tokString:
+		return "a string"
+	case tokNumber:
+		return "a number"
+	case tokWord:
+		if slices.Contains(searchKeywords, strings.ToLower(t.text)) {
+			return "'" + strings.ToLower(t.text) + "'"
+		}
+		return "a name"
+	case tokError:
+		return "an invalid token"
 	}
 	text := t.text
-	if r := []rune(text); len(r) > 40 {
-		text = string(r[:40]) + "..."
-	}
-	if t.kind == tokString {
-		return text
+	if r := []rune(text); len(r) > 3 {
+		text = string(r[:3]) + "..."
 	}
 	return "'" + text + "'"
 }
+
+// searchKeywords are the words of the query language.
+var searchKeywords = []string{"and", "or", "not", "in", "like", "ilike", "is", "null", "true", "false"}
 
 // searchLexer reads the tokens of src one at a time.
 type searchLexer struct {
@@ -86,7 +101,7 @@ func (l *searchLexer) next() searchToken {
 		l.span(searchIdentChars + ".")
 		tok.kind = tokNumber
 		if !isSearchNumber(string(l.src[start:l.i])) {
-			return errorToken(tok.pos, "invalid number '%s'", string(l.src[start:l.i]))
+			return errorToken(tok.pos, "invalid number")
 		}
 	case strings.ContainsRune(searchIdentChars, r):
 		return l.lexWord()

@@ -160,12 +160,12 @@ func (b *searchBuilder) lookup(p fleet.SearchPredicate) (SearchField, error) {
 	field, ok := b.schema[p.Field]
 	switch {
 	case !ok:
-		return field, fleet.SearchErrorf(p.Pos, "unknown field '%s'; searchable fields: %s",
-			p.Field, strings.Join(slices.Sorted(maps.Keys(b.schema)), ", "))
+		return field, fleet.SearchErrorf(p.Pos, "unknown field; searchable fields: %s",
+			strings.Join(slices.Sorted(maps.Keys(b.schema)), ", "))
 	case field.Type == FieldLabels && p.Key == "":
 		return field, fleet.SearchErrorf(p.Pos, "field '%s' needs a key, as in '%s.env'", p.Field, p.Field)
 	case field.Type != FieldLabels && p.Key != "":
-		return field, fleet.SearchErrorf(p.Pos, "field '%s' has no keys; write '%s', not '%s.%s'", p.Field, p.Field, p.Field, p.Key)
+		return field, fleet.SearchErrorf(p.Pos, "field '%s' has no keys; write '%s' alone", p.Field, p.Field)
 	case !operatorApplies(field.Type, p.Op):
 		return field, fleet.SearchErrorf(p.Pos, "operator '%s' does not apply to %s field '%s'", p.Op, field.Type, p.Field)
 	}
@@ -226,7 +226,7 @@ func searchArg(field string, t FieldType, v fleet.SearchValue) (any, error) {
 		ok = false
 	}
 	if !ok || err != nil {
-		return nil, fleet.SearchErrorf(v.Pos, "field '%s' wants %s, found %s", field, searchTypeWants(t), v)
+		return nil, fleet.SearchErrorf(v.Pos, "field '%s' wants %s, found %s", field, searchTypeWants(t), v.Kind.Describe())
 	}
 	return arg, nil
 }
@@ -263,14 +263,14 @@ func ParseOrderBy(s string, allowed map[string]string) (string, error) {
 	}
 	var terms []string
 	seen := map[string]bool{}
-	for _, term := range strings.Split(s, ",") {
+	for i, term := range strings.Split(s, ",") {
 		words := strings.Fields(term)
 		if len(words) == 0 || len(words) > 2 {
-			return "", fleet.Errorf(fleet.CodeBadOrderBy, "invalid orderBy term '%s': write a field, optionally followed by asc or desc", strings.TrimSpace(term))
+			return "", fleet.Errorf(fleet.CodeBadOrderBy, "invalid orderBy term %d: write a field, optionally followed by asc or desc", i+1)
 		}
 		column, ok := allowed[words[0]]
 		if !ok {
-			return "", fleet.Errorf(fleet.CodeBadOrderBy, "unknown orderBy field '%s'; allowed fields: %s", words[0], strings.Join(slices.Sorted(maps.Keys(allowed)), ", "))
+			return "", fleet.Errorf(fleet.CodeBadOrderBy, "unknown orderBy field in term %d; allowed fields: %s", i+1, strings.Join(slices.Sorted(maps.Keys(allowed)), ", "))
 		}
 		if seen[words[0]] {
 			return "", fleet.Errorf(fleet.CodeBadOrderBy, "orderBy names '%s' more than once", words[0])
@@ -279,7 +279,7 @@ func ParseOrderBy(s string, allowed map[string]string) (string, error) {
 		direction := "ASC"
 		if len(words) == 2 {
 			if direction = strings.ToUpper(words[1]); direction != "ASC" && direction != "DESC" {
-				return "", fleet.Errorf(fleet.CodeBadOrderBy, "invalid orderBy direction '%s' for '%s'; use asc or desc", words[1], words[0])
+				return "", fleet.Errorf(fleet.CodeBadOrderBy, "invalid orderBy direction for '%s'; use asc or desc", words[0])
 			}
 		}
 		terms = append(terms, column+" "+direction)

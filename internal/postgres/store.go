@@ -84,9 +84,10 @@ func uniqueViolation(err error) (string, bool) {
 	return "", false
 }
 
-// notFound is the error of a missing row.
+// notFound is the error of a missing row. It names the kind, not the id
+// asked for: the id came from the caller, and a refusal repeats no value.
 func notFound(what, id string) error {
-	return fleet.Errorf(fleet.CodeNotFound, "%s %s not found", what, id)
+	return &fleet.Error{Code: fleet.CodeNotFound, Message: what + " not found", Err: fmt.Errorf("%s %s", what, id)}
 }
 
 // checkIfMatch compares an If-Match generation with the current one.
@@ -106,8 +107,8 @@ func (s *Store) pageBounds(q fleet.ListQuery) (page, size int, err error) {
 	if size == 0 {
 		size = min(100, s.cfg.MaxPageSize)
 	}
-	if page < 1 || size < 1 || size > s.cfg.MaxPageSize {
-		return 0, 0, fleet.Errorf(fleet.CodeValidation, "page must be at least 1 and size between 1 and %d", s.cfg.MaxPageSize)
+	if page < 1 || page > fleet.MaxPage || size < 1 || size > s.cfg.MaxPageSize {
+		return 0, 0, fleet.Errorf(fleet.CodeValidation, "page must be between 1 and %d and size between 1 and %d", fleet.MaxPage, s.cfg.MaxPageSize)
 	}
 	return page, size, nil
 }

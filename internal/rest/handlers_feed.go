@@ -49,7 +49,7 @@ func (s *Server) feedParams(r *http.Request) (feedParams, error) {
 	if v := q.Get("wait"); v != "" {
 		d, err := time.ParseDuration(v)
 		if err != nil {
-			return p, fleet.Errorf(fleet.CodeValidation, "wait %q is not a duration", v)
+			return p, fleet.Errorf(fleet.CodeValidation, "query parameter wait must be a duration such as 30s")
 		}
 		p.wait = min(d, s.cfg.FeedMaxWait)
 	}

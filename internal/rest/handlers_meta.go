@@ -18,6 +18,9 @@ func (s *Server) handleOpenAPIGet(w http.ResponseWriter, _ *http.Request) error 
 // handleErrorList serves a page of the error catalogue.
 func (s *Server) handleErrorList(w http.ResponseWriter, r *http.Request) error {
 	page, size := pageParams(r)
+	if page < 1 || page > fleet.MaxPage || size < 1 {
+		return fleet.Errorf(fleet.CodeValidation, "page must be between 1 and %d and size at least 1", fleet.MaxPage)
+	}
 	catalogue := fleet.Catalogue()
 	items := []public.Error{}
 	start := (page - 1) * size

@@ -51,7 +51,7 @@ func (s *Server) handleResourceList(w http.ResponseWriter, r *http.Request) erro
 	params := r.URL.Query()
 	kind, ok := fleet.FindResourceKind(params.Get("kind"))
 	if !ok {
-		return fleet.Errorf(fleet.CodeValidation, "kind %q is not a synced kind", params.Get("kind"))
+		return fleet.Errorf(fleet.CodeValidation, "query parameter kind must name a synced kind")
 	}
 	q := fleet.ResourceQuery{Kind: kind, HubID: params.Get("hub_id"), Namespace: params.Get("namespace"), ListQuery: listQuery(r)}
 	// Read before the list, so the list shows every change up to the cursor.

@@ -14,7 +14,7 @@ func (s *Server) handleResourceChangeList(w http.ResponseWriter, r *http.Request
 	params := r.URL.Query()
 	kind, ok := fleet.FindResourceKind(params.Get("kind"))
 	if !ok {
-		return fleet.Errorf(fleet.CodeValidation, "kind %q is not a synced kind", params.Get("kind"))
+		return fleet.Errorf(fleet.CodeValidation, "query parameter kind must name a synced kind")
 	}
 	p, err := s.feedParams(r)
 	if err != nil {

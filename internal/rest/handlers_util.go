@@ -1,7 +1,6 @@
 package rest
 
 import (
-	"encoding/json"
 	"net/http"
 	"slices"
 	"strconv"
@@ -34,10 +33,7 @@ func caller(r *http.Request) fleet.Identity {
 
 // decodeBody reads a JSON body already validated against the spec.
 func decodeBody(r *http.Request, v any) error {
-	if err := json.NewDecoder(r.Body).Decode(v); err != nil {
-		return fleet.Errorf(fleet.CodeMalformedBody, "the request body could not be parsed: %v", err)
-	}
-	return nil
+	return decodeJSON(r.Body, v)
 }
 
 // ifMatch reads If-Match as a generation: nil when absent or "*". A value
@@ -49,7 +45,7 @@ func ifMatch(r *http.Request) (*int64, error) {
 	}
 	n, err := strconv.ParseInt(strings.Trim(strings.TrimPrefix(v, "W/"), `"`), 10, 64)
 	if err != nil {
-		return nil, fleet.Errorf(fleet.CodePreconditionFailed, "If-Match %q is not an ETag of this resource", v)
+		return nil, fleet.Errorf(fleet.CodePreconditionFailed, "If-Match is not an ETag of this resource")
 	}
 	return &n, nil
 }

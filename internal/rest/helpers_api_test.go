@@ -74,7 +74,7 @@ func newStackEnvWith(t testing.TB, f flavour, storeCfg postgres.StoreConfig) *st
 	f.auth.Issuers = []string{testIssuer}
 	f.auth.Audience = testAudience
 	logs := &syncBuffer{}
-	logger := slog.New(slog.NewJSONHandler(logs, nil))
+	logger := slog.New(slog.NewJSONHandler(logs, &slog.HandlerOptions{Level: slog.LevelDebug}))
 	verifier, err := auth.NewVerifier(context.Background(), f.auth, logger, jwks.Client())
 	if err != nil {
 		t.Fatalf("NewVerifier(): %v", err)
@@ -174,7 +174,7 @@ func (e *stackEnv) startReconcilers(t *testing.T) {
 }
 
 // userToken mints a token of user in org, with no role.
-func (e *apiEnv) userToken(t *testing.T, org, user string) string {
+func (e *apiEnv) userToken(t testing.TB, org, user string) string {
 	t.Helper()
 	return e.token(t, auth.TokenRequest{OrgID: org, Username: user})
 }
@@ -230,7 +230,7 @@ func fromPrivate(e *private.Error) *public.Error {
 }
 
 // createCluster registers a cluster and fails t unless it is accepted.
-func (e *apiEnv) createCluster(t *testing.T, token string, body public.ClusterCreate) public.Cluster {
+func (e *apiEnv) createCluster(t testing.TB, token string, body public.ClusterCreate) public.Cluster {
 	t.Helper()
 	resp, err := e.client.CreateClusterWithResponse(context.Background(), nil, body, bearer(token))
 	if err != nil || resp.JSON202 == nil {

@@ -147,8 +147,23 @@ func (s *Server) authenticate(op operation, public bool, next handlerFunc) handl
 		if err != nil {
 			return err
 		}
+		if err := checkAgentToken(op, id, r); err != nil {
+			return err
+		}
 		return next(w, r.WithContext(fleet.NewContextWithIdentity(r.Context(), id)))
 	}
+}
+
+// checkAgentToken keeps the agents' API to the agents: a token that carries
+// an organisation is a user's, whatever else it carries (a user token's azp
+// may equal a hub's agent identity), and never acts as a hub's agent. It is
+// answered as a token of no agent is: the hub is not found, so a caller
+// learns nothing of hubs that are not its own.
+func checkAgentToken(op operation, id fleet.Identity, r *http.Request) error {
+	if op.spec.file != openapi.Private || id.OrgID == "" {
+		return nil
+	}
+	return fleet.Errorf(fleet.CodeNotFound, "hub not found")
 }
 
 // validate checks the request against the operation's specification.
@@ -163,6 +178,16 @@ func (s *Server) validate(op operation, next handlerFunc) handlerFunc {
 			return err
 		}
 		if err := checkBodyDepth(op, r); err != nil {
+			return err
+		}
+		if err := checkRequestText(op, r); err != nil {
+			return err
+		}
+		body, err := readBody(r)
+		if err != nil {
+			return requestError(err)
+		}
+		if err := checkBodyText(body); err != nil {
 			return err
 		}
 		route := op.route
@@ -184,23 +209,6 @@ func (s *Server) validate(op operation, next handlerFunc) handlerFunc {
 	}
 }
 
-// requestError turns a validation failure into the error a client sees.
-func requestError(err error) error {
-	var tooLarge *http.MaxBytesError
-	if errors.As(err, &tooLarge) {
-		return fleet.Errorf(fleet.CodeBodyTooLarge, "the request body is larger than %d bytes", tooLarge.Limit)
-	}
-	var reqErr *openapi3filter.RequestError
-	if errors.As(err, &reqErr) {
-		var parseErr *openapi3filter.ParseError
-		if reqErr.RequestBody != nil && errors.As(reqErr.Err, &parseErr) {
-			return fleet.Errorf(fleet.CodeMalformedBody, "the request body could not be parsed: %s", parseErr.Error())
-		}
-		return fleet.Errorf(fleet.CodeValidation, "%s", reqErr.Error())
-	}
-	return fleet.Errorf(fleet.CodeValidation, "%s", err.Error())
-}
-
 // checkContentType refuses a body whose media type the operation does not
 // declare, before the validator reads it.
 func checkContentType(op operation, r *http.Request) error {
@@ -210,8 +218,8 @@ func checkContentType(op operation, r *http.Request) error {
 	}
 	mediaType, _, err := mime.ParseMediaType(r.Header.Get("Content-Type"))
 	if err != nil || body.Value.Content.Get(mediaType) == nil {
-		return fleet.Errorf(fleet.CodeUnsupportedMediaType, "Content-Type %q is not accepted here; send one of %v",
-			r.Header.Get("Content-Type"), slices.Sorted(maps.Keys(body.Value.Content)))
+		return fleet.Errorf(fleet.CodeUnsupportedMediaType, "this Content-Type is not accepted here; send one of %v",
+			slices.Sorted(maps.Keys(body.Value.Content)))
 	}
 	return nil
 }
