@@ -57,16 +57,29 @@ type Releaser interface {
 	Release(ctx context.Context, hub Hub, reg Registration) (DeliveryReport, error)
 }
 
-// SyncSetName is the name of a registration's SyncSet, in OCM and in Hive:
-// derived from its id only, 38 characters (OCM allows 50).
+// SyncSetName is the name of a registration's SyncSet in Hive: derived from
+// its id only.
 func SyncSetName(reg Registration) string {
 	return "fleet-" + strings.ReplaceAll(reg.ID, "-", "")
 }
 
+// OCMSyncSetID is the id of a registration's external-configuration SyncSet
+// in OCM: "ext-", the prefix every OCM client gives the SyncSets it adds,
+// then the registration id's hex digits, derived from its id only (OCM
+// allows 50 characters).
+func OCMSyncSetID(reg Registration) string {
+	return "ext-" + strings.ReplaceAll(reg.ID, "-", "")
+}
+
+// LegacyOCMSyncSetID is the id earlier releases gave a registration's OCM
+// SyncSet: delivery removes it once the SyncSet under OCMSyncSetID exists,
+// and withdrawal removes both.
+func LegacyOCMSyncSetID(reg Registration) string { return SyncSetName(reg) }
+
 // validate checks an OCM target; errors carry CodeValidation.
 func (t OCMTarget) validate() error {
 	if !ocmClusterID.MatchString(t.ClusterID) {
-		return Errorf(CodeValidation, "ocm.cluster_id %q must be 1 to 63 letters, digits, '-' or '_'", t.ClusterID)
+		return Errorf(CodeValidation, "ocm.cluster_id must be 1 to 63 letters, digits, '-' or '_'")
 	}
 	if err := validateServiceURL("ocm.api_url", t.APIURL, false); err != nil {
 		return err
@@ -77,10 +90,10 @@ func (t OCMTarget) validate() error {
 // validate checks a Hive target; errors carry CodeValidation.
 func (t HiveTarget) validate() error {
 	if !dnsLabel.MatchString(t.Namespace) {
-		return Errorf(CodeValidation, "hive.cluster_deployment_namespace %q must be a DNS label", t.Namespace)
+		return Errorf(CodeValidation, "hive.cluster_deployment_namespace must be a DNS label")
 	}
 	if !dnsSubdomain.MatchString(t.ClusterDeployment) || len(t.ClusterDeployment) > 253 {
-		return Errorf(CodeValidation, "hive.cluster_deployment_name %q must be a DNS subdomain", t.ClusterDeployment)
+		return Errorf(CodeValidation, "hive.cluster_deployment_name must be a DNS subdomain")
 	}
 	return nil
 }
@@ -93,7 +106,7 @@ func validateServiceURL(field, raw string, optional bool) error {
 	}
 	u, err := url.Parse(raw)
 	if err != nil || u.Host == "" || u.User != nil || u.RawQuery != "" || u.Fragment != "" {
-		return Errorf(CodeValidation, "%s %q must be an absolute URL without credentials, query or fragment", field, raw)
+		return Errorf(CodeValidation, "%s must be an absolute URL without credentials, query or fragment", field)
 	}
 	if u.Scheme == "https" {
 		return nil
@@ -101,7 +114,7 @@ func validateServiceURL(field, raw string, optional bool) error {
 	if u.Scheme == "http" && LoopbackHost(u.Hostname()) {
 		return nil
 	}
-	return Errorf(CodeValidation, "%s %q must be an https:// URL (http:// only to a loopback host)", field, raw)
+	return Errorf(CodeValidation, "%s must be an https:// URL (http:// only to a loopback host)", field)
 }
 
 // LoopbackHost is true for localhost and loopback addresses: the only hosts

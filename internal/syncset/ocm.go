@@ -76,7 +76,7 @@ func (d *OCMDelivery) deliver(ctx context.Context, hub fleet.Hub, reg fleet.Regi
 	if err != nil {
 		return fleet.DeliveryReport{}, ocmInvalidf("registration %s: %v", reg.ID, err)
 	}
-	id := fleet.SyncSetName(reg)
+	id := fleet.OCMSyncSetID(reg)
 	if len(id) > ocmMaxID {
 		return fleet.DeliveryReport{}, ocmInvalidf("SyncSet id %s is longer than OCM's %d characters", id, ocmMaxID)
 	}
@@ -86,6 +86,13 @@ func (d *OCMDelivery) deliver(ctx context.Context, hub fleet.Hub, reg fleet.Regi
 	}
 	if done != "unchanged" {
 		d.logger.Info("SyncSet "+done, "hub", hub.ID, "registration", reg.ID, "syncset", id, "objects", len(want))
+	}
+	if done == "created" {
+		// A registration an earlier release delivered has its SyncSet under
+		// the legacy id too: it goes once this one holds the objects.
+		if _, err := s.delete(ctx, fleet.LegacyOCMSyncSetID(reg)); err != nil {
+			return fleet.DeliveryReport{}, err
+		}
 	}
 	return fleet.DeliveryReport{Done: true, Reason: fleet.ReasonSyncSetApplied, NoAgent: true,
 		Message: fmt.Sprintf("SyncSet %s holds %d objects (%s) on %s", id, len(want), done, s.target)}, nil
@@ -107,7 +114,10 @@ func (d *OCMDelivery) withdraw(ctx context.Context, hub fleet.Hub, reg fleet.Reg
 		return fleet.DeliveryReport{}, err
 	}
 	defer s.close()
-	id := fleet.SyncSetName(reg)
+	if _, err := s.delete(ctx, fleet.LegacyOCMSyncSetID(reg)); err != nil {
+		return fleet.DeliveryReport{}, err
+	}
+	id := fleet.OCMSyncSetID(reg)
 	gone, err := s.delete(ctx, id)
 	if err != nil {
 		return fleet.DeliveryReport{}, err

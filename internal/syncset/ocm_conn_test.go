@@ -33,7 +33,7 @@ func TestOCMCredentialKinds(t *testing.T) {
 			e := newOCMEnv(t, nil)
 			e.src.setCredentials(tc.creds(e.srv))
 			e.deliver(t)
-			g.Expect(e.srv.Calls()).To(gomega.Equal([]ocmtest.Call{ocmToken(tc.grant, 200), e.get(404), e.post(201)}))
+			g.Expect(e.srv.Calls()).To(gomega.Equal([]ocmtest.Call{ocmToken(tc.grant, 200), e.get(404), e.post(201), e.delLegacy(404)}))
 
 			// The fake revokes the access token: the same Deliver gets a new one.
 			e.srv.RevokeAccessTokens()

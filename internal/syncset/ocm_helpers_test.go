@@ -88,8 +88,14 @@ func newOCMEnv(t *testing.T, cfg func(*syncset.OCMConfig)) *ocmEnv {
 	return e
 }
 
-func (e *ocmEnv) id() string   { return fleet.SyncSetName(e.reg) }
+func (e *ocmEnv) id() string   { return fleet.OCMSyncSetID(e.reg) }
 func (e *ocmEnv) path() string { return ocmtest.SyncSetPath(ocmClusterID, e.id()) }
+
+// legacyID is the id earlier releases gave the SyncSet; delLegacy deletes it.
+func (e *ocmEnv) legacyID() string { return fleet.LegacyOCMSyncSetID(e.reg) }
+func (e *ocmEnv) delLegacy(status int) ocmtest.Call {
+	return ocmtest.Call{Method: "DELETE", Path: ocmtest.SyncSetPath(ocmClusterID, e.legacyID()), Status: status}
+}
 
 // Calls the fake OCM answers, as tests expect them.
 func (e *ocmEnv) get(status int) ocmtest.Call {

@@ -25,7 +25,8 @@ func TestOCMSyncSetIDFitsOCM(t *testing.T) {
 	t.Parallel()
 	g := gomega.NewWithT(t)
 	e := newOCMEnv(t, nil)
-	g.Expect(e.id()).To(gomega.HaveLen(38))
+	g.Expect(e.id()).To(gomega.HavePrefix("ext-"), "the prefix every OCM client gives an external-configuration SyncSet")
+	g.Expect(e.id()).To(gomega.HaveLen(36))
 	g.Expect(len(e.id())).To(gomega.BeNumerically("<=", 50), "OCM's longest SyncSet id")
 	e.deliver(t)
 	g.Expect(e.srv.SyncSetIDs(ocmClusterID)).To(gomega.Equal([]string{e.id()}))
@@ -40,7 +41,7 @@ func TestOCMDeliverCreates(t *testing.T) {
 	g.Expect(report.NoAgent).To(gomega.BeTrue())
 	g.Expect(report.Message).To(gomega.ContainSubstring(e.id()))
 	g.Expect(e.srv.Calls()).To(gomega.Equal([]ocmtest.Call{
-		ocmToken("client_credentials", 200), e.get(404), e.post(201),
+		ocmToken("client_credentials", 200), e.get(404), e.post(201), e.delLegacy(404),
 	}))
 	got, ok := e.srv.SyncSet(ocmClusterID, e.id())
 	g.Expect(ok).To(gomega.BeTrue())
@@ -104,6 +105,26 @@ func TestOCMDeliverCreatedConcurrently(t *testing.T) {
 	}
 }
 
+// TestOCMDeliverMovesALegacySyncSet delivers a registration an earlier
+// release delivered under the legacy id: the SyncSet is created under the
+// ext- id and the legacy one deleted, so the hub holds one copy.
+func TestOCMDeliverMovesALegacySyncSet(t *testing.T) {
+	t.Parallel()
+	g := gomega.NewWithT(t)
+	e := newOCMEnv(t, nil)
+	e.srv.PutSyncSet(ocmClusterID, e.legacyID(), e.wantResources(t))
+	e.deliver(t)
+	g.Expect(e.srv.Calls()).To(gomega.Equal([]ocmtest.Call{
+		ocmToken("client_credentials", 200), e.get(404), e.post(201), e.delLegacy(204),
+	}))
+	g.Expect(e.srv.SyncSetIDs(ocmClusterID)).To(gomega.Equal([]string{e.id()}))
+	// Withdrawing a registration still under the legacy id removes it too.
+	e.srv.PutSyncSet(ocmClusterID, e.legacyID(), e.wantResources(t))
+	_, err := e.d.Withdraw(context.Background(), e.hub, e.reg)
+	g.Expect(err).NotTo(gomega.HaveOccurred())
+	g.Expect(e.srv.SyncSetIDs(ocmClusterID)).To(gomega.BeEmpty())
+}
+
 func TestOCMWithdraw(t *testing.T) {
 	t.Parallel()
 	for _, tc := range []struct {
@@ -155,7 +176,7 @@ func TestOCMServerErrorIsRetried(t *testing.T) {
 
 	e.srv.ResetCalls()
 	e.deliver(t)
-	g.Expect(e.srv.Calls()).To(gomega.Equal([]ocmtest.Call{e.get(404), e.post(201)}))
+	g.Expect(e.srv.Calls()).To(gomega.Equal([]ocmtest.Call{e.get(404), e.post(201), e.delLegacy(404)}))
 }
 
 func TestOCMSDKRetriesWhenConfigured(t *testing.T) {
@@ -165,7 +186,7 @@ func TestOCMSDKRetriesWhenConfigured(t *testing.T) {
 	e.srv.Fail("GET", 503, "Service temporarily unavailable")
 	e.deliver(t)
 	g.Expect(e.srv.Calls()).To(gomega.Equal([]ocmtest.Call{
-		ocmToken("client_credentials", 200), e.get(503), e.get(404), e.post(201),
+		ocmToken("client_credentials", 200), e.get(503), e.get(404), e.post(201), e.delLegacy(404),
 	}))
 }
 
@@ -224,7 +245,7 @@ func TestOCMMetrics(t *testing.T) {
 	t.Parallel()
 	g := gomega.NewWithT(t)
 	e := newOCMEnv(t, nil)
-	e.deliver(t) // token, GET 404, POST 201
+	e.deliver(t) // token, GET 404, POST 201, DELETE of the legacy id 404
 	e.deliver(t) // GET 200
 	e.srv.Fail("GET", 500, "boom")
 	_, err := e.d.Deliver(context.Background(), e.hub, e.reg) // GET 500
@@ -232,13 +253,14 @@ func TestOCMMetrics(t *testing.T) {
 	e.srv.RevokeAccessTokens()
 	e.reg.Labels = map[string]string{"env": "staging"}
 	e.deliver(t)                                              // GET 401, token, GET 200, PATCH 200
-	_, err = e.d.Withdraw(context.Background(), e.hub, e.reg) // DELETE 204
+	_, err = e.d.Withdraw(context.Background(), e.hub, e.reg) // DELETE of the legacy id 404, DELETE 204
 	g.Expect(err).NotTo(gomega.HaveOccurred())
 
 	want := `
 # HELP fleet_manager_syncset_api_calls_total SyncSet API calls, by delivery mode, operation and outcome.
 # TYPE fleet_manager_syncset_api_calls_total counter
 fleet_manager_syncset_api_calls_total{mode="syncset-ocm",operation="create",outcome="success"} 1
+fleet_manager_syncset_api_calls_total{mode="syncset-ocm",operation="delete",outcome="not_found"} 2
 fleet_manager_syncset_api_calls_total{mode="syncset-ocm",operation="delete",outcome="success"} 1
 fleet_manager_syncset_api_calls_total{mode="syncset-ocm",operation="get",outcome="client_error"} 1
 fleet_manager_syncset_api_calls_total{mode="syncset-ocm",operation="get",outcome="not_found"} 1
