@@ -54,6 +54,14 @@ run: db/setup build ## Run the service against a local PostgreSQL (migrates firs
 test: db/setup generate/check test/binaries ## Run every test (starts a local PostgreSQL when none listens)
 	$(GOTEST) $(TESTFLAGS) ./...
 
+# How long `make fuzz` fuzzes; CI runs it with this default.
+FUZZTIME    ?= 60s
+
+.PHONY: fuzz
+fuzz: db/setup ## Fuzz every API operation through the real router and database for FUZZTIME (no 5xx, no value echoed)
+	go test -count=1 -run '^$$' -fuzz FuzzAPIOperation -fuzztime $(FUZZTIME) -parallel 2 ./internal/rest/
+	go test -count=1 -run '^$$' -fuzz FuzzBuildSearch -fuzztime $(FUZZTIME) ./internal/postgres/
+
 .PHONY: test/binaries
 test/binaries: ## Build or find the test hub (etcd, kube-apiserver) and OIDC issuer (Hydra); cached in ~/.cache/fleet-manager
 	scripts/hub/ensure-hub-binaries.sh >/dev/null
