@@ -67,8 +67,10 @@ func (r hubRow) toHub() fleet.Hub {
 const heartbeatFreshSQL = `coalesce(h.last_heartbeat_at > now() - make_interval(secs => ?), false)`
 
 // hubReadySQL is when a hub takes new placements, besides room and cordon: an
-// agent hub must have a fresh heartbeat (the ? is the timeout).
-const hubReadySQL = `(h.delivery_mode <> 'agent' OR ` + heartbeatFreshSQL + `)`
+// agent hub must have a fresh heartbeat (the ? is the timeout) from an agent
+// that does not report itself unable to work (HubAgentReady False).
+const hubReadySQL = `(h.delivery_mode <> 'agent' OR (` + heartbeatFreshSQL +
+	` AND NOT h.conditions @> '[{"type": "` + fleet.ConditionHubAgentReady + `", "status": "False"}]'))`
 
 var hubList = listSpec{
 	search: SearchSchema{
@@ -211,6 +213,11 @@ func (s *Store) UpdateHub(ctx context.Context, id string, ifMatch *int64, update
 		redeliver := deliveryChanged(row, update)
 		owner := deref(row.OwnerOrgID)
 		applyHubUpdate(&row, update)
+		if next := deref(row.OwnerOrgID); next != "" && next != owner {
+			if err := checkNoOtherTenants(tx, row.ID, next); err != nil {
+				return err
+			}
+		}
 		if err := s.sealHubCredentials(&row, derefMap(update.Credentials)); err != nil {
 			return err
 		}
@@ -270,6 +277,24 @@ func deliveryChanged(row hubRow, u fleet.HubUpdate) bool {
 		u.OCM != nil && (row.OCM == nil || *u.OCM != *row.OCM) ||
 		u.Hive != nil && (row.Hive == nil || *u.Hive != *row.Hive) ||
 		u.Credentials != nil
+}
+
+// checkNoOtherTenants refuses to give a hub to owner while another
+// organisation's live registrations are placed on it: the owner would see
+// their clusters and its policies would reach them. The hub's row is locked,
+// and placement locks it too, so no registration lands on it meanwhile.
+func checkNoOtherTenants(tx *gorm.DB, hubID, owner string) error {
+	var others bool
+	err := tx.Raw(`SELECT EXISTS (SELECT 1 FROM registrations WHERE hub_id = ? AND deleted_at IS NULL AND org_id <> ?)`,
+		hubID, owner).Scan(&others).Error
+	if err != nil {
+		return err
+	}
+	if others {
+		return fleet.Errorf(fleet.CodeHubInUse, "the hub holds registrations of other organisations; "+
+			"it can be given an owner only while every registration placed on it is that owner's")
+	}
+	return nil
 }
 
 // ownerChanged follows a change of a hub's owner: the policies it holds are

@@ -72,11 +72,13 @@ func TestOrgListIsTheAdminListItMaySee(t *testing.T) {
 		owner[h.ID] = h.OwnerOrgID
 	}
 	compareOrgList(t, e, owner, regOrg)
-	// A shared hub given to org-y keeps org-x's registrations' clusters,
-	// which org-x then no longer sees.
+	// A shared hub holding org-x's registrations cannot be given to org-y
+	// (org-y would see them); one given before that rule keeps org-x's
+	// registrations' clusters, which org-x then no longer sees.
 	y := "org-y"
 	_, err := e.store.UpdateHub(ctx, hubs["hub-2"].ID, nil, fleet.HubUpdate{OwnerOrgID: &y})
-	g.Expect(err).NotTo(gomega.HaveOccurred())
+	g.Expect(fleet.ErrorCodeOf(err)).To(gomega.Equal(fleet.CodeHubInUse))
+	g.Expect(e.db.Gorm.Exec(`UPDATE hubs SET owner_org_id = ? WHERE id = ?`, y, hubs["hub-2"].ID).Error).NotTo(gomega.HaveOccurred())
 	owner[hubs["hub-2"].ID] = y
 	compareOrgList(t, e, owner, regOrg)
 }

@@ -44,6 +44,14 @@ var complianceList = listSpec{
 	defaultOrder: "c.cluster_name",
 }
 
+// complianceVisibleSQL keeps the compliance rows an organisation may see,
+// with mc and r the row's cluster in the inventory and its registration: a
+// cluster the inventory holds only under the inventory's visibility rule
+// (visibleTo), since a hub's report may name another organisation's cluster
+// on a shared hub, and its name, state and ids are that organisation's; a
+// cluster the inventory does not hold yet, with no ids to show.
+const complianceVisibleSQL = `(mc.id IS NULL OR h.owner_org_id = ? OR (h.owner_org_id IS NULL AND r.org_id = ?))`
+
 // ListCompliance returns a page of one of the organisation's policies'
 // per-cluster compliance, as the hubs last reported it.
 func (s *Store) ListCompliance(ctx context.Context, org, policyID string, q fleet.ListQuery) ([]fleet.ClusterCompliance, int, error) {
@@ -58,7 +66,8 @@ func (s *Store) ListCompliance(ctx context.Context, org, policyID string, q flee
 		Select(`c.*, h.name AS hub_name, h.zone AS hub_zone, h.region AS hub_region, mc.id AS managed_cluster_id, mc.registration_id`).
 		Joins("JOIN hubs h ON h.id = c.hub_id AND h.deleted_at IS NULL").
 		Joins("LEFT JOIN managed_clusters mc ON mc.hub_id = c.hub_id AND mc.name = c.cluster_name AND mc.deleted_at IS NULL").
-		Where("c.policy_id = ?", policyID), "c.zone")
+		Joins("LEFT JOIN registrations r ON r.id = mc.registration_id").
+		Where("c.policy_id = ?", policyID).Where(complianceVisibleSQL, org, org), "c.zone")
 	rows, total, err := list[complianceRow](query, complianceList, q, page, size)
 	if err != nil {
 		return nil, 0, fmt.Errorf("ListCompliance(%s/%s): %w", org, policyID, err)
@@ -83,7 +92,10 @@ func (s *Store) ComplianceSummary(ctx context.Context, org, policyID string) (fl
 	query := s.inServedZones(s.db.Gorm.WithContext(ctx).Table("policy_compliance AS c").
 		Select("c.hub_id, h.name AS hub_name, h.zone AS hub_zone, h.region AS hub_region, c.state, count(*) AS n").
 		Joins("JOIN hubs h ON h.id = c.hub_id AND h.deleted_at IS NULL").
-		Joins("JOIN policies p ON p.id = c.policy_id AND p.deleted_at IS NULL AND p.org_id = ?", org), "c.zone").
+		Joins("JOIN policies p ON p.id = c.policy_id AND p.deleted_at IS NULL AND p.org_id = ?", org).
+		Joins("LEFT JOIN managed_clusters mc ON mc.hub_id = c.hub_id AND mc.name = c.cluster_name AND mc.deleted_at IS NULL").
+		Joins("LEFT JOIN registrations r ON r.id = mc.registration_id").
+		Where(complianceVisibleSQL, org, org), "c.zone").
 		Group("c.hub_id, h.name, h.zone, h.region, c.state")
 	if policyID != "" {
 		query = query.Where("c.policy_id = ?", policyID)

@@ -82,6 +82,10 @@ func readyCondition(h fleet.HubLiveness, supported bool, now time.Time) fleet.Co
 			fmt.Sprintf("this deployment cannot deliver to %s hubs", h.Hub.DeliveryMode), gen, now)
 	case h.Hub.DeliveryMode != fleet.DeliveryAgent:
 		return cs.MarkTrue(fleet.ConditionHubReady, fleet.ReasonNoAgentNeeded, "registrations reach this hub through a SyncSet", gen, now)
+	case h.HeartbeatFresh && cs.Status(fleet.ConditionHubAgentReady) == fleet.ConditionFalse:
+		agent, _ := cs.Get(fleet.ConditionHubAgentReady)
+		return cs.MarkFalse(fleet.ConditionHubReady, fleet.ReasonAgentNotReady,
+			"the hub's agent reports in time but not ready: "+agent.Reason, gen, now)
 	case h.HeartbeatFresh:
 		return cs.MarkTrue(fleet.ConditionHubReady, fleet.ReasonHeartbeatFresh, "the hub's agent reports in time", gen, now)
 	case h.Hub.LastHeartbeatAt == nil:

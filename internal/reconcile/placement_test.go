@@ -124,3 +124,38 @@ func TestCustomerHubTakesOnlyItsOrg(t *testing.T) {
 		return r.Hub.ID
 	}).WithTimeout(5*time.Second).Should(gomega.Equal(shared.ID), "another org's registration must land on the shared hub")
 }
+
+// TestNoPlacementOnAHubWhoseAgentIsNotReady has a hub's agent report in time
+// but say it cannot reach its hub's API server (HubAgentReady False): the
+// hub is not Ready and takes no placement, where its fresh heartbeat alone
+// made it Ready; once its agent is ready again, the waiting registration is
+// placed there.
+func TestNoPlacementOnAHubWhoseAgentIsNotReady(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	e.startReplica(replicaOptions{})
+	h := e.hub("hub-broken", "eu", "eu-west-1", 5)
+	report := func(status fleet.ConditionStatus, reason string) {
+		t.Helper()
+		_, err := e.store.RecordHubHeartbeat(context.Background(), h.ID, h.AgentIdentity, fleet.HubHeartbeat{AgentVersion: "test",
+			Conditions: fleet.Conditions{{Type: fleet.ConditionHubAgentReady, Status: status, Reason: reason, LastTransitionTime: time.Now()}}})
+		if err != nil {
+			t.Fatalf("RecordHubHeartbeat(%s): %v", reason, err)
+		}
+	}
+	report(fleet.ConditionFalse, "HubUnreachable")
+	g := gomega.NewWithT(t)
+	g.Eventually(func() string {
+		got, _ := e.store.FindHub(context.Background(), h.ID)
+		c, _ := got.Conditions.Get(fleet.ConditionHubReady)
+		return string(c.Status) + " " + c.Reason
+	}).WithTimeout(10*time.Second).Should(gomega.Equal("False "+fleet.ReasonAgentNotReady), "the hub's Ready condition")
+	reg := e.register("waits", "eu", "eu-west-1")
+	e.eventually(reg.ID, 10*time.Second, cond(fleet.ConditionPlaced, fleet.ConditionFalse, fleet.ReasonNoHubAvailable), "NoHubAvailable")
+
+	report(fleet.ConditionTrue, "AgentReady")
+	reg = e.eventually(reg.ID, 10*time.Second, cond(fleet.ConditionPlaced, fleet.ConditionTrue, fleet.ReasonHubSelected), "placed")
+	if reg.Hub == nil || reg.Hub.ID != h.ID {
+		t.Errorf("placed on %+v, want %s", reg.Hub, h.Name)
+	}
+}

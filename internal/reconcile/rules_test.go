@@ -17,6 +17,8 @@ func TestReadyCondition(t *testing.T) {
 		return fleet.Conditions{{Type: fleet.ConditionHubReady, Status: status, Reason: reason, ObservedGeneration: 1, LastTransitionTime: then}}
 	}
 	agentReported := fleet.Condition{Type: "ClusterManagerAvailable", Status: fleet.ConditionTrue, Reason: "AgentReported", LastTransitionTime: then}
+	agentUnready := fleet.Condition{Type: fleet.ConditionHubAgentReady, Status: fleet.ConditionFalse, Reason: "HubUnreachable", LastTransitionTime: then}
+	agentReady := fleet.Condition{Type: fleet.ConditionHubAgentReady, Status: fleet.ConditionTrue, Reason: "AgentReady", LastTransitionTime: then}
 	tests := []struct {
 		name       string
 		mode       fleet.DeliveryMode
@@ -56,6 +58,10 @@ func TestReadyCondition(t *testing.T) {
 			ready(fleet.ConditionFalse, fleet.ReasonDeliveryPending), fleet.ConditionFalse, fleet.ReasonDeliveryPending, then},
 		{"unsupported agent mode beats a fresh heartbeat", fleet.DeliveryAgent, false, true, &lastBeat,
 			ready(fleet.ConditionTrue, fleet.ReasonHeartbeatFresh), fleet.ConditionFalse, fleet.ReasonDeliveryPending, now},
+		{"fresh heartbeat from an agent that cannot reach its hub", fleet.DeliveryAgent, true, true, &lastBeat,
+			append(ready(fleet.ConditionTrue, fleet.ReasonHeartbeatFresh), agentUnready), fleet.ConditionFalse, fleet.ReasonAgentNotReady, now},
+		{"agent ready again", fleet.DeliveryAgent, true, true, &lastBeat,
+			append(ready(fleet.ConditionFalse, fleet.ReasonAgentNotReady), agentReady), fleet.ConditionTrue, fleet.ReasonHeartbeatFresh, now},
 		{"agent conditions kept", fleet.DeliveryAgent, true, false, &lastBeat,
 			append(ready(fleet.ConditionTrue, fleet.ReasonHeartbeatFresh), agentReported), fleet.ConditionFalse, fleet.ReasonHeartbeatTimeout, now},
 	}
