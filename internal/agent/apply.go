@@ -36,23 +36,52 @@ type applier struct {
 }
 
 // applySet applies set, then removes what the agent applied before and the
-// set no longer holds: registrations first, then policies. It goes on past
-// a failing registration or policy, so one bad object does not hold back
-// the others, and returns every error.
-func (a *applier) applySet(ctx context.Context, set *private.DesiredSet) error {
-	var errs []error
+// set no longer holds: registrations first, then policies. Each entry (a
+// registration's or a policy's objects) is decoded and applied on its own:
+// one whose objects the hub refuses, or that cannot even be read, is a
+// failure of that entry only, returned in failures, and the pass goes on.
+// err holds the errors that concern the pass itself (the hub unreachable, a
+// removal that did not finish): the pass is then retried.
+func (a *applier) applySet(ctx context.Context, set *private.DesiredSet) (failures []private.EntryFailure, err error) {
+	var f entryFailures
 	want := make(map[string]bool, len(set.Registrations))
 	for _, reg := range set.Registrations {
 		want[reg.RegistrationId] = true
-		if err := a.applyRegistration(ctx, reg); err != nil {
-			errs = append(errs, err)
-		}
+		f.add(a.applyRegistration(ctx, reg), func(e *private.EntryFailure) { e.RegistrationId = &reg.RegistrationId })
 	}
 	if err := a.removeStale(ctx, want); err != nil {
-		errs = append(errs, err)
+		f.transient = append(f.transient, err)
 	}
-	errs = append(errs, a.syncPolicies(ctx, set)...)
-	return errors.Join(errs...)
+	a.syncPolicies(ctx, set, &f)
+	return f.items, errors.Join(f.transient...)
+}
+
+// retryFailed applies again the entries of set that failed, and only them
+// (nothing is removed): a kind installed since, or a namespace that ended
+// its termination, lets them pass. It returns those that still fail.
+func (a *applier) retryFailed(ctx context.Context, set *private.DesiredSet, failed []private.EntryFailure) ([]private.EntryFailure, error) {
+	regs, pols := map[string]bool{}, map[string]bool{}
+	for _, e := range failed {
+		if e.RegistrationId != nil {
+			regs[*e.RegistrationId] = true
+		}
+		if e.PolicyId != nil {
+			pols[*e.PolicyId] = true
+		}
+	}
+	var f entryFailures
+	for _, reg := range set.Registrations {
+		if regs[reg.RegistrationId] {
+			f.add(a.applyRegistration(ctx, reg), func(e *private.EntryFailure) { e.RegistrationId = &reg.RegistrationId })
+		}
+	}
+	shared := map[string]bool{}
+	for _, p := range desiredPolicies(set) {
+		if pols[p.PolicyId] {
+			f.add(a.applyPolicy(ctx, p, shared), func(e *private.EntryFailure) { e.PolicyId = &p.PolicyId })
+		}
+	}
+	return f.items, errors.Join(f.transient...)
 }
 
 // applyRegistration applies one registration's objects in their order
@@ -60,15 +89,18 @@ func (a *applier) applySet(ctx context.Context, set *private.DesiredSet) error {
 // joined: RHACM deletes it after the import, and applying it again would
 // import the cluster again.
 func (a *applier) applyRegistration(ctx context.Context, reg private.DesiredRegistration) error {
+	if err := failureOf(reg.Failure); err != nil {
+		return fmt.Errorf("applyRegistration(%s): %w", reg.RegistrationId, err)
+	}
+	objects, err := decodeObjects(reg.Objects)
+	if err != nil {
+		return fmt.Errorf("applyRegistration(%s): %w", reg.RegistrationId, err)
+	}
 	joined, err := a.clusterJoined(ctx, reg.ManagedClusterName)
 	if err != nil {
 		return fmt.Errorf("applyRegistration(%s): %w", reg.RegistrationId, err)
 	}
-	for i, o := range reg.Objects {
-		obj, err := toUnstructured(o)
-		if err != nil {
-			return fmt.Errorf("applyRegistration(%s): objects[%d]: %w", reg.RegistrationId, i, err)
-		}
+	for _, obj := range objects {
 		if joined && obj.GetKind() == "Secret" && obj.GetName() == fleet.AutoImportSecretName {
 			continue
 		}
@@ -93,20 +125,21 @@ func (a *applier) clusterJoined(ctx context.Context, name string) (bool, error) 
 	return hubConditionStatus(mc, fleet.HubConditionJoined) == string(fleet.ConditionTrue), nil
 }
 
-// toUnstructured turns an object of the desired set into an unstructured one.
-func toUnstructured(o private.KubeObject) (*unstructured.Unstructured, error) {
-	b, err := json.Marshal(o)
-	if err != nil {
-		return nil, err
+// decodeObjects decodes an entry's objects, each as it came: one that is not
+// a named Kubernetes object fails the entry, before anything of it is applied.
+func decodeObjects(raw []json.RawMessage) ([]*unstructured.Unstructured, error) {
+	out := make([]*unstructured.Unstructured, 0, len(raw))
+	for i, b := range raw {
+		obj := &unstructured.Unstructured{}
+		if err := obj.UnmarshalJSON(b); err != nil {
+			return nil, invalidEntry(fleet.ReasonObjectUnreadable, fmt.Errorf("objects[%d]: %w", i, err))
+		}
+		if obj.GetName() == "" {
+			return nil, invalidEntry(ReasonObjectInvalid, fmt.Errorf("objects[%d]: %s without a name", i, obj.GetKind()))
+		}
+		out = append(out, obj)
 	}
-	obj := &unstructured.Unstructured{}
-	if err := obj.UnmarshalJSON(b); err != nil {
-		return nil, err
-	}
-	if obj.GetName() == "" {
-		return nil, fmt.Errorf("%s without a name", obj.GetKind())
-	}
-	return obj, nil
+	return out, nil
 }
 
 // applyObject server-side applies obj, forcing ownership of its fields.
@@ -125,7 +158,7 @@ func (a *applier) applyObject(ctx context.Context, obj *unstructured.Unstructure
 	var r dynamic.ResourceInterface = ri
 	if mapping.Scope.Name() == meta.RESTScopeNameNamespace {
 		if obj.GetNamespace() == "" {
-			return fmt.Errorf("applyObject(%s %s): namespaced kind without a namespace", gvk.Kind, obj.GetName())
+			return invalidEntry(ReasonObjectInvalid, fmt.Errorf("applyObject(%s %s): namespaced kind without a namespace", gvk.Kind, obj.GetName()))
 		}
 		r = ri.Namespace(obj.GetNamespace())
 	}

@@ -1,12 +1,13 @@
 package agent
 
 import (
+	"encoding/json"
 	"testing"
 	"time"
 
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 
-	"github.com/fleetmanager/fleet-manager/pkg/api/private"
+	"github.com/fleetmanager/fleet-manager/internal/fleet"
 )
 
 func TestDeletionWait(t *testing.T) {
@@ -31,21 +32,32 @@ func TestDeletionWait(t *testing.T) {
 	}
 }
 
-func TestToUnstructured(t *testing.T) {
+func TestDecodeObjects(t *testing.T) {
 	t.Parallel()
-	o := private.KubeObject{ApiVersion: "v1", Kind: "Secret", Metadata: map[string]any{"name": "auto-import-secret", "namespace": "c1"},
-		AdditionalProperties: map[string]any{"stringData": map[string]any{"token": "t"}, "type": "Opaque"}}
-	u, err := toUnstructured(o)
-	if err != nil {
-		t.Fatal(err)
+	secret := `{"apiVersion":"v1","kind":"Secret","metadata":{"name":"auto-import-secret","namespace":"c1"},"stringData":{"token":"t"},"type":"Opaque"}`
+	objs, err := decodeObjects([]json.RawMessage{json.RawMessage(secret)})
+	if err != nil || len(objs) != 1 {
+		t.Fatalf("decodeObjects(a Secret) = %v, %v", objs, err)
 	}
+	u := objs[0]
 	if u.GetKind() != "Secret" || u.GetNamespace() != "c1" || u.GetName() != "auto-import-secret" || u.Object["type"] != "Opaque" {
-		t.Errorf("toUnstructured = %v, want the Secret c1/auto-import-secret with its type", u.Object)
+		t.Errorf("decodeObjects = %v, want the Secret c1/auto-import-secret with its type", u.Object)
 	}
 	if tok, _, _ := unstructured.NestedString(u.Object, "stringData", "token"); tok != "t" {
-		t.Errorf("toUnstructured stringData.token = %q, want t", tok)
+		t.Errorf("decodeObjects stringData.token = %q, want t", tok)
 	}
-	if _, err := toUnstructured(private.KubeObject{ApiVersion: "v1", Kind: "Namespace", Metadata: map[string]any{}}); err == nil {
-		t.Errorf("toUnstructured(no name) = nil error, want one")
+	// Each is the entry's own failure, with a reason for its owner.
+	for raw, reason := range map[string]string{
+		`{"apiVersion":"v1","kind":"Namespace","metadata":{}}`:                  ReasonObjectInvalid,
+		`{"apiVersion":"v1","kind":"Namespace","metadata":"not an object"}`:     ReasonObjectInvalid,
+		`{"apiVersion":"v1","kind":"Namespace","metadata":{"name":"x"}`:         fleet.ReasonObjectUnreadable,
+		`{"apiVersion":"v1","metadata":{"name":"no-kind"}}`:                     fleet.ReasonObjectUnreadable,
+		`[{"apiVersion":"v1","kind":"Namespace","metadata":{"name":"a-list"}}]`: fleet.ReasonObjectUnreadable,
+	} {
+		_, err := decodeObjects([]json.RawMessage{json.RawMessage(secret), json.RawMessage(raw)})
+		failure, ok := entryFailure(err)
+		if !ok || failure.Reason != reason {
+			t.Errorf("decodeObjects(%s) = %v: failure %+v, %v; want the entry's failure %s", raw, err, failure, ok, reason)
+		}
 	}
 }

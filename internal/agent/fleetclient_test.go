@@ -42,7 +42,7 @@ func TestFleetClientDesiredLongPoll(t *testing.T) {
 	ctx := t.Context()
 
 	rev := f.setDesired(private.DesiredRegistration{RegistrationId: "r-1", ManagedClusterName: "c1", Generation: 1,
-		Objects: []private.KubeObject{{ApiVersion: "v1", Kind: "Namespace", Metadata: map[string]any{"name": "c1"}}}})
+		Objects: rawObjects(t, map[string]any{"apiVersion": "v1", "kind": "Namespace", "metadata": map[string]any{"name": "c1"}})})
 	set, err := fc.GetHubDesired(ctx, 0, time.Second)
 	if err != nil || set == nil || set.Revision != rev || len(set.Registrations) != 1 {
 		t.Fatalf("GetHubDesired(after=0) = %+v, %v, want revision %d with 1 registration", set, err, rev)

@@ -55,6 +55,9 @@ func (a *Agent) heartbeat(ctx context.Context) {
 		AppliedRevision:      a.applied.Load(),
 		Conditions:           &conditions,
 	}
+	if failures, ok := a.lastPass.acknowledgedFailures(report.AppliedRevision); ok {
+		report.Failures = &failures
+	}
 	if a.informer.HasSynced() {
 		report.Capacity = &map[string]string{"managed_clusters": strconv.Itoa(len(a.informer.GetStore().ListKeys()))}
 	}

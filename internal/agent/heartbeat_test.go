@@ -61,7 +61,7 @@ func TestHeartbeat(t *testing.T) {
 		t.Errorf("Ready() three heartbeat intervals later = nil, want an error")
 	}
 	// After a pass over the desired set, its outcome goes along.
-	a.lastPass.record(rev, errors.New("the hub refused an object"), clock.t)
+	a.lastPass.record(rev, errors.New("the hub refused an object"), nil, clock.t)
 	a.heartbeat(t.Context())
 	hbs = f.heartbeats()
 	if got := hbs[len(hbs)-1].Conditions; got == nil || len(*got) != 2 || (*got)[1].Type != ConditionDesiredSetApplied ||

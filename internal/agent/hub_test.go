@@ -3,7 +3,6 @@ package agent
 import (
 	"context"
 	"encoding/base64"
-	"encoding/json"
 	"fmt"
 	"os"
 	"slices"
@@ -45,18 +44,7 @@ var klusterletAddonConfigGVR = schema.GroupVersionResource{Group: "agent.open-cl
 // manager does, in the private API's shape.
 func desiredRegistration(t *testing.T, reg fleet.Registration, hubID string, creds *fleet.ImportCredentials) private.DesiredRegistration {
 	t.Helper()
-	var objects []private.KubeObject
-	for _, o := range fleet.DesiredObjects(reg, hubID, creds) {
-		b, err := json.Marshal(o)
-		if err != nil {
-			t.Fatal(err)
-		}
-		var ko private.KubeObject
-		if err := json.Unmarshal(b, &ko); err != nil {
-			t.Fatal(err)
-		}
-		objects = append(objects, ko)
-	}
+	objects := rawObjects(t, fleet.DesiredObjects(reg, hubID, creds)...)
 	return private.DesiredRegistration{RegistrationId: reg.ID, Generation: 1, ManagedClusterName: fleet.ManagedClusterName(reg), Objects: objects}
 }
 
@@ -382,10 +370,10 @@ func TestAgentAppliesKindsInstalledLater(t *testing.T) {
 		})
 	}).WithTimeout(30 * time.Second).Should(gomega.BeTrue())
 
-	widget := private.KubeObject{ApiVersion: group + "/v1", Kind: "Widget",
-		Metadata:             map[string]any{"name": "w-" + suffix, "labels": map[string]any{fleet.LabelHubID: f.hubID}},
-		AdditionalProperties: map[string]any{"spec": map[string]any{"size": int64(3)}}}
-	first.Objects = append(first.Objects, widget)
+	widget := map[string]any{"apiVersion": group + "/v1", "kind": "Widget",
+		"metadata": map[string]any{"name": "w-" + suffix, "labels": map[string]any{fleet.LabelHubID: f.hubID}},
+		"spec":     map[string]any{"size": int64(3)}}
+	first.Objects = append(first.Objects, rawObjects(t, widget)...)
 	rev = f.setDesired(first)
 	g.Eventually(f.appliedRevision).WithTimeout(30 * time.Second).Should(gomega.Equal(rev))
 	widgets := schema.GroupVersionResource{Group: group, Version: "v1", Resource: "widgets"}

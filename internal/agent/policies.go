@@ -2,6 +2,7 @@ package agent
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 
@@ -41,48 +42,67 @@ func desiredPolicies(set *private.DesiredSet) []private.DesiredPolicy {
 
 // syncPolicies applies the set's policies, then deletes the policy objects
 // the agent applied before that the set no longer holds: those of policies
-// that left it, and those a policy had under another name. It goes on past
-// a failing policy and returns every error.
-func (a *applier) syncPolicies(ctx context.Context, set *private.DesiredSet) []error {
-	var errs []error
+// that left it, and those a policy had under another name. Each policy is an
+// entry of its own in f; what a failed policy has on the hub stays.
+func (a *applier) syncPolicies(ctx context.Context, set *private.DesiredSet, f *entryFailures) {
 	policies := desiredPolicies(set)
 	want := map[policyObjectKey]bool{}
+	// keep holds the policies whose objects cannot be read: all they have
+	// on the hub stays.
+	keep := map[string]bool{}
 	for _, p := range policies {
+		if p.Failure != nil {
+			keep[p.PolicyId] = true
+		}
 		for _, o := range p.Objects {
-			want[kubeObjectKey(o)] = true
+			key, err := kubeObjectKey(o)
+			if err != nil {
+				keep[p.PolicyId] = true
+				continue
+			}
+			want[key] = true
 		}
 	}
 	shared := map[string]bool{}
 	for _, p := range policies {
-		if err := a.applyPolicy(ctx, p, shared); err != nil {
-			errs = append(errs, err)
-		}
+		f.add(a.applyPolicy(ctx, p, shared), func(e *private.EntryFailure) { e.PolicyId = &p.PolicyId })
 	}
-	if err := a.removeStalePolicies(ctx, want); err != nil {
-		errs = append(errs, err)
+	if err := a.removeStalePolicies(ctx, want, keep); err != nil {
+		f.transient = append(f.transient, err)
 	}
-	return errs
 }
 
 // kubeObjectKey returns the key of an object of the desired set, read from
 // its fields as sent, so that even an object that fails to apply keeps what
 // the hub holds under its name.
-func kubeObjectKey(o private.KubeObject) policyObjectKey {
-	gv, _ := schema.ParseGroupVersion(o.ApiVersion)
-	ns, _ := o.Metadata["namespace"].(string)
-	name, _ := o.Metadata["name"].(string)
-	return policyObjectKey{group: gv.Group, kind: o.Kind, namespace: ns, name: name}
+func kubeObjectKey(raw json.RawMessage) (policyObjectKey, error) {
+	var o struct {
+		APIVersion string `json:"apiVersion"`
+		Kind       string `json:"kind"`
+		Metadata   struct {
+			Namespace string `json:"namespace"`
+			Name      string `json:"name"`
+		} `json:"metadata"`
+	}
+	if err := json.Unmarshal(raw, &o); err != nil {
+		return policyObjectKey{}, err
+	}
+	gv, _ := schema.ParseGroupVersion(o.APIVersion)
+	return policyObjectKey{group: gv.Group, kind: o.Kind, namespace: o.Metadata.Namespace, name: o.Metadata.Name}, nil
 }
 
 // applyPolicy applies one policy's objects in their order (namespace
 // first). The objects every policy shares (without the policy-id label) are
 // applied once a pass: shared holds the bodies already applied.
 func (a *applier) applyPolicy(ctx context.Context, p private.DesiredPolicy, shared map[string]bool) error {
-	for i, o := range p.Objects {
-		obj, err := toUnstructured(o)
-		if err != nil {
-			return fmt.Errorf("applyPolicy(%s): objects[%d]: %w", p.PolicyId, i, err)
-		}
+	if err := failureOf(p.Failure); err != nil {
+		return fmt.Errorf("applyPolicy(%s): %w", p.PolicyId, err)
+	}
+	objects, err := decodeObjects(p.Objects)
+	if err != nil {
+		return fmt.Errorf("applyPolicy(%s): %w", p.PolicyId, err)
+	}
+	for i, obj := range objects {
 		_, own := obj.GetLabels()[fleet.LabelPolicyID]
 		var body string
 		if !own {
@@ -118,8 +138,9 @@ func policyOwnedSelector(hubID string) string {
 
 // removeStalePolicies deletes, in every namespace, the Policies, Placements
 // and PlacementBindings the agent applied whose kind, namespace and name
-// are not in want. A kind the hub does not serve holds nothing to remove.
-func (a *applier) removeStalePolicies(ctx context.Context, want map[policyObjectKey]bool) error {
+// are not in want, except those of the policies in keep. A kind the hub
+// does not serve holds nothing to remove.
+func (a *applier) removeStalePolicies(ctx context.Context, want map[policyObjectKey]bool, keep map[string]bool) error {
 	sel := metav1.ListOptions{LabelSelector: policyOwnedSelector(a.hubID)}
 	var errs []error
 	for _, gvr := range policyOwnedResources {
@@ -134,7 +155,7 @@ func (a *applier) removeStalePolicies(ctx context.Context, want map[policyObject
 		}
 		for _, obj := range list.Items {
 			key := policyObjectKey{group: gvr.Group, kind: obj.GetKind(), namespace: obj.GetNamespace(), name: obj.GetName()}
-			if want[key] || obj.GetDeletionTimestamp() != nil {
+			if want[key] || keep[obj.GetLabels()[fleet.LabelPolicyID]] || obj.GetDeletionTimestamp() != nil {
 				continue
 			}
 			a.logger.Info("deleting object of a removed policy", "kind", key.kind, "namespace", key.namespace, "name", key.name,

@@ -6,7 +6,6 @@ import (
 	"errors"
 	"fmt"
 	"maps"
-	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -75,18 +74,7 @@ func testPolicy(name, remediation string) fleet.Policy {
 func desiredPolicy(t *testing.T, p fleet.Policy, hubID string, cfg fleet.PolicyHubConfig) private.DesiredPolicy {
 	t.Helper()
 	rendered := fleet.PolicyHubObjects(p, hubID, false, cfg)
-	var objects []private.KubeObject
-	for _, o := range rendered.Objects {
-		b, err := json.Marshal(o)
-		if err != nil {
-			t.Fatal(err)
-		}
-		var ko private.KubeObject
-		if err := json.Unmarshal(b, &ko); err != nil {
-			t.Fatal(err)
-		}
-		objects = append(objects, ko)
-	}
+	objects := rawObjects(t, rendered.Objects...)
 	return private.DesiredPolicy{PolicyId: rendered.PolicyID, Generation: rendered.Generation, Objects: objects}
 }
 
@@ -195,7 +183,7 @@ func TestApplySetAppliesUpdatesAndRemovesPolicies(t *testing.T) {
 	p1, p2 := testPolicy("require-labels", "inform"), testPolicy("audit-logging", "inform")
 
 	// Both policies and the registration are applied, with the shared objects.
-	g.Expect(a.applySet(ctx, policySet(regs, desiredPolicy(t, p1, a.hubID, cfg), desiredPolicy(t, p2, a.hubID, cfg)))).To(gomega.Succeed())
+	g.Expect(applyAll(ctx, a, policySet(regs, desiredPolicy(t, p1, a.hubID, cfg), desiredPolicy(t, p2, a.hubID, cfg)))).To(gomega.Succeed())
 	if _, err := get(ctx, admin, managedClusterGVR, "", fleet.ManagedClusterName(reg)); err != nil {
 		t.Errorf("ManagedCluster of the registration: %v", err)
 	}
@@ -208,7 +196,7 @@ func TestApplySetAppliesUpdatesAndRemovesPolicies(t *testing.T) {
 
 	// A changed spec is applied.
 	p1.Body["spec"].(map[string]any)["remediationAction"] = "enforce"
-	g.Expect(a.applySet(ctx, policySet(regs, desiredPolicy(t, p1, a.hubID, cfg), desiredPolicy(t, p2, a.hubID, cfg)))).To(gomega.Succeed())
+	g.Expect(applyAll(ctx, a, policySet(regs, desiredPolicy(t, p1, a.hubID, cfg), desiredPolicy(t, p2, a.hubID, cfg)))).To(gomega.Succeed())
 	if policy = expectPolicyObjects(t, admin, p1, a.hubID, cfg); policy == nil {
 		t.FailNow()
 	}
@@ -219,12 +207,12 @@ func TestApplySetAppliesUpdatesAndRemovesPolicies(t *testing.T) {
 	// A policy renamed: its objects under the old name go.
 	renamed := p2
 	renamed.Name = "audit-logging-v2"
-	g.Expect(a.applySet(ctx, policySet(regs, desiredPolicy(t, p1, a.hubID, cfg), desiredPolicy(t, renamed, a.hubID, cfg)))).To(gomega.Succeed())
+	g.Expect(applyAll(ctx, a, policySet(regs, desiredPolicy(t, p1, a.hubID, cfg), desiredPolicy(t, renamed, a.hubID, cfg)))).To(gomega.Succeed())
 	expectPolicyGone(g, ctx, admin, p2, cfg)
 	expectPolicyObjects(t, admin, renamed, a.hubID, cfg)
 
 	// A policy that left the set: its three objects go, the rest stays.
-	g.Expect(a.applySet(ctx, policySet(regs, desiredPolicy(t, p1, a.hubID, cfg)))).To(gomega.Succeed())
+	g.Expect(applyAll(ctx, a, policySet(regs, desiredPolicy(t, p1, a.hubID, cfg)))).To(gomega.Succeed())
 	expectPolicyGone(g, ctx, admin, renamed, cfg)
 	expectPolicyObjects(t, admin, p1, a.hubID, cfg)
 	expectSharedObjects(t, admin, a.hubID, cfg)
@@ -233,7 +221,7 @@ func TestApplySetAppliesUpdatesAndRemovesPolicies(t *testing.T) {
 	}
 
 	// An empty set: the last policy goes too; the shared objects stay.
-	g.Expect(a.applySet(ctx, &private.DesiredSet{Revision: time.Now().UnixNano()})).To(gomega.Succeed())
+	g.Expect(applyAll(ctx, a, &private.DesiredSet{Revision: time.Now().UnixNano()})).To(gomega.Succeed())
 	expectPolicyGone(g, ctx, admin, p1, cfg)
 	expectSharedObjects(t, admin, a.hubID, cfg)
 }
@@ -249,17 +237,13 @@ func TestApplySetKeepsPolicyObjectsItDoesNotOwn(t *testing.T) {
 	a, admin, cfg := newPolicyTest(t)
 
 	kept, stale := testPolicy("kept", "inform"), testPolicy("stale", "inform")
-	g.Expect(a.applySet(ctx, policySet(nil, desiredPolicy(t, kept, a.hubID, cfg), desiredPolicy(t, stale, a.hubID, cfg)))).To(gomega.Succeed())
+	g.Expect(applyAll(ctx, a, policySet(nil, desiredPolicy(t, kept, a.hubID, cfg), desiredPolicy(t, stale, a.hubID, cfg)))).To(gomega.Succeed())
 
 	// Another hub's agent, on the same API server, applied the same kinds.
 	otherHub := uniqueHubID("other-hub")
 	foreign := testPolicy("foreign", "inform")
 	for _, o := range desiredPolicy(t, foreign, otherHub, cfg).Objects[2:] {
-		obj, err := toUnstructured(o)
-		if err != nil {
-			t.Fatal(err)
-		}
-		create(t, admin, obj)
+		create(t, admin, fromJSON(t, string(o)))
 	}
 	// A Policy labelled with this hub but with no policy id.
 	unlabelled := policyObject(t, stale, cfg.Namespace, "unlabelled", map[string]string{fleet.LabelManagedBy: fleet.ManagedByAgent, fleet.LabelHubID: a.hubID})
@@ -273,7 +257,7 @@ func TestApplySetKeepsPolicyObjectsItDoesNotOwn(t *testing.T) {
 	replicated := policyObject(t, stale, clusterNS, cfg.Namespace+"."+staleName, replicatedLabels)
 	create(t, admin, replicated)
 
-	g.Expect(a.applySet(ctx, policySet(nil, desiredPolicy(t, kept, a.hubID, cfg)))).To(gomega.Succeed())
+	g.Expect(applyAll(ctx, a, policySet(nil, desiredPolicy(t, kept, a.hubID, cfg)))).To(gomega.Succeed())
 	expectPolicyGone(g, ctx, admin, stale, cfg)
 	expectPolicyObjects(t, admin, kept, a.hubID, cfg)
 	expectPolicyObjects(t, admin, foreign, otherHub, cfg)
@@ -316,23 +300,21 @@ func TestApplySetReportsInvalidPolicyAndAppliesTheOthers(t *testing.T) {
 	a, admin, cfg := newPolicyTest(t)
 
 	bad, good := testPolicy("bad-placement", "inform"), testPolicy("good", "inform")
-	g.Expect(a.applySet(ctx, policySet(nil, desiredPolicy(t, bad, a.hubID, cfg)))).To(gomega.Succeed())
+	g.Expect(applyAll(ctx, a, policySet(nil, desiredPolicy(t, bad, a.hubID, cfg)))).To(gomega.Succeed())
 
-	// The bad policy comes first: the good one is applied all the same.
+	// The bad policy comes first: the good one is applied all the same, and
+	// the pass itself succeeds, with the bad policy's failure alone.
 	broken := desiredPolicy(t, bad, a.hubID, cfg)
-	g.Expect(broken.Objects[3].Kind).To(gomega.Equal("Placement"))
-	spec := broken.Objects[3].AdditionalProperties["spec"].(map[string]any)
-	spec["numberOfClusters"] = "three"
-	err := a.applySet(ctx, policySet(nil, broken, desiredPolicy(t, good, a.hubID, cfg)))
-	g.Expect(err).To(gomega.HaveOccurred())
+	g.Expect(kindOf(t, broken.Objects[3])).To(gomega.Equal("Placement"))
+	broken.Objects[3] = editObject(t, broken.Objects[3], func(o map[string]any) { o["spec"].(map[string]any)["numberOfClusters"] = "three" })
+	failures, err := a.applySet(ctx, policySet(nil, broken, desiredPolicy(t, good, a.hubID, cfg)))
+	g.Expect(err).NotTo(gomega.HaveOccurred(), "the pass")
+	g.Expect(failures).To(gomega.HaveLen(1), "one failed entry")
+	g.Expect(failures[0].RegistrationId).To(gomega.BeNil())
+	g.Expect(*failures[0].PolicyId).To(gomega.Equal(bad.ID))
 	name := fleet.HubPolicyName(bad, cfg.Namespace)
-	for _, s := range []string{bad.ID, "Placement", name} {
-		if !strings.Contains(err.Error(), s) {
-			t.Errorf("applySet() = %v, want an error naming %s", err, s)
-		}
-	}
-	if strings.Contains(err.Error(), good.ID) {
-		t.Errorf("applySet() = %v, want no error for the good policy %s", err, good.ID)
+	for _, s := range []string{"Placement", name} {
+		g.Expect(failures[0].Message).To(gomega.ContainSubstring(s))
 	}
 	expectPolicyObjects(t, admin, good, a.hubID, cfg)
 	// What the bad policy had applied before is not removed as stale.
@@ -381,9 +363,10 @@ func TestPolicyOwnedSelector(t *testing.T) {
 
 // TestPassConditionNamesAKindTheHubDoesNotServe applies, on the real hub, a
 // set whose policy has a kind the hub has no CRD for (an unserved version of
-// Policy, as on a hub without the policy framework) beside a good policy,
-// and reads the DesiredSetApplied condition the heartbeat would carry: False,
-// KindNotServed, naming the kind; then True once a pass succeeds.
+// Policy, as on a hub without the policy framework) beside a good policy:
+// that policy alone fails, KindNotServed; the DesiredSetApplied condition the
+// heartbeat would carry is False, EntriesFailed, naming it; then True once a
+// pass applies everything, and ApplyFailed for a pass that failed as a whole.
 func TestPassConditionNamesAKindTheHubDoesNotServe(t *testing.T) {
 	t.Parallel()
 	g := gomega.NewWithT(t)
@@ -392,34 +375,45 @@ func TestPassConditionNamesAKindTheHubDoesNotServe(t *testing.T) {
 	unserved, good := testPolicy("unserved", "inform"), testPolicy("served", "inform")
 	missing := desiredPolicy(t, unserved, a.hubID, cfg)
 	for i, o := range missing.Objects {
-		if o.Kind == "Policy" {
-			missing.Objects[i].ApiVersion = "policy.open-cluster-management.io/v9"
+		if kindOf(t, o) == "Policy" {
+			missing.Objects[i] = editObject(t, o, func(o map[string]any) { o["apiVersion"] = "policy.open-cluster-management.io/v9" })
 		}
 	}
-	err := a.applySet(ctx, policySet(nil, missing, desiredPolicy(t, good, a.hubID, cfg)))
-	g.Expect(err).To(gomega.HaveOccurred())
+	failures, err := a.applySet(ctx, policySet(nil, missing, desiredPolicy(t, good, a.hubID, cfg)))
+	g.Expect(err).NotTo(gomega.HaveOccurred())
+	g.Expect(failures).To(gomega.HaveLen(1))
+	g.Expect([]string{*failures[0].PolicyId, failures[0].Reason}).To(gomega.Equal([]string{unserved.ID, ReasonKindNotServed}))
+	g.Expect(failures[0].Message).To(gomega.ContainSubstring("Policy"))
 	expectPolicyObjects(t, admin, good, a.hubID, cfg)
 
 	var pass passRecord
 	first := time.Date(2026, 12, 1, 9, 0, 0, 0, time.UTC)
-	g.Expect(pass.record(7, err, first)).To(gomega.BeTrue(), "the first pass sets the condition")
+	g.Expect(pass.record(7, nil, failures, first)).To(gomega.BeTrue(), "the first pass sets the condition")
 	c, ok := pass.condition()
 	g.Expect(ok).To(gomega.BeTrue())
 	g.Expect(c.Type).To(gomega.Equal(ConditionDesiredSetApplied))
 	g.Expect(c.Status).To(gomega.Equal(private.False))
-	g.Expect(c.Reason).To(gomega.Equal(ReasonKindNotServed))
-	g.Expect(*c.Message).To(gomega.ContainSubstring("revision 7: the hub does not serve Policy.policy.open-cluster-management.io"))
-	g.Expect(pass.record(8, err, first.Add(time.Minute))).To(gomega.BeFalse(), "still failing: no transition")
+	g.Expect(c.Reason).To(gomega.Equal(ReasonEntriesFailed))
+	g.Expect(*c.Message).To(gomega.ContainSubstring("applied revision 7 but for 1 entries"))
+	g.Expect(*c.Message).To(gomega.ContainSubstring("policy " + unserved.ID + " (KindNotServed)"))
+	acked, ok := pass.acknowledgedFailures(7)
+	g.Expect(ok).To(gomega.BeTrue())
+	g.Expect(acked).To(gomega.Equal(failures), "the failures of the acknowledged revision go with the heartbeat")
+	g.Expect(pass.record(8, nil, failures, first.Add(time.Minute))).To(gomega.BeFalse(), "still failing: no transition")
 	c, _ = pass.condition()
 	g.Expect(c.LastTransitionTime).To(gomega.Equal(first))
 
-	g.Expect(a.applySet(ctx, policySet(nil, desiredPolicy(t, good, a.hubID, cfg)))).To(gomega.Succeed())
-	g.Expect(pass.record(9, nil, first.Add(2*time.Minute))).To(gomega.BeTrue())
+	g.Expect(applyAll(ctx, a, policySet(nil, desiredPolicy(t, good, a.hubID, cfg)))).To(gomega.Succeed())
+	g.Expect(pass.record(9, nil, nil, first.Add(2*time.Minute))).To(gomega.BeTrue())
 	c, _ = pass.condition()
 	g.Expect([]any{c.Status, c.Reason, *c.Message, c.LastTransitionTime}).To(gomega.Equal(
 		[]any{private.True, ReasonApplied, "applied revision 9", first.Add(2 * time.Minute)}))
 
-	g.Expect(pass.record(10, errors.New("the hub refused an object"), first.Add(3*time.Minute))).To(gomega.BeTrue())
+	g.Expect(pass.record(10, errors.New("the hub is unreachable"), nil, first.Add(3*time.Minute))).To(gomega.BeTrue())
 	c, _ = pass.condition()
-	g.Expect([]any{c.Status, c.Reason, *c.Message}).To(gomega.Equal([]any{private.False, ReasonApplyFailed, "revision 10: the hub refused an object"}))
+	g.Expect([]any{c.Status, c.Reason, *c.Message}).To(gomega.Equal([]any{private.False, ReasonApplyFailed, "revision 10: the hub is unreachable"}))
+	_, ok = pass.acknowledgedFailures(10)
+	g.Expect(ok).To(gomega.BeFalse(), "a failed pass acknowledges nothing")
+	acked, ok = pass.acknowledgedFailures(9)
+	g.Expect([]any{acked, ok}).To(gomega.Equal([]any{[]private.EntryFailure{}, true}), "revision 9 stays acknowledged, with no failure")
 }

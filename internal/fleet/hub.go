@@ -205,6 +205,11 @@ type HubHeartbeat struct {
 	AppliedRevision int64
 	Capacity        map[string]string
 	Conditions      Conditions
+	// Failures are the entries of the applied revision the hub did not take,
+	// when FailuresReported; an agent that does not report them leaves the
+	// recorded ones as they are.
+	Failures         []DeliveryFailure
+	FailuresReported bool
 }
 
 // AgentService is what fleetshard-sync agents call.

@@ -144,6 +144,9 @@ type DesiredRegistration struct {
 	Generation         int64
 	ManagedClusterName string
 	Objects            []map[string]any
+	// Failure, when set, is why the objects could not be rendered; the
+	// entry goes without them.
+	Failure *DeliveryFailure
 }
 
 // DesiredSet is everything a hub should hold, at one revision.

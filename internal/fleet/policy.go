@@ -75,6 +75,9 @@ type Policy struct {
 	UpdatedAt  time.Time
 	// Hubs is how many hubs hold the policy, as last resolved.
 	Hubs int
+	// DeliveryFailures are the hubs whose agent could not apply the policy
+	// at the revision it last acknowledged, by hub id.
+	DeliveryFailures []PolicyDeliveryFailure
 }
 
 // PolicyCreate is a request to create a configuration policy.

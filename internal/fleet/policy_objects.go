@@ -21,6 +21,9 @@ type DesiredPolicy struct {
 	PolicyID   string
 	Generation int64
 	Objects    []map[string]any
+	// Failure, when set, is why the objects could not be rendered; the
+	// entry goes without them.
+	Failure *DeliveryFailure
 }
 
 // HubPolicyName is a policy's name on the hubs: its name and a short suffix

@@ -23,9 +23,12 @@ type AgentDelivery struct {
 func NewAgentDelivery(store *Store) *AgentDelivery { return &AgentDelivery{store: store} }
 
 // Deliver publishes reg's current generation once, then reports whether the
-// agent acknowledged a revision that carries it.
+// agent acknowledged a revision that carries it, and applied its objects: an
+// agent that reported the hub refused them (at that revision or later) has
+// not delivered it, whatever became of the rest of the hub's set.
 func (d *AgentDelivery) Deliver(ctx context.Context, hub fleet.Hub, reg fleet.Registration) (fleet.DeliveryReport, error) {
 	var published, applied int64
+	var failure *storedFailure
 	err := d.store.transact(ctx, func(tx *gorm.DB) error {
 		row, err := lockPlaced(tx, reg.ID, hub.ID)
 		if err != nil {
@@ -33,7 +36,10 @@ func (d *AgentDelivery) Deliver(ctx context.Context, hub fleet.Hub, reg fleet.Re
 		}
 		if row.PublishedRevision != nil && deref64(row.PublishedGeneration) == row.Generation {
 			published = *row.PublishedRevision
-			applied, err = appliedRevision(tx, hub.ID)
+			if applied, err = appliedRevision(tx, hub.ID); err != nil {
+				return err
+			}
+			failure, err = registrationFailure(tx, reg.ID)
 			return err
 		}
 		published, applied, err = bumpRevision(tx, hub.ID)
@@ -44,6 +50,10 @@ func (d *AgentDelivery) Deliver(ctx context.Context, hub fleet.Hub, reg fleet.Re
 	})
 	if err != nil {
 		return fleet.DeliveryReport{}, fmt.Errorf("Deliver(%s to %s): %w", reg.ID, hub.Name, err)
+	}
+	if applied >= published && failure != nil && failure.Revision >= published {
+		return fleet.DeliveryReport{Reason: failure.Reason,
+			Message: fmt.Sprintf("the agent of hub %s could not apply it at revision %d: %s", hub.Name, failure.Revision, failure.Message)}, nil
 	}
 	if applied >= published {
 		return fleet.DeliveryReport{Done: true, Reason: fleet.ReasonAcknowledged,
@@ -166,6 +176,11 @@ WHERE id = ?`, hb.AgentVersion, hb.AgentStartGeneration, applied,
 			restarted, old.HeartbeatFresh, hubID).Error
 		if err != nil {
 			return err
+		}
+		if hb.FailuresReported {
+			if err := s.recordDeliveryFailures(tx, hubID, applied, hb.Failures); err != nil {
+				return err
+			}
 		}
 		if err := s.wakeAcknowledged(tx, hubID, old.AppliedRevision, applied); err != nil {
 			return err

@@ -36,15 +36,16 @@ func (s *Store) DesiredSet(ctx context.Context, hubID, agentIdentity string) (fl
 	}
 	set.Revision = hub.Revision
 	for _, r := range rows {
-		creds, err := s.openCredentials(r)
-		if err != nil {
-			return set, fmt.Errorf("DesiredSet(%s): %w", hubID, err)
-		}
 		reg := r.toRegistration()
-		set.Registrations = append(set.Registrations, fleet.DesiredRegistration{
-			RegistrationID: reg.ID, Generation: reg.Generation, ManagedClusterName: fleet.ManagedClusterName(reg),
-			Objects: fleet.DesiredObjects(reg, hubID, creds),
-		})
+		entry := fleet.DesiredRegistration{RegistrationID: reg.ID, Generation: reg.Generation, ManagedClusterName: fleet.ManagedClusterName(reg)}
+		// Credentials that cannot be opened fail this registration only.
+		if creds, err := s.openCredentials(r); err != nil {
+			entry.Failure = &fleet.DeliveryFailure{RegistrationID: reg.ID, Reason: fleet.ReasonCredentialsUnreadable,
+				Message: "the fleet manager cannot open the registration's import credentials"}
+		} else {
+			entry.Objects = fleet.DesiredObjects(reg, hubID, creds)
+		}
+		set.Registrations = append(set.Registrations, entry)
 	}
 	if set.Policies, err = s.desiredPolicies(tx, hubID, hub.OwnerOrgID); err != nil {
 		return set, fmt.Errorf("DesiredSet(%s): %w", hubID, err)
@@ -52,18 +53,52 @@ func (s *Store) DesiredSet(ctx context.Context, hubID, agentIdentity string) (fl
 	return set, nil
 }
 
+// desiredPolicyRow is a policy row with its body as stored, decoded row by
+// row: a body no decoder takes fails its own policy, not the hub's set.
+type desiredPolicyRow struct {
+	ID         string
+	OrgID      string
+	Zone       string
+	Name       string
+	Body       string
+	Selector   selectorJSON `gorm:"serializer:json"`
+	Generation int64
+}
+
 // desiredPolicies renders the live policies placed on a hub, oldest first.
 func (s *Store) desiredPolicies(tx *gorm.DB, hubID string, owner *string) ([]fleet.DesiredPolicy, error) {
-	var rows []policyRow
-	if err := policies(tx).Joins("JOIN policy_hubs ph ON ph.policy_id = p.id AND ph.hub_id = ?", hubID).
+	var rows []desiredPolicyRow
+	if err := tx.Table("policies AS p").Select("p.id, p.org_id, p.zone, p.name, p.body::text AS body, p.selector, p.generation").
+		Joins("JOIN policy_hubs ph ON ph.policy_id = p.id AND ph.hub_id = ?", hubID).Where("p.deleted_at IS NULL").
 		Order("p.created_at, p.id").Find(&rows).Error; err != nil {
 		return nil, err
 	}
 	out := make([]fleet.DesiredPolicy, len(rows))
 	for i, r := range rows {
-		out[i] = fleet.PolicyHubObjects(r.toPolicy(), hubID, owner != nil && *owner == r.OrgID, s.cfg.Policies)
+		p, failure := r.decode()
+		if failure != nil {
+			out[i] = fleet.DesiredPolicy{PolicyID: r.ID, Generation: r.Generation, Failure: failure}
+			continue
+		}
+		out[i] = fleet.PolicyHubObjects(p, hubID, owner != nil && *owner == r.OrgID, s.cfg.Policies)
 	}
 	return out, nil
+}
+
+// decode returns the policy of r, or why it cannot go to a hub: its body is
+// nested deeper than fleet.MaxDeliveredDepth (which every decoder on the way
+// takes with room to spare), or cannot be decoded.
+func (r desiredPolicyRow) decode() (fleet.Policy, *fleet.DeliveryFailure) {
+	p := fleet.Policy{ID: r.ID, OrgID: r.OrgID, Zone: r.Zone, Name: r.Name, Selector: r.Selector.selector(), Generation: r.Generation}
+	if d := fleet.JSONDepth([]byte(r.Body)); d > fleet.MaxDeliveredDepth {
+		return p, &fleet.DeliveryFailure{PolicyID: r.ID, Reason: fleet.ReasonObjectTooDeep,
+			Message: fmt.Sprintf("the policy is nested %d levels deep, more than the %d a hub object may have", d, fleet.MaxDeliveredDepth)}
+	}
+	if err := json.Unmarshal([]byte(r.Body), &p.Body); err != nil {
+		return p, &fleet.DeliveryFailure{PolicyID: r.ID, Reason: fleet.ReasonObjectUnreadable,
+			Message: "the fleet manager cannot decode the stored policy"}
+	}
+	return p, nil
 }
 
 // openCredentials decrypts a registration's auto-import credentials.

@@ -38,6 +38,7 @@ func migrations() []*gormigrate.Migration {
 		migration202611300013InventoryDocuments(),
 		migration202611300014PolicyDelivery(),
 		migration202612011200Converge(),
+		migration202612011400DeliveryFailures(),
 	}
 }
 

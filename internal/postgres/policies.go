@@ -17,18 +17,21 @@ type policyRow struct {
 	OrgID      string
 	Zone       string
 	Name       string
-	Body       map[string]any `gorm:"serializer:json"`
-	Selector   selectorJSON   `gorm:"serializer:json"`
+	Body       storedPolicyBody
+	Selector   selectorJSON `gorm:"serializer:json"`
 	Generation int64
 	CreatedBy  string
 	CreatedAt  time.Time
 	UpdatedAt  time.Time
 	Hubs       int
+	// DeliveryFailures is filled by policies(): policy_hubs' failures.
+	DeliveryFailures []fleet.PolicyDeliveryFailure `gorm:"serializer:json;->"`
 }
 
 func (r policyRow) toPolicy() fleet.Policy {
-	return fleet.Policy{ID: r.ID, OrgID: r.OrgID, Zone: r.Zone, Name: r.Name, Body: r.Body, Selector: r.Selector.selector(),
-		Generation: r.Generation, CreatedBy: r.CreatedBy, CreatedAt: r.CreatedAt, UpdatedAt: r.UpdatedAt, Hubs: r.Hubs}
+	return fleet.Policy{ID: r.ID, OrgID: r.OrgID, Zone: r.Zone, Name: r.Name, Body: policyBodyOrStub(r.Body, r.Name), Selector: r.Selector.selector(),
+		Generation: r.Generation, CreatedBy: r.CreatedBy, CreatedAt: r.CreatedAt, UpdatedAt: r.UpdatedAt, Hubs: r.Hubs,
+		DeliveryFailures: r.DeliveryFailures}
 }
 
 // selectorJSON is a label selector as stored, in Kubernetes' spelling.
@@ -51,7 +54,9 @@ func (s selectorJSON) selector() fleet.LabelSelector {
 
 // policies selects live policies with their hub counts.
 func policies(db *gorm.DB) *gorm.DB {
-	return db.Table("policies AS p").Select("p.*, (SELECT count(*) FROM policy_hubs ph WHERE ph.policy_id = p.id) AS hubs").
+	return db.Table("policies AS p").Select(`p.*, (SELECT count(*) FROM policy_hubs ph WHERE ph.policy_id = p.id) AS hubs,
+	(SELECT coalesce(jsonb_agg(ph.delivery_failure || jsonb_build_object('hub_id', ph.hub_id) ORDER BY ph.hub_id), '[]')
+		FROM policy_hubs ph WHERE ph.policy_id = p.id AND ph.delivery_failure IS NOT NULL) AS delivery_failures`).
 		Where("p.deleted_at IS NULL")
 }
 

@@ -59,7 +59,7 @@ func TestDesiredLongPoll(t *testing.T) {
 		t.Fatalf("desired set = %+v, want revision >= 1 with the new registration", set)
 	}
 	kinds := []string{}
-	for _, o := range set.Registrations[0].Objects {
+	for _, o := range kubeObjects(t, set.Registrations[0].Objects) {
 		kinds = append(kinds, o.Kind)
 	}
 	if len(kinds) != 4 || kinds[0] != "Namespace" || kinds[1] != "ManagedCluster" || kinds[2] != "KlusterletAddonConfig" || kinds[3] != "Secret" {

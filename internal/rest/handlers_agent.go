@@ -22,6 +22,16 @@ func (s *Server) handleHubStatusPut(w http.ResponseWriter, r *http.Request) erro
 				Reason: c.Reason, Message: deref(c.Message), ObservedGeneration: c.ObservedGeneration, LastTransitionTime: c.LastTransitionTime})
 		}
 	}
+	if body.Failures != nil {
+		hb.FailuresReported = true
+		for _, f := range *body.Failures {
+			id, pid := deref(f.RegistrationId), deref(f.PolicyId)
+			if (id == "") == (pid == "") {
+				return fleet.Errorf(fleet.CodeValidation, "failures: each names exactly one of registration_id and policy_id")
+			}
+			hb.Failures = append(hb.Failures, fleet.DeliveryFailure{RegistrationID: id, PolicyID: pid, Reason: f.Reason, Message: f.Message})
+		}
+	}
 	hub, err := s.services.Agents.RecordHubHeartbeat(r.Context(), pathParam(r, "hub_id"), caller(r).AgentID, hb)
 	if err != nil {
 		return err

@@ -2,6 +2,8 @@ package rest
 
 import (
 	"context"
+	"encoding/json"
+	"fmt"
 	"net/http"
 	"strconv"
 	"time"
@@ -68,41 +70,43 @@ func (s *Server) writeDesired(w http.ResponseWriter, r *http.Request, hubID, age
 	body := private.DesiredSet{Kind: private.DesiredSetKindDesiredSet, HubId: set.HubID, Revision: set.Revision,
 		Registrations: make([]private.DesiredRegistration, len(set.Registrations))}
 	for i, reg := range set.Registrations {
+		objects, failure := desiredObjects(reg.Objects, reg.Failure)
 		body.Registrations[i] = private.DesiredRegistration{RegistrationId: reg.RegistrationID, Generation: reg.Generation,
-			ManagedClusterName: reg.ManagedClusterName, Objects: kubeObjects(reg.Objects)}
+			ManagedClusterName: reg.ManagedClusterName, Objects: objects, Failure: failure}
 	}
 	policies := make([]private.DesiredPolicy, len(set.Policies))
 	for i, p := range set.Policies {
-		policies[i] = private.DesiredPolicy{PolicyId: p.PolicyID, Generation: p.Generation, Objects: kubeObjects(p.Objects)}
+		objects, failure := desiredObjects(p.Objects, p.Failure)
+		policies[i] = private.DesiredPolicy{PolicyId: p.PolicyID, Generation: p.Generation, Objects: objects, Failure: failure}
 	}
 	body.Policies = &policies
 	writeJSON(w, http.StatusOK, body)
 	return nil
 }
 
-// kubeObjects carries rendered objects through the generated type.
-func kubeObjects(objects []map[string]any) []private.KubeObject {
-	out := make([]private.KubeObject, len(objects))
-	for i, o := range objects {
-		out[i] = kubeObject(o)
-	}
-	return out
-}
-
-// kubeObject carries a rendered object through the generated type.
-func kubeObject(o map[string]any) private.KubeObject {
-	ko := private.KubeObject{AdditionalProperties: map[string]interface{}{}}
-	for k, v := range o {
-		switch k {
-		case "apiVersion":
-			ko.ApiVersion, _ = v.(string)
-		case "kind":
-			ko.Kind, _ = v.(string)
-		case "metadata":
-			ko.Metadata, _ = v.(map[string]any)
+// desiredObjects encodes one entry's objects, each on its own. An entry
+// the store could not render, or whose objects do not encode or nest deeper
+// than fleet.MaxDeliveredDepth, goes without objects and with its failure:
+// it fails on its own, and the set stays decodable for the agent.
+func desiredObjects(objects []map[string]any, failure *fleet.DeliveryFailure) ([]json.RawMessage, *private.EntryFailure) {
+	out := make([]json.RawMessage, 0, len(objects))
+	for _, o := range objects {
+		if failure != nil {
+			break
+		}
+		b, err := json.Marshal(o)
+		switch {
+		case err != nil:
+			failure = &fleet.DeliveryFailure{Reason: fleet.ReasonObjectUnreadable, Message: "the fleet manager cannot encode the entry's objects"}
+		case fleet.JSONDepth(b) > fleet.MaxDeliveredDepth:
+			failure = &fleet.DeliveryFailure{Reason: fleet.ReasonObjectTooDeep,
+				Message: fmt.Sprintf("an object is nested more than the %d levels a hub object may have", fleet.MaxDeliveredDepth)}
 		default:
-			ko.AdditionalProperties[k] = v
+			out = append(out, b)
 		}
 	}
-	return ko
+	if failure == nil {
+		return out, nil
+	}
+	return []json.RawMessage{}, &private.EntryFailure{Reason: failure.Reason, Message: failure.Message}
 }

@@ -140,7 +140,17 @@ func (s *Server) handleComplianceSummaryGet(w http.ResponseWriter, r *http.Reque
 func (s *Server) presentPolicy(p fleet.Policy) public.Policy {
 	return public.Policy{Kind: public.PolicyKindPolicy, Id: p.ID, Href: s.cfg.BasePath + "/policies/" + p.ID, Name: p.Name,
 		Zone: p.Zone, Policy: p.Body, Placement: public.PolicyPlacement{LabelSelector: presentSelector(p.Selector)},
-		Generation: p.Generation, HubCount: p.Hubs, CreatedBy: strPtr(p.CreatedBy), CreatedAt: p.CreatedAt, UpdatedAt: p.UpdatedAt}
+		Generation: p.Generation, HubCount: p.Hubs, CreatedBy: strPtr(p.CreatedBy), CreatedAt: p.CreatedAt, UpdatedAt: p.UpdatedAt,
+		DeliveryFailures: presentDeliveryFailures(p.DeliveryFailures)}
+}
+
+// presentDeliveryFailures lists the hubs that refused a policy.
+func presentDeliveryFailures(in []fleet.PolicyDeliveryFailure) *[]public.PolicyDeliveryFailure {
+	out := make([]public.PolicyDeliveryFailure, len(in))
+	for i, f := range in {
+		out[i] = public.PolicyDeliveryFailure{HubId: f.HubID, Reason: f.Reason, Message: f.Message, Since: f.Since}
+	}
+	return &out
 }
 
 // labelSelector reads the API's label selector.

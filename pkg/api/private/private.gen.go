@@ -152,21 +152,31 @@ type ConditionStatus string
 
 // DesiredPolicy defines model for DesiredPolicy.
 type DesiredPolicy struct {
-	Generation int64 `json:"generation"`
+	// Failure Why one entry of a desired set is not on the hub: in a heartbeat, the
+	// hub's refusal of a registration's or a policy's objects (exactly one
+	// of the two ids); in a desired set, why the fleet manager could not
+	// render the entry's objects (no id: the entry's own).
+	Failure    *EntryFailure `json:"failure,omitempty"`
+	Generation int64         `json:"generation"`
 
-	// Objects In apply order: the policy namespace, its ManagedClusterSetBinding, then the Policy, Placement and PlacementBinding, each labelled with the policy's id except the first two, which every policy shares.
-	Objects  []KubeObject `json:"objects"`
-	PolicyId string       `json:"policy_id"`
+	// Objects In apply order: the policy namespace, its ManagedClusterSetBinding, then the Policy, Placement and PlacementBinding, each labelled with the policy's id except the first two, which every policy shares. Empty when `failure` is set.
+	Objects  []json.RawMessage `json:"objects"`
+	PolicyId string            `json:"policy_id"`
 }
 
 // DesiredRegistration defines model for DesiredRegistration.
 type DesiredRegistration struct {
-	Generation         int64  `json:"generation"`
-	ManagedClusterName string `json:"managed_cluster_name"`
+	// Failure Why one entry of a desired set is not on the hub: in a heartbeat, the
+	// hub's refusal of a registration's or a policy's objects (exactly one
+	// of the two ids); in a desired set, why the fleet manager could not
+	// render the entry's objects (no id: the entry's own).
+	Failure            *EntryFailure `json:"failure,omitempty"`
+	Generation         int64         `json:"generation"`
+	ManagedClusterName string        `json:"managed_cluster_name"`
 
-	// Objects In apply order (namespace first).
-	Objects        []KubeObject `json:"objects"`
-	RegistrationId string       `json:"registration_id"`
+	// Objects In apply order (namespace first). The agent decodes each entry's objects on their own, so one it cannot decode fails that entry only.
+	Objects        []json.RawMessage `json:"objects"`
+	RegistrationId string            `json:"registration_id"`
 }
 
 // DesiredSet defines model for DesiredSet.
@@ -182,6 +192,19 @@ type DesiredSet struct {
 
 // DesiredSetKind defines model for DesiredSet.Kind.
 type DesiredSetKind string
+
+// EntryFailure Why one entry of a desired set is not on the hub: in a heartbeat, the
+// hub's refusal of a registration's or a policy's objects (exactly one
+// of the two ids); in a desired set, why the fleet manager could not
+// render the entry's objects (no id: the entry's own).
+type EntryFailure struct {
+	Message  string  `json:"message"`
+	PolicyId *string `json:"policy_id,omitempty"`
+
+	// Reason CamelCase, as a Kubernetes condition reason (the hub's status reason when it gave one).
+	Reason         string  `json:"reason"`
+	RegistrationId *string `json:"registration_id,omitempty"`
+}
 
 // Error The OCM error body. `code` is stable; `reason` is for people.
 type Error struct {
@@ -237,6 +260,13 @@ type HubStatusReport struct {
 	// Capacity The hub's own capacity as the agent sees it (e.g. managed_clusters).
 	Capacity   *map[string]string `json:"capacity,omitempty"`
 	Conditions *[]Condition       `json:"conditions,omitempty"`
+
+	// Failures The entries of the desired set at `applied_revision` that the agent
+	// could not apply (their registration or policy id, and why), as of
+	// its last pass; the other entries of that revision are on the hub.
+	// Absent: no news (an agent older than per-entry failures, or one
+	// that has not finished a pass since it started); empty: none failed.
+	Failures *[]EntryFailure `json:"failures,omitempty"`
 }
 
 // ImportMaterial defines model for ImportMaterial.

@@ -744,10 +744,13 @@ type ManagedClusterListKind string
 
 // Policy defines model for Policy.
 type Policy struct {
-	CreatedAt  time.Time `json:"created_at"`
-	CreatedBy  *string   `json:"created_by,omitempty"`
-	Generation int64     `json:"generation"`
-	Href       string    `json:"href"`
+	CreatedAt time.Time `json:"created_at"`
+	CreatedBy *string   `json:"created_by,omitempty"`
+
+	// DeliveryFailures The hubs whose agent could not apply the policy at the revision it last acknowledged, with the hub's reason (or the fleet manager's, for a policy it cannot send); empty when every hub took it.
+	DeliveryFailures *[]PolicyDeliveryFailure `json:"delivery_failures,omitempty"`
+	Generation       int64                    `json:"generation"`
+	Href             string                   `json:"href"`
 
 	// HubCount How many hubs the policy is placed on.
 	HubCount  int             `json:"hub_count"`
@@ -777,6 +780,20 @@ type PolicyCreate struct {
 
 	// Zone The data-sovereignty zone whose clusters the policy may reach; the deployment's default when absent.
 	Zone *string `json:"zone,omitempty"`
+}
+
+// PolicyDeliveryFailure defines model for PolicyDeliveryFailure.
+type PolicyDeliveryFailure struct {
+	HubId string `json:"hub_id"`
+
+	// Message The hub's message, without control characters, at most 1024 bytes.
+	Message string `json:"message"`
+
+	// Reason CamelCase, e.g. Invalid (the hub's API server refused the objects) or ObjectTooDeep.
+	Reason string `json:"reason"`
+
+	// Since When the hub first refused the policy this way.
+	Since time.Time `json:"since"`
 }
 
 // PolicyList defines model for PolicyList.
