@@ -151,21 +151,29 @@ func TestAgentTemplateParameters(t *testing.T) {
 	}
 }
 
-// wantAgentRules is the agent's whole access to the hub.
+// wantAgentRules is the agent's whole access to the hub outside its own
+// namespace. The agent's hub tests (internal/agent) run under the
+// template's ClusterRole, so a verb missing here fails them.
 var wantAgentRules = []policyRule{
-	{APIGroups: []string{"cluster.open-cluster-management.io"}, Resources: []string{"managedclusters"}, Verbs: []string{"get", "list", "watch", "create", "update", "patch", "delete"}},
-	{APIGroups: []string{"cluster.open-cluster-management.io"}, Resources: []string{"managedclusters/status"}, Verbs: []string{"get"}},
+	{APIGroups: []string{"cluster.open-cluster-management.io"}, Resources: []string{"managedclusters"}, Verbs: []string{"get", "list", "watch", "create", "patch", "delete"}},
 	{APIGroups: []string{"register.open-cluster-management.io"}, Resources: []string{"managedclusters/accept"}, Verbs: []string{"update"}},
-	{APIGroups: []string{""}, Resources: []string{"namespaces"}, Verbs: []string{"get", "list", "watch", "create", "patch", "delete"}},
-	{APIGroups: []string{"agent.open-cluster-management.io"}, Resources: []string{"klusterletaddonconfigs"}, Verbs: []string{"get", "list", "create", "patch", "update", "delete"}},
+	{APIGroups: []string{""}, Resources: []string{"namespaces"}, Verbs: []string{"list", "create", "patch", "delete"}},
+	{APIGroups: []string{"agent.open-cluster-management.io"}, Resources: []string{"klusterletaddonconfigs"}, Verbs: []string{"create", "patch"}},
 	{APIGroups: []string{""}, Resources: []string{"secrets"}, Verbs: []string{"get", "create", "patch"}},
 	{APIGroups: []string{"internal.open-cluster-management.io"}, Resources: []string{"managedclusterinfos"}, Verbs: []string{"list", "watch"}},
 	{APIGroups: []string{"cluster.open-cluster-management.io"}, Resources: []string{"managedclustersets", "placementdecisions"}, Verbs: []string{"list", "watch"}},
-	{APIGroups: []string{"policy.open-cluster-management.io"}, Resources: []string{"policies"}, Verbs: []string{"get", "list", "watch", "create", "patch", "delete"}},
-	{APIGroups: []string{"cluster.open-cluster-management.io"}, Resources: []string{"placements"}, Verbs: []string{"get", "list", "watch", "create", "patch", "delete"}},
-	{APIGroups: []string{"policy.open-cluster-management.io"}, Resources: []string{"placementbindings"}, Verbs: []string{"get", "list", "create", "patch", "delete"}},
-	{APIGroups: []string{"cluster.open-cluster-management.io"}, Resources: []string{"managedclustersetbindings"}, Verbs: []string{"get", "create", "patch"}},
+	{APIGroups: []string{"policy.open-cluster-management.io"}, Resources: []string{"policies"}, Verbs: []string{"list", "watch", "create", "patch", "delete"}},
+	{APIGroups: []string{"cluster.open-cluster-management.io"}, Resources: []string{"placements"}, Verbs: []string{"list", "watch", "create", "patch", "delete"}},
+	{APIGroups: []string{"policy.open-cluster-management.io"}, Resources: []string{"placementbindings"}, Verbs: []string{"list", "create", "patch", "delete"}},
+	{APIGroups: []string{"cluster.open-cluster-management.io"}, Resources: []string{"managedclustersetbindings"}, Verbs: []string{"create", "patch"}},
 	{APIGroups: []string{"cluster.open-cluster-management.io"}, Resources: []string{"managedclustersets/bind"}, Verbs: []string{"create"}},
+}
+
+// wantLeaseRules is the agent's Role in its own namespace: the lease that
+// lets one agent of the hub act at a time, and no other.
+var wantLeaseRules = []policyRule{
+	{APIGroups: []string{"coordination.k8s.io"}, Resources: []string{"leases"}, Verbs: []string{"create"}},
+	{APIGroups: []string{"coordination.k8s.io"}, Resources: []string{"leases"}, ResourceNames: []string{"${NAME}"}, Verbs: []string{"get", "update"}},
 }
 
 // grants flattens rules to group/resource/verb triples.
@@ -240,6 +248,54 @@ func TestAgentClusterRoleIsLeastPrivilege(t *testing.T) {
 	}
 	if a := pod.Spec.Template.Spec.AutomountServiceAccountToken; a == nil || !*a {
 		t.Errorf("automountServiceAccountToken = %v, want true: the agent reaches the hub in-cluster", a)
+	}
+}
+
+// TestAgentLeaseRole checks the Role of the lease: it grants the lease the
+// container is configured with, to the pod's ServiceAccount.
+func TestAgentLeaseRole(t *testing.T) {
+	t.Parallel()
+	tpl, _, c := agentDeployment(t)
+	var role clusterRole
+	decode(t, tpl, "Role", &role)
+	if !reflect.DeepEqual(role.Rules, wantLeaseRules) {
+		t.Errorf("Role rules = %+v, want %+v", role.Rules, wantLeaseRules)
+	}
+	var binding clusterRoleBinding
+	decode(t, tpl, "RoleBinding", &binding)
+	if binding.RoleRef.Kind != "Role" || binding.RoleRef.Name != role.Metadata.Name || binding.RoleRef.APIGroup != "rbac.authorization.k8s.io" {
+		t.Errorf("RoleBinding.roleRef = %+v, want the Role %s", binding.RoleRef, role.Metadata.Name)
+	}
+	var pod agentPod
+	decode(t, tpl, "Deployment", &pod)
+	if sa := pod.Spec.Template.Spec.ServiceAccountName; len(binding.Subjects) != 1 || binding.Subjects[0].Kind != "ServiceAccount" ||
+		binding.Subjects[0].Name != sa || binding.Subjects[0].Namespace != "${NAMESPACE}" {
+		t.Errorf("RoleBinding.subjects = %+v, want the pod's ServiceAccount %s in ${NAMESPACE}", binding.Subjects, sa)
+	}
+	// The lease the agent takes is the one the Role names, in the namespace
+	// the Role is processed into.
+	for flag, want := range map[string]string{"lease-name": expand(t, tpl, "${NAME}"), "lease-namespace": expand(t, tpl, "${NAMESPACE}")} {
+		if got := agentSetting(t, tpl, c, flag, ""); got != want {
+			t.Errorf("--%s in the template = %q, want %q", flag, got, want)
+		}
+	}
+}
+
+// TestAgentStopsWithinGracePeriod checks that the agent's shutdown bound
+// leaves the kubelet time before it kills the pod: the lease is released
+// and the process exits on its own.
+func TestAgentStopsWithinGracePeriod(t *testing.T) {
+	t.Parallel()
+	tpl, d, c := agentDeployment(t)
+	grace := time.Duration(intValue(t, tpl, d.Spec.Template.Spec.TerminationGracePeriodSeconds, "terminationGracePeriodSeconds")) * time.Second
+	setting := agentSetting(t, tpl, c, "shutdown-timeout", agentFlags().Lookup("shutdown-timeout").DefValue)
+	timeout, err := time.ParseDuration(setting)
+	if err != nil {
+		t.Fatalf("--shutdown-timeout in the template = %q: %v", setting, err)
+	}
+	const headroom = 5 * time.Second
+	if timeout+headroom > grace {
+		t.Errorf("--shutdown-timeout %s + %s > terminationGracePeriodSeconds %s: the pod would be killed before the agent stops", timeout, headroom, grace)
 	}
 }
 

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"os"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -19,11 +20,8 @@ import (
 	"github.com/fleetmanager/fleet-manager/internal/version"
 )
 
-// The health and metrics servers are small and local: fixed timeouts.
-const (
-	shutdownTimeout = 10 * time.Second
-	readyTimeout    = 2 * time.Second
-)
+// readyTimeout bounds one readiness check; the server is small and local.
+const readyTimeout = 2 * time.Second
 
 func newRunCommand(env lookupEnv) *cobra.Command {
 	opts := defaultRunOptions()
@@ -46,7 +44,9 @@ func newRunCommand(env lookupEnv) *cobra.Command {
 }
 
 // run wires the agent and serves health and metrics until ctx ends (SIGTERM):
-// then the agent's loops stop and the servers drain.
+// then the agent's loops stop, it releases the hub's lease, and the servers
+// drain, all within --shutdown-timeout; past it, run returns an error rather
+// than wait, so that the process exits before the kubelet kills it.
 func run(ctx context.Context, opts runOptions, logger *slog.Logger) error {
 	// A restart is a new generation: the fleet manager then asks for a resync.
 	startGeneration := time.Now().UnixNano()
@@ -76,8 +76,13 @@ func run(ctx context.Context, opts runOptions, logger *slog.Logger) error {
 	if err != nil {
 		return fmt.Errorf("run: %w", err)
 	}
+	if cfg.LeaseNamespace == "" {
+		cfg.LeaseNamespace = agent.HubNamespace(cfg.Kubeconfig)
+	}
+	host, _ := os.Hostname() // the pod's name: it says who holds the lease
 	a := agent.New(cfg, fc, hub, agent.Options{
 		Version: version.Version, StartGeneration: startGeneration, Logger: logger, Metrics: metrics, Clock: fleet.SystemClock{},
+		Identity: fmt.Sprintf("%s_%d", host, startGeneration),
 	})
 
 	serverCfg := rest.DefaultConfig()
@@ -93,7 +98,38 @@ func run(ctx context.Context, opts runOptions, logger *slog.Logger) error {
 	defer cancel()
 	agentDone := make(chan error, 1)
 	go func() { agentDone <- a.Run(ctx) }()
-	serveErr := rest.Serve(ctx, logger, shutdownTimeout, bound...)
-	cancel() // a server that failed stops the agent too
-	return errors.Join(serveErr, <-agentDone)
+	serveDone := make(chan error, 1)
+	go func() { serveDone <- rest.Serve(ctx, logger, cfg.ShutdownTimeout, bound...) }()
+	var errs []error
+	select {
+	case <-ctx.Done():
+	case err := <-serveDone: // a server that failed stops the agent too
+		errs, serveDone = append(errs, err), nil
+	case err := <-agentDone: // the lease was lost: stop serving too
+		errs, agentDone = append(errs, err), nil
+	}
+	cancel()
+	return errors.Join(append(errs, awaitStop(logger, cfg.ShutdownTimeout, agentDone, serveDone))...)
+}
+
+// awaitStop waits for the agent and the servers to stop, at most timeout. A
+// nil channel is one already stopped.
+func awaitStop(logger *slog.Logger, timeout time.Duration, agentDone, serveDone <-chan error) error {
+	deadline := time.NewTimer(timeout)
+	defer deadline.Stop()
+	var errs []error
+	for agentDone != nil || serveDone != nil {
+		select {
+		case err := <-agentDone:
+			errs, agentDone = append(errs, err), nil
+		case err := <-serveDone:
+			errs, serveDone = append(errs, err), nil
+		case <-deadline.C:
+			logger.Error("shutdown did not finish in time, exiting", "shutdown_timeout", timeout,
+				"agent_stopped", agentDone == nil, "servers_stopped", serveDone == nil)
+			return errors.Join(append(errs, fmt.Errorf("run: not stopped within --shutdown-timeout=%s", timeout))...)
+		}
+	}
+	logger.Info("shutdown complete")
+	return errors.Join(errs...)
 }

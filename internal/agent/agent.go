@@ -2,7 +2,9 @@ package agent
 
 import (
 	"context"
+	"fmt"
 	"log/slog"
+	"os"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -26,6 +28,9 @@ type Options struct {
 	Logger          *slog.Logger
 	Metrics         *Metrics
 	Clock           fleet.Clock
+	// Identity names this process in the hub's lease (the pod's name and
+	// the start generation); empty means the host name and the generation.
+	Identity string
 }
 
 // Agent is fleetshard-sync for one hub.
@@ -38,6 +43,10 @@ type Agent struct {
 	clock           fleet.Clock
 	version         string
 	startGeneration int64
+	identity        string
+	leaseNamespace  string
+	// leading is true while this agent holds the hub's lease.
+	leading atomic.Bool
 
 	applier   *applier
 	informer  cache.SharedIndexInformer
@@ -63,6 +72,14 @@ func New(cfg Config, fc *FleetClient, hub *Hub, opts Options) *Agent {
 		cfg: cfg, fleet: fc, hub: hub, logger: opts.Logger, metrics: opts.Metrics, clock: opts.Clock,
 		version: opts.Version, startGeneration: opts.StartGeneration,
 		heartbeatNow: make(chan struct{}, 1), resync: make(chan struct{}, 1),
+		identity: opts.Identity, leaseNamespace: cfg.LeaseNamespace,
+	}
+	if a.identity == "" {
+		host, _ := os.Hostname()
+		a.identity = fmt.Sprintf("%s_%d", host, opts.StartGeneration)
+	}
+	if a.leaseNamespace == "" {
+		a.leaseNamespace = metav1.NamespaceDefault
 	}
 	a.applier = &applier{hub: hub, hubID: cfg.HubID, fieldManager: cfg.FieldManager, deletionTimeout: cfg.DeletionTimeout, logger: a.logger}
 	a.informer = dynamicinformer.NewFilteredDynamicInformer(hub.Dynamic, managedClusterGVR, metav1.NamespaceAll, 0, cache.Indexers{}, nil).Informer()
@@ -89,9 +106,12 @@ func New(cfg Config, fc *FleetClient, hub *Hub, opts Options) *Agent {
 	return a
 }
 
-// Run runs the agent until ctx ends: the desired-set loop, the heartbeat,
-// and, once the ManagedCluster informer synced, the inventory and the
-// registration status. It returns after every loop stopped.
+// Run runs the agent until ctx ends. It waits for the hub's lease first, so
+// that one agent of a hub acts at a time; holding it, it runs the
+// desired-set loop, the heartbeat, and, once the ManagedCluster informer
+// synced, the inventory and the registration status. It returns after every
+// loop stopped and the lease was released: nil when ctx ended, ErrLeaseLost
+// when the lease could not be renewed.
 func (a *Agent) Run(ctx context.Context) error {
 	if _, err := a.informer.AddEventHandler(cache.ResourceEventHandlerDetailedFuncs{
 		AddFunc: func(obj any, initial bool) {
@@ -111,6 +131,13 @@ func (a *Agent) Run(ctx context.Context) error {
 		return err
 	}
 	a.logger.Info("agent starting", "hub_id", a.cfg.HubID, "version", a.version, "start_generation", a.startGeneration)
+	err := a.runElected(ctx, a.runLoops)
+	a.logger.Info("agent stopped")
+	return err
+}
+
+// runLoops runs every loop until ctx ends.
+func (a *Agent) runLoops(ctx context.Context) {
 	var wg sync.WaitGroup
 	wg.Go(func() { a.informer.RunWithContext(ctx) })
 	wg.Go(func() { a.runDesired(ctx) })
@@ -129,8 +156,6 @@ func (a *Agent) Run(ctx context.Context) error {
 		inner.Wait()
 	})
 	wg.Wait()
-	a.logger.Info("agent stopped")
-	return nil
 }
 
 // changed queues a ManagedCluster that was added, changed or deleted.

@@ -9,9 +9,12 @@ import (
 	"net"
 	"net/url"
 	"regexp"
+	"strings"
 	"time"
 
 	"github.com/spf13/pflag"
+	"k8s.io/apimachinery/pkg/util/validation"
+	"k8s.io/client-go/tools/leaderelection"
 
 	"github.com/fleetmanager/fleet-manager/internal/config"
 )
@@ -52,8 +55,33 @@ type Config struct {
 	// DeletionTimeout bounds the wait for a removed ManagedCluster to be gone.
 	DeletionTimeout time.Duration
 
+	// LeaseName and LeaseNamespace name the coordination.k8s.io Lease that
+	// lets one agent of the hub act at a time. An empty name is
+	// "fleetshard-sync-" and the hub id in lower case; an empty namespace is
+	// the pod's (in-cluster) or the kubeconfig context's, else "default".
+	LeaseName      string
+	LeaseNamespace string
+	// LeaseDuration is how long a standby waits after the leader's last
+	// renewal before it takes the lease; the leader gives up when it could
+	// not renew within LeaseRenewDeadline; both try every LeaseRetryPeriod.
+	LeaseDuration      time.Duration
+	LeaseRenewDeadline time.Duration
+	LeaseRetryPeriod   time.Duration
+	// ShutdownTimeout bounds the stop after SIGTERM: the loops, the lease's
+	// release and the health and metrics servers' drain. It must stay below
+	// the pod's terminationGracePeriodSeconds.
+	ShutdownTimeout time.Duration
+
 	HealthBindAddress  string
 	MetricsBindAddress string
+}
+
+// Lease returns the name of the lease, its default filled in.
+func (c Config) Lease() string {
+	if c.LeaseName != "" {
+		return c.LeaseName
+	}
+	return "fleetshard-sync-" + strings.ToLower(c.HubID)
 }
 
 // DefaultConfig returns the agent's defaults.
@@ -66,6 +94,10 @@ func DefaultConfig() Config {
 		InventoryBatchDelay: time.Second,
 		ResyncInterval:      10 * time.Minute,
 		DeletionTimeout:     10 * time.Minute,
+		LeaseDuration:       15 * time.Second,
+		LeaseRenewDeadline:  10 * time.Second,
+		LeaseRetryPeriod:    2 * time.Second,
+		ShutdownTimeout:     25 * time.Second,
 		HealthBindAddress:   ":8081",
 		MetricsBindAddress:  ":8082",
 	}
@@ -89,6 +121,12 @@ func (c *Config) AddFlags(fs *pflag.FlagSet) {
 	fs.DurationVar(&c.InventoryBatchDelay, "inventory-batch-delay", c.InventoryBatchDelay, "longest a change waits for others to join its batch")
 	fs.DurationVar(&c.ResyncInterval, "resync-interval", c.ResyncInterval, "how often the whole inventory is sent again")
 	fs.DurationVar(&c.DeletionTimeout, "deletion-timeout", c.DeletionTimeout, "how long a removed ManagedCluster may take to be gone before the pass fails and is retried")
+	fs.StringVar(&c.LeaseName, "lease-name", c.LeaseName, "name of the Lease that lets one agent of the hub act at a time (empty: fleetshard-sync-<hub id in lower case>)")
+	fs.StringVar(&c.LeaseNamespace, "lease-namespace", c.LeaseNamespace, "namespace of the Lease (empty: the pod's in-cluster, else the kubeconfig context's, else default)")
+	fs.DurationVar(&c.LeaseDuration, "lease-duration", c.LeaseDuration, "how long a standby agent waits after the leader's last renewal before it takes the lease")
+	fs.DurationVar(&c.LeaseRenewDeadline, "lease-renew-deadline", c.LeaseRenewDeadline, "how long the leader tries to renew the lease before it stops acting")
+	fs.DurationVar(&c.LeaseRetryPeriod, "lease-retry-period", c.LeaseRetryPeriod, "how often the agents try to take or renew the lease")
+	fs.DurationVar(&c.ShutdownTimeout, "shutdown-timeout", c.ShutdownTimeout, "longest stop after SIGTERM (loops, lease release, servers' drain); keep it below the pod's termination grace period")
 	fs.StringVar(&c.HealthBindAddress, "health-bind-address", c.HealthBindAddress, "address the health server (/healthz, /readyz) listens on")
 	fs.StringVar(&c.MetricsBindAddress, "metrics-bind-address", c.MetricsBindAddress, "address the metrics server (/metrics) listens on")
 }
@@ -125,6 +163,7 @@ func (c Config) Validate() error {
 			p.Addf(flag, "must be positive (got %s)", d)
 		}
 	}
+	c.validateLease(&p)
 	for flag, addr := range map[string]string{"health-bind-address": c.HealthBindAddress, "metrics-bind-address": c.MetricsBindAddress} {
 		if _, _, err := net.SplitHostPort(addr); err != nil {
 			p.Addf(flag, "must be host:port (got %q)", addr)
@@ -134,6 +173,33 @@ func (c Config) Validate() error {
 		p.Addf("metrics-bind-address", "must differ from --health-bind-address (both %q)", c.MetricsBindAddress)
 	}
 	return p.Err()
+}
+
+// validateLease checks the lease's names, and its durations as the leader
+// elector does: the lease outlasts the renew deadline, which outlasts a retry
+// and its jitter.
+func (c Config) validateLease(p *config.Problems) {
+	if c.LeaseName != "" {
+		if errs := validation.IsDNS1123Subdomain(c.LeaseName); len(errs) > 0 {
+			p.Addf("lease-name", "must be a DNS subdomain: %s", strings.Join(errs, "; "))
+		}
+	}
+	if c.LeaseNamespace != "" {
+		if errs := validation.IsDNS1123Label(c.LeaseNamespace); len(errs) > 0 {
+			p.Addf("lease-namespace", "must be a DNS label: %s", strings.Join(errs, "; "))
+		}
+	}
+	switch {
+	case c.LeaseRetryPeriod <= 0:
+		p.Addf("lease-retry-period", "must be positive (got %s)", c.LeaseRetryPeriod)
+	case float64(c.LeaseRenewDeadline) <= leaderelection.JitterFactor*float64(c.LeaseRetryPeriod):
+		p.Addf("lease-renew-deadline", "must exceed %g times --lease-retry-period (got %s, retry period %s)", leaderelection.JitterFactor, c.LeaseRenewDeadline, c.LeaseRetryPeriod)
+	case c.LeaseDuration <= c.LeaseRenewDeadline:
+		p.Addf("lease-duration", "must exceed --lease-renew-deadline (got %s, renew deadline %s)", c.LeaseDuration, c.LeaseRenewDeadline)
+	}
+	if c.ShutdownTimeout <= 0 {
+		p.Addf("shutdown-timeout", "must be positive (got %s)", c.ShutdownTimeout)
+	}
 }
 
 // validateAuth wants exactly one way to authenticate: a token file, or the

@@ -44,6 +44,10 @@ func TestConfigValidate(t *testing.T) {
 		{"empty field manager", func(c *Config) { c.FieldManager = "" }, []string{"field-manager"}},
 		{"same bind addresses", func(c *Config) { c.MetricsBindAddress = c.HealthBindAddress }, []string{"metrics-bind-address"}},
 		{"bad bind address", func(c *Config) { c.HealthBindAddress = "8081" }, []string{"health-bind-address"}},
+		{"lease names", func(c *Config) { c.LeaseName, c.LeaseNamespace = "Fleet_Sync", "a.b" }, []string{"lease-name", "lease-namespace"}},
+		{"lease shorter than its renew deadline", func(c *Config) { c.LeaseDuration = c.LeaseRenewDeadline }, []string{"lease-duration"}},
+		{"renew deadline within a retry", func(c *Config) { c.LeaseRenewDeadline = c.LeaseRetryPeriod }, []string{"lease-renew-deadline"}},
+		{"no retry period or shutdown time", func(c *Config) { c.LeaseRetryPeriod, c.ShutdownTimeout = 0, 0 }, []string{"lease-retry-period", "shutdown-timeout"}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -66,6 +70,19 @@ func TestConfigValidate(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+func TestConfigLeaseName(t *testing.T) {
+	t.Parallel()
+	c := validConfig()
+	c.HubID = "Hub-EU-1"
+	if got := c.Lease(); got != "fleetshard-sync-hub-eu-1" {
+		t.Errorf("Lease() of hub %s = %q, want fleetshard-sync-hub-eu-1", c.HubID, got)
+	}
+	c.LeaseName = "agent"
+	if got := c.Lease(); got != "agent" {
+		t.Errorf("Lease() with --lease-name=agent = %q, want agent", got)
 	}
 }
 
@@ -92,6 +109,7 @@ func TestConfigFlags(t *testing.T) {
 		"fleet-manager-url", "hub-id", "kubeconfig", "token-file", "oidc-token-url", "oidc-client-id", "oidc-client-secret-file",
 		"oidc-audience", "oidc-scopes", "field-manager", "poll-wait", "heartbeat-interval", "inventory-batch-size",
 		"inventory-batch-delay", "resync-interval", "deletion-timeout", "health-bind-address", "metrics-bind-address",
+		"lease-name", "lease-namespace", "lease-duration", "lease-renew-deadline", "lease-retry-period", "shutdown-timeout",
 	} {
 		if fs.Lookup(name) == nil {
 			t.Errorf("flag --%s missing", name)

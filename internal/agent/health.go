@@ -2,6 +2,7 @@ package agent
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"sync/atomic"
 	"time"
@@ -36,9 +37,12 @@ func (l *liveness) check(now time.Time, window time.Duration) error {
 	return nil
 }
 
-// Ready reports whether the agent exchanged successfully with the fleet
-// manager and with the hub within the last three heartbeat intervals; it
-// serves the readiness probe.
+// Ready reports whether the agent holds the hub's lease and exchanged
+// successfully with the fleet manager and with the hub within the last three
+// heartbeat intervals; it serves the readiness probe.
 func (a *Agent) Ready(context.Context) error {
+	if !a.leading.Load() {
+		return errors.New("waiting for the hub's lease")
+	}
 	return a.live.check(a.clock.Now(), readyWindow*a.cfg.HeartbeatInterval)
 }

@@ -2,6 +2,7 @@ package agent
 
 import (
 	"errors"
+	"strings"
 	"testing"
 	"time"
 
@@ -12,7 +13,12 @@ func newTestAgent(t *testing.T, f *fakeFleet, hub *Hub, cfg Config, clock *fixed
 	t.Helper()
 	cfg.FleetManagerURL, cfg.HubID = f.URL(), f.hubID
 	fc, _ := newTestFleetClient(t, f, cfg)
-	return New(cfg, fc, hub, Options{Version: "v-test", StartGeneration: 42, Logger: testLogger(), Metrics: newTestMetrics(t), Clock: clock})
+	a := New(cfg, fc, hub, Options{Version: "v-test", StartGeneration: 42, Logger: testLogger(), Metrics: newTestMetrics(t), Clock: clock})
+	if err := a.Ready(t.Context()); err == nil || !strings.Contains(err.Error(), "lease") {
+		t.Errorf("Ready() before the lease is held = %v, want an error naming the lease", err)
+	}
+	a.setLeading(true) // as Run does once it holds the hub's lease
+	return a
 }
 
 func TestHeartbeat(t *testing.T) {

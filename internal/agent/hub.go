@@ -2,12 +2,16 @@ package agent
 
 import (
 	"fmt"
+	"os"
+	"strings"
 
 	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/client-go/discovery"
 	"k8s.io/client-go/discovery/cached/memory"
 	"k8s.io/client-go/dynamic"
+	coordinationv1 "k8s.io/client-go/kubernetes/typed/coordination/v1"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/restmapper"
 	"k8s.io/client-go/tools/clientcmd"
@@ -26,6 +30,8 @@ var (
 type Hub struct {
 	Dynamic dynamic.Interface
 	Mapper  meta.ResettableRESTMapper
+	// Leases holds the lease that lets one agent of the hub act at a time.
+	Leases coordinationv1.LeasesGetter
 }
 
 // HubRESTConfig returns the configuration that reaches the hub: from the
@@ -63,5 +69,30 @@ func NewHub(cfg *rest.Config) (*Hub, error) {
 	if err != nil {
 		return nil, fmt.Errorf("NewHub: dynamic client: %w", err)
 	}
-	return &Hub{Dynamic: dyn, Mapper: restmapper.NewDeferredDiscoveryRESTMapper(memory.NewMemCacheClient(dc))}, nil
+	leases, err := coordinationv1.NewForConfig(cfg)
+	if err != nil {
+		return nil, fmt.Errorf("NewHub: coordination client: %w", err)
+	}
+	return &Hub{Dynamic: dyn, Mapper: restmapper.NewDeferredDiscoveryRESTMapper(memory.NewMemCacheClient(dc)), Leases: leases}, nil
+}
+
+// inClusterNamespaceFile holds the namespace of the pod's service account.
+const inClusterNamespaceFile = "/var/run/secrets/kubernetes.io/serviceaccount/namespace"
+
+// HubNamespace returns the namespace the agent runs in, the default of
+// --lease-namespace: the pod's in-cluster (kubeconfig empty), else the
+// kubeconfig context's, else "default".
+func HubNamespace(kubeconfig string) string {
+	if kubeconfig == "" {
+		if b, err := os.ReadFile(inClusterNamespaceFile); err == nil && strings.TrimSpace(string(b)) != "" {
+			return strings.TrimSpace(string(b))
+		}
+		return metav1.NamespaceDefault
+	}
+	ns, _, err := clientcmd.NewNonInteractiveDeferredLoadingClientConfig(
+		&clientcmd.ClientConfigLoadingRules{ExplicitPath: kubeconfig}, &clientcmd.ConfigOverrides{}).Namespace()
+	if err != nil || ns == "" {
+		return metav1.NamespaceDefault
+	}
+	return ns
 }

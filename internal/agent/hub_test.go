@@ -48,36 +48,22 @@ func desiredRegistration(t *testing.T, reg fleet.Registration, hubID string, cre
 	return private.DesiredRegistration{RegistrationId: reg.ID, Generation: 1, ManagedClusterName: fleet.ManagedClusterName(reg), Objects: objects}
 }
 
-// runAgentOnHub starts an agent on the test hub, reaching it through a
-// kubeconfig file as in a deployment, and stops it when the test ends.
+// runAgentOnHub starts an agent on the test hub under an account of its own
+// with the template's RBAC, and stops it when the test ends.
 func runAgentOnHub(t *testing.T, f *fakeFleet) *Agent {
 	t.Helper()
-	h := hubtest.Start(t)
-	restCfg, err := HubRESTConfig(h.Kubeconfig(t), "fleetshard-sync/test")
-	if err != nil {
-		t.Fatal(err)
-	}
-	hub, err := NewHub(restCfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	cfg := DefaultConfig()
-	cfg.PollWait, cfg.HeartbeatInterval, cfg.InventoryBatchDelay, cfg.DeletionTimeout = 2*time.Second, time.Second, 50*time.Millisecond, 30*time.Second
-	cfg.FleetManagerURL, cfg.HubID = f.URL(), f.hubID
-	fc, _ := newTestFleetClient(t, f, cfg)
-	a := New(cfg, fc, hub, Options{Version: "v-test", StartGeneration: time.Now().UnixNano(), Logger: testLogger(), Metrics: newTestMetrics(t), Clock: wallClock{}})
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- a.Run(ctx) }()
+	return runAgentAs(t, f, deployAgentAccount(t))
+}
+
+// runAgentAs starts an agent on the test hub as acct, reaching the hub
+// through a kubeconfig file as in a deployment, and stops it when the test
+// ends.
+func runAgentAs(t *testing.T, f *fakeFleet, acct agentAccount) *Agent {
+	t.Helper()
+	a, stop := startAgentAs(t, f, acct, time.Now().UnixNano())
 	t.Cleanup(func() {
-		cancel()
-		select {
-		case err := <-done:
-			if err != nil {
-				t.Errorf("Run() = %v, want nil", err)
-			}
-		case <-time.After(30 * time.Second):
-			t.Errorf("Run() did not return within 30s of its context ending")
+		if err := stop(); err != nil {
+			t.Errorf("Run() = %v, want nil", err)
 		}
 	})
 	return a
@@ -335,7 +321,8 @@ func TestAgentAppliesKindsInstalledLater(t *testing.T) {
 	ctx := t.Context()
 	admin := hubtest.Start(t).NewDynamicFor(t)
 	f := newFakeFleetFor(t, uniqueHubID("hub"))
-	runAgentOnHub(t, f)
+	acct := deployAgentAccount(t)
+	runAgentAs(t, f, acct)
 
 	suffix := fmt.Sprintf("%x", time.Now().UnixNano())
 	reg := fleet.Registration{ID: "5e2b1c00-0000-4000-8000-" + suffix[len(suffix)-12:], OrgID: "org-3", Name: "gamma"}
@@ -370,6 +357,8 @@ func TestAgentAppliesKindsInstalledLater(t *testing.T) {
 		})
 	}).WithTimeout(30 * time.Second).Should(gomega.BeTrue())
 
+	// A kind the template does not know needs a grant of its own.
+	acct.grant(t, map[string]any{"apiGroups": []any{group}, "resources": []any{"widgets"}, "verbs": []any{"create", "patch"}})
 	widget := map[string]any{"apiVersion": group + "/v1", "kind": "Widget",
 		"metadata": map[string]any{"name": "w-" + suffix, "labels": map[string]any{fleet.LabelHubID: f.hubID}},
 		"spec":     map[string]any{"size": int64(3)}}

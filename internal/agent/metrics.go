@@ -26,6 +26,7 @@ type Metrics struct {
 	resourceBatches  *prometheus.CounterVec
 	statusBatches    *prometheus.CounterVec
 	heartbeats       *prometheus.CounterVec
+	leader           prometheus.Gauge
 }
 
 // NewMetrics registers the agent's metrics with reg.
@@ -64,8 +65,12 @@ func NewMetrics(reg prometheus.Registerer) (*Metrics, error) {
 			Namespace: metricsNamespace, Name: "heartbeats_total",
 			Help: "Hub status reports (heartbeats) sent, by outcome.",
 		}, []string{"outcome"}),
+		leader: prometheus.NewGauge(prometheus.GaugeOpts{
+			Namespace: metricsNamespace, Name: "leader",
+			Help: "1 while this agent holds the hub's lease and acts on the hub, 0 while it waits for it.",
+		}),
 	}
-	for _, c := range []prometheus.Collector{m.applies, m.applyDuration, m.desiredObjects, m.appliedRevision, m.inventoryBatches, m.resourceBatches, m.statusBatches, m.heartbeats} {
+	for _, c := range []prometheus.Collector{m.applies, m.applyDuration, m.desiredObjects, m.appliedRevision, m.inventoryBatches, m.resourceBatches, m.statusBatches, m.heartbeats, m.leader} {
 		if err := reg.Register(c); err != nil {
 			return nil, err
 		}

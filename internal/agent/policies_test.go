@@ -39,7 +39,7 @@ var policySeq atomic.Int64
 func newPolicyTest(t *testing.T) (*applier, dynamic.Interface, fleet.PolicyHubConfig) {
 	t.Helper()
 	h := hubtest.Start(t)
-	hub, err := NewHub(h.RESTConfig())
+	hub, err := NewHub(deployAgentAccount(t).config)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -134,13 +134,14 @@ func startRoundTripEnv(t *testing.T) *roundTripEnv {
 // runAgent runs the hub's agent on the test hub until the test ends.
 func runAgent(t *testing.T, hubID string, doer *http.Client, base string) {
 	t.Helper()
-	h := hubtest.Start(t)
-	hub, err := agent.NewHub(h.RESTConfig())
+	hubCfg, leaseName, leaseNamespace := agent.AgentHubAccount(t)
+	hub, err := agent.NewHub(hubCfg)
 	if err != nil {
 		t.Fatal(err)
 	}
 	cfg := agent.DefaultConfig()
 	cfg.FleetManagerURL, cfg.HubID = base, hubID
+	cfg.LeaseName, cfg.LeaseNamespace = leaseName, leaseNamespace
 	cfg.PollWait, cfg.HeartbeatInterval, cfg.InventoryBatchDelay = 2*time.Second, time.Second, 50*time.Millisecond
 	fc, err := agent.NewFleetClient(base, hubID, doer)
 	if err != nil {
