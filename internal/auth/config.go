@@ -57,7 +57,7 @@ func DefaultConfig() Config {
 		OrgClaim:             "org_id",
 		UsernameClaims:       []string{"username", "preferred_username"},
 		RolesClaim:           "realm_access.roles",
-		AgentClaims:          []string{"clientId"},
+		AgentClaims:          []string{"clientId", "client_id"},
 		JWKSRefreshInterval:  time.Hour,
 		JWKSRefreshRateLimit: time.Minute,
 		JWKSRequestTimeout:   10 * time.Second,

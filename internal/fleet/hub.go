@@ -104,13 +104,13 @@ type HubUpdate struct {
 // Validate checks a hub registration; errors carry CodeValidation.
 func (c HubCreate) Validate() error {
 	if !dnsLabel.MatchString(c.Name) {
-		return Errorf(CodeValidation, "name %q must be a DNS label", c.Name)
+		return Errorf(CodeValidation, "name must be a DNS label")
 	}
 	if !regionOrZone.MatchString(c.Zone) {
-		return Errorf(CodeValidation, "zone %q must be a DNS label", c.Zone)
+		return Errorf(CodeValidation, "zone must be a DNS label")
 	}
 	if !regionOrZone.MatchString(c.Region) {
-		return Errorf(CodeValidation, "region %q must be a DNS label", c.Region)
+		return Errorf(CodeValidation, "region must be a DNS label")
 	}
 	if err := validateHubFields(c.DeliveryMode, c.Capacity, c.AgentIdentity); err != nil {
 		return err
@@ -121,7 +121,7 @@ func (c HubCreate) Validate() error {
 // Validate checks an update against the hub it changes.
 func (u HubUpdate) Validate(current Hub) error {
 	if u.Region != nil && !regionOrZone.MatchString(*u.Region) {
-		return Errorf(CodeValidation, "region %q must be a DNS label", *u.Region)
+		return Errorf(CodeValidation, "region must be a DNS label")
 	}
 	mode, capacity, identity := current.DeliveryMode, current.Capacity, current.AgentIdentity
 	if u.DeliveryMode != nil {

@@ -185,7 +185,9 @@ WHERE id = ?`, hb.AgentVersion, hb.AgentStartGeneration, applied,
 		if err := s.wakeAcknowledged(tx, hubID, old.AppliedRevision, applied); err != nil {
 			return err
 		}
-		if !old.HeartbeatFresh {
+		// A hub back from silence, or whose agent's own readiness moved,
+		// has hub_mgr derive its Ready condition again at once.
+		if !old.HeartbeatFresh || agentReadinessMoved(old.Conditions, hb.Conditions) {
 			return notify(tx, ChannelHubs, hubID)
 		}
 		return nil

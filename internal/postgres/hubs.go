@@ -150,7 +150,7 @@ func (s *Store) sealHubCredentials(row *hubRow, creds map[string]string) error {
 func hubWriteError(err error, name string) error {
 	switch constraint, ok := uniqueViolation(err); {
 	case ok && constraint == "hubs_name_live":
-		return fleet.Errorf(fleet.CodeNameTaken, "a hub named %s already exists", name)
+		return fleet.Errorf(fleet.CodeNameTaken, "a hub of this name already exists")
 	case ok && constraint == "hubs_agent_identity_live":
 		return fleet.Errorf(fleet.CodeHubIdentityTaken, "the agent identity is already bound to another hub")
 	}

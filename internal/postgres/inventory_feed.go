@@ -39,7 +39,7 @@ func parseCursor(c string) (changePosition, error) {
 	if c == "" {
 		return changePosition{}, nil
 	}
-	bad := fleet.Errorf(fleet.CodeValidation, "cursor %q is not a cursor of this feed", c)
+	bad := fleet.Errorf(fleet.CodeValidation, "the cursor is not a cursor of this feed")
 	raw, err := base64.RawURLEncoding.DecodeString(c)
 	if err != nil {
 		return changePosition{}, bad

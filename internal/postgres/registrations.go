@@ -202,7 +202,7 @@ func (s *Store) replayIdempotent(tx *gorm.DB, org, key, hash string) (string, er
 	case prior.Expired:
 		return "", tx.Exec(`DELETE FROM idempotency_keys WHERE org_id = ? AND key = ?`, org, key).Error
 	case prior.RequestHash != hash:
-		return "", fleet.Errorf(fleet.CodeIdempotencyKeyReused, "Idempotency-Key %q was used with a different request", key)
+		return "", fleet.Errorf(fleet.CodeIdempotencyKeyReused, "the Idempotency-Key was used with a different request")
 	}
 	return prior.RegistrationID, nil
 }
@@ -241,7 +241,7 @@ func (s *Store) insertRegistration(tx *gorm.DB, caller fleet.Identity, create fl
 	}
 	if err := tx.Omit("created_at", "updated_at", "hub_name", "hub_zone", "hub_region").Create(&row).Error; err != nil {
 		if c, ok := uniqueViolation(err); ok && c == "registrations_org_name_live" {
-			return "", fleet.Errorf(fleet.CodeNameTaken, "a cluster named %s is already registered in this organisation", create.Name)
+			return "", fleet.Errorf(fleet.CodeNameTaken, "a cluster of this name is already registered in this organisation")
 		}
 		return "", err
 	}

@@ -93,7 +93,7 @@ func notFound(what, id string) error {
 // checkIfMatch compares an If-Match generation with the current one.
 func checkIfMatch(ifMatch *int64, generation int64) error {
 	if ifMatch != nil && *ifMatch != generation {
-		return fleet.Errorf(fleet.CodePreconditionFailed, "If-Match %s does not match the current ETag %s", fleet.ETag(*ifMatch), fleet.ETag(generation))
+		return fleet.Errorf(fleet.CodePreconditionFailed, "If-Match does not match the current ETag %s", fleet.ETag(generation))
 	}
 	return nil
 }

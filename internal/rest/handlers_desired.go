@@ -26,7 +26,7 @@ func (s *Server) handleHubDesiredGet(w http.ResponseWriter, r *http.Request) err
 	if v := r.URL.Query().Get("wait"); v != "" {
 		d, err := time.ParseDuration(v)
 		if err != nil {
-			return fleet.Errorf(fleet.CodeValidation, "wait %q is not a duration", v)
+			return fleet.Errorf(fleet.CodeValidation, "query parameter wait must be a duration such as 30s")
 		}
 		wait = min(d, s.cfg.AgentMaxWait)
 	}
