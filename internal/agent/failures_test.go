@@ -113,3 +113,24 @@ func TestRunDesiredRetriesFailedEntries(t *testing.T) {
 		t.Errorf("Secret %s/s after the retry: %v", lateNS, err)
 	}
 }
+
+// TestHeartbeatToAFleetManagerWithoutFailures: a fleet manager older than
+// the heartbeat's failures refuses them; the agent sends the heartbeat
+// again without them, so its hub stays ready and its revision acknowledged.
+func TestHeartbeatToAFleetManagerWithoutFailures(t *testing.T) {
+	t.Parallel()
+	f := newFakeFleet(t)
+	f.refuseFailures = true
+	a := newTestAgent(t, f, newFakeHub(), DefaultConfig(), &fixedClock{t: time.Now()})
+	rev := f.setDesired()
+	a.applied.Store(rev)
+	a.lastPass.record(rev, nil, []private.EntryFailure{{PolicyId: ptr("p-1"), Reason: "Invalid", Message: "refused"}}, time.Now())
+	a.heartbeat(t.Context())
+	hbs := f.heartbeats()
+	if len(hbs) != 1 || hbs[0].Failures != nil || hbs[0].AppliedRevision != rev {
+		t.Fatalf("heartbeats = %+v, want one acknowledging revision %d without failures", hbs, rev)
+	}
+	if got := f.appliedRevision(); got != rev {
+		t.Errorf("applied revision = %d, want %d", got, rev)
+	}
+}

@@ -58,6 +58,9 @@ type fakeFleet struct {
 	failures map[string]int
 	// maxBody answers larger bodies with 413 (0: no limit).
 	maxBody int
+	// refuseFailures answers a heartbeat with failures with 400, as a
+	// fleet manager older than that field does.
+	refuseFailures bool
 }
 
 func newFakeFleet(t testing.TB) *fakeFleet {
@@ -196,6 +199,11 @@ func (f *fakeFleet) status(w http.ResponseWriter, _ *http.Request, body []byte) 
 		return
 	}
 	f.mu.Lock()
+	if f.refuseFailures && rep.Failures != nil {
+		f.mu.Unlock()
+		f.writeError(w, http.StatusBadRequest, "request body has an error: property \"failures\" is unsupported")
+		return
+	}
 	f.statuses = append(f.statuses, rep)
 	f.applied = max(f.applied, min(rep.AppliedRevision, f.revision))
 	ack := private.HubStatusAck{Kind: private.HubStatusAckKindHubStatusAck, HubId: f.hubID, Revision: f.revision,

@@ -62,6 +62,12 @@ func (a *Agent) heartbeat(ctx context.Context) {
 		report.Capacity = &map[string]string{"managed_clusters": strconv.Itoa(len(a.informer.GetStore().ListKeys()))}
 	}
 	ack, err := a.fleet.PutHubStatus(ctx, report)
+	if err != nil && report.Failures != nil && permanent(err) {
+		// A fleet manager older than per-entry failures refuses the field:
+		// the rest of the heartbeat still goes.
+		report.Failures = nil
+		ack, err = a.fleet.PutHubStatus(ctx, report)
+	}
 	a.metrics.heartbeats.WithLabelValues(outcome(err)).Inc()
 	if err != nil {
 		if ctx.Err() == nil || errors.Is(err, context.DeadlineExceeded) {
