@@ -1,6 +1,8 @@
 package agent
 
 import (
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -113,6 +115,25 @@ func TestConfigFlags(t *testing.T) {
 	} {
 		if fs.Lookup(name) == nil {
 			t.Errorf("flag --%s missing", name)
+		}
+	}
+}
+
+func TestHubNamespace(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	for _, tt := range []struct{ name, context, want string }{
+		{"with-namespace", "namespace: agents", "agents"},
+		{"without", "", "default"},
+	} {
+		path := filepath.Join(dir, tt.name)
+		kubeconfig := "apiVersion: v1\nkind: Config\nclusters: [{name: hub, cluster: {server: \"https://127.0.0.1:1\"}}]\n" +
+			"users: [{name: agent, user: {token: t}}]\ncontexts: [{name: hub, context: {cluster: hub, user: agent, " + tt.context + "}}]\ncurrent-context: hub\n"
+		if err := os.WriteFile(path, []byte(kubeconfig), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		if got := HubNamespace(path); got != tt.want {
+			t.Errorf("HubNamespace(kubeconfig %s) = %q, want %q", tt.name, got, tt.want)
 		}
 	}
 }

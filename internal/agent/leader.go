@@ -62,8 +62,8 @@ func (a *Agent) runElected(ctx context.Context, lead func(context.Context)) erro
 		lead(runCtx)
 		stop()
 		cancel()
-		a.setLeading(false)
 		lost := lctx.Err() != nil && ctx.Err() == nil
+		a.setLeading(false)
 		stopElector()
 		<-electorDone
 		if lost {

@@ -2,6 +2,7 @@ package agent
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"slices"
 	"sync"
@@ -146,5 +147,40 @@ func TestOneAgentOfAHubActsAtATime(t *testing.T) {
 	}
 	if err := stopSecond(); err != nil {
 		t.Errorf("new leader Run() = %v, want nil", err)
+	}
+}
+
+// TestAgentStopsActingWhenItLosesTheLease takes the lease from a running
+// agent, as a partition would let another agent do: it cannot renew, stops
+// its loops within its renew deadline, and Run returns ErrLeaseLost, so the
+// process exits and its restart waits for the lease.
+func TestAgentStopsActingWhenItLosesTheLease(t *testing.T) {
+	t.Parallel()
+	g := gomega.NewWithT(t)
+	ctx := t.Context()
+	leases := hubtest.Start(t).NewClientsetFor(t).CoordinationV1().Leases
+	acct := deployAgentAccount(t)
+	f := newFakeFleetFor(t, uniqueHubID("hub"))
+	a, stop := startAgentAs(t, f, acct, 3003)
+	g.Eventually(a.leading.Load).WithTimeout(30 * time.Second).Should(gomega.BeTrue())
+
+	g.Eventually(func() error {
+		l, err := leases(acct.namespace).Get(ctx, acct.name, metav1.GetOptions{})
+		if err != nil {
+			return err
+		}
+		other, long := "another-agent", int32(600)
+		l.Spec.HolderIdentity, l.Spec.LeaseDurationSeconds = &other, &long
+		l.Spec.RenewTime = &metav1.MicroTime{Time: time.Now()}
+		_, err = leases(acct.namespace).Update(ctx, l, metav1.UpdateOptions{})
+		return err // a conflict with the agent's renewal: read and try again
+	}).WithTimeout(30 * time.Second).Should(gomega.Succeed())
+
+	g.Eventually(a.leading.Load).WithTimeout(30 * time.Second).Should(gomega.BeFalse())
+	if err := stop(); !errors.Is(err, ErrLeaseLost) {
+		t.Errorf("Run() after the lease was taken = %v, want ErrLeaseLost", err)
+	}
+	if err := a.Ready(ctx); err == nil {
+		t.Errorf("Ready() after the lease was lost = nil, want an error")
 	}
 }
