@@ -147,7 +147,7 @@ func (s *Server) authenticate(op operation, public bool, next handlerFunc) handl
 		if err != nil {
 			return err
 		}
-		if err := checkAgentToken(op, id, r); err != nil {
+		if err := checkAgentToken(op, id); err != nil {
 			return err
 		}
 		return next(w, r.WithContext(fleet.NewContextWithIdentity(r.Context(), id)))
@@ -159,7 +159,7 @@ func (s *Server) authenticate(op operation, public bool, next handlerFunc) handl
 // may equal a hub's agent identity), and never acts as a hub's agent. It is
 // answered as a token of no agent is: the hub is not found, so a caller
 // learns nothing of hubs that are not its own.
-func checkAgentToken(op operation, id fleet.Identity, r *http.Request) error {
+func checkAgentToken(op operation, id fleet.Identity) error {
 	if op.spec.file != openapi.Private || id.OrgID == "" {
 		return nil
 	}
@@ -177,15 +177,15 @@ func (s *Server) validate(op operation, next handlerFunc) handlerFunc {
 		if err := checkContentType(op, r); err != nil {
 			return err
 		}
-		if err := checkBodyDepth(op, r); err != nil {
-			return err
-		}
 		if err := checkRequestText(op, r); err != nil {
 			return err
 		}
 		body, err := readBody(r)
 		if err != nil {
 			return requestError(err)
+		}
+		if err := checkBodyDepth(op, body); err != nil {
+			return err
 		}
 		if err := checkBodyText(body); err != nil {
 			return err
