@@ -18,8 +18,15 @@ import (
 	"github.com/fleetmanager/fleet-manager/internal/hub/hubtest"
 )
 
-// The agent's tests share one test hub.
-func TestMain(m *testing.M) { hubtest.Main(m) }
+// The agent's tests share one test hub and one build of the binary.
+func TestMain(m *testing.M) {
+	code := m.Run()
+	hubtest.Stop()
+	if binaryPath != "" {
+		_ = os.RemoveAll(filepath.Dir(binaryPath))
+	}
+	os.Exit(code)
+}
 
 // lockedBuffer collects a process's log while it runs.
 type lockedBuffer struct {
