@@ -54,7 +54,8 @@ type Agent struct {
 	reporter  *regReporter
 	live      liveness
 
-	// applied is the revision of the last desired set applied in full.
+	// applied is the revision of the last desired set acknowledged: every
+	// entry applied but those that failed alone (lastPass holds them).
 	applied      atomic.Int64
 	heartbeatNow chan struct{}
 	resync       chan struct{}

@@ -47,7 +47,7 @@ func NewMetrics(reg prometheus.Registerer) (*Metrics, error) {
 		}),
 		appliedRevision: prometheus.NewGauge(prometheus.GaugeOpts{
 			Namespace: metricsNamespace, Subsystem: "desired", Name: "applied_revision",
-			Help: "Revision of the last desired set applied in full.",
+			Help: "Revision of the last desired set acknowledged (entries that failed alone included).",
 		}),
 		inventoryBatches: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Namespace: metricsNamespace, Subsystem: "inventory", Name: "batches_total",
