@@ -51,7 +51,8 @@ func (d *AgentDelivery) Deliver(ctx context.Context, hub fleet.Hub, reg fleet.Re
 	if err != nil {
 		return fleet.DeliveryReport{}, fmt.Errorf("Deliver(%s to %s): %w", reg.ID, hub.Name, err)
 	}
-	if applied >= published && failure != nil && failure.Revision >= published {
+	// A failure another hub reported (before the registration moved) is not this hub's.
+	if applied >= published && failure != nil && failure.HubID == hub.ID && failure.Revision >= published {
 		return fleet.DeliveryReport{Reason: failure.Reason,
 			Message: fmt.Sprintf("the agent of hub %s could not apply it at revision %d: %s", hub.Name, failure.Revision, failure.Message)}, nil
 	}

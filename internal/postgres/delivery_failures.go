@@ -13,9 +13,11 @@ import (
 )
 
 // storedFailure is a delivery failure as kept in registrations and
-// policy_hubs: the hub's reason and message, the revision whose pass found
-// it, and when it began (it does not move while the failure stays the same).
+// policy_hubs: the hub, its reason and message, the revision of that hub
+// whose pass found it, and when it began (it does not move while the
+// failure stays the same).
 type storedFailure struct {
+	HubID    string    `json:"hub_id"`
 	Reason   string    `json:"reason"`
 	Message  string    `json:"message"`
 	Revision int64     `json:"revision"`
@@ -50,7 +52,7 @@ WHERE hub_id = ? AND deleted_at IS NULL AND (delivery_failure IS NOT NULL OR id 
 	}
 	woken := 0
 	for _, r := range rows {
-		next, changed := nextFailure(r.Failure, regs, r.ID, revision, now)
+		next, changed := nextFailure(r.Failure, regs, r.ID, hubID, revision, now)
 		if !changed {
 			continue
 		}
@@ -65,7 +67,7 @@ WHERE hub_id = ? AND (delivery_failure IS NOT NULL OR policy_id IN ?)`, hubID, s
 		return fmt.Errorf("policy failures: %w", err)
 	}
 	for _, r := range rows {
-		next, changed := nextFailure(r.Failure, pols, r.ID, revision, now)
+		next, changed := nextFailure(r.Failure, pols, r.ID, hubID, revision, now)
 		if !changed {
 			continue
 		}
@@ -82,7 +84,7 @@ WHERE hub_id = ? AND (delivery_failure IS NOT NULL OR policy_id IN ?)`, hubID, s
 // nextFailure returns what an entry's stored failure becomes (nil: none) and
 // whether that differs from have. The same failure found again at a newer
 // revision keeps the time it began.
-func nextFailure(have *string, reported map[string]fleet.DeliveryFailure, id string, revision int64, now time.Time) (*string, bool) {
+func nextFailure(have *string, reported map[string]fleet.DeliveryFailure, id, hubID string, revision int64, now time.Time) (*string, bool) {
 	f, failed := reported[id]
 	var old *storedFailure
 	if have != nil {
@@ -97,12 +99,12 @@ func nextFailure(have *string, reported map[string]fleet.DeliveryFailure, id str
 	case !failed:
 		return nil, true
 	case old != nil && old.Reason == f.Reason && old.Message == f.Message:
-		if old.Revision == revision {
+		if old.Revision == revision && old.HubID == hubID {
 			return nil, false
 		}
 		now = old.Since // the same failure, found again at a newer revision
 	}
-	next := jsonText(storedFailure{Reason: f.Reason, Message: f.Message, Revision: revision, Since: now})
+	next := jsonText(storedFailure{HubID: hubID, Reason: f.Reason, Message: f.Message, Revision: revision, Since: now})
 	return &next, true
 }
 

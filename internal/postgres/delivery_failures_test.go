@@ -138,6 +138,10 @@ func TestHeartbeatFailuresFailOnlyTheirOwner(t *testing.T) {
 		fleet.DeliveryFailure{RegistrationID: bad.ID, Reason: "Invalid", Message: refused},
 		fleet.DeliveryFailure{PolicyID: "p-bad", Reason: "not a reason!", Message: strings.Repeat("é", 2000)})
 	g.Expect(policyFailures()).To(gomega.HaveExactElements(gomega.HaveField("Since", since)))
+	// A failure another hub reported is not this hub's (revisions are per hub).
+	g.Expect(e.db.Gorm.Exec(`UPDATE registrations SET delivery_failure = jsonb_set(delivery_failure, '{hub_id}', '"another-hub"') WHERE id = ?`,
+		bad.ID).Error).To(gomega.Succeed())
+	g.Expect(deliver(bad)).To(gomega.HaveField("Done", true))
 
 	// The entries applied at last: their failures go.
 	heartbeat(true)
