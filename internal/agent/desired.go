@@ -75,6 +75,7 @@ func (a *Agent) applyAndRecord(ctx context.Context, set *private.DesiredSet, b *
 	}
 	a.applied.Store(set.Revision)
 	a.metrics.appliedRevision.Set(float64(set.Revision))
+	a.metrics.failedEntries.Set(float64(len(failures)))
 	a.lastPass.record(set.Revision, nil, failures, a.clock.Now())
 	a.heartbeatSoon()
 	return true
@@ -92,6 +93,7 @@ func (a *Agent) retryFailed(ctx context.Context, set *private.DesiredSet) bool {
 		}
 		return false
 	}
+	a.metrics.failedEntries.Set(float64(len(failures)))
 	a.lastPass.record(set.Revision, nil, failures, a.clock.Now())
 	if !slices.EqualFunc(before, failures, sameFailure) {
 		a.logger.Info("failed entries retried", "revision", set.Revision, "failed_before", len(before), "failed_now", len(failures))

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/onsi/gomega"
+	"github.com/prometheus/client_golang/prometheus/testutil"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 
@@ -82,7 +83,7 @@ func TestRunDesiredRetriesFailedEntries(t *testing.T) {
 	t.Parallel()
 	g := gomega.NewWithT(t)
 	f := newFakeFleetFor(t, uniqueHubID("hub-retry"))
-	runAgentOnHub(t, f)
+	a := runAgentOnHub(t, f)
 	suffix := fmt.Sprintf("%x", time.Now().UnixNano())
 	own := func(id string) map[string]any {
 		return map[string]any{fleet.LabelManagedBy: fleet.ManagedByAgent, fleet.LabelHubID: f.hubID, fleet.LabelRegistrationID: id}
@@ -99,6 +100,7 @@ func TestRunDesiredRetriesFailedEntries(t *testing.T) {
 	g.Eventually(func() []private.EntryFailure { l, _ := lastFailures(f); return l }).WithTimeout(30 * time.Second).Should(gomega.HaveExactElements(
 		gomega.And(gomega.HaveField("RegistrationId", gomega.HaveValue(gomega.Equal(late.RegistrationId))), gomega.HaveField("Reason", "NotFound"),
 			gomega.HaveField("Message", gomega.ContainSubstring(lateNS)))))
+	g.Expect(testutil.ToFloat64(a.metrics.failedEntries)).To(gomega.Equal(1.0), "fleetshard_sync_desired_failed_entries")
 
 	admin := hubtest.Start(t).NewDynamicFor(t)
 	if _, err := admin.Resource(namespaceGVR).Create(t.Context(), &unstructured.Unstructured{Object: map[string]any{
@@ -109,6 +111,7 @@ func TestRunDesiredRetriesFailedEntries(t *testing.T) {
 		l, ok := lastFailures(f)
 		return []any{len(l), ok}
 	}).WithTimeout(60*time.Second).Should(gomega.Equal([]any{0, true}), "the retried entry applied: no failure left")
+	g.Expect(testutil.ToFloat64(a.metrics.failedEntries)).To(gomega.Equal(0.0), "fleetshard_sync_desired_failed_entries")
 	if _, err := get(t.Context(), admin, secretGVR, lateNS, "s"); err != nil {
 		t.Errorf("Secret %s/s after the retry: %v", lateNS, err)
 	}

@@ -22,6 +22,7 @@ type Metrics struct {
 	applyDuration    prometheus.Histogram
 	desiredObjects   prometheus.Gauge
 	appliedRevision  prometheus.Gauge
+	failedEntries    prometheus.Gauge
 	inventoryBatches *prometheus.CounterVec
 	resourceBatches  *prometheus.CounterVec
 	statusBatches    *prometheus.CounterVec
@@ -49,6 +50,10 @@ func NewMetrics(reg prometheus.Registerer) (*Metrics, error) {
 			Namespace: metricsNamespace, Subsystem: "desired", Name: "applied_revision",
 			Help: "Revision of the last desired set acknowledged (entries that failed alone included).",
 		}),
+		failedEntries: prometheus.NewGauge(prometheus.GaugeOpts{
+			Namespace: metricsNamespace, Subsystem: "desired", Name: "failed_entries",
+			Help: "Registrations and policies of the acknowledged desired set that the hub did not take, each failed alone.",
+		}),
 		inventoryBatches: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Namespace: metricsNamespace, Subsystem: "inventory", Name: "batches_total",
 			Help: "Inventory batches sent to the fleet manager, by kind (full, incremental) and outcome.",
@@ -70,7 +75,7 @@ func NewMetrics(reg prometheus.Registerer) (*Metrics, error) {
 			Help: "1 while this agent holds the hub's lease and acts on the hub, 0 while it waits for it.",
 		}),
 	}
-	for _, c := range []prometheus.Collector{m.applies, m.applyDuration, m.desiredObjects, m.appliedRevision, m.inventoryBatches, m.resourceBatches, m.statusBatches, m.heartbeats, m.leader} {
+	for _, c := range []prometheus.Collector{m.applies, m.applyDuration, m.desiredObjects, m.appliedRevision, m.failedEntries, m.inventoryBatches, m.resourceBatches, m.statusBatches, m.heartbeats, m.leader} {
 		if err := reg.Register(c); err != nil {
 			return nil, err
 		}
