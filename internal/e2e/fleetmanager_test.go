@@ -52,11 +52,17 @@ type fleetManager struct {
 
 func startFleetManager(t *testing.T, hydra *hydratest.Hydra, extra ...string) *fleetManager {
 	t.Helper()
+	return startFleetManagerOn(t, hydra, pgtest.NewDatabase(t), extra...)
+}
+
+// startFleetManagerOn is startFleetManager on the database db.
+func startFleetManagerOn(t *testing.T, hydra *hydratest.Hydra, db postgres.Config, extra ...string) *fleetManager {
+	t.Helper()
 	keyFile := filepath.Join(t.TempDir(), "master.key")
 	if err := secrets.GenerateKeyFile(keyFile); err != nil {
 		t.Fatal(err)
 	}
-	fm := &fleetManager{t: t, db: pgtest.NewDatabase(t), hydra: hydra, keyDir: t.TempDir(), keyFile: keyFile,
+	fm := &fleetManager{t: t, db: db, hydra: hydra, keyDir: t.TempDir(), keyFile: keyFile,
 		api: freePort(t), health: freePort(t), metrics: freePort(t), extraArg: extra}
 	devKey, err := auth.EnsureDevKey(fm.keyDir)
 	if err != nil {

@@ -136,10 +136,10 @@ func TestDatabaseOutageAnswers503(t *testing.T) {
 	}
 }
 
-// TestFrozenDatabaseAnswers503WithinTheDeadline: a database that accepts
+// TestHeldDatabaseAnswers503WithinTheDeadline: a database that accepts
 // bytes and never answers holds a request no longer than
 // --api-request-timeout, which then answers 503.
-func TestFrozenDatabaseAnswers503WithinTheDeadline(t *testing.T) {
+func TestHeldDatabaseAnswers503WithinTheDeadline(t *testing.T) {
 	t.Parallel()
 	cfg := rest.DefaultConfig()
 	cfg.RequestTimeout = time.Second

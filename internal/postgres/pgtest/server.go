@@ -184,22 +184,62 @@ func (s *Server) Restart(immediate bool) {
 
 // Freeze stops every process of the server (SIGSTOP): connections stay open
 // and nothing answers, as on a server that hangs. Thaw resumes them.
-func (s *Server) Freeze() { s.signalGroup(syscall.SIGSTOP) }
+func (s *Server) Freeze() {
+	s.t.Helper()
+	pid := s.postmaster()
+	// The postmaster first, so it forks no backend meanwhile; then its
+	// children, which each lead their own process group.
+	s.signal(syscall.SIGSTOP, pid)
+	s.signal(syscall.SIGSTOP, children(pid)...)
+}
 
 // Thaw resumes a frozen server (SIGCONT).
-func (s *Server) Thaw() { s.signalGroup(syscall.SIGCONT) }
+func (s *Server) Thaw() {
+	s.t.Helper()
+	pid := s.postmaster()
+	s.signal(syscall.SIGCONT, children(pid)...)
+	s.signal(syscall.SIGCONT, pid)
+}
 
-func (s *Server) signalGroup(sig syscall.Signal) {
+func (s *Server) postmaster() int {
 	s.t.Helper()
 	s.mu.Lock()
-	cmd := s.cmd
-	s.mu.Unlock()
-	if cmd == nil {
+	defer s.mu.Unlock()
+	if s.cmd == nil {
 		s.t.Fatalf("pgtest: the owned server is not running")
 	}
-	if err := syscall.Kill(-cmd.Process.Pid, sig); err != nil {
-		s.t.Fatalf("pgtest: signalling the owned server: %v", err)
+	return s.cmd.Process.Pid
+}
+
+func (s *Server) signal(sig syscall.Signal, pids ...int) {
+	s.t.Helper()
+	for _, pid := range pids {
+		if err := syscall.Kill(pid, sig); err != nil && !errors.Is(err, syscall.ESRCH) {
+			s.t.Fatalf("pgtest: signalling process %d of the owned server: %v", pid, err)
+		}
 	}
+}
+
+// children returns the processes whose parent is pid, from /proc.
+func children(pid int) []int {
+	entries, _ := os.ReadDir("/proc")
+	var pids []int
+	for _, e := range entries {
+		child, err := strconv.Atoi(e.Name())
+		if err != nil {
+			continue
+		}
+		stat, err := os.ReadFile(filepath.Join("/proc", e.Name(), "stat"))
+		if err != nil {
+			continue
+		}
+		// pid (comm) state ppid ...: comm may hold spaces, so read after its ')'.
+		fields := strings.Fields(string(stat[strings.LastIndexByte(string(stat), ')')+1:]))
+		if len(fields) > 1 && fields[1] == strconv.Itoa(pid) {
+			pids = append(pids, child)
+		}
+	}
+	return pids
 }
 
 // kill ends a server that is still running, frozen or not.
@@ -210,7 +250,9 @@ func (s *Server) kill() {
 	if cmd == nil {
 		return
 	}
-	_ = syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
+	for _, pid := range append(children(cmd.Process.Pid), cmd.Process.Pid) {
+		_ = syscall.Kill(pid, syscall.SIGKILL)
+	}
 	<-done
 }
 
@@ -225,8 +267,7 @@ func (s *Server) ping() error {
 }
 
 // command runs a server binary, as the postgres user when the test runs as
-// root, in its own process group (so Freeze reaches every backend) and
-// killed with the test binary.
+// root, in its own process group, killed with the test binary.
 func (s *Server) command(bin string, args ...string) *exec.Cmd {
 	cmd := exec.Command(bin, args...)
 	cmd.Dir = s.dir

@@ -39,9 +39,21 @@ func TestOwnedServerStopsCrashesAndFreezes(t *testing.T) {
 	if err := exec(5*time.Second, "DO $$ BEGIN IF (SELECT count(*) FROM kept) <> 2 THEN RAISE 'rows lost'; END IF; END $$"); err != nil {
 		t.Fatalf("after a crash: %v", err)
 	}
+	// A session opened before the freeze is frozen too.
+	ctx := context.Background()
+	open, err := pgx.Connect(ctx, cfg.DSN())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer open.Close(ctx)
 	server.Freeze()
 	if err := exec(500*time.Millisecond, "SELECT 1"); err == nil {
-		t.Errorf("a frozen server answered")
+		t.Errorf("a frozen server answered a new connection")
+	}
+	frozen, cancel := context.WithTimeout(ctx, 500*time.Millisecond)
+	defer cancel()
+	if _, err := open.Exec(frozen, "SELECT 1"); err == nil {
+		t.Errorf("a frozen server answered on a connection opened before")
 	}
 	server.Thaw()
 	if err := exec(5*time.Second, "SELECT 1"); err != nil {
