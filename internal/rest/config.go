@@ -180,8 +180,10 @@ func (c Config) Validate() error {
 	if c.AgentMaxWait <= 0 || c.AgentMaxWait >= c.WriteTimeout {
 		p.Addf("agent-max-wait", "must be positive and below --api-write-timeout %s (got %s)", c.WriteTimeout, c.AgentMaxWait)
 	}
-	if c.RequestTimeout <= 0 || c.RequestTimeout >= c.WriteTimeout {
-		p.Addf("api-request-timeout", "must be positive and below --api-write-timeout %s (got %s)", c.WriteTimeout, c.RequestTimeout)
+	// A long-poll's deadline is its longest wait plus the request timeout.
+	if longest := c.RequestTimeout + max(c.AgentMaxWait, c.FeedMaxWait); c.RequestTimeout <= 0 || longest >= c.WriteTimeout {
+		p.Addf("api-request-timeout", "must be positive, and with the longest long-poll wait (%s) below --api-write-timeout %s (got %s)",
+			max(c.AgentMaxWait, c.FeedMaxWait), c.WriteTimeout, c.RequestTimeout)
 	}
 	if c.FeedMaxWait <= 0 || c.FeedMaxWait >= c.WriteTimeout {
 		p.Addf("api-feed-max-wait", "must be positive and below --api-write-timeout %s (got %s)", c.WriteTimeout, c.FeedMaxWait)

@@ -32,6 +32,9 @@ func TestConfigValidate(t *testing.T) {
 		{"address", func(c *rest.Config) { c.APIBindAddress = "8000" }, []string{"--api-bind-address: must be host:port"}},
 		{"port clash", func(c *rest.Config) { c.HealthBindAddress = ":8080" }, []string{"--health-bind-address: port 8080 is already taken by --metrics-bind-address"}},
 		{"timeouts", func(c *rest.Config) { c.ShutdownTimeout, c.ReadTimeout = 0, -time.Second }, []string{"--shutdown-timeout: must be positive", "--api-read-timeout: must be positive"}},
+		{"request deadline", func(c *rest.Config) { c.RequestTimeout = 0 }, []string{"--api-request-timeout: must be positive"}},
+		{"long-poll deadline", func(c *rest.Config) { c.RequestTimeout = time.Minute }, []string{
+			"--api-request-timeout: must be positive, and with the longest long-poll wait (1m0s) below --api-write-timeout 2m0s (got 1m0s)"}},
 		{"body", func(c *rest.Config) { c.MaxBodyBytes = 10 }, []string{"--api-max-body-bytes"}},
 		{"public path", func(c *rest.Config) { c.PublicPaths = []string{"errors"} }, []string{`--auth-public-paths: "errors" must start with /`}},
 		{"cors", func(c *rest.Config) { c.CORS.AllowedOrigins, c.CORS.AllowCredentials = []string{"*"}, true }, []string{"--cors-allow-credentials"}},
