@@ -11,6 +11,7 @@ import (
 
 	"github.com/fleetmanager/fleet-manager/internal/auth"
 	"github.com/fleetmanager/fleet-manager/internal/fleet"
+	"github.com/fleetmanager/fleet-manager/pkg/api/admin"
 	"github.com/fleetmanager/fleet-manager/pkg/api/public"
 )
 
@@ -145,18 +146,44 @@ func TestRefusalsNameNoValue(t *testing.T) {
 	}
 }
 
+// inputEnv is a server with one organisation's registration and one agent
+// hub, to send refused requests to.
+type inputEnv struct {
+	e           *stackEnv
+	cluster     public.Cluster
+	hub         admin.Hub
+	user, agent map[string]string
+}
+
+func newInputEnv(t *testing.T, name string) *inputEnv {
+	t.Helper()
+	e := newStackEnv(t, flavours()[0])
+	tok := e.userToken(t, "org-"+name, "alice")
+	in := &inputEnv{e: e, cluster: e.createCluster(t, tok, public.ClusterCreate{Name: name, Zone: ptr("eu"), Product: public.OCP}),
+		hub: e.createAgentHub(t, name+"-hub", "eu", 1), user: map[string]string{"Authorization": "Bearer " + tok}}
+	in.agent = map[string]string{"Authorization": "Bearer " + e.agentToken(t, deref(in.hub.AgentIdentity))}
+	return in
+}
+
+// wantNothingWritten checks the organisation still has its one registration,
+// as it was made.
+func (in *inputEnv) wantNothingWritten(t *testing.T) {
+	t.Helper()
+	got := in.e.rawCall(t, "GET", "/clusters", in.user, "")
+	var list public.ClusterList
+	if err := json.Unmarshal([]byte(got.body), &list); err != nil || list.Total != 1 || list.Items[0].DisplayName != in.cluster.DisplayName {
+		t.Errorf("ListClusters() = %d %s, want the one registration unchanged", got.status, got.body)
+	}
+}
+
 // TestRefusesTextPostgreSQLCannotStore sends NUL characters and bytes that
 // are not UTF-8 wherever a caller's text reaches the database: each is a 400
 // that writes nothing, where PostgreSQL's refusal used to answer 500.
 func TestRefusesTextPostgreSQLCannotStore(t *testing.T) {
 	t.Parallel()
-	e := newStackEnv(t, flavours()[0])
-	tok := e.userToken(t, "org-nul", "alice")
-	c := e.createCluster(t, tok, public.ClusterCreate{Name: "nul", Zone: ptr("eu"), Product: public.OCP})
-	hub := e.createAgentHub(t, "nul-hub", "eu", 1)
-	user := map[string]string{"Authorization": "Bearer " + tok}
-	agent := map[string]string{"Authorization": "Bearer " + e.agentToken(t, deref(hub.AgentIdentity))}
-	withKey := map[string]string{"Authorization": "Bearer " + tok, "Idempotency-Key": "key-\xff\xfe"}
+	in := newInputEnv(t, "nul")
+	e, c, hub, user, agent := in.e, in.cluster, in.hub, in.user, in.agent
+	withKey := map[string]string{"Authorization": user["Authorization"], "Idempotency-Key": "key-\xff\xfe"}
 	cases := []struct {
 		call, method, path string
 		header             map[string]string
@@ -181,12 +208,7 @@ func TestRefusesTextPostgreSQLCannotStore(t *testing.T) {
 		got := e.rawCall(t, tc.method, tc.path, tc.header, tc.body)
 		wantRefused(t, e.apiEnv, tc.call, got, http.StatusBadRequest, tc.code)
 	}
-	// Nothing was written: the one registration is the one made above, as it was.
-	got := e.rawCall(t, "GET", "/clusters", user, "")
-	var list public.ClusterList
-	if err := json.Unmarshal([]byte(got.body), &list); err != nil || list.Total != 1 || list.Items[0].DisplayName != c.DisplayName {
-		t.Errorf("ListClusters() = %d %s, want the one registration unchanged", got.status, got.body)
-	}
+	in.wantNothingWritten(t)
 	// An escaped backslash before u0000 is text, not a NUL.
 	ok := e.rawCall(t, "POST", "/clusters", user, `{"name":"nul-f","product":"OCP","zone":"eu","display_name":"a\\u0000b"}`)
 	if ok.status != http.StatusAccepted || !strings.Contains(ok.body, `"display_name":"a\\u0000b"`) {
@@ -236,12 +258,8 @@ func TestPagesAreBounded(t *testing.T) {
 // writes nothing, where the handler used to read the first value and go on.
 func TestBodiesEndWithTheirValue(t *testing.T) {
 	t.Parallel()
-	e := newStackEnv(t, flavours()[0])
-	tok := e.userToken(t, "org-trail", "alice")
-	c := e.createCluster(t, tok, public.ClusterCreate{Name: "trail", Zone: ptr("eu"), Product: public.OCP})
-	hub := e.createAgentHub(t, "trail-hub", "eu", 1)
-	user := map[string]string{"Authorization": "Bearer " + tok}
-	agent := map[string]string{"Authorization": "Bearer " + e.agentToken(t, deref(hub.AgentIdentity))}
+	in := newInputEnv(t, "trail")
+	e, c, hub, user, agent := in.e, in.cluster, in.hub, in.user, in.agent
 	cases := []struct{ call, method, path, body string }{
 		{"CreateCluster(garbage after)", "POST", "/clusters", `{"name":"trail-a","product":"OCP","zone":"eu"} trailing-garbage`},
 		{"CreateCluster(two values)", "POST", "/clusters", `{"name":"trail-b","product":"OCP","zone":"eu"}{"name":"trail-c","product":"OCP"}`},
@@ -252,11 +270,7 @@ func TestBodiesEndWithTheirValue(t *testing.T) {
 		got := e.rawCall(t, tc.method, tc.path, map[string]string{"Authorization": pick(tc.path, user, agent)}, tc.body)
 		wantRefused(t, e.apiEnv, tc.call, got, http.StatusBadRequest, fleet.CodeMalformedBody)
 	}
-	got := e.rawCall(t, "GET", "/clusters", user, "")
-	var list public.ClusterList
-	if err := json.Unmarshal([]byte(got.body), &list); err != nil || list.Total != 1 || list.Items[0].DisplayName != c.DisplayName {
-		t.Errorf("ListClusters() = %d %s, want the one registration unchanged", got.status, got.body)
-	}
+	in.wantNothingWritten(t)
 	if h := e.getHub(t, hub.Id); h.LastHeartbeatAt != nil {
 		t.Errorf("GetHub() last heartbeat = %v, want none: the refused heartbeat was recorded", h.LastHeartbeatAt)
 	}
