@@ -62,8 +62,10 @@ func DefaultConfig() Config {
 		ConnMaxIdleTime: 5 * time.Minute,
 		SlowThreshold:   time.Second,
 
+		// No lock_timeout by default: statement_timeout bounds lock waits
+		// too, and a start (migrations, counted labels) may wait for another
+		// replica's longer than a request would.
 		StatementTimeout:         30 * time.Second,
-		LockTimeout:              10 * time.Second,
 		IdleInTransactionTimeout: time.Minute,
 	}
 }

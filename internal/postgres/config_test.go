@@ -53,7 +53,7 @@ func TestDSNEscapesPassword(t *testing.T) {
 	cfg.Password = "p@ss word/?"
 	cfg.SSLRootCert = "/secrets/db/ca.crt"
 	got := cfg.DSN()
-	want := "postgres://postgres:p%40ss%20word%2F%3F@127.0.0.1:5432/fleet_manager?connect_timeout=5&idle_in_transaction_session_timeout=60000&lock_timeout=10000&plan_cache_mode=force_custom_plan&sslmode=disable&sslrootcert=%2Fsecrets%2Fdb%2Fca.crt&statement_timeout=30000"
+	want := "postgres://postgres:p%40ss%20word%2F%3F@127.0.0.1:5432/fleet_manager?connect_timeout=5&idle_in_transaction_session_timeout=60000&plan_cache_mode=force_custom_plan&sslmode=disable&sslrootcert=%2Fsecrets%2Fdb%2Fca.crt&statement_timeout=30000"
 	if got != want {
 		t.Errorf("DSN() = %q, want %q", got, want)
 	}
