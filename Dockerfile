@@ -3,12 +3,21 @@
 # and an OpenShift Docker-strategy build all take it. The module download has
 # its own layer instead of a cache mount.
 
+# The base images are pinned by digest, so a rebuild starts from the same
+# bytes and a new base is a reviewed change. scripts/refresh-base-images.sh
+# resolves the tags again (skopeo) and rewrites these two lines: run it for a
+# Go patch release (with go.mod's go line), a UBI errata release or a CVE.
+# An OpenShift build may override them with --build-arg.
+ARG BUILDER_IMAGE=docker.io/library/golang:1.26.8@sha256:9d2f36f06329b2a141b9db99ffa32765cf695ee57b813ca29e245e8670bcbfff
+ARG RUNTIME_IMAGE=registry.access.redhat.com/ubi9/ubi-minimal:9.7@sha256:161a4e29ea482bab6048c2b36031b4f302ae81e4ff18b83e61785f40dc576f5d
+
 # Builder: the upstream Go image rather than ubi9/go-toolset, because go.mod
-# asks for go 1.26.8 and golang:1.26 always carries the newest 1.26 patch,
-# while the RHEL toolset trails patch releases and pins GOTOOLCHAIN=local, so
-# it would refuse the module until it caught up. The binary is static
-# (CGO_ENABLED=0), so the builder's libc never reaches the runtime image.
-FROM docker.io/library/golang:1.26 AS builder
+# asks for go 1.26.8 and the Go image of that exact patch exists on the day
+# it ships, while the RHEL toolset trails patch releases and pins
+# GOTOOLCHAIN=local, so it would refuse the module until it caught up. The
+# binary is static (CGO_ENABLED=0), so the builder's libc never reaches the
+# runtime image.
+FROM ${BUILDER_IMAGE} AS builder
 
 # Never fetch a different toolchain in the middle of a build.
 ENV GOTOOLCHAIN=local \
@@ -37,7 +46,7 @@ RUN CGO_ENABLED=0 go build -trimpath \
 # Runtime: ubi-minimal rather than distroless, for Red Hat's errata and CVE
 # scanning, and because it still has a shell and `sleep`, which the template's
 # preStop hook and OpenShift CI's container tests run.
-FROM registry.access.redhat.com/ubi9/ubi-minimal:latest
+FROM ${RUNTIME_IMAGE}
 
 ARG VERSION=dev
 ARG COMMIT=unknown
