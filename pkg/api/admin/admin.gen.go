@@ -433,6 +433,9 @@ type PreconditionFailed = Error
 // Unauthenticated The OCM error body. `code` is stable; `reason` is for people.
 type Unauthenticated = Error
 
+// Unavailable The OCM error body. `code` is stable; `reason` is for people.
+type Unavailable = Error
+
 // ListHubsParams defines parameters for ListHubs.
 type ListHubsParams struct {
 	Page *Page `form:"page,omitempty" json:"page,omitempty"`
@@ -1529,6 +1532,11 @@ type ClientWithResponsesInterface interface {
 	ListResourceChangesWithResponse(ctx context.Context, params *ListResourceChangesParams, reqEditors ...RequestEditorFn) (*ListResourceChangesResponse, error)
 }
 
+// ListHubsResponse503Headers the declared response headers of an HTTP 503 response for ListHubs
+type ListHubsResponse503Headers struct {
+	RetryAfter *int
+}
+
 type ListHubsResponse struct {
 	Body         []byte
 	HTTPResponse *http.Response
@@ -1542,6 +1550,10 @@ type ListHubsResponse struct {
 	JSON403 *Forbidden
 	// JSON500 the response for an HTTP 500 `application/json` response
 	JSON500 *InternalError
+	// JSON503 the response for an HTTP 503 `application/json` response
+	JSON503 *Unavailable
+	// Headers503 the parsed response headers for an HTTP 503 response
+	Headers503 *ListHubsResponse503Headers
 }
 
 // GetJSON200 returns the response for an HTTP 200 `application/json` response
@@ -1567,6 +1579,11 @@ func (r ListHubsResponse) GetJSON403() *Forbidden {
 // GetJSON500 returns the response for an HTTP 500 `application/json` response
 func (r ListHubsResponse) GetJSON500() *InternalError {
 	return r.JSON500
+}
+
+// GetJSON503 returns the response for an HTTP 503 `application/json` response
+func (r ListHubsResponse) GetJSON503() *Unavailable {
+	return r.JSON503
 }
 
 // GetBody returns the raw response body bytes
@@ -1603,6 +1620,11 @@ type CreateHubResponse201Headers struct {
 	ETag *string
 }
 
+// CreateHubResponse503Headers the declared response headers of an HTTP 503 response for CreateHub
+type CreateHubResponse503Headers struct {
+	RetryAfter *int
+}
+
 type CreateHubResponse struct {
 	Body         []byte
 	HTTPResponse *http.Response
@@ -1622,8 +1644,12 @@ type CreateHubResponse struct {
 	JSON415 *BadRequest
 	// JSON500 the response for an HTTP 500 `application/json` response
 	JSON500 *InternalError
+	// JSON503 the response for an HTTP 503 `application/json` response
+	JSON503 *Unavailable
 	// Headers201 the parsed response headers for an HTTP 201 response
 	Headers201 *CreateHubResponse201Headers
+	// Headers503 the parsed response headers for an HTTP 503 response
+	Headers503 *CreateHubResponse503Headers
 }
 
 // GetJSON201 returns the response for an HTTP 201 `application/json` response
@@ -1666,6 +1692,11 @@ func (r CreateHubResponse) GetJSON500() *InternalError {
 	return r.JSON500
 }
 
+// GetJSON503 returns the response for an HTTP 503 `application/json` response
+func (r CreateHubResponse) GetJSON503() *Unavailable {
+	return r.JSON503
+}
+
 // GetBody returns the raw response body bytes
 func (r CreateHubResponse) GetBody() []byte {
 	return r.Body
@@ -1695,6 +1726,11 @@ func (r CreateHubResponse) ContentType() string {
 	return ""
 }
 
+// DeleteHubResponse503Headers the declared response headers of an HTTP 503 response for DeleteHub
+type DeleteHubResponse503Headers struct {
+	RetryAfter *int
+}
+
 type DeleteHubResponse struct {
 	Body         []byte
 	HTTPResponse *http.Response
@@ -1710,6 +1746,10 @@ type DeleteHubResponse struct {
 	JSON409 *Conflict
 	// JSON500 the response for an HTTP 500 `application/json` response
 	JSON500 *InternalError
+	// JSON503 the response for an HTTP 503 `application/json` response
+	JSON503 *Unavailable
+	// Headers503 the parsed response headers for an HTTP 503 response
+	Headers503 *DeleteHubResponse503Headers
 }
 
 // GetJSON400 returns the response for an HTTP 400 `application/json` response
@@ -1740,6 +1780,11 @@ func (r DeleteHubResponse) GetJSON409() *Conflict {
 // GetJSON500 returns the response for an HTTP 500 `application/json` response
 func (r DeleteHubResponse) GetJSON500() *InternalError {
 	return r.JSON500
+}
+
+// GetJSON503 returns the response for an HTTP 503 `application/json` response
+func (r DeleteHubResponse) GetJSON503() *Unavailable {
+	return r.JSON503
 }
 
 // GetBody returns the raw response body bytes
@@ -1776,6 +1821,11 @@ type GetHubResponse200Headers struct {
 	ETag *string
 }
 
+// GetHubResponse503Headers the declared response headers of an HTTP 503 response for GetHub
+type GetHubResponse503Headers struct {
+	RetryAfter *int
+}
+
 type GetHubResponse struct {
 	Body         []byte
 	HTTPResponse *http.Response
@@ -1791,8 +1841,12 @@ type GetHubResponse struct {
 	JSON404 *NotFound
 	// JSON500 the response for an HTTP 500 `application/json` response
 	JSON500 *InternalError
+	// JSON503 the response for an HTTP 503 `application/json` response
+	JSON503 *Unavailable
 	// Headers200 the parsed response headers for an HTTP 200 response
 	Headers200 *GetHubResponse200Headers
+	// Headers503 the parsed response headers for an HTTP 503 response
+	Headers503 *GetHubResponse503Headers
 }
 
 // GetJSON200 returns the response for an HTTP 200 `application/json` response
@@ -1823,6 +1877,11 @@ func (r GetHubResponse) GetJSON404() *NotFound {
 // GetJSON500 returns the response for an HTTP 500 `application/json` response
 func (r GetHubResponse) GetJSON500() *InternalError {
 	return r.JSON500
+}
+
+// GetJSON503 returns the response for an HTTP 503 `application/json` response
+func (r GetHubResponse) GetJSON503() *Unavailable {
+	return r.JSON503
 }
 
 // GetBody returns the raw response body bytes
@@ -1859,6 +1918,11 @@ type UpdateHubResponse200Headers struct {
 	ETag *string
 }
 
+// UpdateHubResponse503Headers the declared response headers of an HTTP 503 response for UpdateHub
+type UpdateHubResponse503Headers struct {
+	RetryAfter *int
+}
+
 type UpdateHubResponse struct {
 	Body         []byte
 	HTTPResponse *http.Response
@@ -1882,8 +1946,12 @@ type UpdateHubResponse struct {
 	JSON415 *BadRequest
 	// JSON500 the response for an HTTP 500 `application/json` response
 	JSON500 *InternalError
+	// JSON503 the response for an HTTP 503 `application/json` response
+	JSON503 *Unavailable
 	// Headers200 the parsed response headers for an HTTP 200 response
 	Headers200 *UpdateHubResponse200Headers
+	// Headers503 the parsed response headers for an HTTP 503 response
+	Headers503 *UpdateHubResponse503Headers
 }
 
 // GetJSON200 returns the response for an HTTP 200 `application/json` response
@@ -1936,6 +2004,11 @@ func (r UpdateHubResponse) GetJSON500() *InternalError {
 	return r.JSON500
 }
 
+// GetJSON503 returns the response for an HTTP 503 `application/json` response
+func (r UpdateHubResponse) GetJSON503() *Unavailable {
+	return r.JSON503
+}
+
 // GetBody returns the raw response body bytes
 func (r UpdateHubResponse) GetBody() []byte {
 	return r.Body
@@ -1970,6 +2043,11 @@ type CordonHubResponse200Headers struct {
 	ETag *string
 }
 
+// CordonHubResponse503Headers the declared response headers of an HTTP 503 response for CordonHub
+type CordonHubResponse503Headers struct {
+	RetryAfter *int
+}
+
 type CordonHubResponse struct {
 	Body         []byte
 	HTTPResponse *http.Response
@@ -1985,8 +2063,12 @@ type CordonHubResponse struct {
 	JSON404 *NotFound
 	// JSON500 the response for an HTTP 500 `application/json` response
 	JSON500 *InternalError
+	// JSON503 the response for an HTTP 503 `application/json` response
+	JSON503 *Unavailable
 	// Headers200 the parsed response headers for an HTTP 200 response
 	Headers200 *CordonHubResponse200Headers
+	// Headers503 the parsed response headers for an HTTP 503 response
+	Headers503 *CordonHubResponse503Headers
 }
 
 // GetJSON200 returns the response for an HTTP 200 `application/json` response
@@ -2017,6 +2099,11 @@ func (r CordonHubResponse) GetJSON404() *NotFound {
 // GetJSON500 returns the response for an HTTP 500 `application/json` response
 func (r CordonHubResponse) GetJSON500() *InternalError {
 	return r.JSON500
+}
+
+// GetJSON503 returns the response for an HTTP 503 `application/json` response
+func (r CordonHubResponse) GetJSON503() *Unavailable {
+	return r.JSON503
 }
 
 // GetBody returns the raw response body bytes
@@ -2053,6 +2140,11 @@ type UncordonHubResponse200Headers struct {
 	ETag *string
 }
 
+// UncordonHubResponse503Headers the declared response headers of an HTTP 503 response for UncordonHub
+type UncordonHubResponse503Headers struct {
+	RetryAfter *int
+}
+
 type UncordonHubResponse struct {
 	Body         []byte
 	HTTPResponse *http.Response
@@ -2068,8 +2160,12 @@ type UncordonHubResponse struct {
 	JSON404 *NotFound
 	// JSON500 the response for an HTTP 500 `application/json` response
 	JSON500 *InternalError
+	// JSON503 the response for an HTTP 503 `application/json` response
+	JSON503 *Unavailable
 	// Headers200 the parsed response headers for an HTTP 200 response
 	Headers200 *UncordonHubResponse200Headers
+	// Headers503 the parsed response headers for an HTTP 503 response
+	Headers503 *UncordonHubResponse503Headers
 }
 
 // GetJSON200 returns the response for an HTTP 200 `application/json` response
@@ -2102,6 +2198,11 @@ func (r UncordonHubResponse) GetJSON500() *InternalError {
 	return r.JSON500
 }
 
+// GetJSON503 returns the response for an HTTP 503 `application/json` response
+func (r UncordonHubResponse) GetJSON503() *Unavailable {
+	return r.JSON503
+}
+
 // GetBody returns the raw response body bytes
 func (r UncordonHubResponse) GetBody() []byte {
 	return r.Body
@@ -2131,6 +2232,11 @@ func (r UncordonHubResponse) ContentType() string {
 	return ""
 }
 
+// ListResourcesResponse503Headers the declared response headers of an HTTP 503 response for ListResources
+type ListResourcesResponse503Headers struct {
+	RetryAfter *int
+}
+
 type ListResourcesResponse struct {
 	Body         []byte
 	HTTPResponse *http.Response
@@ -2144,6 +2250,10 @@ type ListResourcesResponse struct {
 	JSON403 *Forbidden
 	// JSON500 the response for an HTTP 500 `application/json` response
 	JSON500 *InternalError
+	// JSON503 the response for an HTTP 503 `application/json` response
+	JSON503 *Unavailable
+	// Headers503 the parsed response headers for an HTTP 503 response
+	Headers503 *ListResourcesResponse503Headers
 }
 
 // GetJSON200 returns the response for an HTTP 200 `application/json` response
@@ -2169,6 +2279,11 @@ func (r ListResourcesResponse) GetJSON403() *Forbidden {
 // GetJSON500 returns the response for an HTTP 500 `application/json` response
 func (r ListResourcesResponse) GetJSON500() *InternalError {
 	return r.JSON500
+}
+
+// GetJSON503 returns the response for an HTTP 503 `application/json` response
+func (r ListResourcesResponse) GetJSON503() *Unavailable {
+	return r.JSON503
 }
 
 // GetBody returns the raw response body bytes
@@ -2200,6 +2315,11 @@ func (r ListResourcesResponse) ContentType() string {
 	return ""
 }
 
+// ListResourceChangesResponse503Headers the declared response headers of an HTTP 503 response for ListResourceChanges
+type ListResourceChangesResponse503Headers struct {
+	RetryAfter *int
+}
+
 type ListResourceChangesResponse struct {
 	Body         []byte
 	HTTPResponse *http.Response
@@ -2215,6 +2335,10 @@ type ListResourceChangesResponse struct {
 	JSON410 *Gone
 	// JSON500 the response for an HTTP 500 `application/json` response
 	JSON500 *InternalError
+	// JSON503 the response for an HTTP 503 `application/json` response
+	JSON503 *Unavailable
+	// Headers503 the parsed response headers for an HTTP 503 response
+	Headers503 *ListResourceChangesResponse503Headers
 }
 
 // GetJSON200 returns the response for an HTTP 200 `application/json` response
@@ -2245,6 +2369,11 @@ func (r ListResourceChangesResponse) GetJSON410() *Gone {
 // GetJSON500 returns the response for an HTTP 500 `application/json` response
 func (r ListResourceChangesResponse) GetJSON500() *InternalError {
 	return r.JSON500
+}
+
+// GetJSON503 returns the response for an HTTP 503 `application/json` response
+func (r ListResourceChangesResponse) GetJSON503() *Unavailable {
+	return r.JSON503
 }
 
 // GetBody returns the raw response body bytes
@@ -2490,6 +2619,26 @@ func ParseListHubsResponse(rsp *http.Response) (*ListHubsResponse, error) {
 		}
 		response.JSON500 = &dest
 
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 503:
+		var dest Unavailable
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON503 = &dest
+
+	}
+
+	switch {
+	case rsp.StatusCode == 503:
+		var headers ListHubsResponse503Headers
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = &value
+		}
+		response.Headers503 = &headers
 	}
 
 	return response, nil
@@ -2565,6 +2714,13 @@ func ParseCreateHubResponse(rsp *http.Response) (*CreateHubResponse, error) {
 		}
 		response.JSON500 = &dest
 
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 503:
+		var dest Unavailable
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON503 = &dest
+
 	}
 
 	switch {
@@ -2578,6 +2734,16 @@ func ParseCreateHubResponse(rsp *http.Response) (*CreateHubResponse, error) {
 			headers.ETag = &value
 		}
 		response.Headers201 = &headers
+	case rsp.StatusCode == 503:
+		var headers CreateHubResponse503Headers
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = &value
+		}
+		response.Headers503 = &headers
 	}
 
 	return response, nil
@@ -2642,6 +2808,26 @@ func ParseDeleteHubResponse(rsp *http.Response) (*DeleteHubResponse, error) {
 		}
 		response.JSON500 = &dest
 
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 503:
+		var dest Unavailable
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON503 = &dest
+
+	}
+
+	switch {
+	case rsp.StatusCode == 503:
+		var headers DeleteHubResponse503Headers
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = &value
+		}
+		response.Headers503 = &headers
 	}
 
 	return response, nil
@@ -2703,6 +2889,13 @@ func ParseGetHubResponse(rsp *http.Response) (*GetHubResponse, error) {
 		}
 		response.JSON500 = &dest
 
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 503:
+		var dest Unavailable
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON503 = &dest
+
 	}
 
 	switch {
@@ -2716,6 +2909,16 @@ func ParseGetHubResponse(rsp *http.Response) (*GetHubResponse, error) {
 			headers.ETag = &value
 		}
 		response.Headers200 = &headers
+	case rsp.StatusCode == 503:
+		var headers GetHubResponse503Headers
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = &value
+		}
+		response.Headers503 = &headers
 	}
 
 	return response, nil
@@ -2805,6 +3008,13 @@ func ParseUpdateHubResponse(rsp *http.Response) (*UpdateHubResponse, error) {
 		}
 		response.JSON500 = &dest
 
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 503:
+		var dest Unavailable
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON503 = &dest
+
 	}
 
 	switch {
@@ -2818,6 +3028,16 @@ func ParseUpdateHubResponse(rsp *http.Response) (*UpdateHubResponse, error) {
 			headers.ETag = &value
 		}
 		response.Headers200 = &headers
+	case rsp.StatusCode == 503:
+		var headers UpdateHubResponse503Headers
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = &value
+		}
+		response.Headers503 = &headers
 	}
 
 	return response, nil
@@ -2879,6 +3099,13 @@ func ParseCordonHubResponse(rsp *http.Response) (*CordonHubResponse, error) {
 		}
 		response.JSON500 = &dest
 
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 503:
+		var dest Unavailable
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON503 = &dest
+
 	}
 
 	switch {
@@ -2892,6 +3119,16 @@ func ParseCordonHubResponse(rsp *http.Response) (*CordonHubResponse, error) {
 			headers.ETag = &value
 		}
 		response.Headers200 = &headers
+	case rsp.StatusCode == 503:
+		var headers CordonHubResponse503Headers
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = &value
+		}
+		response.Headers503 = &headers
 	}
 
 	return response, nil
@@ -2953,6 +3190,13 @@ func ParseUncordonHubResponse(rsp *http.Response) (*UncordonHubResponse, error) 
 		}
 		response.JSON500 = &dest
 
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 503:
+		var dest Unavailable
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON503 = &dest
+
 	}
 
 	switch {
@@ -2966,6 +3210,16 @@ func ParseUncordonHubResponse(rsp *http.Response) (*UncordonHubResponse, error) 
 			headers.ETag = &value
 		}
 		response.Headers200 = &headers
+	case rsp.StatusCode == 503:
+		var headers UncordonHubResponse503Headers
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = &value
+		}
+		response.Headers503 = &headers
 	}
 
 	return response, nil
@@ -3020,6 +3274,26 @@ func ParseListResourcesResponse(rsp *http.Response) (*ListResourcesResponse, err
 		}
 		response.JSON500 = &dest
 
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 503:
+		var dest Unavailable
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON503 = &dest
+
+	}
+
+	switch {
+	case rsp.StatusCode == 503:
+		var headers ListResourcesResponse503Headers
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = &value
+		}
+		response.Headers503 = &headers
 	}
 
 	return response, nil
@@ -3081,6 +3355,26 @@ func ParseListResourceChangesResponse(rsp *http.Response) (*ListResourceChangesR
 		}
 		response.JSON500 = &dest
 
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 503:
+		var dest Unavailable
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON503 = &dest
+
+	}
+
+	switch {
+	case rsp.StatusCode == 503:
+		var headers ListResourceChangesResponse503Headers
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = &value
+		}
+		response.Headers503 = &headers
 	}
 
 	return response, nil

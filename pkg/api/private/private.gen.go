@@ -459,6 +459,9 @@ type PreconditionFailed = Error
 // Unauthenticated The OCM error body. `code` is stable; `reason` is for people.
 type Unauthenticated = Error
 
+// Unavailable The OCM error body. `code` is stable; `reason` is for people.
+type Unavailable = Error
+
 // GetHubDesiredParams defines parameters for GetHubDesired.
 type GetHubDesiredParams struct {
 	// After The revision the agent has; 0 or absent for any.
@@ -1387,6 +1390,11 @@ type ClientWithResponsesInterface interface {
 	PutHubStatusWithResponse(ctx context.Context, hubId HubId, body PutHubStatusJSONRequestBody, reqEditors ...RequestEditorFn) (*PutHubStatusResponse, error)
 }
 
+// GetHubDesiredResponse503Headers the declared response headers of an HTTP 503 response for GetHubDesired
+type GetHubDesiredResponse503Headers struct {
+	RetryAfter *int
+}
+
 type GetHubDesiredResponse struct {
 	Body         []byte
 	HTTPResponse *http.Response
@@ -1400,6 +1408,10 @@ type GetHubDesiredResponse struct {
 	JSON404 *NotFound
 	// JSON500 the response for an HTTP 500 `application/json` response
 	JSON500 *InternalError
+	// JSON503 the response for an HTTP 503 `application/json` response
+	JSON503 *Unavailable
+	// Headers503 the parsed response headers for an HTTP 503 response
+	Headers503 *GetHubDesiredResponse503Headers
 }
 
 // GetJSON200 returns the response for an HTTP 200 `application/json` response
@@ -1425,6 +1437,11 @@ func (r GetHubDesiredResponse) GetJSON404() *NotFound {
 // GetJSON500 returns the response for an HTTP 500 `application/json` response
 func (r GetHubDesiredResponse) GetJSON500() *InternalError {
 	return r.JSON500
+}
+
+// GetJSON503 returns the response for an HTTP 503 `application/json` response
+func (r GetHubDesiredResponse) GetJSON503() *Unavailable {
+	return r.JSON503
 }
 
 // GetBody returns the raw response body bytes
@@ -1456,6 +1473,11 @@ func (r GetHubDesiredResponse) ContentType() string {
 	return ""
 }
 
+// PostHubInventoryResponse503Headers the declared response headers of an HTTP 503 response for PostHubInventory
+type PostHubInventoryResponse503Headers struct {
+	RetryAfter *int
+}
+
 type PostHubInventoryResponse struct {
 	Body         []byte
 	HTTPResponse *http.Response
@@ -1473,6 +1495,10 @@ type PostHubInventoryResponse struct {
 	JSON415 *BadRequest
 	// JSON500 the response for an HTTP 500 `application/json` response
 	JSON500 *InternalError
+	// JSON503 the response for an HTTP 503 `application/json` response
+	JSON503 *Unavailable
+	// Headers503 the parsed response headers for an HTTP 503 response
+	Headers503 *PostHubInventoryResponse503Headers
 }
 
 // GetJSON200 returns the response for an HTTP 200 `application/json` response
@@ -1510,6 +1536,11 @@ func (r PostHubInventoryResponse) GetJSON500() *InternalError {
 	return r.JSON500
 }
 
+// GetJSON503 returns the response for an HTTP 503 `application/json` response
+func (r PostHubInventoryResponse) GetJSON503() *Unavailable {
+	return r.JSON503
+}
+
 // GetBody returns the raw response body bytes
 func (r PostHubInventoryResponse) GetBody() []byte {
 	return r.Body
@@ -1539,6 +1570,11 @@ func (r PostHubInventoryResponse) ContentType() string {
 	return ""
 }
 
+// PutRegistrationsStatusResponse503Headers the declared response headers of an HTTP 503 response for PutRegistrationsStatus
+type PutRegistrationsStatusResponse503Headers struct {
+	RetryAfter *int
+}
+
 type PutRegistrationsStatusResponse struct {
 	Body         []byte
 	HTTPResponse *http.Response
@@ -1556,6 +1592,10 @@ type PutRegistrationsStatusResponse struct {
 	JSON415 *BadRequest
 	// JSON500 the response for an HTTP 500 `application/json` response
 	JSON500 *InternalError
+	// JSON503 the response for an HTTP 503 `application/json` response
+	JSON503 *Unavailable
+	// Headers503 the parsed response headers for an HTTP 503 response
+	Headers503 *PutRegistrationsStatusResponse503Headers
 }
 
 // GetJSON200 returns the response for an HTTP 200 `application/json` response
@@ -1593,6 +1633,11 @@ func (r PutRegistrationsStatusResponse) GetJSON500() *InternalError {
 	return r.JSON500
 }
 
+// GetJSON503 returns the response for an HTTP 503 `application/json` response
+func (r PutRegistrationsStatusResponse) GetJSON503() *Unavailable {
+	return r.JSON503
+}
+
 // GetBody returns the raw response body bytes
 func (r PutRegistrationsStatusResponse) GetBody() []byte {
 	return r.Body
@@ -1622,6 +1667,11 @@ func (r PutRegistrationsStatusResponse) ContentType() string {
 	return ""
 }
 
+// GetHubResourceKindsResponse503Headers the declared response headers of an HTTP 503 response for GetHubResourceKinds
+type GetHubResourceKindsResponse503Headers struct {
+	RetryAfter *int
+}
+
 type GetHubResourceKindsResponse struct {
 	Body         []byte
 	HTTPResponse *http.Response
@@ -1633,6 +1683,10 @@ type GetHubResourceKindsResponse struct {
 	JSON404 *NotFound
 	// JSON500 the response for an HTTP 500 `application/json` response
 	JSON500 *InternalError
+	// JSON503 the response for an HTTP 503 `application/json` response
+	JSON503 *Unavailable
+	// Headers503 the parsed response headers for an HTTP 503 response
+	Headers503 *GetHubResourceKindsResponse503Headers
 }
 
 // GetJSON200 returns the response for an HTTP 200 `application/json` response
@@ -1653,6 +1707,11 @@ func (r GetHubResourceKindsResponse) GetJSON404() *NotFound {
 // GetJSON500 returns the response for an HTTP 500 `application/json` response
 func (r GetHubResourceKindsResponse) GetJSON500() *InternalError {
 	return r.JSON500
+}
+
+// GetJSON503 returns the response for an HTTP 503 `application/json` response
+func (r GetHubResourceKindsResponse) GetJSON503() *Unavailable {
+	return r.JSON503
 }
 
 // GetBody returns the raw response body bytes
@@ -1684,6 +1743,11 @@ func (r GetHubResourceKindsResponse) ContentType() string {
 	return ""
 }
 
+// PostHubResourcesResponse503Headers the declared response headers of an HTTP 503 response for PostHubResources
+type PostHubResourcesResponse503Headers struct {
+	RetryAfter *int
+}
+
 type PostHubResourcesResponse struct {
 	Body         []byte
 	HTTPResponse *http.Response
@@ -1701,6 +1765,10 @@ type PostHubResourcesResponse struct {
 	JSON415 *BadRequest
 	// JSON500 the response for an HTTP 500 `application/json` response
 	JSON500 *InternalError
+	// JSON503 the response for an HTTP 503 `application/json` response
+	JSON503 *Unavailable
+	// Headers503 the parsed response headers for an HTTP 503 response
+	Headers503 *PostHubResourcesResponse503Headers
 }
 
 // GetJSON200 returns the response for an HTTP 200 `application/json` response
@@ -1738,6 +1806,11 @@ func (r PostHubResourcesResponse) GetJSON500() *InternalError {
 	return r.JSON500
 }
 
+// GetJSON503 returns the response for an HTTP 503 `application/json` response
+func (r PostHubResourcesResponse) GetJSON503() *Unavailable {
+	return r.JSON503
+}
+
 // GetBody returns the raw response body bytes
 func (r PostHubResourcesResponse) GetBody() []byte {
 	return r.Body
@@ -1767,6 +1840,11 @@ func (r PostHubResourcesResponse) ContentType() string {
 	return ""
 }
 
+// PutHubStatusResponse503Headers the declared response headers of an HTTP 503 response for PutHubStatus
+type PutHubStatusResponse503Headers struct {
+	RetryAfter *int
+}
+
 type PutHubStatusResponse struct {
 	Body         []byte
 	HTTPResponse *http.Response
@@ -1784,6 +1862,10 @@ type PutHubStatusResponse struct {
 	JSON415 *BadRequest
 	// JSON500 the response for an HTTP 500 `application/json` response
 	JSON500 *InternalError
+	// JSON503 the response for an HTTP 503 `application/json` response
+	JSON503 *Unavailable
+	// Headers503 the parsed response headers for an HTTP 503 response
+	Headers503 *PutHubStatusResponse503Headers
 }
 
 // GetJSON200 returns the response for an HTTP 200 `application/json` response
@@ -1819,6 +1901,11 @@ func (r PutHubStatusResponse) GetJSON415() *BadRequest {
 // GetJSON500 returns the response for an HTTP 500 `application/json` response
 func (r PutHubStatusResponse) GetJSON500() *InternalError {
 	return r.JSON500
+}
+
+// GetJSON503 returns the response for an HTTP 503 `application/json` response
+func (r PutHubStatusResponse) GetJSON503() *Unavailable {
+	return r.JSON503
 }
 
 // GetBody returns the raw response body bytes
@@ -2064,6 +2151,26 @@ func ParseGetHubDesiredResponse(rsp *http.Response) (*GetHubDesiredResponse, err
 		}
 		response.JSON500 = &dest
 
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 503:
+		var dest Unavailable
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON503 = &dest
+
+	}
+
+	switch {
+	case rsp.StatusCode == 503:
+		var headers GetHubDesiredResponse503Headers
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = &value
+		}
+		response.Headers503 = &headers
 	}
 
 	return response, nil
@@ -2132,6 +2239,26 @@ func ParsePostHubInventoryResponse(rsp *http.Response) (*PostHubInventoryRespons
 		}
 		response.JSON500 = &dest
 
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 503:
+		var dest Unavailable
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON503 = &dest
+
+	}
+
+	switch {
+	case rsp.StatusCode == 503:
+		var headers PostHubInventoryResponse503Headers
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = &value
+		}
+		response.Headers503 = &headers
 	}
 
 	return response, nil
@@ -2200,6 +2327,26 @@ func ParsePutRegistrationsStatusResponse(rsp *http.Response) (*PutRegistrationsS
 		}
 		response.JSON500 = &dest
 
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 503:
+		var dest Unavailable
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON503 = &dest
+
+	}
+
+	switch {
+	case rsp.StatusCode == 503:
+		var headers PutRegistrationsStatusResponse503Headers
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = &value
+		}
+		response.Headers503 = &headers
 	}
 
 	return response, nil
@@ -2247,6 +2394,26 @@ func ParseGetHubResourceKindsResponse(rsp *http.Response) (*GetHubResourceKindsR
 		}
 		response.JSON500 = &dest
 
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 503:
+		var dest Unavailable
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON503 = &dest
+
+	}
+
+	switch {
+	case rsp.StatusCode == 503:
+		var headers GetHubResourceKindsResponse503Headers
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = &value
+		}
+		response.Headers503 = &headers
 	}
 
 	return response, nil
@@ -2315,6 +2482,26 @@ func ParsePostHubResourcesResponse(rsp *http.Response) (*PostHubResourcesRespons
 		}
 		response.JSON500 = &dest
 
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 503:
+		var dest Unavailable
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON503 = &dest
+
+	}
+
+	switch {
+	case rsp.StatusCode == 503:
+		var headers PostHubResourcesResponse503Headers
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = &value
+		}
+		response.Headers503 = &headers
 	}
 
 	return response, nil
@@ -2383,6 +2570,26 @@ func ParsePutHubStatusResponse(rsp *http.Response) (*PutHubStatusResponse, error
 		}
 		response.JSON500 = &dest
 
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 503:
+		var dest Unavailable
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON503 = &dest
+
+	}
+
+	switch {
+	case rsp.StatusCode == 503:
+		var headers PutHubStatusResponse503Headers
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = &value
+		}
+		response.Headers503 = &headers
 	}
 
 	return response, nil
