@@ -109,7 +109,7 @@ func (s *Store) CreateHub(ctx context.Context, create fleet.HubCreate) (fleet.Hu
 	}
 	err := s.transact(ctx, func(tx *gorm.DB) error {
 		if err := tx.Create(&row).Error; err != nil {
-			return hubWriteError(err, create.Name)
+			return hubWriteError(err)
 		}
 		return notify(tx, ChannelHubs, row.ID)
 	})
@@ -147,7 +147,7 @@ func (s *Store) sealHubCredentials(row *hubRow, creds map[string]string) error {
 }
 
 // hubWriteError translates unique violations of hubs.
-func hubWriteError(err error, name string) error {
+func hubWriteError(err error) error {
 	switch constraint, ok := uniqueViolation(err); {
 	case ok && constraint == "hubs_name_live":
 		return fleet.Errorf(fleet.CodeNameTaken, "a hub of this name already exists")
@@ -223,7 +223,7 @@ func (s *Store) UpdateHub(ctx context.Context, id string, ifMatch *int64, update
 		}
 		row.Generation++
 		if err := tx.Select("*").Omit("created_at").Save(&row).Error; err != nil {
-			return hubWriteError(err, row.Name)
+			return hubWriteError(err)
 		}
 		if redeliver {
 			if err := requeueHubRegistrations(tx, row.ID); err != nil {

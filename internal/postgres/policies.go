@@ -98,7 +98,7 @@ func (s *Store) CreatePolicy(ctx context.Context, caller fleet.Identity, create 
 		err := tx.Exec(`INSERT INTO policies (id, org_id, zone, name, body, selector, created_by) VALUES (?, ?, ?, ?, ?, ?, ?)`,
 			id, caller.OrgID, create.Zone, name, jsonText(body), jsonText(storedSelector(create.Selector)), caller.Username).Error
 		if err != nil {
-			return policyWriteError(err, name)
+			return policyWriteError(err)
 		}
 		_, err = s.resolvePolicy(tx, id, true)
 		return err
@@ -162,7 +162,7 @@ func (s *Store) UpdatePolicy(ctx context.Context, org, id string, match *int64, 
 		err = tx.Exec(`UPDATE policies SET name = ?, body = ?, selector = ?, generation = generation + 1, updated_at = now() WHERE id = ?`,
 			name, jsonText(body), jsonText(storedSelector(update.Selector)), id).Error
 		if err != nil {
-			return policyWriteError(err, name)
+			return policyWriteError(err)
 		}
 		_, err = s.resolvePolicy(tx, id, true)
 		return err
@@ -215,11 +215,11 @@ func (s *Store) lockPolicy(tx *gorm.DB, org, id string) (policyRow, error) {
 // storedSelector renders a selector for the selector column.
 func storedSelector(s fleet.LabelSelector) map[string]any { return s.Object() }
 
-// policyWriteError translates a write of a policy named name that broke the
+// policyWriteError translates a write of a policy that broke the
 // one-live-name-per-organisation index into CodeNameTaken.
-func policyWriteError(err error, name string) error {
+func policyWriteError(err error) error {
 	if c, ok := uniqueViolation(err); ok && c == "policies_org_name" {
-		return fleet.Errorf(fleet.CodeNameTaken, "a policy named %s already exists in this organisation", name)
+		return fleet.Errorf(fleet.CodeNameTaken, "a policy of this name already exists in this organisation")
 	}
 	return err
 }
