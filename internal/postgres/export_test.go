@@ -4,6 +4,7 @@ import (
 	"context"
 
 	"github.com/jackc/pgx/v5"
+	"gorm.io/gorm"
 )
 
 // NewStatementForTest makes a statement of a round trip, for the external
@@ -28,4 +29,10 @@ func SealedColumnsForTest() []string {
 		out = append(out, tc[0]+"."+tc[1])
 	}
 	return out
+}
+
+// FindHubForTest is findHub in tx, locking the row when lock is set.
+func FindHubForTest(tx *gorm.DB, id string, lock bool) error {
+	_, err := findHub(tx, id, lock)
+	return err
 }

@@ -2,11 +2,14 @@ package postgres_test
 
 import (
 	"context"
+	"errors"
 	"testing"
 
+	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/onsi/gomega"
 
 	"github.com/fleetmanager/fleet-manager/internal/fleet"
+	"github.com/fleetmanager/fleet-manager/internal/postgres"
 )
 
 // TestHubOwnerOnlyOverItsOwnRegistrations gives a shared hub an owner: refused
@@ -43,4 +46,25 @@ func TestHubOwnerOnlyOverItsOwnRegistrations(t *testing.T) {
 	hub, err = e.store.UpdateHub(ctx, e.hub.ID, nil, fleet.HubUpdate{OwnerOrgID: &a})
 	g.Expect(err).NotTo(gomega.HaveOccurred())
 	g.Expect(hub.OwnerOrgID).To(gomega.Equal("org-a"))
+}
+
+// TestFindHubLocksTheRow: the hub reads that guard a change (UpdateHub's
+// If-Match and owner checks, DeleteHub's placed count, hub_mgr's Ready
+// condition beside the agent's) lock the hub's row. They asked for the lock
+// with GORM v1's "gorm:query_option", which v2 ignores: nothing was locked,
+// and hub_mgr's write of Ready lost the HubAgentReady a heartbeat wrote
+// meanwhile.
+func TestFindHubLocksTheRow(t *testing.T) {
+	t.Parallel()
+	g := gomega.NewWithT(t)
+	e := newInventoryEnv(t)
+	tx := e.db.Gorm.Begin()
+	t.Cleanup(func() { tx.Rollback() })
+	g.Expect(postgres.FindHubForTest(tx, e.hub.ID, true)).To(gomega.Succeed())
+	err := e.db.Gorm.Exec(`SELECT 1 FROM hubs WHERE id = ? FOR UPDATE NOWAIT`, e.hub.ID).Error
+	var pgErr *pgconn.PgError
+	g.Expect(errors.As(err, &pgErr)).To(gomega.BeTrue(), "another transaction took the row: %v", err)
+	g.Expect(pgErr.Code).To(gomega.Equal("55P03"), "lock_not_available")
+	tx.Rollback()
+	g.Expect(e.db.Gorm.Exec(`SELECT 1 FROM hubs WHERE id = ? FOR UPDATE NOWAIT`, e.hub.ID).Error).To(gomega.Succeed())
 }

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"gorm.io/gorm"
+	"gorm.io/gorm/clause"
 
 	"github.com/fleetmanager/fleet-manager/internal/fleet"
 )
@@ -170,7 +171,9 @@ func findHub(tx *gorm.DB, id string, lock bool) (hubRow, error) {
 	var row hubRow
 	q := tx.Where("id = ? AND deleted_at IS NULL", id)
 	if lock {
-		q = q.Set("gorm:query_option", "FOR UPDATE")
+		// GORM v2 takes the lock as a clause; its v1 setting
+		// ("gorm:query_option") is ignored and locked nothing.
+		q = q.Clauses(clause.Locking{Strength: "UPDATE"})
 	}
 	err := q.Take(&row).Error
 	if errors.Is(err, gorm.ErrRecordNotFound) {
