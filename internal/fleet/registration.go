@@ -59,8 +59,10 @@ const (
 // Registration is a cluster registered by an organisation: what it asked for,
 // where it was placed and what is known of it.
 type Registration struct {
-	ID             string
-	OrgID          string
+	ID    string
+	OrgID string
+	// Owner is the user name of who registered it, its created_by: an
+	// organisation's members change and deregister only their own.
 	Owner          string
 	Name           string
 	DisplayName    string

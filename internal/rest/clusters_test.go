@@ -76,8 +76,8 @@ func testClusterCreate(t *testing.T, e *stackEnv) {
 		if c.Kind != public.ClusterKindCluster || c.Name != tc.name || c.DisplayName != "Cluster "+tc.name ||
 			!maps.Equal(c.Labels, public.Labels{"env": "prod"}) || c.Zone != "eu" || c.Region != "eu-west-1" ||
 			c.Product != public.ROSA || c.HasCredentials != wantCreds || c.Phase != public.Accepted ||
-			c.Generation != 1 || c.Hub != nil || c.DeletionRequestedAt != nil {
-			t.Errorf("CreateCluster(%s) = %+v, want the request's fields, has_credentials %v, phase accepted, generation 1", tc.name, c, wantCreds)
+			c.Generation != 1 || c.Hub != nil || c.DeletionRequestedAt != nil || c.CreatedBy == nil || *c.CreatedBy != "alice" {
+			t.Errorf("CreateCluster(%s) = %+v, want the request's fields, has_credentials %v, phase accepted, generation 1, created_by alice", tc.name, c, wantCreds)
 		}
 		if !hasCondition(c, fleet.ConditionAccepted, public.ConditionStatusTrue, fleet.ReasonValidated) {
 			t.Errorf("CreateCluster(%s): %s, want Accepted=True (Validated)", tc.name, describeCluster(c))

@@ -106,7 +106,7 @@ func (s *Server) presentCluster(reg fleet.Registration) public.Cluster {
 		Product: public.Product(reg.Product), HasCredentials: reg.HasCredentials, Phase: public.ClusterPhase(reg.Phase),
 		Conditions: make([]public.Condition, len(reg.Conditions)), Generation: reg.Generation,
 		ObservedGeneration: reg.ObservedGeneration, CreatedAt: reg.CreatedAt, UpdatedAt: reg.UpdatedAt,
-		DeletionRequestedAt: reg.DeletionRequestedAt,
+		DeletionRequestedAt: reg.DeletionRequestedAt, CreatedBy: strPtr(reg.Owner),
 	}
 	for i, cond := range reg.Conditions {
 		c.Conditions[i] = public.Condition{Type: cond.Type, Status: public.ConditionStatus(cond.Status), Reason: cond.Reason,

@@ -409,11 +409,14 @@ func (e Product) Valid() bool {
 
 // Cluster defines model for Cluster.
 type Cluster struct {
-	Conditions          []Condition `json:"conditions"`
-	CreatedAt           time.Time   `json:"created_at"`
-	DeletionRequestedAt *time.Time  `json:"deletion_requested_at,omitempty"`
-	DisplayName         string      `json:"display_name"`
-	Generation          int64       `json:"generation"`
+	Conditions []Condition `json:"conditions"`
+	CreatedAt  time.Time   `json:"created_at"`
+
+	// CreatedBy The user who registered the cluster. With the organisation-member role, a user may change and deregister only the clusters it registered.
+	CreatedBy           *string    `json:"created_by,omitempty"`
+	DeletionRequestedAt *time.Time `json:"deletion_requested_at,omitempty"`
+	DisplayName         string     `json:"display_name"`
+	Generation          int64      `json:"generation"`
 
 	// HasCredentials Whether auto-import credentials are stored (they are never returned).
 	HasCredentials bool        `json:"has_credentials"`
