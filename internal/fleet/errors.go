@@ -59,6 +59,7 @@ const (
 	CodeCursorExpired        ErrorCode = 24
 	CodeZoneNotServed        ErrorCode = 25
 	CodePolicyInvalid        ErrorCode = 26
+	CodeActionForbidden      ErrorCode = 27
 )
 
 // CatalogueEntry describes one error code: its kind and the reason a client sees
@@ -99,6 +100,7 @@ func Catalogue() []CatalogueEntry {
 		{CodeCursorExpired, KindGone, "CursorExpired", "The cursor is older than the change feed's retention: list the collection again and resume from the cursor the list returns"},
 		{CodeZoneNotServed, KindConflict, "ZoneNotServed", "This deployment does not serve the zone; the reason names the deployment that does"},
 		{CodePolicyInvalid, KindInvalid, "PolicyInvalid", "The policy does not match the Policy CRD's schema; the reason names each field at fault"},
+		{CodeActionForbidden, KindForbidden, "ActionForbidden", "The caller's roles do not allow this action; the reason names the action"},
 	}
 	sort.Slice(entries, func(i, j int) bool { return entries[i].Code < entries[j].Code })
 	return entries

@@ -1,0 +1,121 @@
+package fleet
+
+import (
+	"context"
+	"slices"
+	"strings"
+)
+
+// Subject kinds: who a request comes from, as the authorization policy sees it.
+const (
+	SubjectUser           = "user"
+	SubjectServiceAccount = "service_account"
+	SubjectAgent          = "agent"
+	SubjectAnonymous      = "anonymous"
+)
+
+// Org roles: what a user may do within its organisation.
+const (
+	OrgRoleAdmin  = "admin"
+	OrgRoleMember = "member"
+	OrgRoleViewer = "viewer"
+	OrgRoleNone   = "none"
+)
+
+// OrgRoleNames lists the org roles, most powerful first.
+func OrgRoleNames() []string {
+	return []string{OrgRoleAdmin, OrgRoleMember, OrgRoleViewer, OrgRoleNone}
+}
+
+// Subject is the caller an authorization decision is about.
+type Subject struct {
+	Kind     string
+	ID       string
+	Username string
+	OrgID    string
+	// FleetAdmin and FleetViewer are the fleet-wide roles (--admin-roles,
+	// --admin-read-roles); OrgRole is the role within OrgID.
+	FleetAdmin  bool
+	FleetViewer bool
+	OrgRole     string
+}
+
+// AuthzResource is what an action is done to (fleet.Resource is a synced hub object). For a list or a create, ID and
+// CreatedBy are empty and OrgID is the organisation the list or create is for.
+type AuthzResource struct {
+	Kind      string
+	ID        string
+	OrgID     string
+	CreatedBy string
+}
+
+// AuthzRequest asks whether Subject may do Action on Resource. Product and
+// LiveRegistrations are the facts the pre-flight rules of clusters:create read.
+type AuthzRequest struct {
+	Subject           Subject
+	Action            string
+	Resource          AuthzResource
+	Product           string
+	LiveRegistrations int
+}
+
+// Authorizer is the one decision point: every handler and store operation
+// that acts for a caller asks it.
+type Authorizer interface {
+	// Authorize returns nil when req is allowed. Errors: CodeActionForbidden
+	// naming the action, or the pre-flight codes CodeOrgNotAllowed,
+	// CodeUserNotAllowed, CodeProductNotAccepted, CodeQuotaExceeded,
+	// CodeAdminRoleRequired; CodeInternal when the policy cannot be evaluated.
+	Authorize(ctx context.Context, req AuthzRequest) error
+}
+
+// RoleMap turns a token's roles into a Subject: which roles make a fleet
+// admin or viewer, which make an org admin, member or viewer, and the org role
+// of a user with none of them. Every list is configuration.
+type RoleMap struct {
+	FleetAdmin  []string
+	FleetViewer []string
+	OrgAdmin    []string
+	OrgMember   []string
+	OrgViewer   []string
+	// DefaultOrgRole is the org role of a user of an org with none of the
+	// org roles above.
+	DefaultOrgRole string
+	// ServiceAccountPrefix marks the user names of service accounts.
+	ServiceAccountPrefix string
+}
+
+// Subject returns the subject of a request that carries id; ok is false for
+// a request without a verified token.
+func (m RoleMap) Subject(id Identity, ok bool) Subject {
+	if !ok {
+		return Subject{Kind: SubjectAnonymous, OrgRole: OrgRoleNone}
+	}
+	s := Subject{Kind: SubjectUser, ID: id.Subject, Username: id.Username, OrgID: id.OrgID,
+		FleetAdmin:  slices.ContainsFunc(m.FleetAdmin, id.HasRole),
+		FleetViewer: slices.ContainsFunc(m.FleetViewer, id.HasRole), OrgRole: OrgRoleNone}
+	switch {
+	case id.AgentID != "" && id.OrgID == "":
+		s.Kind, s.ID = SubjectAgent, id.AgentID
+		return s
+	case m.ServiceAccountPrefix != "" && strings.HasPrefix(id.Username, m.ServiceAccountPrefix):
+		s.Kind = SubjectServiceAccount
+	}
+	if s.ID == "" {
+		s.ID = id.Username
+	}
+	if id.OrgID == "" {
+		return s
+	}
+	switch {
+	case slices.ContainsFunc(m.OrgAdmin, id.HasRole):
+		s.OrgRole = OrgRoleAdmin
+	case slices.ContainsFunc(m.OrgMember, id.HasRole):
+		s.OrgRole = OrgRoleMember
+	case slices.ContainsFunc(m.OrgViewer, id.HasRole):
+		s.OrgRole = OrgRoleViewer
+	default:
+		s.OrgRole = m.DefaultOrgRole
+	}
+	return s
+}
