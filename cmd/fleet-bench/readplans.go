@@ -13,6 +13,7 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
+	"github.com/fleetmanager/fleet-manager/internal/authz"
 	domain "github.com/fleetmanager/fleet-manager/internal/fleet"
 	"github.com/fleetmanager/fleet-manager/internal/postgres"
 )
@@ -78,7 +79,7 @@ func explainReads(ctx context.Context, o options, db *benchDB, scenarios []readS
 		return nil, fmt.Errorf("explainReads: %w", err)
 	}
 	defer pg.Close()
-	store := postgres.NewStore(pg, nil, domain.SystemClock{}, postgres.StoreConfig{MaxPageSize: 500})
+	store := postgres.NewStore(pg, nil, domain.SystemClock{}, postgres.StoreConfig{MaxPageSize: 500}, authz.MustDefault())
 	var id string
 	if err := db.conn.QueryRow(ctx, `SELECT id FROM managed_clusters WHERE deleted_at IS NULL ORDER BY name DESC LIMIT 1`).Scan(&id); err != nil {
 		return nil, err

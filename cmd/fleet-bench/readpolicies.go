@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"time"
 
+	"github.com/fleetmanager/fleet-manager/internal/authz"
 	domain "github.com/fleetmanager/fleet-manager/internal/fleet"
 	"github.com/fleetmanager/fleet-manager/internal/postgres"
 )
@@ -43,7 +44,7 @@ func measurePolicyResolve(ctx context.Context, o options, db *benchDB) (policyRe
 		return res, fmt.Errorf("measurePolicyResolve: %w", err)
 	}
 	defer pg.Close()
-	store := postgres.NewStore(pg, nil, domain.SystemClock{}, postgres.DefaultStoreConfig())
+	store := postgres.NewStore(pg, nil, domain.SystemClock{}, postgres.DefaultStoreConfig(), authz.MustDefault())
 	for i := range o.Policies {
 		org := []string{benchOrg, benchEmptyOrg}[i%2]
 		p, err := store.CreatePolicy(ctx, domain.Identity{OrgID: org, Username: "bench"}, domain.PolicyCreate{Zone: benchZone,

@@ -5,6 +5,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/fleetmanager/fleet-manager/internal/authz"
 	"github.com/fleetmanager/fleet-manager/internal/config"
 	"github.com/fleetmanager/fleet-manager/internal/fleet"
 	"github.com/fleetmanager/fleet-manager/internal/postgres"
@@ -62,7 +63,7 @@ func newRotateKeysCommand(env lookupEnv) *cobra.Command {
 				return err
 			}
 			defer db.Close()
-			store := postgres.NewStore(db, keyring, fleet.SystemClock{}, postgres.DefaultStoreConfig())
+			store := postgres.NewStore(db, keyring, fleet.SystemClock{}, postgres.DefaultStoreConfig(), authz.MustDefault())
 			rotate, done := store.RewrapSecrets, "re-wrapped"
 			if reencrypt {
 				rotate, done = store.ReencryptSecrets, "re-encrypted"

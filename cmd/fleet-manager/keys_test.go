@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/fleetmanager/fleet-manager/internal/authz"
 	"github.com/fleetmanager/fleet-manager/internal/fleet"
 	"github.com/fleetmanager/fleet-manager/internal/postgres"
 	"github.com/fleetmanager/fleet-manager/internal/postgres/pgtest"
@@ -58,7 +59,7 @@ func TestGenerateKey(t *testing.T) {
 func sealThroughStore(t *testing.T, db *postgres.DB, keyring *secrets.Keyring) map[string]string {
 	t.Helper()
 	ctx := context.Background()
-	store := postgres.NewStore(db, keyring, fleet.SystemClock{}, postgres.DefaultStoreConfig())
+	store := postgres.NewStore(db, keyring, fleet.SystemClock{}, postgres.DefaultStoreConfig(), authz.MustDefault())
 	hub, err := store.CreateHub(ctx, fleet.HubCreate{Name: "hub-k", Zone: "eu", Region: "eu-west-1", DeliveryMode: fleet.DeliverySyncSetOCM, OCM: &fleet.OCMTarget{ClusterID: "c1", APIURL: "https://api.openshift.com"},
 		Capacity: 5, Credentials: map[string]string{"offline_token": "hub-secret"}})
 	if err != nil {

@@ -13,6 +13,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/fleetmanager/fleet-manager/internal/auth"
+	"github.com/fleetmanager/fleet-manager/internal/authz"
 	"github.com/fleetmanager/fleet-manager/internal/config"
 	"github.com/fleetmanager/fleet-manager/internal/fleet"
 	"github.com/fleetmanager/fleet-manager/internal/policyschema"
@@ -29,6 +30,7 @@ type serveOptions struct {
 	Log            config.Log
 	DB             dbOptions
 	Auth           auth.Config
+	Authz          authz.Config
 	HTTP           rest.Config
 	Secrets        secrets.Config
 	Store          postgres.StoreConfig
@@ -44,6 +46,7 @@ func defaultServeOptions() serveOptions {
 		Log:       config.DefaultLog(),
 		DB:        defaultDBOptions(),
 		Auth:      auth.DefaultConfig(),
+		Authz:     authz.DefaultConfig(),
 		HTTP:      rest.DefaultConfig(),
 		Secrets:   secrets.DefaultConfig(),
 		Store:     postgres.DefaultStoreConfig(),
@@ -56,7 +59,7 @@ func defaultServeOptions() serveOptions {
 
 func (o *serveOptions) validate() error {
 	return joinProblems(
-		o.Log.Validate, o.DB.Validate, o.Auth.Validate, o.HTTP.Validate, o.Secrets.Validate,
+		o.Log.Validate, o.DB.Validate, o.Auth.Validate, o.Authz.Validate, o.HTTP.Validate, o.Secrets.Validate,
 		o.Store.Validate, o.Queue.Validate, o.Reconcile.Validate, o.OCM.Validate, o.Hive.Validate,
 	)
 }
@@ -74,6 +77,8 @@ func newServeCommand(env lookupEnv) *cobra.Command {
 			if err := opts.validate(); err != nil {
 				return err
 			}
+			// The API turns tokens into subjects with the org roles of --authz-org-*-roles.
+			opts.HTTP.OrgRoles = opts.Authz.OrgRoles
 			logger := opts.Log.NewLogger(cmd.ErrOrStderr(), opts.HTTP.ServiceName)
 			return serve(cmd.Context(), opts, logger)
 		},
@@ -81,6 +86,7 @@ func newServeCommand(env lookupEnv) *cobra.Command {
 	opts.Log.AddFlags(cmd.Flags())
 	opts.DB.addFlags(cmd.Flags())
 	opts.Auth.AddFlags(cmd.Flags())
+	opts.Authz.AddFlags(cmd.Flags())
 	opts.HTTP.AddFlags(cmd.Flags())
 	opts.Secrets.AddFlags(cmd.Flags())
 	opts.Store.AddFlags(cmd.Flags())
@@ -99,6 +105,7 @@ func serve(ctx context.Context, opts serveOptions, logger *slog.Logger) error {
 		di.ProvideValue(logger),
 		di.ProvideValue(opts.DB.Config),
 		di.ProvideValue(opts.Auth),
+		di.ProvideValue(opts.Authz),
 		di.ProvideValue(opts.HTTP),
 		di.ProvideValue(opts.Secrets),
 		di.ProvideValue(opts.Store),
@@ -118,6 +125,12 @@ func serve(ctx context.Context, opts serveOptions, logger *slog.Logger) error {
 		di.Provide(func(cfg rest.Config, reg prometheus.Registerer) (*reconcile.Metrics, error) {
 			return reconcile.NewMetrics(cfg.MetricsNamespace(), reg)
 		}),
+		di.Provide(func(cfg rest.Config, reg prometheus.Registerer) (*authz.Metrics, error) {
+			return authz.NewMetrics(cfg.MetricsNamespace(), reg)
+		}),
+		di.Provide(func(cfg authz.Config, l *slog.Logger, m *authz.Metrics) (*authz.Authorizer, error) {
+			return authz.New(ctx, cfg, l, m)
+		}, di.As(new(fleet.Authorizer))),
 		di.Provide(func(cfg rest.Config, reg prometheus.Registerer) (*syncset.Metrics, error) {
 			return syncset.NewMetrics(cfg.MetricsNamespace(), reg)
 		}),
@@ -143,10 +156,10 @@ func serve(ctx context.Context, opts serveOptions, logger *slog.Logger) error {
 		di.Provide(postgres.NewInventoryWatch),
 		di.Provide(policyschema.New, di.As(new(fleet.PolicyValidator))),
 		di.Provide(func(cfg rest.Config, l *slog.Logger, a fleet.Authenticator, m *rest.HTTPMetrics, store *postgres.Store,
-			watch *postgres.RevisionWatch, inventory *postgres.InventoryWatch, schema fleet.PolicyValidator) (*rest.Server, error) {
+			watch *postgres.RevisionWatch, inventory *postgres.InventoryWatch, schema fleet.PolicyValidator, decide fleet.Authorizer) (*rest.Server, error) {
 			return rest.NewServer(ctx, cfg, l, a, m, rest.Services{Registrations: store, Hubs: store, Agents: store,
 				Inventory: store, Resources: store, Revisions: watch,
-				Feed: store, InventoryChanges: inventory, Policies: store, PolicySchema: schema})
+				Feed: store, InventoryChanges: inventory, Policies: store, PolicySchema: schema, Authorizer: decide})
 		}),
 	)
 	if err != nil {

@@ -15,6 +15,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 
+	"github.com/fleetmanager/fleet-manager/internal/authz"
 	"github.com/fleetmanager/fleet-manager/internal/fleet"
 	"github.com/fleetmanager/fleet-manager/internal/hub/hubtest"
 	"github.com/fleetmanager/fleet-manager/internal/postgres"
@@ -45,7 +46,7 @@ func startDeliveryEnv(t *testing.T) *deliveryEnv {
 	if err != nil {
 		t.Fatal(err)
 	}
-	store := postgres.NewStore(db, keyring, fleet.SystemClock{}, postgres.DefaultStoreConfig())
+	store := postgres.NewStore(db, keyring, fleet.SystemClock{}, postgres.DefaultStoreConfig(), authz.MustDefault())
 	agentID := fmt.Sprintf("agent-iso-%x", time.Now().UnixNano())
 	hub, err := store.CreateHub(ctx, fleet.HubCreate{Name: "hub-shared", Zone: "eu", Region: "eu-west-1",
 		DeliveryMode: fleet.DeliveryAgent, Capacity: 10, AgentIdentity: agentID})
@@ -61,7 +62,7 @@ func startDeliveryEnv(t *testing.T) *deliveryEnv {
 		t.Fatal(err)
 	}
 	srv, err := rest.NewServer(ctx, cfg, logger, testAuth{agentID: agentID}, metrics,
-		rest.Services{Registrations: store, Hubs: store, Agents: store, Inventory: store, Resources: store, Revisions: watch})
+		rest.Services{Registrations: store, Hubs: store, Agents: store, Inventory: store, Resources: store, Revisions: watch, Authorizer: authz.MustDefault()})
 	if err != nil {
 		t.Fatalf("NewServer(): %v", err)
 	}

@@ -17,6 +17,7 @@ import (
 	"k8s.io/client-go/dynamic"
 
 	"github.com/fleetmanager/fleet-manager/internal/agent"
+	"github.com/fleetmanager/fleet-manager/internal/authz"
 	"github.com/fleetmanager/fleet-manager/internal/fleet"
 	"github.com/fleetmanager/fleet-manager/internal/hub/hubtest"
 	"github.com/fleetmanager/fleet-manager/internal/postgres"
@@ -97,7 +98,7 @@ func startRoundTripEnv(t *testing.T) *roundTripEnv {
 	if err != nil {
 		t.Fatal(err)
 	}
-	store := postgres.NewStore(db, keyring, fleet.SystemClock{}, postgres.DefaultStoreConfig())
+	store := postgres.NewStore(db, keyring, fleet.SystemClock{}, postgres.DefaultStoreConfig(), authz.MustDefault())
 	agentID := fmt.Sprintf("agent-rt-%x", time.Now().UnixNano())
 	hubRow, err := store.CreateHub(ctx, fleet.HubCreate{Name: "hub-rt", Zone: "eu", Region: "eu-west-1",
 		DeliveryMode: fleet.DeliveryAgent, Capacity: 10, AgentIdentity: agentID})
@@ -110,7 +111,7 @@ func startRoundTripEnv(t *testing.T) *roundTripEnv {
 		t.Fatal(err)
 	}
 	srv, err := rest.NewServer(ctx, cfg, slog.New(slog.DiscardHandler), testAuth{agentID: agentID}, metrics,
-		rest.Services{Registrations: store, Hubs: store, Agents: store, Inventory: store, Resources: store})
+		rest.Services{Registrations: store, Hubs: store, Agents: store, Inventory: store, Resources: store, Authorizer: authz.MustDefault()})
 	if err != nil {
 		t.Fatalf("NewServer(): %v", err)
 	}

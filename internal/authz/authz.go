@@ -167,3 +167,15 @@ func input(req fleet.AuthzRequest) ast.Value {
 		ast.Item(ast.StringTerm("live_registrations"), ast.IntNumberTerm(req.LiveRegistrations)),
 	)
 }
+
+// MustDefault returns the embedded policy with the default configuration and
+// no registered metrics, for a store or server built outside the
+// composition root. It panics if the embedded policy does not compile, which
+// TestDefaultPolicy rules out.
+func MustDefault() *Authorizer {
+	a, err := New(context.Background(), DefaultConfig(), slog.New(slog.DiscardHandler), nil)
+	if err != nil {
+		panic(err)
+	}
+	return a
+}

@@ -70,6 +70,8 @@ func want(subject, action string, where place) fleet.ErrorCode {
 		return 0
 	case family == "agent":
 		return fleet.CodeNotFound
+	case subject == "agent" && fleetDenial == fleet.CodeAdminRoleRequired:
+		return fleet.CodeAdminRoleRequired
 	case subject == "agent":
 		return fleet.CodeActionForbidden
 	case subject == "fleet admin":

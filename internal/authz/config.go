@@ -31,8 +31,7 @@ type Config struct {
 // every org, user and product accepted.
 func DefaultConfig() Config {
 	return Config{
-		OrgRoles: fleet.RoleMap{OrgAdmin: []string{"org-admin"}, OrgMember: []string{"org-member"},
-			OrgViewer: []string{"org-viewer"}, DefaultOrgRole: fleet.OrgRoleAdmin, ServiceAccountPrefix: "service-account-"},
+		OrgRoles:  fleet.DefaultRoleMap(),
 		Preflight: fleet.Preflight{AcceptedProducts: fleet.Products()},
 	}
 }

@@ -119,3 +119,71 @@ func (m RoleMap) Subject(id Identity, ok bool) Subject {
 	}
 	return s
 }
+
+type subjectKey struct{}
+
+// NewContextWithSubject returns a copy of ctx that carries s, so that a
+// store operation that decides inside its transaction asks about the
+// request's subject.
+func NewContextWithSubject(ctx context.Context, s Subject) context.Context {
+	return context.WithValue(ctx, subjectKey{}, s)
+}
+
+// SubjectOf returns the subject ctx carries, if any.
+func SubjectOf(ctx context.Context) (Subject, bool) {
+	s, ok := ctx.Value(subjectKey{}).(Subject)
+	return s, ok
+}
+
+// SubjectFromContext returns the subject ctx carries. A context without one
+// (a caller of the store that is not an API request: a tool, a test) is the
+// caller's identity acting as an admin of its organisation, today's
+// behaviour of every member.
+func SubjectFromContext(ctx context.Context, caller Identity) Subject {
+	if s, ok := SubjectOf(ctx); ok {
+		return s
+	}
+	return Subject{Kind: SubjectUser, ID: caller.Username, Username: caller.Username, OrgID: caller.OrgID, OrgRole: OrgRoleAdmin}
+}
+
+// DefaultRoleMap returns the org roles' defaults: org-admin, org-member and
+// org-viewer, org admin for a user with none of them, service accounts
+// named service-account-*. The fleet roles are left empty.
+func DefaultRoleMap() RoleMap {
+	return RoleMap{OrgAdmin: []string{"org-admin"}, OrgMember: []string{"org-member"}, OrgViewer: []string{"org-viewer"},
+		DefaultOrgRole: OrgRoleAdmin, ServiceAccountPrefix: "service-account-"}
+}
+
+// The actions the code asks about: "<resource>:<verb>". The policy also
+// names the coming ones (pools, reservations, metrics, DNS records).
+const (
+	ActionClustersList       = "clusters:list"
+	ActionClustersGet        = "clusters:get"
+	ActionClustersCreate     = "clusters:create"
+	ActionClustersUpdate     = "clusters:update"
+	ActionClustersDelete     = "clusters:delete"
+	ActionClustersImport     = "clusters:import"
+	ActionPoliciesList       = "policies:list"
+	ActionPoliciesGet        = "policies:get"
+	ActionPoliciesCreate     = "policies:create"
+	ActionPoliciesUpdate     = "policies:update"
+	ActionPoliciesDelete     = "policies:delete"
+	ActionPoliciesCompliance = "policies:compliance"
+	ActionComplianceSummary  = "compliance:summary"
+	ActionInventoryList      = "inventory:list"
+	ActionInventoryGet       = "inventory:get"
+	ActionInventoryWatch     = "inventory:watch"
+	ActionHubsList           = "hubs:list"
+	ActionHubsGet            = "hubs:get"
+	ActionHubsCreate         = "hubs:create"
+	ActionHubsUpdate         = "hubs:update"
+	ActionHubsDelete         = "hubs:delete"
+	ActionHubsCordon         = "hubs:cordon"
+	ActionResourcesList      = "resources:list"
+	ActionResourcesWatch     = "resources:watch"
+	ActionAgentDesired       = "agent:desired"
+	ActionAgentStatus        = "agent:status"
+	ActionAgentInventory     = "agent:inventory"
+	ActionAgentResources     = "agent:resources"
+	ActionAgentRegistrations = "agent:registrations"
+)

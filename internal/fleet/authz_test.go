@@ -45,3 +45,11 @@ func TestRoleMapSubject(t *testing.T) {
 		}
 	}
 }
+
+// fleetCode returns the error code of err, 0 for nil.
+func fleetCode(err error) fleet.ErrorCode {
+	if err == nil {
+		return 0
+	}
+	return fleet.ErrorCodeOf(err)
+}

@@ -5,6 +5,7 @@ import (
 	"sync"
 	"testing"
 
+	"github.com/fleetmanager/fleet-manager/internal/authz"
 	"github.com/fleetmanager/fleet-manager/internal/fleet"
 	"github.com/fleetmanager/fleet-manager/internal/postgres"
 	"github.com/fleetmanager/fleet-manager/internal/postgres/pgtest"
@@ -95,7 +96,7 @@ func TestSyncCountedLabelsConcurrently(t *testing.T) {
 	ctx := context.Background()
 	db, cfg := pgtest.NewMigratedDatabase(t)
 	key := masterKey(t)
-	first := postgres.NewStore(db, mustKeyring(t, key), fleet.SystemClock{}, postgres.DefaultStoreConfig())
+	first := postgres.NewStore(db, mustKeyring(t, key), fleet.SystemClock{}, postgres.DefaultStoreConfig(), authz.MustDefault())
 	hub, err := first.CreateHub(ctx, fleet.HubCreate{Name: "hub-1", Zone: "eu", Region: "eu-west-1",
 		DeliveryMode: fleet.DeliveryAgent, Capacity: 10, AgentIdentity: "agent-1"})
 	if err != nil {
@@ -110,7 +111,7 @@ func TestSyncCountedLabelsConcurrently(t *testing.T) {
 	const replicas = 6
 	stores := make([]*postgres.Store, replicas)
 	for i := range stores {
-		stores[i] = postgres.NewStore(pgtest.Open(t, cfg), mustKeyring(t, key), fleet.SystemClock{}, postgres.DefaultStoreConfig())
+		stores[i] = postgres.NewStore(pgtest.Open(t, cfg), mustKeyring(t, key), fleet.SystemClock{}, postgres.DefaultStoreConfig(), authz.MustDefault())
 	}
 	start := make(chan struct{})
 	errs := make(chan error, replicas)

@@ -8,6 +8,7 @@ import (
 
 	"github.com/onsi/gomega"
 
+	"github.com/fleetmanager/fleet-manager/internal/authz"
 	"github.com/fleetmanager/fleet-manager/internal/fleet"
 	"github.com/fleetmanager/fleet-manager/internal/postgres"
 )
@@ -139,7 +140,7 @@ func TestOrgChangeFeedMatchesTheAdminFeed(t *testing.T) {
 
 	eu := postgres.DefaultStoreConfig()
 	eu.Zones = fleet.Zones{Served: []string{"eu"}}
-	stores := map[string]*postgres.Store{"every zone": e.store, "eu": postgres.NewStore(e.db, nil, fleet.SystemClock{}, eu)}
+	stores := map[string]*postgres.Store{"every zone": e.store, "eu": postgres.NewStore(e.db, nil, fleet.SystemClock{}, eu, authz.MustDefault())}
 	admin := fleet.Identity{OrgID: "ops"}
 	adminFeed := func(store *postgres.Store, after string) []fleet.ManagedClusterChange {
 		t.Helper()

@@ -5,6 +5,7 @@ import (
 	"slices"
 	"testing"
 
+	"github.com/fleetmanager/fleet-manager/internal/authz"
 	"github.com/fleetmanager/fleet-manager/internal/fleet"
 	"github.com/fleetmanager/fleet-manager/internal/postgres"
 )
@@ -34,7 +35,7 @@ func TestManagedClusterTotalFollowsTheRows(t *testing.T) {
 	// A deployment serving another zone sees none of hub-1's (zone eu) clusters.
 	cfg := postgres.DefaultStoreConfig()
 	cfg.Zones = fleet.Zones{Served: []string{"us"}}
-	elsewhere := postgres.NewStore(e.db, nil, fleet.SystemClock{}, cfg)
+	elsewhere := postgres.NewStore(e.db, nil, fleet.SystemClock{}, cfg, authz.MustDefault())
 	if _, total, err := listed(elsewhere.ListManagedClusters(ctx, admin, true, fleet.ListQuery{})); err != nil || total != 0 {
 		t.Errorf("ListManagedClusters() serving zone us: total = %d, %v; want 0", total, err)
 	}

@@ -9,6 +9,7 @@ import (
 
 	"github.com/onsi/gomega"
 
+	"github.com/fleetmanager/fleet-manager/internal/authz"
 	"github.com/fleetmanager/fleet-manager/internal/fleet"
 	"github.com/fleetmanager/fleet-manager/internal/postgres"
 	"github.com/fleetmanager/fleet-manager/internal/postgres/pgtest"
@@ -36,7 +37,7 @@ func TestFullResyncSurvivesACrashBetweenBatches(t *testing.T) {
 	_, _ = rand.Read(key)
 	keyring, err := secrets.NewKeyring(key)
 	g.Expect(err).NotTo(gomega.HaveOccurred())
-	store := postgres.NewStore(db, keyring, fleet.SystemClock{}, postgres.DefaultStoreConfig())
+	store := postgres.NewStore(db, keyring, fleet.SystemClock{}, postgres.DefaultStoreConfig(), authz.MustDefault())
 	hub, err := store.CreateHub(ctx, fleet.HubCreate{Name: "hub-1", Zone: "eu", Region: "eu-west-1",
 		DeliveryMode: fleet.DeliveryAgent, Capacity: 10, AgentIdentity: "agent-1"})
 	g.Expect(err).NotTo(gomega.HaveOccurred())

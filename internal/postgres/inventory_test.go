@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"testing"
 
+	"github.com/fleetmanager/fleet-manager/internal/authz"
 	"github.com/fleetmanager/fleet-manager/internal/fleet"
 	"github.com/fleetmanager/fleet-manager/internal/postgres"
 	"github.com/fleetmanager/fleet-manager/internal/postgres/pgtest"
@@ -29,7 +30,7 @@ func newInventoryEnv(t *testing.T) *inventoryEnv {
 	if err != nil {
 		t.Fatal(err)
 	}
-	store := postgres.NewStore(db, keyring, fleet.SystemClock{}, postgres.DefaultStoreConfig())
+	store := postgres.NewStore(db, keyring, fleet.SystemClock{}, postgres.DefaultStoreConfig(), authz.MustDefault())
 	hub, err := store.CreateHub(context.Background(), fleet.HubCreate{Name: "hub-1", Zone: "eu", Region: "eu-west-1",
 		DeliveryMode: fleet.DeliveryAgent, Capacity: 10, AgentIdentity: "agent-1"})
 	if err != nil {

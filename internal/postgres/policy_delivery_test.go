@@ -6,6 +6,7 @@ import (
 
 	"github.com/onsi/gomega"
 
+	"github.com/fleetmanager/fleet-manager/internal/authz"
 	"github.com/fleetmanager/fleet-manager/internal/fleet"
 	"github.com/fleetmanager/fleet-manager/internal/postgres"
 )
@@ -38,7 +39,7 @@ func TestPolicyDeliveryChangeMovesTheHubsHoldingPolicies(t *testing.T) {
 
 	cfg := postgres.DefaultStoreConfig()
 	cfg.Policies.Namespace = "fleet-policies-moved"
-	restarted := postgres.NewStore(e.db, mustKeyring(t, masterKey(t)), fleet.SystemClock{}, cfg)
+	restarted := postgres.NewStore(e.db, mustKeyring(t, masterKey(t)), fleet.SystemClock{}, cfg, authz.MustDefault())
 	moved, err = restarted.SyncPolicyDelivery(ctx)
 	g.Expect(err).NotTo(gomega.HaveOccurred())
 	g.Expect(moved).To(gomega.Equal(1))

@@ -6,6 +6,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/fleetmanager/fleet-manager/internal/authz"
 	"github.com/fleetmanager/fleet-manager/internal/fleet"
 	"github.com/fleetmanager/fleet-manager/internal/postgres"
 	"github.com/fleetmanager/fleet-manager/internal/postgres/pgtest"
@@ -19,7 +20,7 @@ func TestQueueCompletesOnlyTheClaimHeld(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
 	db, _ := pgtest.NewMigratedDatabase(t)
-	store := postgres.NewStore(db, mustKeyring(t, masterKey(t)), fleet.SystemClock{}, postgres.DefaultStoreConfig())
+	store := postgres.NewStore(db, mustKeyring(t, masterKey(t)), fleet.SystemClock{}, postgres.DefaultStoreConfig(), authz.MustDefault())
 	queue := postgres.NewQueue(store, postgres.DefaultQueueConfig())
 	if _, err := store.CreateHub(ctx, fleet.HubCreate{Name: "hub-q", Zone: "eu", Region: "eu-west-1", DeliveryMode: fleet.DeliveryAgent,
 		AgentIdentity: "hub-q-agent", Capacity: 5}); err != nil {

@@ -140,12 +140,7 @@ func (s *Store) CreateRegistration(ctx context.Context, caller fleet.Identity, c
 	if err := s.cfg.Zones.Check("cluster", create.Zone); err != nil {
 		return fleet.Registration{}, false, err
 	}
-	if err := s.cfg.Preflight.CheckCaller(caller); err != nil {
-		return fleet.Registration{}, false, err
-	}
-	if err := s.cfg.Preflight.CheckProduct(create.Product); err != nil {
-		return fleet.Registration{}, false, err
-	}
+	subject := fleet.SubjectFromContext(ctx, caller)
 	var id string
 	created, hash := true, requestHash(create)
 	err := s.transact(ctx, func(tx *gorm.DB) error {
@@ -154,9 +149,15 @@ func (s *Store) CreateRegistration(ctx context.Context, caller fleet.Identity, c
 			return err
 		}
 		existing, err := s.replayIdempotent(tx, caller.OrgID, idempotencyKey, hash)
-		if err != nil || existing != "" {
-			id, created = existing, false
+		if err != nil {
 			return err
+		}
+		if err := s.authorizeCreate(ctx, tx, subject, create.Product, existing != ""); err != nil {
+			return err
+		}
+		if existing != "" {
+			id, created = existing, false
+			return nil
 		}
 		id, err = s.insertRegistration(tx, caller, create)
 		if err != nil {
@@ -179,6 +180,22 @@ func (s *Store) CreateRegistration(ctx context.Context, caller fleet.Identity, c
 		return fleet.Registration{}, false, fmt.Errorf("CreateRegistration(%s/%s): %w", caller.OrgID, create.Name, err)
 	}
 	return row.toRegistration(), created, nil
+}
+
+// authorizeCreate asks the Authorizer whether subject may register a cluster
+// of product, with the org's live registrations counted under the org's
+// advisory lock: no other create of the org runs until this one commits, so
+// the quota holds. A replay creates nothing and counts no registration
+// against the quota; the other rules still apply to it.
+func (s *Store) authorizeCreate(ctx context.Context, tx *gorm.DB, subject fleet.Subject, product fleet.Product, replay bool) error {
+	var live int64
+	if !replay && subject.OrgID != "" {
+		if err := tx.Raw(`SELECT count(*) FROM registrations WHERE org_id = ? AND deleted_at IS NULL`, subject.OrgID).Scan(&live).Error; err != nil {
+			return err
+		}
+	}
+	return s.authz.Authorize(ctx, fleet.AuthzRequest{Subject: subject, Action: fleet.ActionClustersCreate,
+		Resource: fleet.AuthzResource{Kind: "cluster", OrgID: subject.OrgID}, Product: string(product), LiveRegistrations: int(live)})
 }
 
 // replayIdempotent returns the registration an earlier request with the same
@@ -208,13 +225,6 @@ func (s *Store) replayIdempotent(tx *gorm.DB, org, key, hash string) (string, er
 }
 
 func (s *Store) insertRegistration(tx *gorm.DB, caller fleet.Identity, create fleet.RegistrationCreate) (string, error) {
-	var live int64
-	if err := tx.Raw(`SELECT count(*) FROM registrations WHERE org_id = ? AND deleted_at IS NULL`, caller.OrgID).Scan(&live).Error; err != nil {
-		return "", err
-	}
-	if err := s.cfg.Preflight.CheckQuota(caller.OrgID, int(live)); err != nil {
-		return "", err
-	}
 	now := s.clock.Now()
 	conds := fleet.Conditions{}.
 		MarkTrue(fleet.ConditionAccepted, fleet.ReasonValidated, "the registration passed validation, quota and access checks", 1, now).

@@ -7,6 +7,7 @@ import (
 
 	"github.com/onsi/gomega"
 
+	"github.com/fleetmanager/fleet-manager/internal/authz"
 	"github.com/fleetmanager/fleet-manager/internal/fleet"
 	"github.com/fleetmanager/fleet-manager/internal/postgres"
 	"github.com/fleetmanager/fleet-manager/internal/reconcile"
@@ -103,7 +104,7 @@ func TestResourceFeedScopedByKindHubAndZone(t *testing.T) {
 	// and its cursor still moves past them.
 	cfg := postgres.DefaultStoreConfig()
 	cfg.Zones = fleet.Zones{Served: []string{"us"}}
-	elsewhere := postgres.NewStore(e.db, nil, fleet.SystemClock{}, cfg)
+	elsewhere := postgres.NewStore(e.db, nil, fleet.SystemClock{}, cfg, authz.MustDefault())
 	quiet := e.resourceFeedEventually(elsewhere, policy, "", "", 10)
 	if quiet.Cursor == "" {
 		t.Errorf("ListResourceChanges(zone us) cursor is empty")

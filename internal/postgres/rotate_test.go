@@ -14,6 +14,7 @@ import (
 
 	"github.com/onsi/gomega"
 
+	"github.com/fleetmanager/fleet-manager/internal/authz"
 	"github.com/fleetmanager/fleet-manager/internal/fleet"
 	"github.com/fleetmanager/fleet-manager/internal/postgres"
 	"github.com/fleetmanager/fleet-manager/internal/postgres/pgtest"
@@ -50,7 +51,7 @@ UNION ALL SELECT 'registrations', id, credentials_key_id, credentials FROM regis
 func sealUnderA(t *testing.T, db *postgres.DB, a []byte) map[string]string {
 	t.Helper()
 	ctx := context.Background()
-	store := postgres.NewStore(db, mustKeyring(t, a), fleet.SystemClock{}, postgres.DefaultStoreConfig())
+	store := postgres.NewStore(db, mustKeyring(t, a), fleet.SystemClock{}, postgres.DefaultStoreConfig(), authz.MustDefault())
 	want := map[string]string{}
 	for i := range 4 {
 		create := fleet.HubCreate{Name: fmt.Sprintf("hub-%d", i), Zone: "eu", Region: "eu-west-1", DeliveryMode: fleet.DeliveryAgent,
@@ -110,12 +111,12 @@ func TestRewrapSecrets(t *testing.T) {
 
 	// Without the old key the values cannot be re-wrapped, and none is touched.
 	onlyB := mustKeyring(t, b)
-	storeOnlyB := postgres.NewStore(db, onlyB, fleet.SystemClock{}, postgres.DefaultStoreConfig())
+	storeOnlyB := postgres.NewStore(db, onlyB, fleet.SystemClock{}, postgres.DefaultStoreConfig(), authz.MustDefault())
 	if n, err := storeOnlyB.RewrapSecrets(ctx, 2); !errors.Is(err, secrets.ErrUnknownKey) || n != 0 {
 		t.Errorf("RewrapSecrets(2) without key A = %d, %v; want 0 and ErrUnknownKey", n, err)
 	}
 
-	store := postgres.NewStore(db, ringB, fleet.SystemClock{}, postgres.DefaultStoreConfig())
+	store := postgres.NewStore(db, ringB, fleet.SystemClock{}, postgres.DefaultStoreConfig(), authz.MustDefault())
 	n, err := store.RewrapSecrets(ctx, 2)
 	if err != nil || n != len(want) {
 		t.Fatalf("RewrapSecrets(2) = %d, %v; want %d (every sealed row, over several batches)", n, err, len(want))
@@ -154,7 +155,7 @@ func TestRewrapSecrets(t *testing.T) {
 		t.Errorf("RewrapSecrets(2) again = %d, %v; want 0, nil", n, err)
 	}
 	// The store reads what it re-wrapped.
-	if n, err := postgres.NewStore(db, onlyB, fleet.SystemClock{}, postgres.DefaultStoreConfig()).RewrapSecrets(ctx, 1); err != nil || n != 0 {
+	if n, err := postgres.NewStore(db, onlyB, fleet.SystemClock{}, postgres.DefaultStoreConfig(), authz.MustDefault()).RewrapSecrets(ctx, 1); err != nil || n != 0 {
 		t.Errorf("RewrapSecrets(1) with key B only = %d, %v; want 0, nil", n, err)
 	}
 }
@@ -168,7 +169,7 @@ func TestRewrapSecretsBatchSizes(t *testing.T) {
 			db, _ := pgtest.NewMigratedDatabase(t)
 			a, b := masterKey(t), masterKey(t)
 			want := sealUnderA(t, db, a)
-			store := postgres.NewStore(db, mustKeyring(t, b, a), fleet.SystemClock{}, postgres.DefaultStoreConfig())
+			store := postgres.NewStore(db, mustKeyring(t, b, a), fleet.SystemClock{}, postgres.DefaultStoreConfig(), authz.MustDefault())
 			if n, err := store.RewrapSecrets(ctx, batch); err != nil || n != len(want) {
 				t.Errorf("RewrapSecrets(%d) = %d, %v; want %d", batch, n, err, len(want))
 			}
@@ -190,7 +191,7 @@ func TestRewrapSecretsKeepsAConcurrentWrite(t *testing.T) {
 	db, _ := pgtest.NewMigratedDatabase(t)
 	a, b := masterKey(t), masterKey(t)
 	ringA, ringB := mustKeyring(t, a), mustKeyring(t, b, a)
-	hub, err := postgres.NewStore(db, ringA, fleet.SystemClock{}, postgres.DefaultStoreConfig()).CreateHub(ctx, fleet.HubCreate{
+	hub, err := postgres.NewStore(db, ringA, fleet.SystemClock{}, postgres.DefaultStoreConfig(), authz.MustDefault()).CreateHub(ctx, fleet.HubCreate{
 		Name: "hub-c", Zone: "eu", Region: "eu-west-1", DeliveryMode: fleet.DeliveryAgent, AgentIdentity: "hub-c-agent", Capacity: 1,
 		Credentials: map[string]string{"token": "old token"}})
 	if err != nil {
@@ -209,7 +210,7 @@ func TestRewrapSecretsKeepsAConcurrentWrite(t *testing.T) {
 	}
 	done := make(chan result, 1)
 	go func() {
-		n, err := postgres.NewStore(db, ringB, fleet.SystemClock{}, postgres.DefaultStoreConfig()).RewrapSecrets(ctx, 10)
+		n, err := postgres.NewStore(db, ringB, fleet.SystemClock{}, postgres.DefaultStoreConfig(), authz.MustDefault()).RewrapSecrets(ctx, 10)
 		done <- result{n, err}
 	}()
 	g.Eventually(func() int {
@@ -241,7 +242,7 @@ WHERE datname = current_database() AND wait_event_type = 'Lock' AND query LIKE '
 func TestRewrapSecretsRefusesAnEmptyBatch(t *testing.T) {
 	t.Parallel()
 	db, _ := pgtest.NewMigratedDatabase(t)
-	store := postgres.NewStore(db, mustKeyring(t, masterKey(t)), fleet.SystemClock{}, postgres.DefaultStoreConfig())
+	store := postgres.NewStore(db, mustKeyring(t, masterKey(t)), fleet.SystemClock{}, postgres.DefaultStoreConfig(), authz.MustDefault())
 	for _, batch := range []int{0, -1} {
 		ctx, cancel := context.WithTimeout(context.Background(), 3*time.Second)
 		n, err := store.RewrapSecrets(ctx, batch)
@@ -309,7 +310,7 @@ func sealEverywhere(t *testing.T, db *postgres.DB, a []byte) (want map[string]st
 	t.Helper()
 	ctx := context.Background()
 	want = sealUnderA(t, db, a)
-	store := postgres.NewStore(db, mustKeyring(t, a), fleet.SystemClock{}, postgres.DefaultStoreConfig())
+	store := postgres.NewStore(db, mustKeyring(t, a), fleet.SystemClock{}, postgres.DefaultStoreConfig(), authz.MustDefault())
 	var hubID string
 	var regs []string
 	if err := db.Gorm.Raw(`SELECT id FROM hubs WHERE name = 'hub-0'`).Scan(&hubID).Error; err != nil {
@@ -372,11 +373,11 @@ func TestRotationOpensEverySealedColumn(t *testing.T) {
 	ringA, onlyB := mustKeyring(t, a), mustKeyring(t, b)
 	want, org, id := sealEverywhere(t, db, a)
 	before := sealedValues(t, db)
-	if n, err := postgres.NewStore(db, mustKeyring(t, b, a), fleet.SystemClock{}, postgres.DefaultStoreConfig()).RewrapSecrets(ctx, 2); err != nil || n != len(want) {
+	if n, err := postgres.NewStore(db, mustKeyring(t, b, a), fleet.SystemClock{}, postgres.DefaultStoreConfig(), authz.MustDefault()).RewrapSecrets(ctx, 2); err != nil || n != len(want) {
 		t.Fatalf("RewrapSecrets(2) = %d, %v; want %d", n, err, len(want))
 	}
 	after := checkOpenWithOnly(t, db, onlyB, want)
-	retired := postgres.NewStore(db, onlyB, fleet.SystemClock{}, postgres.DefaultStoreConfig())
+	retired := postgres.NewStore(db, onlyB, fleet.SystemClock{}, postgres.DefaultStoreConfig(), authz.MustDefault())
 	if m, err := retired.FindImportMaterial(ctx, org, id); err != nil || m != want["registrations.import_material:"+id] {
 		t.Errorf("FindImportMaterial() with the old key retired = %q, %v; want the manifests", m, err)
 	}
@@ -402,18 +403,18 @@ func TestReencryptSecrets(t *testing.T) {
 	want, org, id := sealEverywhere(t, db, a)
 	before := sealedValues(t, db)
 
-	if n, err := postgres.NewStore(db, onlyB, fleet.SystemClock{}, postgres.DefaultStoreConfig()).ReencryptSecrets(ctx, 2); !errors.Is(err, secrets.ErrUnknownKey) || n != 0 {
+	if n, err := postgres.NewStore(db, onlyB, fleet.SystemClock{}, postgres.DefaultStoreConfig(), authz.MustDefault()).ReencryptSecrets(ctx, 2); !errors.Is(err, secrets.ErrUnknownKey) || n != 0 {
 		t.Errorf("ReencryptSecrets(2) without the old key = %d, %v; want 0 and ErrUnknownKey", n, err)
 	}
 	if got := sealedValues(t, db); !maps.EqualFunc(got, before, func(x, y sealedValue) bool { return x.KeyID == y.KeyID && bytes.Equal(x.Data, y.Data) }) {
 		t.Errorf("a failed ReencryptSecrets changed stored values")
 	}
-	store := postgres.NewStore(db, mustKeyring(t, b, a), fleet.SystemClock{}, postgres.DefaultStoreConfig())
+	store := postgres.NewStore(db, mustKeyring(t, b, a), fleet.SystemClock{}, postgres.DefaultStoreConfig(), authz.MustDefault())
 	if n, err := store.ReencryptSecrets(ctx, 2); err != nil || n != len(want) {
 		t.Fatalf("ReencryptSecrets(2) = %d, %v; want %d (every sealed value, over several batches)", n, err, len(want))
 	}
 	after := checkOpenWithOnly(t, db, onlyB, want)
-	retired := postgres.NewStore(db, onlyB, fleet.SystemClock{}, postgres.DefaultStoreConfig())
+	retired := postgres.NewStore(db, onlyB, fleet.SystemClock{}, postgres.DefaultStoreConfig(), authz.MustDefault())
 	if m, err := retired.FindImportMaterial(ctx, org, id); err != nil || m != want["registrations.import_material:"+id] {
 		t.Errorf("FindImportMaterial() after re-encryption, the old key retired = %q, %v; want the manifests", m, err)
 	}

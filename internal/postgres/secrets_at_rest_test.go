@@ -9,6 +9,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/fleetmanager/fleet-manager/internal/authz"
 	"github.com/fleetmanager/fleet-manager/internal/fleet"
 	"github.com/fleetmanager/fleet-manager/internal/postgres"
 	"github.com/fleetmanager/fleet-manager/internal/postgres/pgtest"
@@ -95,7 +96,7 @@ func TestSecretsAreEncryptedAtRest(t *testing.T) {
 	ctx := context.Background()
 	db, _ := pgtest.NewMigratedDatabase(t)
 	keyring := mustKeyring(t, masterKey(t))
-	store := postgres.NewStore(db, keyring, fleet.SystemClock{}, postgres.DefaultStoreConfig())
+	store := postgres.NewStore(db, keyring, fleet.SystemClock{}, postgres.DefaultStoreConfig(), authz.MustDefault())
 	markers := []string{hubTokenMarker, hubRotatedMarker, kubeconfigMarker, clusterTokenMarker}
 	for _, m := range markers {
 		if len(m) != 40 {
@@ -183,7 +184,7 @@ func TestSealedCredentialsAreBoundToTheirRow(t *testing.T) {
 	ctx := context.Background()
 	db, _ := pgtest.NewMigratedDatabase(t)
 	keyring := mustKeyring(t, masterKey(t))
-	store := postgres.NewStore(db, keyring, fleet.SystemClock{}, postgres.DefaultStoreConfig())
+	store := postgres.NewStore(db, keyring, fleet.SystemClock{}, postgres.DefaultStoreConfig(), authz.MustDefault())
 	caller := fleet.Identity{OrgID: "org-s", Username: "sam"}
 	var ids []string
 	for _, name := range []string{"victim", "thief"} {

@@ -27,7 +27,6 @@ const (
 
 // StoreConfig is the behaviour of the store that is configuration.
 type StoreConfig struct {
-	Preflight fleet.Preflight
 	// DefaultZone is the zone of registrations that name none; empty requires one.
 	DefaultZone string
 	// Zones are the zones this deployment serves and where the others are
@@ -52,11 +51,14 @@ type Store struct {
 	keyring *secrets.Keyring
 	clock   fleet.Clock
 	cfg     StoreConfig
+	authz   fleet.Authorizer
 }
 
-// NewStore returns the store; keyring encrypts the secret columns.
-func NewStore(db *DB, keyring *secrets.Keyring, clock fleet.Clock, cfg StoreConfig) *Store {
-	return &Store{db: db, keyring: keyring, clock: clock, cfg: cfg}
+// NewStore returns the store; keyring encrypts the secret columns, authz
+// decides what the store decides inside its transactions (a registration's
+// pre-flight rules and quota).
+func NewStore(db *DB, keyring *secrets.Keyring, clock fleet.Clock, cfg StoreConfig, authz fleet.Authorizer) *Store {
+	return &Store{db: db, keyring: keyring, clock: clock, cfg: cfg, authz: authz}
 }
 
 // transact runs fn in a transaction: the service method is the boundary.

@@ -14,11 +14,9 @@ import (
 	"github.com/fleetmanager/fleet-manager/internal/fleet"
 )
 
-// DefaultStoreConfig returns the store's defaults: no quota, every org, user
-// and product accepted.
+// DefaultStoreConfig returns the store's defaults.
 func DefaultStoreConfig() StoreConfig {
 	return StoreConfig{
-		Preflight:         fleet.Preflight{AcceptedProducts: fleet.Products()},
 		MaxPageSize:       500,
 		IdempotencyKeyTTL: 24 * time.Hour,
 		HeartbeatTimeout:  2 * time.Minute,
@@ -29,13 +27,6 @@ func DefaultStoreConfig() StoreConfig {
 
 // AddFlags binds the configuration to flags.
 func (c *StoreConfig) AddFlags(fs *pflag.FlagSet) {
-	p := &c.Preflight
-	fs.IntVar(&p.MaxRegistrationsPerOrg, "registration-quota", p.MaxRegistrationsPerOrg, "most live registrations an organisation may have (0: no limit)")
-	fs.StringSliceVar(&p.AllowedOrgs, "registration-allowed-orgs", p.AllowedOrgs, "organisations that may register clusters (empty: all)")
-	fs.StringSliceVar(&p.DeniedOrgs, "registration-denied-orgs", p.DeniedOrgs, "organisations that may not register clusters")
-	fs.StringSliceVar(&p.AllowedUsers, "registration-allowed-users", p.AllowedUsers, "users who may register clusters (empty: all)")
-	fs.StringSliceVar(&p.DeniedUsers, "registration-denied-users", p.DeniedUsers, "users who may not register clusters")
-	fs.Var(productsValue{&p.AcceptedProducts}, "registration-products", "products accepted for registration")
 	fs.StringVar(&c.DefaultZone, "registration-default-zone", c.DefaultZone, "zone of registrations that name none (empty: a zone is required)")
 	fs.StringSliceVar(&c.Zones.Served, "served-zones", c.Zones.Served, "data-sovereignty zones this deployment serves (empty: every zone)")
 	fs.Var(zoneDeploymentsValue{&c.Zones.Deployments}, "zone-deployments", "zone=https URL pairs: the API of the deployment serving each other zone, named when a request asks for a zone not served here")
@@ -50,14 +41,6 @@ func (c *StoreConfig) AddFlags(fs *pflag.FlagSet) {
 // Validate reports every invalid setting, naming its flag.
 func (c StoreConfig) Validate() error {
 	var p config.Problems
-	if c.Preflight.MaxRegistrationsPerOrg < 0 {
-		p.Addf("registration-quota", "must not be negative (got %d)", c.Preflight.MaxRegistrationsPerOrg)
-	}
-	for _, prod := range c.Preflight.AcceptedProducts {
-		if !slices.Contains(fleet.Products(), prod) {
-			p.Addf("registration-products", "%q is not one of %v", prod, fleet.Products())
-		}
-	}
 	c.validateZones(&p)
 	if c.MaxPageSize < 1 || c.MaxPageSize > 1000 {
 		p.Addf("max-page-size", "must be between 1 and 1000, the API's limit (got %d)", c.MaxPageSize)
@@ -134,27 +117,6 @@ func (c QueueConfig) Validate() error {
 	}
 	return p.Err()
 }
-
-// productsValue is a pflag.Value of a product list.
-type productsValue struct{ p *[]fleet.Product }
-
-func (v productsValue) String() string {
-	var s []string
-	for _, p := range *v.p {
-		s = append(s, string(p))
-	}
-	return "[" + joinComma(s) + "]"
-}
-
-func (v productsValue) Set(s string) error {
-	*v.p = nil
-	for _, p := range splitComma(s) {
-		*v.p = append(*v.p, fleet.Product(p))
-	}
-	return nil
-}
-
-func (v productsValue) Type() string { return "strings" }
 
 // zoneDeploymentsValue is a pflag.Value of zone=URL pairs. Unlike pflag's
 // map flags it takes an empty value (an unset template parameter) as no pairs.

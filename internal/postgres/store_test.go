@@ -4,6 +4,7 @@ import (
 	"context"
 	"crypto/rand"
 	"fmt"
+	"log/slog"
 	"maps"
 	"sync"
 	"testing"
@@ -11,6 +12,7 @@ import (
 
 	"github.com/onsi/gomega"
 
+	"github.com/fleetmanager/fleet-manager/internal/authz"
 	"github.com/fleetmanager/fleet-manager/internal/fleet"
 	"github.com/fleetmanager/fleet-manager/internal/postgres"
 	"github.com/fleetmanager/fleet-manager/internal/postgres/pgtest"
@@ -40,12 +42,30 @@ func mustKeyring(t *testing.T, primary []byte, old ...[]byte) *secrets.Keyring {
 // newStoreOn returns a store on a fresh migrated database, and the database.
 func newStoreOn(t *testing.T, change func(*postgres.StoreConfig)) (*postgres.Store, *postgres.DB) {
 	t.Helper()
+	return newStoreAuthorized(t, change, authz.MustDefault())
+}
+
+// newStoreAuthorized is newStoreOn with the store deciding through a.
+func newStoreAuthorized(t *testing.T, change func(*postgres.StoreConfig), a fleet.Authorizer) (*postgres.Store, *postgres.DB) {
+	t.Helper()
 	db, _ := pgtest.NewMigratedDatabase(t)
 	cfg := postgres.DefaultStoreConfig()
 	if change != nil {
 		change(&cfg)
 	}
-	return postgres.NewStore(db, mustKeyring(t, masterKey(t)), fleet.SystemClock{}, cfg), db
+	return postgres.NewStore(db, mustKeyring(t, masterKey(t)), fleet.SystemClock{}, cfg, a), db
+}
+
+// quotaAuthorizer is the default policy with a quota of n registrations per org.
+func quotaAuthorizer(t *testing.T, n int) fleet.Authorizer {
+	t.Helper()
+	cfg := authz.DefaultConfig()
+	cfg.Preflight.MaxRegistrationsPerOrg = n
+	a, err := authz.New(context.Background(), cfg, slog.New(slog.DiscardHandler), nil)
+	if err != nil {
+		t.Fatalf("authz.New(): %v", err)
+	}
+	return a
 }
 
 // countRows runs a count query, failing t on error.
@@ -101,7 +121,7 @@ var storeCaller = fleet.Identity{OrgID: "org-q", Username: "quinn"}
 
 func TestCreateRegistrationQuotaUnderConcurrency(t *testing.T) {
 	t.Parallel()
-	store, db := newStoreOn(t, func(c *postgres.StoreConfig) { c.Preflight.MaxRegistrationsPerOrg = 5 })
+	store, db := newStoreAuthorized(t, nil, quotaAuthorizer(t, 5))
 	results := createConcurrently(store, 20, storeCaller, "", func(i int) fleet.RegistrationCreate {
 		return fleet.RegistrationCreate{Name: fmt.Sprintf("c-%02d", i), Zone: "eu", Product: fleet.ProductOCP}
 	})

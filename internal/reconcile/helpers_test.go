@@ -15,6 +15,7 @@ import (
 	"github.com/onsi/gomega"
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/fleetmanager/fleet-manager/internal/authz"
 	"github.com/fleetmanager/fleet-manager/internal/fleet"
 	"github.com/fleetmanager/fleet-manager/internal/postgres"
 	"github.com/fleetmanager/fleet-manager/internal/postgres/pgtest"
@@ -38,7 +39,7 @@ func newEnv(t *testing.T) *env {
 	// the hubs of the thousand-registration test go stale mid-test). Tests of
 	// the timeout set their own.
 	scfg := postgres.StoreConfig{MaxPageSize: 1000, IdempotencyKeyTTL: time.Hour, HeartbeatTimeout: time.Hour}
-	return &env{t: t, cfg: cfg, store: postgres.NewStore(db, testKeyring(t), fleet.SystemClock{}, scfg), scfg: scfg}
+	return &env{t: t, cfg: cfg, store: postgres.NewStore(db, testKeyring(t), fleet.SystemClock{}, scfg, authz.MustDefault()), scfg: scfg}
 }
 
 func testKeyring(t *testing.T) *secrets.Keyring {
@@ -78,7 +79,7 @@ func (e *env) startReplica(opts replicaOptions) *replica {
 		opts.cfg = defaultReconcileConfig()
 	}
 	db := pgtest.Open(e.t, e.cfg)
-	store := postgres.NewStore(db, testKeyring(e.t), fleet.SystemClock{}, e.scfg)
+	store := postgres.NewStore(db, testKeyring(e.t), fleet.SystemClock{}, e.scfg, authz.MustDefault())
 	deliveries := map[fleet.DeliveryMode]fleet.Delivery{fleet.DeliveryAgent: postgres.NewAgentDelivery(store)}
 	if opts.deliveries != nil {
 		deliveries = opts.deliveries(store)

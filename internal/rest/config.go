@@ -12,6 +12,7 @@ import (
 	"github.com/spf13/pflag"
 
 	"github.com/fleetmanager/fleet-manager/internal/config"
+	"github.com/fleetmanager/fleet-manager/internal/fleet"
 )
 
 // Config configures the HTTP servers. Everything a fork renames is here.
@@ -54,6 +55,9 @@ type Config struct {
 	// AdminRoles may change hubs; AdminReadRoles may read them.
 	AdminRoles     []string
 	AdminReadRoles []string
+	// OrgRoles maps the roles claim to org roles. It has no flags of its own
+	// here: the composition root fills it from the authz configuration.
+	OrgRoles fleet.RoleMap
 
 	CORS CORSConfig
 }
@@ -93,6 +97,7 @@ func DefaultConfig() Config {
 		FeedMaxWait:            time.Minute,
 		AdminRoles:             []string{"fleet-admin"},
 		AdminReadRoles:         []string{"fleet-admin", "fleet-viewer"},
+		OrgRoles:               fleet.DefaultRoleMap(),
 		CORS: CORSConfig{
 			AllowedMethods: []string{"GET", "POST", "PUT", "PATCH", "DELETE"},
 			AllowedHeaders: []string{"Authorization", "Content-Type", "If-Match", "Idempotency-Key", OperationIDHeader},

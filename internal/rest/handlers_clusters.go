@@ -78,6 +78,9 @@ func (s *Server) handleClusterUpdate(w http.ResponseWriter, r *http.Request) err
 		labels := map[string]string(*body.Labels)
 		update.Labels = &labels
 	}
+	if err := s.authorizeCluster(r, fleet.ActionClustersUpdate); err != nil {
+		return err
+	}
 	reg, err := s.services.Registrations.UpdateRegistration(r.Context(), caller(r).OrgID, pathParam(r, "id"), match, update)
 	if err != nil {
 		return err
@@ -89,12 +92,26 @@ func (s *Server) handleClusterUpdate(w http.ResponseWriter, r *http.Request) err
 
 // handleClusterDelete starts deregistration.
 func (s *Server) handleClusterDelete(w http.ResponseWriter, r *http.Request) error {
+	if err := s.authorizeCluster(r, fleet.ActionClustersDelete); err != nil {
+		return err
+	}
 	reg, err := s.services.Registrations.RequestRegistrationDeletion(r.Context(), caller(r).OrgID, pathParam(r, "id"))
 	if err != nil {
 		return err
 	}
 	writeJSON(w, http.StatusAccepted, s.presentCluster(reg))
 	return nil
+}
+
+// authorizeCluster asks whether the caller may do action on the cluster of
+// the path, who created it included. Another organisation's cluster is not
+// found, as before the question.
+func (s *Server) authorizeCluster(r *http.Request, action string) error {
+	reg, err := s.services.Registrations.FindRegistration(r.Context(), caller(r).OrgID, pathParam(r, "id"))
+	if err != nil {
+		return err
+	}
+	return s.authorize(r, action, fleet.AuthzResource{Kind: "cluster", ID: reg.ID, OrgID: reg.OrgID, CreatedBy: reg.Owner})
 }
 
 // presentCluster renders a registration for the public API; secrets are

@@ -25,7 +25,7 @@ func (s *Server) handleManagedClusterChangeList(w http.ResponseWriter, r *http.R
 		return err
 	}
 	id := caller(r)
-	admin := hasAnyRole(id, s.cfg.AdminReadRoles)
+	admin := s.subject(r).FleetViewer
 	return followFeed(s, w, r, p, func(after string) (fleet.ChangePage, feedStatus, error) {
 		page, err := s.services.Feed.ListManagedClusterChanges(r.Context(), id, admin, after, p.size)
 		return page, feedStatus{items: len(page.Items), cursor: page.Cursor, pending: page.Pending}, err

@@ -77,6 +77,9 @@ func (s *Server) handleRegistrationsStatusPut(w http.ResponseWriter, r *http.Req
 // handleClusterImportGet serves the import manifests to the registration's org only.
 func (s *Server) handleClusterImportGet(w http.ResponseWriter, r *http.Request) error {
 	id := pathParam(r, "id")
+	if err := s.authorizeCluster(r, fleet.ActionClustersImport); err != nil {
+		return err
+	}
 	manifests, err := s.services.Inventory.FindImportMaterial(r.Context(), caller(r).OrgID, id)
 	if err != nil {
 		return err
@@ -89,7 +92,7 @@ func (s *Server) handleClusterImportGet(w http.ResponseWriter, r *http.Request) 
 func (s *Server) handleManagedClusterList(w http.ResponseWriter, r *http.Request) error {
 	q := listQuery(r)
 	id := caller(r)
-	admin := hasAnyRole(id, s.cfg.AdminReadRoles)
+	admin := s.subject(r).FleetViewer
 	page, err := s.services.Inventory.ListManagedClusters(r.Context(), id, admin, q)
 	if err != nil {
 		return err
@@ -106,7 +109,7 @@ func (s *Server) handleManagedClusterList(w http.ResponseWriter, r *http.Request
 // handleManagedClusterGet serves one cluster of the inventory the caller may see.
 func (s *Server) handleManagedClusterGet(w http.ResponseWriter, r *http.Request) error {
 	id := caller(r)
-	cluster, err := s.services.Inventory.GetManagedCluster(r.Context(), id, hasAnyRole(id, s.cfg.AdminReadRoles), pathParam(r, "id"))
+	cluster, err := s.services.Inventory.GetManagedCluster(r.Context(), id, s.subject(r).FleetViewer, pathParam(r, "id"))
 	if err != nil {
 		return err
 	}

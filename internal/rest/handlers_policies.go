@@ -67,6 +67,9 @@ func (s *Server) handlePolicyUpdate(w http.ResponseWriter, r *http.Request) erro
 	if err := s.services.PolicySchema.ValidatePolicy(body.Policy); err != nil {
 		return err
 	}
+	if err := s.authorizePolicy(r, fleet.ActionPoliciesUpdate); err != nil {
+		return err
+	}
 	p, err := s.services.Policies.UpdatePolicy(r.Context(), caller(r).OrgID, pathParam(r, "id"), match,
 		fleet.PolicyUpdate{Body: body.Policy, Selector: labelSelector(body.Placement.LabelSelector)})
 	if err != nil {
@@ -81,6 +84,9 @@ func (s *Server) handlePolicyUpdate(w http.ResponseWriter, r *http.Request) erro
 func (s *Server) handlePolicyDelete(w http.ResponseWriter, r *http.Request) error {
 	match, err := ifMatch(r)
 	if err != nil {
+		return err
+	}
+	if err := s.authorizePolicy(r, fleet.ActionPoliciesDelete); err != nil {
 		return err
 	}
 	if err := s.services.Policies.DeletePolicy(r.Context(), caller(r).OrgID, pathParam(r, "id"), match); err != nil {
@@ -134,6 +140,17 @@ func (s *Server) handleComplianceSummaryGet(w http.ResponseWriter, r *http.Reque
 	}
 	writeJSON(w, http.StatusOK, out)
 	return nil
+}
+
+// authorizePolicy asks whether the caller may do action on the policy of the
+// path, who created it included. Another organisation's policy is not found,
+// as before the question.
+func (s *Server) authorizePolicy(r *http.Request, action string) error {
+	p, err := s.services.Policies.FindPolicy(r.Context(), caller(r).OrgID, pathParam(r, "id"))
+	if err != nil {
+		return err
+	}
+	return s.authorize(r, action, fleet.AuthzResource{Kind: "policy", ID: p.ID, OrgID: p.OrgID, CreatedBy: p.CreatedBy})
 }
 
 // presentPolicy renders a policy for the public API.

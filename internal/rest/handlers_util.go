@@ -2,28 +2,11 @@ package rest
 
 import (
 	"net/http"
-	"slices"
 	"strconv"
 	"strings"
 
 	"github.com/fleetmanager/fleet-manager/internal/fleet"
 )
-
-// requireRole lets through callers with one of roles.
-func (s *Server) requireRole(roles []string, next handlerFunc) handlerFunc {
-	return func(w http.ResponseWriter, r *http.Request) error {
-		id, _ := fleet.IdentityFromContext(r.Context())
-		if !hasAnyRole(id, roles) {
-			return fleet.Errorf(fleet.CodeAdminRoleRequired, "this operation needs one of the roles %v", roles)
-		}
-		return next(w, r)
-	}
-}
-
-// hasAnyRole reports whether id carries one of roles.
-func hasAnyRole(id fleet.Identity, roles []string) bool {
-	return slices.ContainsFunc(roles, id.HasRole)
-}
 
 // caller returns the authenticated identity of the request.
 func caller(r *http.Request) fleet.Identity {

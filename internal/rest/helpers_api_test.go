@@ -18,6 +18,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/fleetmanager/fleet-manager/internal/auth"
+	"github.com/fleetmanager/fleet-manager/internal/authz"
 	"github.com/fleetmanager/fleet-manager/internal/fleet"
 	"github.com/fleetmanager/fleet-manager/internal/postgres"
 	"github.com/fleetmanager/fleet-manager/internal/postgres/pgtest"
@@ -87,10 +88,13 @@ func newStackEnvWith(t testing.TB, f flavour, storeCfg postgres.StoreConfig) *st
 	}
 	db, dbCfg := pgtest.NewMigratedDatabase(t)
 	keyring := newTestKeyring(t)
-	store := postgres.NewStore(db, keyring, fleet.SystemClock{}, storeCfg)
+	f.http.OrgRoles = f.authz.OrgRoles
+	authorizer := newAuthorizer(t, f, logger, reg)
+	store := postgres.NewStore(db, keyring, fleet.SystemClock{}, storeCfg, authorizer)
 	srv, err := rest.NewServer(context.Background(), f.http, logger, verifier, metrics,
 		rest.Services{Registrations: store, Hubs: store, Agents: store, Inventory: store, Resources: store, Revisions: startRevisionWatch(t, dbCfg),
-			Feed: store, InventoryChanges: startInventoryWatch(t, dbCfg), Policies: store, PolicySchema: policySchema(t)})
+			Feed: store, InventoryChanges: startInventoryWatch(t, dbCfg), Policies: store, PolicySchema: policySchema(t),
+			Authorizer: authorizer})
 	if err != nil {
 		t.Fatalf("NewServer(): %v", err)
 	}
@@ -120,6 +124,24 @@ func newStackEnvWith(t testing.TB, f flavour, storeCfg postgres.StoreConfig) *st
 	return e
 }
 
+// newAuthorizer is the flavour's Authorizer, as the composition root builds
+// it, its metrics registered with reg.
+func newAuthorizer(t testing.TB, f flavour, logger *slog.Logger, reg prometheus.Registerer) *authz.Authorizer {
+	t.Helper()
+	if err := f.authz.Validate(); err != nil {
+		t.Fatalf("authz.Config.Validate(): %v", err)
+	}
+	m, err := authz.NewMetrics(f.http.MetricsNamespace(), reg)
+	if err != nil {
+		t.Fatalf("authz.NewMetrics(): %v", err)
+	}
+	a, err := authz.New(context.Background(), f.authz, logger, m)
+	if err != nil {
+		t.Fatalf("authz.New(): %v", err)
+	}
+	return a
+}
+
 func newTestKeyring(t testing.TB) *secrets.Keyring {
 	t.Helper()
 	key := make([]byte, 32)
@@ -136,7 +158,7 @@ func newTestKeyring(t testing.TB) *secrets.Keyring {
 // until t ends. Their log is shown when t fails.
 func (e *stackEnv) startReconcilers(t *testing.T) {
 	t.Helper()
-	store := postgres.NewStore(pgtest.Open(t, e.dbCfg), e.keyring, fleet.SystemClock{}, e.storeCfg)
+	store := postgres.NewStore(pgtest.Open(t, e.dbCfg), e.keyring, fleet.SystemClock{}, e.storeCfg, authz.MustDefault())
 	deliveries := map[fleet.DeliveryMode]fleet.Delivery{fleet.DeliveryAgent: postgres.NewAgentDelivery(store)}
 	cfg := reconcile.DefaultConfig()
 	cfg.Lease, cfg.RemovalTimeout, cfg.StatsInterval = 10*time.Second, time.Hour, time.Second

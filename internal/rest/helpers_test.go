@@ -13,6 +13,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/fleetmanager/fleet-manager/internal/auth"
+	"github.com/fleetmanager/fleet-manager/internal/authz"
 	"github.com/fleetmanager/fleet-manager/internal/postgres"
 	"github.com/fleetmanager/fleet-manager/internal/rest"
 	"github.com/fleetmanager/fleet-manager/pkg/api/public"
@@ -44,9 +45,10 @@ func (b *syncBuffer) String() string {
 // flavour is one configuration the API tests run under: upstream's, and a
 // fork's with other names, to prove a fork needs no code change.
 type flavour struct {
-	name string
-	http rest.Config
-	auth auth.Config
+	name  string
+	http  rest.Config
+	auth  auth.Config
+	authz authz.Config
 }
 
 func flavours() []flavour {
@@ -59,9 +61,13 @@ func flavours() []flavour {
 	forkAuth.UsernameClaims = []string{"user"}
 	forkAuth.RolesClaim = "groups"
 	forkAuth.AgentClaims = []string{"client_id"}
+	forkAuthz := authz.DefaultConfig()
+	forkAuthz.OrgRoles.OrgAdmin = []string{"acme:tenant-owner"}
+	forkAuthz.OrgRoles.OrgMember = []string{"acme:tenant-engineer"}
+	forkAuthz.OrgRoles.OrgViewer = []string{"acme:tenant-auditor"}
 	return []flavour{
-		{name: "upstream", http: rest.DefaultConfig(), auth: auth.DefaultConfig()},
-		{name: "fork", http: fork, auth: forkAuth},
+		{name: "upstream", http: rest.DefaultConfig(), auth: auth.DefaultConfig(), authz: authz.DefaultConfig()},
+		{name: "fork", http: fork, auth: forkAuth, authz: forkAuthz},
 	}
 }
 

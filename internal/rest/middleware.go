@@ -150,7 +150,8 @@ func (s *Server) authenticate(op operation, public bool, next handlerFunc) handl
 		if err := checkAgentToken(op, id); err != nil {
 			return err
 		}
-		return next(w, r.WithContext(fleet.NewContextWithIdentity(r.Context(), id)))
+		ctx := fleet.NewContextWithSubject(fleet.NewContextWithIdentity(r.Context(), id), s.roles.Subject(id, true))
+		return next(w, r.WithContext(ctx))
 	}
 }
 

@@ -31,13 +31,17 @@ type Services struct {
 	// Policies keeps configuration policies; PolicySchema checks their bodies.
 	Policies     fleet.PolicyService
 	PolicySchema fleet.PolicyValidator
+	// Authorizer is the one decision point every handler asks.
+	Authorizer fleet.Authorizer
 }
 
 // Server is the API server's handler set.
 type Server struct {
-	cfg      Config
-	logger   *slog.Logger
-	auth     fleet.Authenticator
+	cfg    Config
+	logger *slog.Logger
+	auth   fleet.Authenticator
+	// roles turns a token's roles into the subject the Authorizer decides about.
+	roles    fleet.RoleMap
 	metrics  *HTTPMetrics
 	services Services
 	specs    []*spec
@@ -60,6 +64,8 @@ func NewServer(ctx context.Context, cfg Config, logger *slog.Logger, auth fleet.
 	s := &Server{cfg: cfg, logger: logger.With("component", "api"), auth: auth, metrics: metrics, services: services,
 		ingest: make(chan struct{}, cfg.AgentIngestConcurrency), draining: make(chan struct{})}
 	s.builders.New = newJSONBuilder
+	s.roles = cfg.OrgRoles
+	s.roles.FleetAdmin, s.roles.FleetViewer = cfg.AdminRoles, cfg.AdminReadRoles
 	for _, file := range openapi.All() {
 		sp, err := loadSpec(ctx, openapi.Specs, file, cfg.BasePath)
 		if err != nil {
@@ -79,41 +85,41 @@ func (s *Server) handlers() map[string]handlerFunc {
 		"listErrors":             s.handleErrorList,
 		"getError":               s.handleErrorGet,
 		"getCurrentUser":         s.handleCurrentUserGet,
-		"listClusters":           s.handleClusterList,
-		"createCluster":          s.handleClusterCreate,
-		"getCluster":             s.handleClusterGet,
+		"listClusters":           s.can(fleet.ActionClustersList, "cluster", s.handleClusterList),
+		"createCluster":          s.handleClusterCreate, // the store decides, with the org's live registrations
+		"getCluster":             s.can(fleet.ActionClustersGet, "cluster", s.handleClusterGet),
 		"updateCluster":          s.handleClusterUpdate,
 		"deleteCluster":          s.handleClusterDelete,
-		"listHubs":               s.requireRole(s.cfg.AdminReadRoles, s.handleHubList),
-		"createHub":              s.requireRole(s.cfg.AdminRoles, s.handleHubCreate),
-		"getHub":                 s.requireRole(s.cfg.AdminReadRoles, s.handleHubGet),
-		"updateHub":              s.requireRole(s.cfg.AdminRoles, s.handleHubUpdate),
-		"deleteHub":              s.requireRole(s.cfg.AdminRoles, s.handleHubDelete),
-		"cordonHub":              s.requireRole(s.cfg.AdminRoles, s.handleHubCordon(true)),
-		"uncordonHub":            s.requireRole(s.cfg.AdminRoles, s.handleHubCordon(false)),
-		"putHubStatus":           s.handleHubStatusPut,
-		"getHubDesired":          s.handleHubDesiredGet,
-		"postHubInventory":       s.handleHubInventoryPost,
-		"getHubResourceKinds":    s.handleHubResourceKindsGet,
-		"postHubResources":       s.handleHubResourcesPost,
-		"listResources":          s.requireRole(s.cfg.AdminReadRoles, s.handleResourceList),
-		"listResourceChanges":    s.requireRole(s.cfg.AdminReadRoles, s.handleResourceChangeList),
-		"putRegistrationsStatus": s.handleRegistrationsStatusPut,
+		"listHubs":               s.can(fleet.ActionHubsList, "hub", s.handleHubList),
+		"createHub":              s.can(fleet.ActionHubsCreate, "hub", s.handleHubCreate),
+		"getHub":                 s.can(fleet.ActionHubsGet, "hub", s.handleHubGet),
+		"updateHub":              s.can(fleet.ActionHubsUpdate, "hub", s.handleHubUpdate),
+		"deleteHub":              s.can(fleet.ActionHubsDelete, "hub", s.handleHubDelete),
+		"cordonHub":              s.can(fleet.ActionHubsCordon, "hub", s.handleHubCordon(true)),
+		"uncordonHub":            s.can(fleet.ActionHubsCordon, "hub", s.handleHubCordon(false)),
+		"putHubStatus":           s.can(fleet.ActionAgentStatus, "agent_hub", s.handleHubStatusPut),
+		"getHubDesired":          s.can(fleet.ActionAgentDesired, "agent_hub", s.handleHubDesiredGet),
+		"postHubInventory":       s.can(fleet.ActionAgentInventory, "agent_hub", s.handleHubInventoryPost),
+		"getHubResourceKinds":    s.can(fleet.ActionAgentResources, "agent_hub", s.handleHubResourceKindsGet),
+		"postHubResources":       s.can(fleet.ActionAgentResources, "agent_hub", s.handleHubResourcesPost),
+		"listResources":          s.can(fleet.ActionResourcesList, "resource", s.handleResourceList),
+		"listResourceChanges":    s.can(fleet.ActionResourcesWatch, "resource", s.handleResourceChangeList),
+		"putRegistrationsStatus": s.can(fleet.ActionAgentRegistrations, "agent_hub", s.handleRegistrationsStatusPut),
 		"getClusterImport":       s.handleClusterImportGet,
-		"listManagedClusters":    s.handleManagedClusterList,
-		"getManagedCluster":      s.handleManagedClusterGet,
+		"listManagedClusters":    s.can(fleet.ActionInventoryList, "managed_cluster", s.handleManagedClusterList),
+		"getManagedCluster":      s.can(fleet.ActionInventoryGet, "managed_cluster", s.handleManagedClusterGet),
 
 		// The inventory's change feed.
-		"listManagedClusterChanges": s.handleManagedClusterChangeList,
+		"listManagedClusterChanges": s.can(fleet.ActionInventoryWatch, "managed_cluster", s.handleManagedClusterChangeList),
 
 		// Configuration policies.
-		"listPolicies":         s.handlePolicyList,
-		"createPolicy":         s.handlePolicyCreate,
-		"getPolicy":            s.handlePolicyGet,
+		"listPolicies":         s.can(fleet.ActionPoliciesList, "policy", s.handlePolicyList),
+		"createPolicy":         s.can(fleet.ActionPoliciesCreate, "policy", s.handlePolicyCreate),
+		"getPolicy":            s.can(fleet.ActionPoliciesGet, "policy", s.handlePolicyGet),
 		"updatePolicy":         s.handlePolicyUpdate,
 		"deletePolicy":         s.handlePolicyDelete,
-		"listPolicyCompliance": s.handlePolicyComplianceList,
-		"getComplianceSummary": s.handleComplianceSummaryGet,
+		"listPolicyCompliance": s.can(fleet.ActionPoliciesCompliance, "policy", s.handlePolicyComplianceList),
+		"getComplianceSummary": s.can(fleet.ActionComplianceSummary, "policy", s.handleComplianceSummaryGet),
 	}
 }
 

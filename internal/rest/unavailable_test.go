@@ -13,6 +13,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/fleetmanager/fleet-manager/internal/auth"
+	"github.com/fleetmanager/fleet-manager/internal/authz"
 	"github.com/fleetmanager/fleet-manager/internal/fleet"
 	"github.com/fleetmanager/fleet-manager/internal/postgres"
 	"github.com/fleetmanager/fleet-manager/internal/postgres/pgtest"
@@ -53,10 +54,12 @@ func newOutageEnv(t *testing.T, httpCfg rest.Config) *outageEnv {
 	_, direct := pgtest.NewMigratedDatabase(t)
 	proxy, cfg := pgtest.NewProxy(t, direct)
 	cfg.ConnectTimeout = time.Second
-	store := postgres.NewStore(pgtest.Open(t, cfg), newTestKeyring(t), fleet.SystemClock{}, testStoreConfig())
+	authorizer := authz.MustDefault()
+	store := postgres.NewStore(pgtest.Open(t, cfg), newTestKeyring(t), fleet.SystemClock{}, testStoreConfig(), authorizer)
 	srv, err := rest.NewServer(context.Background(), f.http, logger, verifier, metrics,
 		rest.Services{Registrations: store, Hubs: store, Agents: store, Inventory: store, Resources: store, Revisions: startRevisionWatch(t, direct),
-			Feed: store, InventoryChanges: startInventoryWatch(t, direct), Policies: store, PolicySchema: policySchema(t)})
+			Feed: store, InventoryChanges: startInventoryWatch(t, direct), Policies: store, PolicySchema: policySchema(t),
+			Authorizer: authorizer})
 	if err != nil {
 		t.Fatalf("NewServer(): %v", err)
 	}

@@ -9,6 +9,7 @@ import (
 
 	"github.com/onsi/gomega"
 
+	"github.com/fleetmanager/fleet-manager/internal/authz"
 	"github.com/fleetmanager/fleet-manager/internal/fleet"
 	"github.com/fleetmanager/fleet-manager/internal/postgres"
 	"github.com/fleetmanager/fleet-manager/internal/postgres/pgtest"
@@ -108,7 +109,7 @@ func testZoneRegistrations(t *testing.T, e *stackEnv) {
 func testZoneReads(t *testing.T, e *stackEnv) {
 	g := gomega.NewWithT(t)
 	ctx := context.Background()
-	before := postgres.NewStore(pgtest.Open(t, e.dbCfg), e.keyring, fleet.SystemClock{}, postgres.DefaultStoreConfig())
+	before := postgres.NewStore(pgtest.Open(t, e.dbCfg), e.keyring, fleet.SystemClock{}, postgres.DefaultStoreConfig(), authz.MustDefault())
 	oldHub, err := before.CreateHub(ctx, fleet.HubCreate{Name: "left-us", Zone: "us", Region: "us-east-1",
 		DeliveryMode: fleet.DeliveryAgent, Capacity: 5, AgentIdentity: "left-us-agent"})
 	g.Expect(err).NotTo(gomega.HaveOccurred(), "CreateHub(left-us) on a store serving every zone")

@@ -90,6 +90,9 @@ decision := deny(4, "the token is not a hub agent's") if {
 	subject.kind != "agent"
 } else := allow if {
 	family == "agent"
+} else := deny(22, "it needs a fleet administrator role (--admin-roles, or --admin-read-roles to read)") if {
+	fleet_families[family]
+	not role_allows
 } else := deny(27, "a hub agent calls the agents' API only") if {
 	subject.kind == "agent"
 } else := deny(16, "the token carries no organisation") if {
@@ -102,9 +105,6 @@ decision := deny(4, "the token is not a hub agent's") if {
 	org_families[family]
 	subject.org_id == ""
 	not subject.fleet_admin
-} else := deny(22, "it needs a fleet administrator role (--admin-roles, or --admin-read-roles to read)") if {
-	fleet_families[family]
-	not role_allows
 } else := deny(27, sprintf("the organisation role %s does not allow it%s", [subject.org_role, owner_hint])) if {
 	not role_allows
 } else := preflight if {
