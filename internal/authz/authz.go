@@ -41,6 +41,7 @@ func DefaultPolicy() string {
 // Authorizer implements fleet.Authorizer on a prepared Rego query.
 type Authorizer struct {
 	query   rego.PreparedEvalQuery
+	cache   *decisionCache
 	logger  *slog.Logger
 	metrics *Metrics
 }
@@ -80,7 +81,13 @@ func New(ctx context.Context, cfg Config, logger *slog.Logger, metrics *Metrics)
 	if metrics == nil {
 		metrics = newMetrics("")
 	}
-	return &Authorizer{query: query, logger: logger.With("component", "authz"), metrics: metrics}, nil
+	a := &Authorizer{query: query, logger: logger.With("component", "authz"), metrics: metrics}
+	if calls := nondeterministic(module); len(calls) > 0 {
+		a.logger.Info("the policy calls nondeterministic built-ins: every decision is evaluated", "builtins", calls)
+	} else {
+		a.cache = newDecisionCache(cfg.DecisionCacheSize)
+	}
+	return a, nil
 }
 
 // checkEntry refuses a module that is not package fleet.authz or has no
@@ -102,8 +109,12 @@ func checkEntry(m *ast.Module) error {
 // CodeInternal when it cannot be evaluated.
 func (a *Authorizer) Authorize(ctx context.Context, req fleet.AuthzRequest) error {
 	start := time.Now()
-	err := a.decide(ctx, req)
-	a.metrics.observe(req.Action, err, time.Since(start))
+	err, cached := a.cache.get(req)
+	if !cached {
+		err = a.decide(ctx, req)
+		a.cache.put(req, err)
+	}
+	a.metrics.observe(req.Action, err, time.Since(start), cached)
 	if err != nil && fleet.ErrorCodeOf(err) != fleet.CodeInternal {
 		a.logger.Info("authorization denied", "action", req.Action, "subject_kind", req.Subject.Kind,
 			"subject_id", req.Subject.ID, "org", req.Subject.OrgID, "org_role", req.Subject.OrgRole,

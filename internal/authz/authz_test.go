@@ -287,14 +287,23 @@ func TestConfigValidate(t *testing.T) {
 // cluster it created, the longest path of the default policy but the
 // pre-flight's.
 func BenchmarkAuthorize(b *testing.B) {
-	a := newAuthorizer(b, authz.DefaultConfig())
 	req := fleet.AuthzRequest{Subject: fleet.Subject{Kind: fleet.SubjectUser, ID: "u", Username: "alice", OrgID: "org-a", OrgRole: fleet.OrgRoleMember},
 		Action: "clusters:update", Resource: fleet.AuthzResource{Kind: "cluster", ID: "c1", OrgID: "org-a", CreatedBy: "alice"}}
-	ctx := context.Background()
-	b.ReportAllocs()
-	for b.Loop() {
-		if err := a.Authorize(ctx, req); err != nil {
-			b.Fatal(err)
-		}
+	for _, bc := range []struct {
+		name  string
+		cache int
+	}{{"evaluated", 0}, {"cached", authz.DefaultConfig().DecisionCacheSize}} {
+		b.Run(bc.name, func(b *testing.B) {
+			cfg := authz.DefaultConfig()
+			cfg.DecisionCacheSize = bc.cache
+			a := newAuthorizer(b, cfg)
+			ctx := context.Background()
+			b.ReportAllocs()
+			for b.Loop() {
+				if err := a.Authorize(ctx, req); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
 	}
 }

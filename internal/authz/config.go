@@ -23,6 +23,9 @@ type Config struct {
 	// Preflight is what a registration passes: allow and deny lists,
 	// accepted products, quota. The policy reads it as data.fleet.config.
 	Preflight fleet.Preflight
+	// DecisionCacheSize is how many recent decisions are remembered (0: none).
+	// A policy that calls nondeterministic built-ins is never cached.
+	DecisionCacheSize int
 }
 
 // DefaultConfig returns the defaults: the embedded policy, the roles
@@ -31,14 +34,17 @@ type Config struct {
 // every org, user and product accepted.
 func DefaultConfig() Config {
 	return Config{
-		OrgRoles:  fleet.DefaultRoleMap(),
-		Preflight: fleet.Preflight{AcceptedProducts: fleet.Products()},
+		OrgRoles:          fleet.DefaultRoleMap(),
+		Preflight:         fleet.Preflight{AcceptedProducts: fleet.Products()},
+		DecisionCacheSize: 8192,
 	}
 }
 
 // AddFlags binds the configuration to flags. The pre-flight flags keep the
 // names they had as the store's.
 func (c *Config) AddFlags(fs *pflag.FlagSet) {
+	fs.IntVar(&c.DecisionCacheSize, "authz-decision-cache-size", c.DecisionCacheSize,
+		"recent authorization decisions remembered, since a policy without nondeterministic built-ins decides a request again the same way (0: evaluate every decision)")
 	fs.StringVar(&c.PolicyFile, "authz-policy-file", c.PolicyFile, "Rego file replacing the default authorization policy (package fleet.authz, rule decision); empty: the embedded policy")
 	r := &c.OrgRoles
 	fs.StringSliceVar(&r.OrgAdmin, "authz-org-admin-roles", r.OrgAdmin, "roles that make a user an admin of its organisation: everything on the organisation's resources")
@@ -59,6 +65,9 @@ func (c *Config) AddFlags(fs *pflag.FlagSet) {
 // is read and compiled by New, which names the flag too.
 func (c Config) Validate() error {
 	var p config.Problems
+	if c.DecisionCacheSize < 0 {
+		p.Addf("authz-decision-cache-size", "must not be negative (got %d)", c.DecisionCacheSize)
+	}
 	if c.Preflight.MaxRegistrationsPerOrg < 0 {
 		p.Addf("registration-quota", "must not be negative (got %d)", c.Preflight.MaxRegistrationsPerOrg)
 	}

@@ -14,6 +14,7 @@ import (
 type Metrics struct {
 	decisions *prometheus.CounterVec
 	duration  prometheus.Histogram
+	cached    prometheus.Counter
 }
 
 func newMetrics(namespace string) *Metrics {
@@ -23,6 +24,8 @@ func newMetrics(namespace string) *Metrics {
 		duration: prometheus.NewHistogram(prometheus.HistogramOpts{Namespace: namespace, Name: "authz_decision_duration_seconds",
 			Help:    "Time to evaluate the authorization policy for one decision.",
 			Buckets: prometheus.ExponentialBuckets(5e-6, 4, 8)}),
+		cached: prometheus.NewCounter(prometheus.CounterOpts{Namespace: namespace, Name: "authz_decisions_cached_total",
+			Help: "Authorization decisions answered from the decision cache, without evaluating the policy."}),
 	}
 }
 
@@ -30,7 +33,7 @@ func newMetrics(namespace string) *Metrics {
 // service's, e.g. fleet_manager) and registered with reg.
 func NewMetrics(namespace string, reg prometheus.Registerer) (*Metrics, error) {
 	m := newMetrics(namespace)
-	for _, c := range []prometheus.Collector{m.decisions, m.duration} {
+	for _, c := range []prometheus.Collector{m.decisions, m.duration, m.cached} {
 		if err := reg.Register(c); err != nil {
 			return nil, err
 		}
@@ -40,7 +43,7 @@ func NewMetrics(namespace string, reg prometheus.Registerer) (*Metrics, error) {
 
 // observe records one decision; actions are the code's constants, a
 // bounded set.
-func (m *Metrics) observe(action string, err error, took time.Duration) {
+func (m *Metrics) observe(action string, err error, took time.Duration, cached bool) {
 	result := "allow"
 	switch {
 	case err == nil:
@@ -51,6 +54,9 @@ func (m *Metrics) observe(action string, err error, took time.Duration) {
 	}
 	m.decisions.WithLabelValues(action, result).Inc()
 	m.duration.Observe(took.Seconds())
+	if cached {
+		m.cached.Inc()
+	}
 }
 
 func bytesReader(b []byte) io.Reader { return bytes.NewReader(b) }
