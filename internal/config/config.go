@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 
 	"github.com/spf13/pflag"
@@ -87,24 +88,40 @@ type Problems struct {
 	list []string
 }
 
+// ValidationError is the error of a validation that found problems; each
+// problem names the flag at fault ("--db-port: must be positive").
+type ValidationError struct {
+	Problems []string
+}
+
+// Error lists every problem, one a line.
+func (e *ValidationError) Error() string {
+	return "invalid configuration:\n  " + strings.Join(e.Problems, "\n  ")
+}
+
 // Addf records a problem with the flag named flag.
 func (p *Problems) Addf(flag, format string, args ...any) {
 	p.list = append(p.list, fmt.Sprintf("--%s: %s", flag, fmt.Sprintf(format, args...)))
 }
 
-// Err returns nil when nothing was recorded, otherwise one error listing every problem.
+// Err returns nil when nothing was recorded, otherwise a *ValidationError
+// listing every problem.
 func (p *Problems) Err() error {
 	if len(p.list) == 0 {
 		return nil
 	}
-	return fmt.Errorf("invalid configuration:\n  %s", strings.Join(p.list, "\n  "))
+	return &ValidationError{Problems: slices.Clone(p.list)}
 }
 
-// Merge appends the problems of another component's validation error.
+// Merge appends the problems of another component's validation error: those
+// of a *ValidationError it wraps, or else the error itself as one problem.
 func (p *Problems) Merge(err error) {
 	if err == nil {
 		return
 	}
-	msg := strings.TrimPrefix(err.Error(), "invalid configuration:\n  ")
-	p.list = append(p.list, strings.Split(msg, "\n  ")...)
+	if ve, ok := errors.AsType[*ValidationError](err); ok {
+		p.list = append(p.list, ve.Problems...)
+		return
+	}
+	p.list = append(p.list, err.Error())
 }

@@ -1,8 +1,11 @@
 package config_test
 
 import (
+	"errors"
+	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 
@@ -64,5 +67,30 @@ func TestProblems(t *testing.T) {
 	want := "invalid configuration:\n  --db-port: must be positive (got -1)\n  --log-format: must be json or text"
 	if err := p.Err(); err == nil || err.Error() != want {
 		t.Errorf("Problems.Err() = %q, want %q", err, want)
+	}
+}
+
+// TestProblemsMerge checks that Merge takes the problems of a validation
+// error as they were recorded, however they read and however wrapped, and
+// any other error as one problem.
+func TestProblemsMerge(t *testing.T) {
+	t.Parallel()
+	var other config.Problems
+	other.Addf("hub-kubeconfig", "unreadable:\n  open /nope: no such file")
+	other.Addf("log-level", "must be debug, info, warn or error")
+	var p config.Problems
+	p.Merge(fmt.Errorf("component: %w", other.Err()))
+	p.Merge(errors.New("invalid configuration:\n  not split"))
+	want := []string{
+		"--hub-kubeconfig: unreadable:\n  open /nope: no such file",
+		"--log-level: must be debug, info, warn or error",
+		"invalid configuration:\n  not split",
+	}
+	ve, ok := errors.AsType[*config.ValidationError](p.Err())
+	if !ok {
+		t.Fatalf("Problems.Err() = %#v, want a *config.ValidationError", p.Err())
+	}
+	if !slices.Equal(ve.Problems, want) {
+		t.Errorf("Merge(...) problems = %q, want %q", ve.Problems, want)
 	}
 }
