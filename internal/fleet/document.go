@@ -8,7 +8,7 @@ import (
 // StringMapJSON is a JSON object of strings as the inventory stores it (a
 // jsonb column: labels, claims, capacity, allocatable). Reads carry it to the
 // API's answer undecoded: decoding every row's maps and encoding them again
-// was over half of the CPU a page of clusters cost (docs/performance.md).
+// was most of the CPU a page of clusters cost (docs/performance.md).
 // Code that needs the values calls Map.
 type StringMapJSON json.RawMessage
 

@@ -172,9 +172,8 @@ func (c Config) DSN() string {
 	}
 	// pgx prepares every statement; after five runs PostgreSQL may keep a
 	// generic plan, blind to the values. For the inventory's searches that
-	// plan can be 1,000 times slower (a label search over 300,000 clusters:
-	// 13 s generic, 5 ms custom; docs/performance.md), so every statement is
-	// planned with its values. A runtime parameter, sent at connect.
+	// plan can be orders of magnitude slower (docs/performance.md), so every
+	// statement is planned with its values. A runtime parameter, sent at connect.
 	q.Set("plan_cache_mode", "force_custom_plan")
 	// Runtime parameters too: every connection of the pool, and the
 	// listener's, gets them at connect, in milliseconds.

@@ -186,7 +186,7 @@ func sendBatch(ctx context.Context, c *pgx.Conn, stmts []statement) error {
 // the query is not in a transaction, it runs the statement GORM built on the
 // pgx connection beneath database/sql (roundTrip) and scans each row into
 // the row's fields: for a page of the inventory, GORM's reflection and
-// database/sql's conversion of every value were a third of the fleet
+// database/sql's conversion of every value were a large share of the fleet
 // manager's CPU (docs/performance.md).
 func find[T any](query *gorm.DB, capacity int) ([]T, error) {
 	rows := make([]T, 0, capacity)
@@ -208,8 +208,8 @@ func find[T any](query *gorm.DB, capacity int) ([]T, error) {
 // scanRows runs query (GORM builds, runs and logs it, in a transaction too)
 // and scans each row through database/sql into the fields *T lists, in
 // order; columns after those are read and dropped. GORM's own Scan matches
-// every column to a field by reflection: for a page of the change feed, a
-// third of its CPU (docs/performance.md).
+// every column to a field by reflection, a large share of the CPU of a page
+// of the change feed (docs/performance.md).
 func scanRows[T any](query *gorm.DB, capacity int) ([]T, error) {
 	res, err := query.Rows()
 	if err != nil {

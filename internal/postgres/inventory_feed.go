@@ -248,9 +248,8 @@ func (s *Store) ListManagedClusterChanges(ctx context.Context, caller fleet.Iden
 // order of the (change_xid, change_seq) index and stop at the page size. It
 // estimates the rows after a cursor from the leading column only, so when
 // many rows share one transaction id (a full resync, a bulk load) it expects
-// one row, hash-joins every later row and sorts them: 1.2 s for a page after
-// a cursor over 200,000 clusters, 6 ms with the index walk
-// (docs/performance.md). Only for callers who see every row: an
+// one row, hash-joins every later row and sorts them, far slower than the
+// index walk (docs/performance.md). Only for callers who see every row: an
 // organisation's visibility filter may skip most rows, and walking them one
 // by one would cost more than the hash join; its read walks a bounded number
 // of changes, then its own hubs and registrations (readOrgChanges).

@@ -117,8 +117,8 @@ func paged(query *gorm.DB, spec listSpec, order string, page, size int) *gorm.DB
 // which the two are equivalent, so the result is the same. The predicate is
 // replaced, not joined by the hint: PostgreSQL estimates containment from the
 // column's statistics, but multiplied the two as if they were independent,
-// expected 758 of 150,000 matching rows for `labels.env = 'prod'` and chose a
-// join three times slower (docs/performance.md). Under OR or NOT the
+// underestimated the matching rows and chose a slower join
+// (docs/performance.md). Under OR or NOT the
 // predicate stays as it is: `NOT labels @> {k: v}` also matches a row without
 // the key, which `NOT (labels ->> k) = v` does not.
 func containment(expr fleet.SearchExpr, schema SearchSchema) (fleet.SearchExpr, conditions) {

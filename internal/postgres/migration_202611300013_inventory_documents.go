@@ -10,13 +10,12 @@ import (
 // migration202611300013InventoryDocuments stores a managed cluster's claims,
 // capacity, allocatable and conditions as json, the text the agent sent,
 // instead of jsonb. They are only ever read whole, into the answers of the
-// inventory, and PostgreSQL writes out a jsonb value by walking it: for a
-// page of 100 clusters that was about 1.2 ms of the database's CPU, against
-// about 0.3 ms for json (docs/performance.md). No query looks inside them,
+// inventory, and PostgreSQL writes out a jsonb value by walking it, while
+// json is written out as stored (docs/performance.md). No query looks inside them,
 // so nothing is lost; labels, which searches and indexes read, stay jsonb.
 // fleet_clusters_v1 keeps its column types by casting capacity and
 // allocatable back to jsonb. The change rewrites managed_clusters under an
-// ACCESS EXCLUSIVE lock: 18 s for 300,000 rows (docs/operations.md).
+// ACCESS EXCLUSIVE lock (docs/operations.md, docs/performance.md).
 func migration202611300013InventoryDocuments() *gormigrate.Migration {
 	return &gormigrate.Migration{
 		ID: "202611300013",

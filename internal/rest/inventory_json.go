@@ -14,9 +14,9 @@ import (
 // written by appendJSON below rather than by encoding/json alone. A cluster's
 // labels, claims, capacity, allocatable and conditions come from the database
 // as JSON text and are copied into the answer as they are: decoding them into
-// maps and encoding them again was over half of a page's CPU, and
-// encoding/json, given them as json.Marshaler output, would still validate and
-// compact every byte (a quarter of what was left). What PostgreSQL returns is
+// maps and encoding them again was most of a page's CPU, and encoding/json,
+// given them as json.Marshaler output, would still validate and compact every
+// byte (docs/performance.md). What PostgreSQL returns is
 // valid JSON (jsonb written out with a space after `:` and `,`, json as it was
 // stored) and is kept as it is. The rest of each answer is
 // the generated type, encoded by encoding/json, without the fields appended
@@ -58,8 +58,8 @@ func (j *jsonBuilder) field(name string, raw []byte) {
 
 // timeField writes `"name":` and t as encoding/json writes a time.Time, an
 // RFC 3339 string with nanoseconds, without time.Time's Marshaler and the
-// validation and compaction encoding/json gives any Marshaler's output (a
-// tenth of a page's CPU for three times a cluster).
+// validation and compaction encoding/json gives any Marshaler's output, three
+// times a cluster (docs/performance.md).
 func (j *jsonBuilder) timeField(name string, t time.Time) {
 	j.field(name, nil)
 	j.buf.WriteByte('"')

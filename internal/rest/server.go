@@ -55,7 +55,7 @@ type Server struct {
 	draining  chan struct{}
 	drainOnce sync.Once
 	// builders keeps the buffers of the answers of clusters written, for the
-	// next ones: a page of 100 clusters is about 200 kB.
+	// next ones: a page's answer is large (docs/performance.md).
 	builders sync.Pool
 }
 
