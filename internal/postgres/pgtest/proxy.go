@@ -19,6 +19,8 @@ type Proxy struct {
 	stopped bool
 	held    bool
 	conns   []net.Conn
+	// waiting counts the pipes that read bytes and wait for Release.
+	waiting int
 }
 
 // NewProxy forwards a loopback port to cfg's server and returns the proxy and
@@ -67,8 +69,12 @@ func (p *Proxy) pipe(dst, src net.Conn) {
 		n, err := src.Read(buf)
 		if n > 0 {
 			p.mu.Lock()
-			for p.held {
-				p.cond.Wait()
+			if p.held {
+				p.waiting++
+				for p.held {
+					p.cond.Wait()
+				}
+				p.waiting--
 			}
 			p.mu.Unlock()
 			if _, werr := dst.Write(buf[:n]); werr != nil {
@@ -79,6 +85,15 @@ func (p *Proxy) pipe(dst, src net.Conn) {
 			return
 		}
 	}
+}
+
+// Waiting reports how many reads the held proxy keeps from the other side:
+// a statement sent while it is held counts, so a test knows its request
+// reached the database.
+func (p *Proxy) Waiting() int {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.waiting
 }
 
 // Stop closes every connection and refuses new ones, as a stopped server would.
