@@ -84,14 +84,6 @@ func New(cfg Config, fc *FleetClient, hub *Hub, opts Options) *Agent {
 	}
 	a.applier = &applier{hub: hub, hubID: cfg.HubID, fieldManager: cfg.FieldManager, deletionTimeout: cfg.DeletionTimeout, logger: a.logger}
 	a.informer = dynamicinformer.NewFilteredDynamicInformer(hub.Dynamic, managedClusterGVR, metav1.NamespaceAll, 0, cache.Indexers{}, nil).Informer()
-	// The agent never reads managed fields; a hub of thousands of clusters
-	// would keep them all in memory.
-	_ = a.informer.SetTransform(func(obj any) (any, error) {
-		if u, ok := obj.(*unstructured.Unstructured); ok {
-			u.SetManagedFields(nil)
-		}
-		return obj, nil
-	})
 	now := func() time.Time { return a.clock.Now() }
 	store := a.informer.GetStore()
 	a.inventory = &inventory{
@@ -114,6 +106,9 @@ func New(cfg Config, fc *FleetClient, hub *Hub, opts Options) *Agent {
 // loop stopped and the lease was released: nil when ctx ended, ErrLeaseLost
 // when the lease could not be renewed.
 func (a *Agent) Run(ctx context.Context) error {
+	if err := dropManagedFields(a.informer); err != nil {
+		return fmt.Errorf("Run: %w", err)
+	}
 	if _, err := a.informer.AddEventHandler(cache.ResourceEventHandlerDetailedFuncs{
 		AddFunc: func(obj any, initial bool) {
 			if !initial { // the initial list is the start resync's

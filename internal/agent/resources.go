@@ -72,12 +72,6 @@ func (a *Agent) runResources(ctx context.Context) {
 func (a *Agent) newKindSync(k private.ResourceKind) *kindSync {
 	gvr := schema.GroupVersionResource{Group: k.Group, Version: k.Version, Resource: k.Resource}
 	informer := dynamicinformer.NewFilteredDynamicInformer(a.hub.Dynamic, gvr, metav1.NamespaceAll, 0, cache.Indexers{}, nil).Informer()
-	_ = informer.SetTransform(func(obj any) (any, error) {
-		if u, ok := obj.(*unstructured.Unstructured); ok {
-			u.SetManagedFields(nil)
-		}
-		return obj, nil
-	})
 	ks := &kindSync{
 		kind: k, fleet: a.fleet, informer: informer, size: a.cfg.InventoryBatchSize, metrics: a.metrics,
 		logger: a.logger.With("component", "resources", "resource", k.Resource), live: &a.live, clock: a.clock,
@@ -91,6 +85,10 @@ func (a *Agent) newKindSync(k private.ResourceKind) *kindSync {
 // run runs the informer and, once it synced, the full resyncs (now and
 // every interval) and the incremental batches, until ctx ends.
 func (ks *kindSync) run(ctx context.Context, interval time.Duration) {
+	if err := dropManagedFields(ks.informer); err != nil {
+		ks.logger.Error("informer transform not set", "error", err)
+		return
+	}
 	if _, err := ks.informer.AddEventHandler(cache.ResourceEventHandlerDetailedFuncs{
 		AddFunc: func(obj any, initial bool) {
 			if !initial { // the initial list is the start resync's
@@ -308,4 +306,16 @@ func (ks *kindSync) remember(batch private.ResourceBatch, ack private.InventoryA
 	for _, key := range ack.Resend {
 		delete(ks.acked, key)
 	}
+}
+
+// dropManagedFields has informer drop the managed fields of every object it
+// stores: the agent never reads them, and a hub of thousands of clusters would
+// keep them all in memory. It fails once the informer has started.
+func dropManagedFields(informer cache.SharedIndexInformer) error {
+	return informer.SetTransform(func(obj any) (any, error) {
+		if u, ok := obj.(*unstructured.Unstructured); ok {
+			u.SetManagedFields(nil)
+		}
+		return obj, nil
+	})
 }

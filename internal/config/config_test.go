@@ -94,3 +94,23 @@ func TestProblemsMerge(t *testing.T) {
 		t.Errorf("Merge(...) problems = %q, want %q", ve.Problems, want)
 	}
 }
+
+// TestLogNewLogger checks that a logger is made at the level asked for, and
+// that a level Validate rejects logs at info and says so.
+func TestLogNewLogger(t *testing.T) {
+	t.Parallel()
+	var out strings.Builder
+	o := config.Log{Format: "text", Level: "warn"}
+	logger := o.NewLogger(&out, "svc")
+	logger.Info("dropped")
+	logger.Warn("kept")
+	if got := out.String(); strings.Contains(got, "dropped") || !strings.Contains(got, "msg=kept service=svc") {
+		t.Errorf("NewLogger(%+v) wrote %q, want only the warning, with the service", o, got)
+	}
+	out.Reset()
+	o.Level = "loud"
+	o.NewLogger(&out, "svc").Debug("dropped")
+	if got := out.String(); strings.Contains(got, "dropped") || !strings.Contains(got, `level=WARN msg="--log-level not understood, logging at info" service=svc log_level=loud`) {
+		t.Errorf("NewLogger(%+v) wrote %q, want a warning naming the level and no debug record", o, got)
+	}
+}

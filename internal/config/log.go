@@ -28,22 +28,35 @@ func (o Log) Validate() error {
 	if o.Format != "json" && o.Format != "text" {
 		p.Addf("log-format", "must be json or text (got %q)", o.Format)
 	}
-	var l slog.Level
-	if err := l.UnmarshalText([]byte(o.Level)); err != nil {
+	if _, err := o.level(); err != nil {
 		p.Addf("log-level", "must be debug, info, warn or error (got %q)", o.Level)
 	}
 	return p.Err()
 }
 
-// NewLogger returns the process's logger, writing to w, every record
-// carrying the service name.
-func (o Log) NewLogger(w io.Writer, service string) *slog.Logger {
+func (o Log) level() (slog.Level, error) {
 	var level slog.Level
-	_ = level.UnmarshalText([]byte(o.Level))
+	err := level.UnmarshalText([]byte(o.Level))
+	return level, err
+}
+
+// NewLogger returns the process's logger, writing to w, every record
+// carrying the service name. A level Validate rejects logs at info, and the
+// logger's first record says so: the commands validate first, so this is a
+// caller that did not.
+func (o Log) NewLogger(w io.Writer, service string) *slog.Logger {
+	level, err := o.level()
+	if err != nil {
+		level = slog.LevelInfo
+	}
 	opts := &slog.HandlerOptions{Level: level}
 	var h slog.Handler = slog.NewJSONHandler(w, opts)
 	if o.Format == "text" {
 		h = slog.NewTextHandler(w, opts)
 	}
-	return slog.New(h).With("service", service)
+	logger := slog.New(h).With("service", service)
+	if err != nil {
+		logger.Warn("--log-level not understood, logging at info", "log_level", o.Level, "error", err)
+	}
+	return logger
 }

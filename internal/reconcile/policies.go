@@ -48,17 +48,18 @@ func (r *PolicyResolver) pass(ctx context.Context) (time.Duration, bool) {
 		return wait, true
 	}
 	r.last = now
-	_ = r.Resolve(ctx)
+	if err := r.resolve(ctx); err != nil {
+		r.logger.Error("placing policies on hubs", "error", err)
+	}
 	return 0, false
 }
 
-// Resolve places every policy now and records the pass.
-func (r *PolicyResolver) Resolve(ctx context.Context) error {
+// resolve places every policy now and records the pass.
+func (r *PolicyResolver) resolve(ctx context.Context) error {
 	start, outcome := time.Now(), outcomeDone
 	moved, err := r.store.ResolvePolicies(ctx)
 	if err != nil {
 		outcome = outcomeError
-		r.logger.Error("placing policies on hubs", "error", err)
 	} else if moved > 0 {
 		r.logger.Info("policies placed; hubs' desired sets moved", "hubs", moved)
 	}
