@@ -58,7 +58,7 @@ func startReconcilers(b *background, opts serveOptions, logger *slog.Logger, lis
 		func() { hubs.Run(ctx, hubWake, heartbeatCheck) },
 		func() { reconcile.RunHousekeeping(ctx, cfg, store, metrics, logger) },
 		func() {
-			reconcile.NewTombstonePurge(cfg, store, reconcile.TombstoneTables, clock, logger, metrics).Run(ctx)
+			reconcile.NewTombstonePurge(cfg, store, postgres.TombstoneTables(), clock, logger, metrics).Run(ctx)
 		},
 		func() { reconcile.NewPolicyResolver(cfg, store, clock, logger, metrics).Run(ctx, inventoryWake) },
 	)

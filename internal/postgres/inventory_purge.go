@@ -3,6 +3,8 @@ package postgres
 import (
 	"context"
 	"fmt"
+	"maps"
+	"slices"
 	"strconv"
 	"time"
 
@@ -14,6 +16,12 @@ import (
 // change_seq) of the feed; the table name is spliced into SQL, so only
 // these names are accepted.
 var tombstoneTables = map[string]bool{"managed_clusters": true, "resources": true}
+
+// TombstoneTables returns the inventory tables whose tombstones
+// PurgeTombstones deletes, sorted: the tables the purge sweeps.
+func TombstoneTables() []string {
+	return slices.Sorted(maps.Keys(tombstoneTables))
+}
 
 // purgeTombstonesSQL deletes one batch of tombstones older than the cutoff,
 // skipping rows another replica's purge holds, and raises the table's purge

@@ -10,7 +10,6 @@ import (
 	"github.com/fleetmanager/fleet-manager/internal/authz"
 	"github.com/fleetmanager/fleet-manager/internal/fleet"
 	"github.com/fleetmanager/fleet-manager/internal/postgres"
-	"github.com/fleetmanager/fleet-manager/internal/reconcile"
 )
 
 // resourceChanges is what a test compares of a kind's feed: the keys, and
@@ -195,8 +194,8 @@ func TestPurgeResourceTombstones(t *testing.T) {
 	g.Expect(horizon).To(gomega.Equal(purgedSeq), "the resources' purge horizon is not the highest purged position")
 	g.Expect(countRows(t, e.db, `SELECT count(*) FROM inventory_purge_horizon WHERE table_name = 'managed_clusters'`)).To(gomega.Equal(0))
 
-	// Every table the reconciler sweeps is one the store purges.
-	for _, table := range reconcile.TombstoneTables {
+	// Every table the purge is given purges.
+	for _, table := range postgres.TombstoneTables() {
 		_, err := e.store.PurgeTombstones(context.Background(), table, time.Now().Add(-7*24*time.Hour), 1)
 		g.Expect(err).NotTo(gomega.HaveOccurred(), "PurgeTombstones(%s)", table)
 	}

@@ -8,9 +8,6 @@ import (
 	"github.com/fleetmanager/fleet-manager/internal/fleet"
 )
 
-// TombstoneTables are the inventory tables the purge sweeps.
-var TombstoneTables = []string{"managed_clusters", "resources"}
-
 // maxPurgeBatches bounds one pass, so a large backlog is worked off in
 // passes that each end soon; a pass that hits the bound asks to run again.
 const maxPurgeBatches = 100
@@ -35,7 +32,8 @@ type TombstonePurge struct {
 	metrics *Metrics
 }
 
-// NewTombstonePurge returns the purge of tables.
+// NewTombstonePurge returns the purge of tables (the store's own list,
+// postgres.TombstoneTables, in production).
 func NewTombstonePurge(cfg Config, store TombstoneStore, tables []string, clock fleet.Clock, logger *slog.Logger, metrics *Metrics) *TombstonePurge {
 	return &TombstonePurge{cfg: cfg, store: store, tables: tables, clock: clock,
 		logger: logger.With("reconciler", "tombstone_purge"), metrics: metrics}

@@ -10,6 +10,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/fleetmanager/fleet-manager/internal/fleet"
+	"github.com/fleetmanager/fleet-manager/internal/postgres"
 	"github.com/fleetmanager/fleet-manager/internal/postgres/pgtest"
 	"github.com/fleetmanager/fleet-manager/internal/reconcile"
 )
@@ -44,7 +45,7 @@ func TestTombstonePurgeHonoursTheRetention(t *testing.T) {
 	metrics, err := reconcile.NewMetrics("test", reg)
 	g.Expect(err).NotTo(gomega.HaveOccurred())
 	now := purgeClock(time.Date(2026, 1, 9, 0, 0, 0, 0, time.UTC)) // the old tombstones are 8 days old, the young 3
-	purge := reconcile.NewTombstonePurge(cfg, e.store, reconcile.TombstoneTables, now, slog.New(slog.DiscardHandler), metrics)
+	purge := reconcile.NewTombstonePurge(cfg, e.store, postgres.TombstoneTables(), now, slog.New(slog.DiscardHandler), metrics)
 
 	// The purge takes a tombstone once every older transaction of the
 	// database has ended, so a first pass may find fewer.
