@@ -61,9 +61,8 @@ JOIN h ON h.n = 1 + s % h.hubs
 JOIN k ON k.i = s % 4
 CROSS JOIN LATERAL (SELECT 'cluster-' || h.n || '-' || (1 + (s / h.hubs) % $2::int) AS c) AS cn`
 
-// loadReadData fills the inventory (and the resources table, when its
-// migration is applied) by SQL, gives benchOrg its share (shareWithOrg), then
-// vacuums and analyzes, as autovacuum would have done in a deployment.
+// loadReadData fills the inventory and the resources table by SQL, gives
+// benchOrg its share (shareWithOrg), then vacuums and analyzes, as autovacuum would have done in a deployment.
 func loadReadData(ctx context.Context, o options, db *benchDB, out io.Writer) (resources int, share orgShare, err error) {
 	quoted := ""
 	for i, r := range benchRegions {
@@ -78,13 +77,7 @@ func loadReadData(ctx context.Context, o options, db *benchDB, out io.Writer) (r
 		return 0, share, fmt.Errorf("loading managed_clusters: %w", err)
 	}
 	fmt.Fprintf(out, "loaded %d managed clusters by SQL in %s\n", tag.RowsAffected(), time.Since(start).Round(time.Millisecond))
-	var applied bool
-	if err := db.conn.QueryRow(ctx, `SELECT to_regclass('resources') IS NOT NULL AND EXISTS (SELECT FROM migrations WHERE id = '202611300005')`).Scan(&applied); err != nil {
-		return 0, share, fmt.Errorf("looking for migration 202611300005: %w", err)
-	}
-	if !applied {
-		fmt.Fprintln(out, "note: migration 202611300005 (resources) is not applied by this binary; the other resources are skipped")
-	} else if o.Resources > 0 {
+	if o.Resources > 0 {
 		start = time.Now()
 		if tag, err = db.conn.Exec(ctx, loadResourcesSQL, o.Resources, o.ClustersPerHub); err != nil {
 			return 0, share, fmt.Errorf("loading resources: %w", err)

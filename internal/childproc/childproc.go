@@ -1,7 +1,8 @@
 // Package childproc runs the programs the test infrastructure starts beside
-// a test binary (etcd, kube-apiserver, Hydra): output to a log file that a
-// failed start quotes, a readiness probe, a graceful stop, and death with the
-// test binary even when TestMain never gets to stop them.
+// a test binary (etcd, kube-apiserver, Hydra), and the server fleet-bench
+// measures: output to a log file that a failed start quotes, a readiness
+// probe, a graceful stop, and death with the parent even when TestMain never
+// gets to stop them.
 package childproc
 
 import (
@@ -58,6 +59,20 @@ func Start(opts Options, bin string, args ...string) (*Process, error) {
 		close(p.done)
 	}()
 	return p, nil
+}
+
+// Pid returns the process's id.
+func (p *Process) Pid() int { return p.cmd.Process.Pid }
+
+// Exited returns nil while the process runs and, once it has ended, an
+// error with its exit status and the end of its log.
+func (p *Process) Exited() error {
+	select {
+	case <-p.done:
+		return fmt.Errorf("%s exited (%v); end of %s:\n%s", p.name, p.err, p.log, p.LogTail(20))
+	default:
+		return nil
+	}
 }
 
 // Stop asks the process to end and kills it after grace. A nil process is

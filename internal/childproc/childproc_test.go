@@ -1,0 +1,41 @@
+package childproc_test
+
+import (
+	"errors"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/fleetmanager/fleet-manager/internal/childproc"
+)
+
+// TestProcessExited checks that Exited is nil while a child runs and, once
+// it ended, reports its status and the end of its log.
+func TestProcessExited(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	p, err := childproc.Start(childproc.Options{Name: "sleeper", LogPath: filepath.Join(dir, "sleeper.log")}, "sleep", "30")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if p.Pid() <= 0 || p.Exited() != nil {
+		t.Errorf("running child: Pid() = %d, Exited() = %v; want a pid and nil", p.Pid(), p.Exited())
+	}
+	p.Stop(5 * time.Second)
+	if err := p.Exited(); err == nil || !strings.Contains(err.Error(), "sleeper exited (signal: terminated)") {
+		t.Errorf("stopped child: Exited() = %v, want its exit", err)
+	}
+
+	q, err := childproc.Start(childproc.Options{Name: "quitter", LogPath: filepath.Join(dir, "quitter.log")}, "sh", "-c", "echo bye; exit 3")
+	if err != nil {
+		t.Fatal(err)
+	}
+	err = q.WaitReady(10*time.Second, func() error { return errors.New("not yet") })
+	if _, ok := errors.AsType[*childproc.ExitedError](err); !ok || !strings.Contains(err.Error(), "bye") {
+		t.Errorf("WaitReady(child that quits) = %v, want an *ExitedError quoting its log", err)
+	}
+	if err := q.Exited(); err == nil || !strings.Contains(err.Error(), "exit status 3") || !strings.Contains(err.Error(), "bye") {
+		t.Errorf("ended child: Exited() = %v, want its status and log", err)
+	}
+}
