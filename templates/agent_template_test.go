@@ -17,7 +17,7 @@ import (
 	"github.com/fleetmanager/fleet-manager/internal/agent"
 	"github.com/fleetmanager/fleet-manager/internal/config"
 	"github.com/fleetmanager/fleet-manager/internal/fleet"
-	"github.com/fleetmanager/fleet-manager/internal/rest"
+	"github.com/fleetmanager/fleet-manager/internal/httpserve"
 )
 
 const (
@@ -303,7 +303,7 @@ func TestAgentProbesAndPorts(t *testing.T) {
 	t.Parallel()
 	tpl, _, c := agentDeployment(t)
 	defaults := agent.DefaultConfig()
-	health := httptest.NewServer(rest.NewHealthHandler(alwaysReady{}, time.Second))
+	health := httptest.NewServer(httpserve.NewHealthHandler(alwaysReady{}, time.Second))
 	defer health.Close()
 
 	for _, p := range []struct{ name, flag, def string }{
@@ -322,7 +322,7 @@ func TestAgentProbesAndPorts(t *testing.T) {
 		name     string
 		probe    *probe
 		wantPath string
-	}{{"liveness", c.LivenessProbe, rest.LivenessPath}, {"readiness", c.ReadinessProbe, rest.ReadinessPath}} {
+	}{{"liveness", c.LivenessProbe, httpserve.LivenessPath}, {"readiness", c.ReadinessProbe, httpserve.ReadinessPath}} {
 		if pr.probe == nil || pr.probe.HTTPGet == nil {
 			t.Errorf("probe(%s).httpGet missing", pr.name)
 			continue

@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/fleetmanager/fleet-manager/internal/httpserve"
 	"github.com/fleetmanager/fleet-manager/internal/rest"
 )
 
@@ -36,7 +37,7 @@ func TestServiceProbes(t *testing.T) {
 	tpl, _, serve := serviceDeployment(t)
 	defaults := rest.DefaultConfig()
 	healthPort := bindPort(t, setting(t, tpl, serve, "health-bind-address", defaults.HealthBindAddress))
-	health := httptest.NewServer(rest.NewHealthHandler(alwaysReady{}, time.Second))
+	health := httptest.NewServer(httpserve.NewHealthHandler(alwaysReady{}, time.Second))
 	defer health.Close()
 
 	tests := []struct {
@@ -44,8 +45,8 @@ func TestServiceProbes(t *testing.T) {
 		probe    *probe
 		wantPath string
 	}{
-		{"liveness", serve.LivenessProbe, rest.LivenessPath},
-		{"readiness", serve.ReadinessProbe, rest.ReadinessPath},
+		{"liveness", serve.LivenessProbe, httpserve.LivenessPath},
+		{"readiness", serve.ReadinessProbe, httpserve.ReadinessPath},
 	}
 	for _, tt := range tests {
 		if tt.probe == nil || tt.probe.HTTPGet == nil {

@@ -9,6 +9,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/fleetmanager/fleet-manager/internal/agentapi"
 	"github.com/fleetmanager/fleet-manager/pkg/api/private"
 )
 
@@ -65,7 +66,7 @@ func fullSyncBatch(o options, a *agent, b int, generation int64) private.Invento
 	for i := start; i < end; i++ {
 		clusters = append(clusters, clusterSummary(a.index, i, 0))
 	}
-	return private.ResyncBatch(generation, end == o.ClustersPerHub, clusters, a.acked)
+	return agentapi.ResyncBatch(generation, end == o.ClustersPerHub, clusters, a.acked)
 }
 
 // changeBatch is hub's incremental batch changing the version of

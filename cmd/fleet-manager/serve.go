@@ -16,6 +16,7 @@ import (
 	"github.com/fleetmanager/fleet-manager/internal/authz"
 	"github.com/fleetmanager/fleet-manager/internal/config"
 	"github.com/fleetmanager/fleet-manager/internal/fleet"
+	"github.com/fleetmanager/fleet-manager/internal/httpserve"
 	"github.com/fleetmanager/fleet-manager/internal/policyschema"
 	"github.com/fleetmanager/fleet-manager/internal/postgres"
 	"github.com/fleetmanager/fleet-manager/internal/reconcile"
@@ -243,18 +244,19 @@ func runServers(ctx context.Context, cfg rest.Config, logger *slog.Logger, api *
 	if err != nil {
 		return fmt.Errorf("serve: %w", err)
 	}
-	apiServer := rest.NewHTTPServer(cfg, apiHandler, logger)
+	timeouts := cfg.ServerTimeouts()
+	apiServer := httpserve.NewHTTPServer(timeouts, apiHandler, logger)
 	apiServer.RegisterOnShutdown(api.Drain)
-	bound, err := rest.Bind(
-		rest.Listener{Name: "api", Address: cfg.APIBindAddress, Server: apiServer},
-		rest.Listener{Name: "metrics", Address: cfg.MetricsBindAddress, Server: rest.NewHTTPServer(cfg, rest.NewMetricsHandler(registry), logger)},
-		rest.Listener{Name: "health", Address: cfg.HealthBindAddress, Server: rest.NewHTTPServer(cfg, rest.NewHealthHandler(db, cfg.ReadyTimeout, rest.WithHealthLog(logger.With("component", "health"))), logger)},
+	bound, err := httpserve.Bind(
+		httpserve.Listener{Name: "api", Address: cfg.APIBindAddress, Server: apiServer},
+		httpserve.Listener{Name: "metrics", Address: cfg.MetricsBindAddress, Server: httpserve.NewHTTPServer(timeouts, httpserve.NewMetricsHandler(registry), logger)},
+		httpserve.Listener{Name: "health", Address: cfg.HealthBindAddress, Server: httpserve.NewHTTPServer(timeouts, httpserve.NewHealthHandler(db, cfg.ReadyTimeout, httpserve.WithHealthLog(logger.With("component", "health"))), logger)},
 	)
 	if err != nil {
 		return fmt.Errorf("serve: %w", err)
 	}
 	logger.Info("serving", "version", version.Version, "commit", version.Commit, "base_path", cfg.BasePath, "pid", os.Getpid())
-	if err := rest.Serve(ctx, logger, cfg.ShutdownTimeout, bound...); err != nil {
+	if err := httpserve.Serve(ctx, logger, cfg.ShutdownTimeout, bound...); err != nil {
 		return err
 	}
 	logger.Info("shutdown complete")

@@ -16,7 +16,7 @@ import (
 	"github.com/fleetmanager/fleet-manager/internal/agent"
 	"github.com/fleetmanager/fleet-manager/internal/config"
 	"github.com/fleetmanager/fleet-manager/internal/fleet"
-	"github.com/fleetmanager/fleet-manager/internal/rest"
+	"github.com/fleetmanager/fleet-manager/internal/httpserve"
 	"github.com/fleetmanager/fleet-manager/internal/version"
 )
 
@@ -85,10 +85,10 @@ func run(ctx context.Context, opts runOptions, logger *slog.Logger) error {
 		Identity: fmt.Sprintf("%s_%d", host, startGeneration),
 	})
 
-	serverCfg := rest.DefaultConfig()
-	bound, err := rest.Bind(
-		rest.Listener{Name: "health", Address: cfg.HealthBindAddress, Server: rest.NewHTTPServer(serverCfg, rest.NewHealthHandler(a, readyTimeout), logger)},
-		rest.Listener{Name: "metrics", Address: cfg.MetricsBindAddress, Server: rest.NewHTTPServer(serverCfg, rest.NewMetricsHandler(registry), logger)},
+	timeouts := httpserve.DefaultTimeouts()
+	bound, err := httpserve.Bind(
+		httpserve.Listener{Name: "health", Address: cfg.HealthBindAddress, Server: httpserve.NewHTTPServer(timeouts, httpserve.NewHealthHandler(a, readyTimeout), logger)},
+		httpserve.Listener{Name: "metrics", Address: cfg.MetricsBindAddress, Server: httpserve.NewHTTPServer(timeouts, httpserve.NewMetricsHandler(registry), logger)},
 	)
 	if err != nil {
 		return fmt.Errorf("run: %w", err)
@@ -99,7 +99,7 @@ func run(ctx context.Context, opts runOptions, logger *slog.Logger) error {
 	agentDone := make(chan error, 1)
 	go func() { agentDone <- a.Run(ctx) }()
 	serveDone := make(chan error, 1)
-	go func() { serveDone <- rest.Serve(ctx, logger, cfg.ShutdownTimeout, bound...) }()
+	go func() { serveDone <- httpserve.Serve(ctx, logger, cfg.ShutdownTimeout, bound...) }()
 	var errs []error
 	select {
 	case <-ctx.Done():

@@ -18,6 +18,7 @@ import (
 	"github.com/getkin/kin-openapi/routers"
 	"github.com/getkin/kin-openapi/routers/gorillamux"
 
+	"github.com/fleetmanager/fleet-manager/internal/agentapi"
 	"github.com/fleetmanager/fleet-manager/openapi"
 	"github.com/fleetmanager/fleet-manager/pkg/api/private"
 )
@@ -228,7 +229,7 @@ func (f *fakeFleet) inventory(w http.ResponseWriter, _ *http.Request, body []byt
 	ack := private.InventoryAck{Kind: private.InventoryAckKindInventoryAck, Written: len(b.Upserts), Deleted: len(b.Deletes),
 		Resend: []string{}, ContentHashes: map[string]string{}}
 	for _, u := range b.Upserts {
-		h := u.Summary().ContentHash()
+		h := agentapi.Summary(u).ContentHash()
 		f.stored[u.Name], ack.ContentHashes[u.Name] = h, h
 	}
 	if b.Present != nil {

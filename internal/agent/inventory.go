@@ -14,6 +14,7 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/client-go/tools/cache"
 
+	"github.com/fleetmanager/fleet-manager/internal/agentapi"
 	"github.com/fleetmanager/fleet-manager/internal/fleet"
 	"github.com/fleetmanager/fleet-manager/pkg/api/private"
 )
@@ -73,7 +74,7 @@ func (inv *inventory) sendNamesLocked(ctx context.Context, names []string) error
 		if mc, ok := obj.(*unstructured.Unstructured); exists && ok {
 			s := summarize(mc)
 			// A change the inventory does not keep (a resourceVersion) is not sent.
-			if h, ok := inv.acked[name]; !ok || h != s.Summary().ContentHash() {
+			if h, ok := inv.acked[name]; !ok || h != agentapi.Summary(s).ContentHash() {
 				batch.Upserts = append(batch.Upserts, s)
 			}
 		} else {
@@ -103,7 +104,7 @@ func (inv *inventory) fullResync(ctx context.Context) error {
 	}
 	var resend []string
 	for i, chunk := range chunks {
-		batch := private.ResyncBatch(gen, i == len(chunks)-1, chunk, inv.acked)
+		batch := agentapi.ResyncBatch(gen, i == len(chunks)-1, chunk, inv.acked)
 		again, err := inv.sendRetrying(ctx, batch, i, len(chunks))
 		if err != nil {
 			return err

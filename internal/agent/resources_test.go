@@ -16,6 +16,7 @@ import (
 	"k8s.io/client-go/dynamic/fake"
 	"k8s.io/client-go/tools/cache"
 
+	"github.com/fleetmanager/fleet-manager/internal/agentapi"
 	"github.com/fleetmanager/fleet-manager/internal/fleet"
 	"github.com/fleetmanager/fleet-manager/pkg/api/private"
 )
@@ -46,7 +47,7 @@ func (f *resourceFleet) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	f.batches = append(f.batches, b)
 	ack := private.InventoryAck{Kind: private.InventoryAckKindInventoryAck, ContentHashes: map[string]string{}, Resend: []string{}}
 	for _, u := range b.Upserts {
-		ack.ContentHashes[u.Object().Key()] = fleet.ResourceContentHash(u.Body)
+		ack.ContentHashes[agentapi.Object(u).Key()] = fleet.ResourceContentHash(u.Body)
 	}
 	_ = json.NewEncoder(w).Encode(ack)
 }
@@ -95,7 +96,7 @@ func newTestKindSync(t *testing.T, f *resourceFleet, objects ...*unstructured.Un
 func keysOf(batches []private.ResourceBatch) (upserts, present, deletes []string) {
 	for _, b := range batches {
 		for _, u := range b.Upserts {
-			upserts = append(upserts, u.Object().Key())
+			upserts = append(upserts, agentapi.Object(u).Key())
 		}
 		if b.Present != nil {
 			for _, p := range *b.Present {

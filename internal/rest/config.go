@@ -1,6 +1,8 @@
 // Package rest is the HTTP edge: the API server (routes from the OpenAPI
-// specs, request validation, authentication, CORS, error bodies), the health
-// server and the metrics server.
+// specs, request validation, authentication, CORS, error bodies) and the
+// configuration of the three servers of `fleet-manager serve` (API, health and
+// metrics); internal/httpserve binds, serves and shuts them down, and serves the
+// health and metrics endpoints.
 package rest
 
 import (
@@ -13,6 +15,7 @@ import (
 
 	"github.com/fleetmanager/fleet-manager/internal/config"
 	"github.com/fleetmanager/fleet-manager/internal/fleet"
+	"github.com/fleetmanager/fleet-manager/internal/httpserve"
 )
 
 // Config configures the HTTP servers. Everything a fork renames is here.
@@ -74,6 +77,7 @@ type CORSConfig struct {
 
 // DefaultConfig returns the configuration of the upstream service.
 func DefaultConfig() Config {
+	timeouts := httpserve.DefaultTimeouts()
 	return Config{
 		ServiceName:            "fleet-manager",
 		BasePath:               "/api/fleet_manager/v1",
@@ -81,10 +85,10 @@ func DefaultConfig() Config {
 		APIBindAddress:         ":8000",
 		MetricsBindAddress:     ":8080",
 		HealthBindAddress:      ":8083",
-		ReadHeaderTimeout:      10 * time.Second,
-		ReadTimeout:            60 * time.Second,
-		WriteTimeout:           2 * time.Minute,
-		IdleTimeout:            2 * time.Minute,
+		ReadHeaderTimeout:      timeouts.ReadHeader,
+		ReadTimeout:            timeouts.Read,
+		WriteTimeout:           timeouts.Write,
+		IdleTimeout:            timeouts.Idle,
 		ShutdownTimeout:        30 * time.Second,
 		ReadyTimeout:           2 * time.Second,
 		RequestTimeout:         30 * time.Second,

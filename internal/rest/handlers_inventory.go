@@ -3,6 +3,7 @@ package rest
 import (
 	"net/http"
 
+	"github.com/fleetmanager/fleet-manager/internal/agentapi"
 	"github.com/fleetmanager/fleet-manager/internal/fleet"
 	"github.com/fleetmanager/fleet-manager/pkg/api/private"
 	"github.com/fleetmanager/fleet-manager/pkg/api/public"
@@ -17,7 +18,7 @@ func (s *Server) handleHubInventoryPost(w http.ResponseWriter, r *http.Request) 
 	batch := fleet.InventoryBatch{Generation: body.Generation, Full: body.Full, Last: body.Last, Deletes: body.Deletes,
 		Upserts: make([]fleet.ManagedClusterSummary, len(body.Upserts))}
 	for i, u := range body.Upserts {
-		batch.Upserts[i] = u.Summary()
+		batch.Upserts[i] = agentapi.Summary(u)
 	}
 	if body.Present != nil {
 		for _, p := range *body.Present {

@@ -3,6 +3,7 @@ package rest
 import (
 	"net/http"
 
+	"github.com/fleetmanager/fleet-manager/internal/agentapi"
 	"github.com/fleetmanager/fleet-manager/internal/fleet"
 	"github.com/fleetmanager/fleet-manager/pkg/api/admin"
 	"github.com/fleetmanager/fleet-manager/pkg/api/private"
@@ -31,7 +32,7 @@ func (s *Server) handleHubResourcesPost(w http.ResponseWriter, r *http.Request) 
 	batch := fleet.ResourceBatch{Group: body.Group, Kind: body.Kind, Generation: body.Generation, Full: body.Full, Last: body.Last,
 		Deletes: body.Deletes, Upserts: make([]fleet.ResourceObject, len(body.Upserts))}
 	for i, u := range body.Upserts {
-		batch.Upserts[i] = u.Object()
+		batch.Upserts[i] = agentapi.Object(u)
 	}
 	if body.Present != nil {
 		for _, p := range *body.Present {

@@ -1,92 +1,10 @@
 package rest
 
-import (
-	"context"
-	"errors"
-	"fmt"
-	"log/slog"
-	"net"
-	"net/http"
-	"time"
-)
+import "github.com/fleetmanager/fleet-manager/internal/httpserve"
 
-// Listener is one server with the address it was configured for.
-type Listener struct {
-	Name    string
-	Address string
-	Server  *http.Server
-}
-
-// Bound is a listener whose socket is open.
-type Bound struct {
-	Listener
-	net net.Listener
-}
-
-// Addr returns the address the socket is bound to (with the real port when
-// the configured one was 0).
-func (b Bound) Addr() string { return b.net.Addr().String() }
-
-// Bind opens every listener's socket, so that a port already in use fails the
-// start, before anything is served.
-func Bind(listeners ...Listener) ([]Bound, error) {
-	var bound []Bound
-	for _, l := range listeners {
-		ln, err := net.Listen("tcp", l.Address)
-		if err != nil {
-			for _, b := range bound {
-				_ = b.net.Close()
-			}
-			return nil, fmt.Errorf("Bind(%s on %s): %w", l.Name, l.Address, err)
-		}
-		bound = append(bound, Bound{Listener: l, net: ln})
-	}
-	return bound, nil
-}
-
-// Serve serves every bound listener until ctx is done, then shuts them all
-// down gracefully: no new connections, in-flight requests get up to
-// shutdownTimeout to finish. It returns the first serving error, or the
-// shutdown's error, or nil after a clean shutdown.
-func Serve(ctx context.Context, logger *slog.Logger, shutdownTimeout time.Duration, bound ...Bound) error {
-	errs := make(chan error, len(bound))
-	for _, b := range bound {
-		logger.Info("listening", "server", b.Name, "address", b.Addr())
-		go func() {
-			if err := b.Server.Serve(b.net); err != nil && !errors.Is(err, http.ErrServerClosed) {
-				errs <- fmt.Errorf("Serve(%s): %w", b.Name, err)
-			}
-		}()
-	}
-	var serveErr error
-	select {
-	case <-ctx.Done():
-		logger.Info("shutting down", "timeout", shutdownTimeout)
-	case serveErr = <-errs:
-		logger.Error("server failed, shutting down", "error", serveErr)
-	}
-	shutdownCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), shutdownTimeout)
-	defer cancel()
-	var shutdownErrs []error
-	for _, b := range bound {
-		if err := b.Server.Shutdown(shutdownCtx); err != nil {
-			shutdownErrs = append(shutdownErrs, fmt.Errorf("Shutdown(%s): %w", b.Name, err))
-		}
-	}
-	if serveErr != nil {
-		return serveErr
-	}
-	return errors.Join(shutdownErrs...)
-}
-
-// NewHTTPServer returns an http.Server with the configured timeouts.
-func NewHTTPServer(cfg Config, handler http.Handler, logger *slog.Logger) *http.Server {
-	return &http.Server{
-		Handler:           handler,
-		ReadHeaderTimeout: cfg.ReadHeaderTimeout,
-		ReadTimeout:       cfg.ReadTimeout,
-		WriteTimeout:      cfg.WriteTimeout,
-		IdleTimeout:       cfg.IdleTimeout,
-		ErrorLog:          slog.NewLogLogger(logger.Handler(), slog.LevelWarn),
-	}
+// ServerTimeouts returns the configured timeouts of the three servers, for
+// httpserve.NewHTTPServer. Binding, serving and shutting down are
+// internal/httpserve's, which the agent shares without linking the API server.
+func (c Config) ServerTimeouts() httpserve.Timeouts {
+	return httpserve.Timeouts{ReadHeader: c.ReadHeaderTimeout, Read: c.ReadTimeout, Write: c.WriteTimeout, Idle: c.IdleTimeout}
 }

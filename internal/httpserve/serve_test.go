@@ -1,6 +1,7 @@
-package rest_test
+package httpserve_test
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -11,24 +12,26 @@ import (
 	"net/http/httptest"
 	"strconv"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
 	"github.com/onsi/gomega"
 
+	"github.com/fleetmanager/fleet-manager/internal/fleet"
+	"github.com/fleetmanager/fleet-manager/internal/httpserve"
 	"github.com/fleetmanager/fleet-manager/internal/postgres"
 	"github.com/fleetmanager/fleet-manager/internal/postgres/pgtest"
-	"github.com/fleetmanager/fleet-manager/internal/rest"
 )
 
-func probe(t *testing.T, url string) (int, rest.HealthStatus) {
+func probe(t *testing.T, url string) (int, httpserve.HealthStatus) {
 	t.Helper()
 	resp, err := http.Get(url)
 	if err != nil {
 		t.Fatalf("GET %s: %v", url, err)
 	}
 	defer resp.Body.Close()
-	var body rest.HealthStatus
+	var body httpserve.HealthStatus
 	if err := json.NewDecoder(resp.Body).Decode(&body); err != nil {
 		t.Fatalf("GET %s: body: %v", url, err)
 	}
@@ -42,7 +45,7 @@ func TestReadiness(t *testing.T) {
 	cfg.ConnectTimeout = time.Second
 	db := pgtest.Open(t, cfg)
 	logs := &syncBuffer{}
-	ts := httptest.NewServer(rest.NewHealthHandler(db, 2*time.Second, rest.WithHealthLog(slog.New(slog.NewJSONHandler(logs, nil)))))
+	ts := httptest.NewServer(httpserve.NewHealthHandler(db, 2*time.Second, httpserve.WithHealthLog(slog.New(slog.NewJSONHandler(logs, nil)))))
 	t.Cleanup(ts.Close)
 
 	behind := "database schema is older than this binary: run `fleet-manager migrate`"
@@ -60,11 +63,11 @@ func TestReadiness(t *testing.T) {
 	}
 	for _, s := range steps {
 		s.act()
-		if status, body := probe(t, ts.URL+rest.ReadinessPath); status != s.status || body.Reason != s.reason {
+		if status, body := probe(t, ts.URL+httpserve.ReadinessPath); status != s.status || body.Reason != s.reason {
 			t.Errorf("%s: GET /readyz = %d %+v, want %d with reason %q", s.name, status, body, s.status, s.reason)
 		}
 		// Liveness never depends on the database.
-		if status, _ := probe(t, ts.URL+rest.LivenessPath); status != http.StatusOK {
+		if status, _ := probe(t, ts.URL+httpserve.LivenessPath); status != http.StatusOK {
 			t.Errorf("%s: GET /healthz = %d, want 200", s.name, status)
 		}
 	}
@@ -77,10 +80,10 @@ func TestReadinessNamesNoServer(t *testing.T) {
 	proxy, cfg := pgtest.NewProxy(t, pgtest.NewDatabase(t))
 	cfg.ConnectTimeout = time.Second
 	logs := &syncBuffer{}
-	ts := httptest.NewServer(rest.NewHealthHandler(pgtest.Open(t, cfg), 2*time.Second, rest.WithHealthLog(slog.New(slog.NewJSONHandler(logs, nil)))))
+	ts := httptest.NewServer(httpserve.NewHealthHandler(pgtest.Open(t, cfg), 2*time.Second, httpserve.WithHealthLog(slog.New(slog.NewJSONHandler(logs, nil)))))
 	t.Cleanup(ts.Close)
 	proxy.Stop()
-	resp, err := http.Get(ts.URL + rest.ReadinessPath)
+	resp, err := http.Get(ts.URL + httpserve.ReadinessPath)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -96,6 +99,38 @@ func TestReadinessNamesNoServer(t *testing.T) {
 		t.Errorf("log = %s, want the cause with the server's address", logs)
 	}
 }
+
+// TestReadinessOfAFleetError: a *fleet.Error answers with its message and
+// logs its cause; any other error answers with itself. No database: this is
+// what the agent's probe does.
+func TestReadinessOfAFleetError(t *testing.T) {
+	t.Parallel()
+	for _, tt := range []struct {
+		name       string
+		err        error
+		wantReason string
+		wantLogged string
+	}{
+		{"fleet error", &fleet.Error{Code: fleet.CodeUnavailable, Message: "database unreachable", Err: errors.New("dial tcp db.example:5432: connection refused")},
+			"database unreachable", "dial tcp db.example:5432: connection refused"},
+		{"plain error", errors.New("waiting for the hub's lease"), "waiting for the hub's lease", "waiting for the hub's lease"},
+	} {
+		logs := &syncBuffer{}
+		ts := httptest.NewServer(httpserve.NewHealthHandler(notReady{tt.err}, time.Second, httpserve.WithHealthLog(slog.New(slog.NewJSONHandler(logs, nil)))))
+		status, body := probe(t, ts.URL+httpserve.ReadinessPath)
+		ts.Close()
+		if status != http.StatusServiceUnavailable || body != (httpserve.HealthStatus{Status: "unavailable", Reason: tt.wantReason}) {
+			t.Errorf("%s: GET /readyz = %d %+v, want 503 with reason %q", tt.name, status, body, tt.wantReason)
+		}
+		if !strings.Contains(logs.String(), tt.wantLogged) {
+			t.Errorf("%s: log = %s, want it to contain %q", tt.name, logs, tt.wantLogged)
+		}
+	}
+}
+
+type notReady struct{ err error }
+
+func (n notReady) Ready(context.Context) error { return n.err }
 
 func mustMigrate(t *testing.T, ctx context.Context, db *postgres.DB) {
 	t.Helper()
@@ -119,15 +154,14 @@ func TestGracefulShutdown(t *testing.T) {
 		<-release
 		_, _ = io.WriteString(w, "finished")
 	})
-	cfg := rest.DefaultConfig()
-	bound, err := rest.Bind(rest.Listener{Name: "api", Address: "127.0.0.1:0", Server: rest.NewHTTPServer(cfg, handler, discard())})
+	bound, err := httpserve.Bind(httpserve.Listener{Name: "api", Address: "127.0.0.1:0", Server: httpserve.NewHTTPServer(httpserve.DefaultTimeouts(), handler, discard())})
 	if err != nil {
 		t.Fatalf("Bind(): %v", err)
 	}
 	addr := bound[0].Addr()
 	ctx, cancel := context.WithCancel(context.Background())
 	served := make(chan error, 1)
-	go func() { served <- rest.Serve(ctx, discard(), 10*time.Second, bound...) }()
+	go func() { served <- httpserve.Serve(ctx, discard(), 10*time.Second, bound...) }()
 
 	inflight := make(chan string, 1)
 	go func() {
@@ -174,9 +208,29 @@ func TestBindRefusesTakenPort(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer ln.Close()
-	_, err = rest.Bind(rest.Listener{Name: "api", Address: ln.Addr().String(), Server: &http.Server{}})
+	_, err = httpserve.Bind(httpserve.Listener{Name: "api", Address: ln.Addr().String(), Server: &http.Server{}})
 	var opErr *net.OpError
 	if !errors.As(err, &opErr) {
 		t.Errorf("Bind(taken port) = %v, want a listen error", err)
 	}
+}
+
+func discard() *slog.Logger { return slog.New(slog.DiscardHandler) }
+
+// syncBuffer is a log sink the servers' goroutines may write to.
+type syncBuffer struct {
+	mu  sync.Mutex
+	buf bytes.Buffer
+}
+
+func (b *syncBuffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.Write(p)
+}
+
+func (b *syncBuffer) String() string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.String()
 }

@@ -1,7 +1,8 @@
-package rest
+package httpserve
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"log/slog"
 	"net/http"
@@ -13,8 +14,9 @@ import (
 	"github.com/fleetmanager/fleet-manager/internal/fleet"
 )
 
-// ReadinessChecker tells whether the service can serve: its database answers
-// and its schema is current.
+// ReadinessChecker tells whether the process can do its work: for the
+// service, its database answers and its schema is current (*postgres.DB); for
+// the agent, it holds the hub's lease and hears from both sides (*agent.Agent).
 type ReadinessChecker interface {
 	Ready(ctx context.Context) error
 }
@@ -34,7 +36,7 @@ const (
 // HealthOption configures the health handler.
 type HealthOption func(*healthHandler)
 
-// WithHealthLog logs why the service is not ready, with the details (server,
+// WithHealthLog logs why the process is not ready, with the details (server,
 // user, database) the probe's answer leaves out.
 func WithHealthLog(logger *slog.Logger) HealthOption {
 	return func(h *healthHandler) { h.logger = logger }
@@ -71,12 +73,15 @@ func (h *healthHandler) serveReadiness(w http.ResponseWriter, r *http.Request) {
 		writeJSON(w, http.StatusOK, HealthStatus{Status: "ready"})
 		return
 	}
-	reason := err.Error()
+	reason, cause := err.Error(), err
 	var fe *fleet.Error
 	if errors.As(err, &fe) {
 		reason = fleet.ErrorMessageOf(err)
+		if fe.Err != nil {
+			cause = fe.Err
+		}
 	}
-	h.logger.WarnContext(ctx, "not ready", "reason", reason, "error", causeOf(err))
+	h.logger.WarnContext(ctx, "not ready", "reason", reason, "error", cause)
 	writeJSON(w, http.StatusServiceUnavailable, HealthStatus{Status: "unavailable", Reason: reason})
 }
 
@@ -85,4 +90,12 @@ func NewMetricsHandler(gatherer prometheus.Gatherer) http.Handler {
 	mux := http.NewServeMux()
 	mux.Handle("GET /metrics", promhttp.HandlerFor(gatherer, promhttp.HandlerOpts{}))
 	return mux
+}
+
+// writeJSON writes v as the JSON body of a response with status.
+func writeJSON(w http.ResponseWriter, status int, v any) {
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(status)
+	// An error here means the client went away; there is no one left to tell.
+	_ = json.NewEncoder(w).Encode(v)
 }
