@@ -93,6 +93,10 @@ lint: ## gofmt and go vet
 	if [ -n "$$unformatted" ]; then echo "gofmt needed:"; echo "$$unformatted"; exit 1; fi
 	go vet ./...
 
+.PHONY: lint/commits
+lint/commits: ## Check every commit subject since the check was added is at most 72 characters
+	scripts/check-commit-subjects.sh
+
 .PHONY: db/setup
 db/setup: ## Make sure PostgreSQL listens on DB_HOST:DB_PORT and DB_NAME exists
 	scripts/db.sh setup
