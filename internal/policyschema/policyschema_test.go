@@ -10,6 +10,7 @@ import (
 	"sync"
 	"testing"
 
+	"github.com/getkin/kin-openapi/openapi3"
 	"github.com/onsi/gomega"
 
 	"github.com/fleetmanager/fleet-manager/internal/fleet"
@@ -290,5 +291,69 @@ func TestConcurrentUse(t *testing.T) {
 	}
 	if !reflect.DeepEqual(valid, validPolicy(t)) {
 		t.Error("validation changed the shared body")
+	}
+}
+
+// leaked is a submitted value no message may repeat.
+const leaked = "leaked-value-4e1f"
+
+// TestEveryPolicySchemaFailureIsRecognised feeds every kind of failure the Policy
+// CRD's schema can report: each must be one the package renders from the
+// schema, not an unknown rule, and no message may repeat the value. A new
+// CRD version with a rule no case here fails covers it.
+func TestEveryPolicySchemaFailureIsRecognised(t *testing.T) {
+	t.Parallel()
+	v := newValidator(t)
+	covered := map[string]bool{}
+	for _, tc := range []struct {
+		name   string
+		mutate func(body map[string]any)
+		want   string
+	}{
+		{"type", func(b map[string]any) { spec(b)["disabled"] = leaked }, "spec.disabled: value must be a boolean"},
+		{"nullable", func(b map[string]any) { spec(b)["disabled"] = nil }, "spec.disabled: value must not be null"},
+		{"enum", func(b map[string]any) { spec(b)["remediationAction"] = leaked },
+			`spec.remediationAction: value is not one of the allowed values ["Inform","inform","Enforce","enforce"]`},
+		{"required", func(b map[string]any) { delete(spec(b), "disabled") }, "spec.disabled: field is required"},
+		{"properties", func(b map[string]any) { spec(b)["remediationActon"] = leaked }, "spec.remediationActon: unknown field"},
+		{"oneOf, maxLength and not", func(b map[string]any) {
+			template0(b)["extraDependencies"].([]any)[0].(map[string]any)["namespace"] = leaked
+		}, `spec.policy-templates[0].extraDependencies[0]: value doesn't match any schema from "oneOf" (branch 1: namespace: ` +
+			`maximum string length is 0; branch 2: value must not match the "not" schema)`},
+		{"format", func(b map[string]any) {
+			b["status"] = map[string]any{"details": []any{map[string]any{"history": []any{map[string]any{"lastTimestamp": leaked}}}}}
+		}, `status.details[0].history[0].lastTimestamp: string doesn't match the format "date-time"`},
+	} {
+		body := validPolicy(t)
+		tc.mutate(body)
+		fields, unrecognised := v.SchemaFailures(body)
+		if len(fields) == 0 {
+			t.Errorf("%s: the schema reported no failure", tc.name)
+		}
+		if len(unrecognised) > 0 {
+			t.Errorf("%s: kin-openapi reported rules this package does not render: %v", tc.name, unrecognised)
+		}
+		for _, f := range fields {
+			covered[f] = true
+		}
+		msg := fmt.Sprint(v.ValidatePolicy(body))
+		if !strings.Contains(msg, tc.want) || strings.Contains(msg, leaked) {
+			t.Errorf("%s: got %q, want it to contain %q and not the submitted value", tc.name, msg, tc.want)
+		}
+	}
+	for _, r := range v.SchemaRules() {
+		if !covered[r] {
+			t.Errorf("the Policy CRD's schema has a %q rule no case here fails: add one", r)
+		}
+	}
+}
+
+func TestAnUnknownPolicySchemaRuleIsNamedWithoutTheValue(t *testing.T) {
+	t.Parallel()
+	got := policyschema.Rule(&openapi3.SchemaError{
+		Value: leaked, SchemaField: "multipleOf", Schema: &openapi3.Schema{}, Reason: "value " + leaked + " is odd",
+	})
+	if want := `value does not satisfy the schema's "multipleOf" rule`; got != want {
+		t.Fatalf("got %q, want %q", got, want)
 	}
 }

@@ -2,6 +2,7 @@ package policyschema
 
 import (
 	"cmp"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"regexp"
@@ -111,7 +112,9 @@ func checkEnvelope(ps *problems, body map[string]any) {
 }
 
 // collect adds the problems kin-openapi reported in err, a *SchemaError or
-// a MultiError of them, for body.
+// a MultiError of them, for body. Each is rendered from the error's
+// structured fields (SchemaField, Schema, JSONPointer), never from its
+// Reason or Value, so that no message repeats a submitted value.
 func collect(ps *problems, body map[string]any, err error) {
 	var se *openapi3.SchemaError
 	switch e := err.(type) {
@@ -131,46 +134,118 @@ func collect(ps *problems, body map[string]any, err error) {
 	pointer := se.JSONPointer()
 	path := fieldPath(body, pointer)
 	switch se.SchemaField {
-	case "required":
-		ps.add(path, "field is required")
 	case "properties":
-		if name, ok := unsupportedProperty(se.Reason); ok {
-			ps.add(fieldPath(body, append(pointer, name)), "unknown field")
+		if names := unsupportedProperties(se); len(names) > 0 {
+			for _, name := range names {
+				ps.add(fieldPath(body, append(slices.Clip(pointer), name)), "unknown field")
+			}
 			return
 		}
-		ps.add(path, "%s", reason(se))
+		ps.add(path, "%s", rule(se))
 	case "oneOf", "anyOf", "allOf":
-		ps.add(path, "%s", reason(se)+branchDetails(body, pointer, se))
+		ps.add(path, "%s", rule(se)+branchDetails(body, pointer, se))
 	default:
-		ps.add(path, "%s", reason(se))
+		ps.add(path, "%s", rule(se))
 	}
 }
 
-// reason is a SchemaError's message without its path, schema or value.
-func reason(se *openapi3.SchemaError) string {
-	switch {
-	case se.SchemaField == "nullable":
-		return "value must not be null"
-	case se.Reason != "":
-		return se.Reason
-	case se.SchemaField == "not":
-		return `value must not match the "not" schema`
-	default:
-		return fmt.Sprintf("value does not match the schema's %q", se.SchemaField)
-	}
+// rule describes the schema rule a SchemaError reports, with the bounds the
+// schema states and never the value.
+func rule(se *openapi3.SchemaError) string {
+	msg, _ := knownRule(se)
+	return msg
 }
 
-var unsupportedPropertyRe = regexp.MustCompile(`^property (".*") is unsupported$`)
-
-// unsupportedProperty returns the field named by kin-openapi's reason for a
-// property that additionalProperties: false rejects.
-func unsupportedProperty(reason string) (string, bool) {
-	m := unsupportedPropertyRe.FindStringSubmatch(reason)
-	if m == nil {
-		return "", false
+// knownRule renders the rules kin-openapi reports for an OpenAPI 3.0 schema,
+// in kin-openapi's wording rebuilt from the schema. A rule it does not know
+// (known is false) is only named, so that the answer stays a value-free
+// PolicyInvalid; TestEveryPolicySchemaFailureIsRecognised keeps the Policy CRD's
+// rules known.
+func knownRule(se *openapi3.SchemaError) (msg string, known bool) {
+	s := se.Schema
+	if s == nil {
+		s = &openapi3.Schema{}
 	}
-	name, err := strconv.Unquote(m[1])
-	return name, err == nil
+	switch se.SchemaField {
+	case "required":
+		return "field is required", true
+	case "nullable":
+		return "value must not be null", true
+	case "properties":
+		if len(unsupportedProperties(se)) > 0 {
+			return "unknown field", true
+		}
+	case "type":
+		if types := s.Type.Slice(); len(types) > 0 {
+			return "value must be " + typeName(types), true
+		}
+	case "enum":
+		if allowed, err := json.Marshal(s.Enum); err == nil {
+			return "value is not one of the allowed values " + string(allowed), true
+		}
+	case "not":
+		return `value must not match the "not" schema`, true
+	case "oneOf":
+		if errors.Is(se.Origin, openapi3.ErrOneOfConflict) {
+			return `value matches more than one schema from "oneOf"`, true
+		}
+		return `value doesn't match any schema from "oneOf"`, true
+	case "anyOf":
+		return `value doesn't match any schema from "anyOf"`, true
+	case "allOf":
+		return `value doesn't match all schemas from "allOf"`, true
+	case "minLength":
+		return fmt.Sprintf("minimum string length is %d", s.MinLength), true
+	case "maxLength":
+		if s.MaxLength != nil {
+			return fmt.Sprintf("maximum string length is %d", *s.MaxLength), true
+		}
+	case "pattern":
+		return fmt.Sprintf("string doesn't match the regular expression %q", s.Pattern), true
+	case "format":
+		return fmt.Sprintf("string doesn't match the format %q", s.Format), true
+	case "minItems":
+		return fmt.Sprintf("minimum number of items is %d", s.MinItems), true
+	case "maxItems":
+		if s.MaxItems != nil {
+			return fmt.Sprintf("maximum number of items is %d", *s.MaxItems), true
+		}
+	case "uniqueItems":
+		return "duplicate items found", true
+	}
+	return fmt.Sprintf("value does not satisfy the schema's %q rule", se.SchemaField), false
+}
+
+// typeName renders the types a schema asks for as kin-openapi does: "a
+// string", "an object", "one of string, integer".
+func typeName(types []string) string {
+	if len(types) > 1 {
+		return "one of " + strings.Join(types, ", ")
+	}
+	switch types[0] {
+	case openapi3.TypeArray, openapi3.TypeObject, openapi3.TypeInteger:
+		return "an " + types[0]
+	}
+	return "a " + types[0]
+}
+
+// unsupportedProperties returns the fields of the object a "properties"
+// failure rejects that its schema, closed by additionalProperties: false,
+// does not list, sorted. kin-openapi reports each such field as one error on
+// the object; the duplicates this yields are dropped with the others.
+func unsupportedProperties(se *openapi3.SchemaError) []string {
+	obj, ok := se.Value.(map[string]any)
+	if !ok || se.Schema == nil || se.Schema.AdditionalProperties.Has == nil || *se.Schema.AdditionalProperties.Has {
+		return nil
+	}
+	var names []string
+	for name := range obj {
+		if _, listed := se.Schema.Properties[name]; !listed {
+			names = append(names, name)
+		}
+	}
+	slices.Sort(names)
+	return names
 }
 
 // branchDetails renders why each branch of a failed combinator failed, paths
