@@ -72,10 +72,9 @@ func (s *Store) recordOne(tx *gorm.DB, hubID string, item fleet.RegistrationHubS
 			hubConds = hubConds.Set(c, now)
 		}
 	}
-	updates := map[string]any{
-		"hub_conditions": jsonText(hubConds),
-		"phase":          string(fleet.DerivePhase(mergeConditions(row.Conditions, hubConds), row.DeletionRequestedAt != nil, false)),
-	}
+	facts := factsOf(row)
+	facts.hubConditions = hubConds
+	updates := map[string]any{}
 	if item.ImportManifests != nil {
 		sealed, err := s.seal([]byte(*item.ImportManifests), "registrations", "import_material", row.ID)
 		if err != nil {
@@ -83,7 +82,7 @@ func (s *Store) recordOne(tx *gorm.DB, hubID string, item fleet.RegistrationHubS
 		}
 		updates["import_material"], updates["import_material_key_id"] = sealed.Data, sealed.KeyID
 	}
-	return true, tx.Model(&registrationRow{}).Where("id = ?", row.ID).Updates(updates).Error
+	return true, writeFacts(tx, row.ID, facts, updates)
 }
 
 // FindImportMaterial returns the manifests that import org's registration.

@@ -174,13 +174,15 @@ func (q *Queue) CompleteRegistration(ctx context.Context, token string, out flee
 // release stores the new status and schedules the next pass: after a failure
 // with exponential backoff computed in the statement, else when asked.
 func (q *Queue) release(tx *gorm.DB, reg registrationRow, out fleet.Outcome) error {
-	phase := fleet.DerivePhase(mergeConditions(out.Conditions, reg.HubConditions), reg.DeletionRequestedAt != nil, false)
+	facts := factsOf(reg)
+	facts.conditions = out.Conditions
 	if out.Err != nil {
-		return tx.Exec(`UPDATE registrations SET conditions = ?, phase = ?, observed_generation = ?,
-	attempts = attempts + 1, last_error = ?, claimed_by = NULL, claimed_until = NULL, updated_at = now(),
-	next_attempt_at = now() + least(make_interval(secs => ?) * power(2, least(attempts, 30)), make_interval(secs => ?))
-WHERE id = ?`, jsonText(out.Conditions), string(phase), out.ObservedGeneration, out.Err.Error(),
-			q.cfg.BackoffBase.Seconds(), q.cfg.BackoffMax.Seconds(), reg.ID).Error
+		return writeFacts(tx, reg.ID, facts, map[string]any{
+			"observed_generation": out.ObservedGeneration, "attempts": gorm.Expr("attempts + 1"), "last_error": out.Err.Error(),
+			"claimed_by": nil, "claimed_until": nil, "updated_at": gorm.Expr("now()"),
+			"next_attempt_at": gorm.Expr("now() + least(make_interval(secs => ?) * power(2, least(attempts, 30)), make_interval(secs => ?))",
+				q.cfg.BackoffBase.Seconds(), q.cfg.BackoffMax.Seconds()),
+		})
 	}
 	var next any
 	if out.RequeueAfter > 0 {
@@ -191,21 +193,21 @@ WHERE id = ?`, jsonText(out.Conditions), string(phase), out.ObservedGeneration, 
 		next = gorm.Expr("now()")
 	}
 	updates := map[string]any{
-		"conditions": jsonText(out.Conditions), "phase": string(phase), "observed_generation": out.ObservedGeneration,
-		"attempts": 0, "last_error": "", "claimed_by": nil, "claimed_until": nil, "next_attempt_at": next,
-		"updated_at": gorm.Expr("now()"),
+		"observed_generation": out.ObservedGeneration, "attempts": 0, "last_error": "", "claimed_by": nil, "claimed_until": nil,
+		"next_attempt_at": next, "updated_at": gorm.Expr("now()"),
 	}
 	if out.DeliveredVia != "" {
 		updates["delivered_via"] = string(out.DeliveredVia)
 	}
-	return tx.Model(&registrationRow{}).Where("id = ?", reg.ID).Updates(updates).Error
+	return writeFacts(tx, reg.ID, facts, updates)
 }
 
 // softDelete ends a registration and gives its hub place back.
 func (q *Queue) softDelete(tx *gorm.DB, reg registrationRow, out fleet.Outcome) error {
-	err := tx.Exec(`UPDATE registrations SET deleted_at = now(), updated_at = now(), phase = ?, conditions = ?,
-	observed_generation = ?, claimed_by = NULL, claimed_until = NULL, next_attempt_at = NULL, last_error = '' WHERE id = ?`,
-		string(fleet.PhaseDeleted), jsonText(out.Conditions), out.ObservedGeneration, reg.ID).Error
+	facts := factsOf(reg)
+	facts.conditions, facts.deleted = out.Conditions, true
+	err := writeFacts(tx, reg.ID, facts, map[string]any{"updated_at": gorm.Expr("now()"), "observed_generation": out.ObservedGeneration,
+		"claimed_by": nil, "claimed_until": nil, "next_attempt_at": nil, "last_error": ""})
 	if err != nil || reg.HubID == nil {
 		return err
 	}

@@ -232,9 +232,9 @@ func (s *Store) insertRegistration(tx *gorm.DB, caller fleet.Identity, create fl
 	row := registrationRow{
 		ID: newID(), OrgID: caller.OrgID, Owner: caller.Username, Name: create.Name, DisplayName: create.DisplayName,
 		Labels: create.Labels, Zone: create.Zone, Region: create.Region, Product: string(create.Product),
-		Conditions: conds, Phase: string(fleet.DerivePhase(conds, false, false)), Generation: 1,
-		HubConditions: fleet.Conditions{},
+		Conditions: conds, Generation: 1, HubConditions: fleet.Conditions{},
 	}
+	row.Phase = factsOf(row).phase()
 	if row.Labels == nil {
 		row.Labels = map[string]string{}
 	}
@@ -338,9 +338,9 @@ func (s *Store) RequestRegistrationDeletion(ctx context.Context, org, id string)
 	err := s.transact(ctx, func(tx *gorm.DB) error {
 		row, err := s.lockRegistration(tx, org, id)
 		if err == nil && row.DeletionRequestedAt == nil {
-			phase := fleet.DerivePhase(mergeConditions(row.Conditions, row.HubConditions), true, false)
-			err = tx.Exec(`UPDATE registrations SET deletion_requested_at = now(), phase = ?, updated_at = now(),
-				next_attempt_at = now(), attempts = 0 WHERE id = ?`, string(phase), id).Error
+			facts := factsOf(row)
+			facts.deletionRequested = true
+			err = writeFacts(tx, id, facts, map[string]any{"updated_at": gorm.Expr("now()"), "next_attempt_at": gorm.Expr("now()"), "attempts": 0})
 			if err == nil {
 				err = notify(tx, ChannelRegistrations, id)
 			}
