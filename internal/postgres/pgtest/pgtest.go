@@ -45,17 +45,42 @@ func ServerConfig() postgres.Config {
 // its configuration. It fails t (never skips it) when the server is unreachable.
 func NewDatabase(t testing.TB) postgres.Config {
 	t.Helper()
+	return newDatabase(t, "")
+}
+
+// NewMigratedDatabase is NewDatabase with every migration applied, and an open pool
+// that is closed when t ends. The database is a copy of a template migrated
+// once per schema version (see template.go), so the test does not pay for
+// running every migration; tests of the migrations themselves use NewDatabase.
+func NewMigratedDatabase(t testing.TB) (*postgres.DB, postgres.Config) {
+	t.Helper()
+	tpl, err := migratedTemplate()
+	if err != nil {
+		t.Fatalf("pgtest: %v", err)
+	}
+	cfg := newDatabase(t, tpl)
+	return Open(t, cfg), cfg
+}
+
+// newDatabase creates a database for t, a copy of template when it is not
+// empty.
+func newDatabase(t testing.TB, template string) postgres.Config {
+	t.Helper()
 	server := ServerConfig()
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	conn, err := pgx.Connect(ctx, server.DSN())
+	conn, err := connectServer(ctx, server)
 	if err != nil {
-		t.Fatalf("pgtest: no PostgreSQL at %s:%d as %s (%v): start one with `make db/setup`, or set FLEET_MANAGER_TEST_DB_HOST/_PORT/_USER/_PASSWORD",
-			server.Host, server.Port, server.User, err)
+		t.Fatalf("pgtest: %v", err)
 	}
 	defer conn.Close(ctx)
 	name := "fmtest_" + randomSuffix(t)
-	if _, err := conn.Exec(ctx, "CREATE DATABASE "+name); err != nil {
+	if template == "" {
+		_, err = conn.Exec(ctx, "CREATE DATABASE "+name)
+	} else {
+		err = createFromTemplate(ctx, conn, name, template)
+	}
+	if err != nil {
 		t.Fatalf("pgtest: CREATE DATABASE %s: %v", name, err)
 	}
 	t.Cleanup(func() { dropDatabase(t, server, name) })
@@ -64,16 +89,15 @@ func NewDatabase(t testing.TB) postgres.Config {
 	return cfg
 }
 
-// NewMigratedDatabase is NewDatabase with every migration applied, and an open pool
-// that is closed when t ends.
-func NewMigratedDatabase(t testing.TB) (*postgres.DB, postgres.Config) {
-	t.Helper()
-	cfg := NewDatabase(t)
-	db := Open(t, cfg)
-	if err := db.Migrate(context.Background()); err != nil {
-		t.Fatalf("pgtest: Migrate(): %v", err)
+// connectServer connects to the server's maintenance database, with the
+// message that tells the developer how to get a server.
+func connectServer(ctx context.Context, server postgres.Config) (*pgx.Conn, error) {
+	conn, err := pgx.Connect(ctx, server.DSN())
+	if err != nil {
+		return nil, fmt.Errorf("no PostgreSQL at %s:%d as %s (%v): start one with `make db/setup`, or set FLEET_MANAGER_TEST_DB_HOST/_PORT/_USER/_PASSWORD",
+			server.Host, server.Port, server.User, err)
 	}
-	return db, cfg
+	return conn, nil
 }
 
 // Open opens a pool on cfg with a discarding logger, closed when t ends.
