@@ -88,10 +88,11 @@ generate/check: ## Fail when the generated code is not current
 	scripts/check-generated.sh
 
 .PHONY: lint
-lint: ## gofmt and go vet
+lint: ## gofmt, go vet and staticcheck (the version go.mod pins as a tool)
 	@unformatted=$$(gofmt -l cmd internal pkg openapi templates); \
 	if [ -n "$$unformatted" ]; then echo "gofmt needed:"; echo "$$unformatted"; exit 1; fi
 	go vet ./...
+	go tool staticcheck ./...
 
 .PHONY: lint/commits
 lint/commits: ## Check every commit subject since the check was added is at most 72 characters

@@ -61,9 +61,14 @@ func (k testKey) jwk(t *testing.T) map[string]string {
 		return map[string]string{"kty": "RSA", "kid": k.kid, "use": "sig",
 			"n": b64(pub.N.Bytes()), "e": b64(big.NewInt(int64(pub.E)).Bytes())}
 	case *ecdsa.PublicKey:
-		size := (pub.Curve.Params().BitSize + 7) / 8
+		// The uncompressed point: 0x04, then X and Y, each of the curve's size.
+		raw, err := pub.Bytes()
+		if err != nil {
+			t.Fatalf("jwk(%s): %v", k.kid, err)
+		}
+		size := (len(raw) - 1) / 2
 		return map[string]string{"kty": "EC", "kid": k.kid, "use": "sig", "crv": "P-256",
-			"x": b64(pub.X.FillBytes(make([]byte, size))), "y": b64(pub.Y.FillBytes(make([]byte, size)))}
+			"x": b64(raw[1 : 1+size]), "y": b64(raw[1+size:])}
 	}
 	t.Fatalf("jwk(%s): unsupported key type %T", k.kid, k.signer)
 	return nil

@@ -27,13 +27,10 @@ func TestQueueCompletesOnlyTheClaimHeld(t *testing.T) {
 		t.Fatal(err)
 	}
 	caller := fleet.Identity{OrgID: "org-q", Username: "quinn"}
-	var ids []string
 	for _, name := range []string{"q-1", "q-2"} {
-		reg, _, err := store.CreateRegistration(ctx, caller, fleet.RegistrationCreate{Name: name, Zone: "eu", Product: fleet.ProductOCP}, "")
-		if err != nil {
+		if _, _, err := store.CreateRegistration(ctx, caller, fleet.RegistrationCreate{Name: name, Zone: "eu", Product: fleet.ProductOCP}, ""); err != nil {
 			t.Fatal(err)
 		}
-		ids = append(ids, reg.ID)
 	}
 	const owner = "replica-1"
 	// A lease of zero has run out as soon as the claim commits.

@@ -89,14 +89,17 @@ func hiveObject(o map[string]any) (*unstructured.Unstructured, error) {
 // type, data, labels and annotations to the hub.
 func hiveSourceSecret(namespace, syncSet string, own map[string]string, secret *unstructured.Unstructured) (*unstructured.Unstructured, error) {
 	if secret.GetNamespace() == "" {
+		//lint:ignore ST1005 the error names the Kubernetes kind, spelt as the API spells it
 		return nil, fmt.Errorf("Secret %s without a namespace", secret.GetName())
 	}
 	data, _, err := unstructured.NestedStringMap(secret.Object, "data")
 	if err != nil {
+		//lint:ignore ST1005 the error names the Kubernetes kind, spelt as the API spells it
 		return nil, fmt.Errorf("Secret %s: data: %w", secret.GetName(), err)
 	}
 	plain, _, err := unstructured.NestedStringMap(secret.Object, "stringData")
 	if err != nil {
+		//lint:ignore ST1005 the error names the Kubernetes kind, spelt as the API spells it
 		return nil, fmt.Errorf("Secret %s: stringData: %w", secret.GetName(), err)
 	}
 	encoded := map[string]any{}

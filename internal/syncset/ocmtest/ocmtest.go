@@ -201,7 +201,7 @@ func (s *Server) handleToken(w http.ResponseWriter, r *http.Request) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	grant := r.PostFormValue("grant_type")
-	status, body := http.StatusOK, map[string]any{}
+	status, body := http.StatusOK, map[string]any(nil)
 	switch grant {
 	case "client_credentials":
 		id, secret, ok := r.BasicAuth()
