@@ -203,7 +203,7 @@ func TestRotateKeysReencrypt(t *testing.T) {
 	onlyB := loadKeyring(t, b)
 	valuesOf := func() map[string]string {
 		var rows []struct{ AAD, Value string }
-		// The value part follows the version byte and the wrapped data key (61 bytes).
+		// The value part follows the version byte and the wrapped data key.
 		err := db.Gorm.Raw(`SELECT 'hubs.credentials:' || id AS aad, encode(substr(credentials, 62), 'hex') AS value FROM hubs WHERE credentials IS NOT NULL
 UNION ALL SELECT 'registrations.credentials:' || id, encode(substr(credentials, 62), 'hex') FROM registrations WHERE credentials IS NOT NULL`).Scan(&rows).Error
 		if err != nil {

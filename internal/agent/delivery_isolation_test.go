@@ -181,7 +181,7 @@ var hubPoliciesGVR = schema.GroupVersionResource{Group: "policy.open-cluster-man
 
 // TestBadPolicyFailsOnlyItsOwner: on a hub shared by two tenants, policies
 // of one tenant nested 10,000 levels deep, with an annotation key the hub's
-// API server refuses, and with annotations over 256 KiB (written past the
+// API server refuses, and with annotations over the API server's total (written past the
 // API's validation) fail alone: both tenants' registrations are delivered,
 // the other tenant's policy reaches the hub, and the bad policies' owner
 // reads each failure with its reason.

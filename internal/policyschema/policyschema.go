@@ -27,7 +27,7 @@
 // Policy kind, metadata.name is a DNS-1123 subdomain, metadata.labels and
 // metadata.annotations are maps of strings when present, label keys and
 // annotation keys are qualified names, label values have label syntax, the
-// annotations hold at most 256 KiB, and spec is present. Before all of it,
+// annotations stay within the API server's total size, and spec is present. Before all of it,
 // a body nested deeper than fleet.MaxObjectDepth or larger than
 // fleet.MaxPolicyBodyBytes is refused and checked no further.
 package policyschema
