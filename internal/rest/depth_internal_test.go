@@ -5,7 +5,7 @@ import (
 	"testing"
 )
 
-func TestNestsDeeper(t *testing.T) {
+func TestScanJSONDepth(t *testing.T) {
 	t.Parallel()
 	tests := []struct {
 		raw   string
@@ -28,8 +28,8 @@ func TestNestsDeeper(t *testing.T) {
 		{``, 1, false},
 	}
 	for _, tc := range tests {
-		if got := nestsDeeper([]byte(tc.raw), tc.limit); got != tc.want {
-			t.Errorf("nestsDeeper(%.40q, %d) = %v, want %v", tc.raw, tc.limit, got, tc.want)
+		if got, _ := scanJSON([]byte(tc.raw), tc.limit); got != tc.want {
+			t.Errorf("scanJSON(%.40q, %d) = %v, want %v", tc.raw, tc.limit, got, tc.want)
 		}
 	}
 }

@@ -53,7 +53,7 @@ func checkRequestText(op operation, r *http.Request) error {
 	return nil
 }
 
-// textRule is the rule checkRequestText and checkBodyText enforce.
+// textRule is the rule checkRequestText and checkBody enforce.
 const textRule = "must be UTF-8 text without NUL characters"
 
 // storableText reports whether s is UTF-8 without NUL.
@@ -74,33 +74,6 @@ func readBody(r *http.Request) ([]byte, error) {
 	}
 	r.Body = io.NopCloser(bytes.NewReader(body))
 	return body, nil
-}
-
-// checkBodyText refuses a JSON body that is not UTF-8 or whose strings hold
-// an escaped NUL (\u0000), which PostgreSQL refuses in text and jsonb. It
-// reads the bytes once, without decoding or recursing.
-func checkBodyText(body []byte) error {
-	if !utf8.Valid(body) {
-		return fleet.Errorf(fleet.CodeMalformedBody, "the request body must be UTF-8")
-	}
-	inString, escaped := false, false
-	for i := 0; i < len(body); i++ {
-		c := body[i]
-		switch {
-		case !inString:
-			inString = c == '"'
-		case escaped:
-			escaped = false
-			if c == 'u' && i+4 < len(body) && string(body[i+1:i+5]) == "0000" {
-				return fleet.Errorf(fleet.CodeValidation, "the request body: strings %s", textRule)
-			}
-		case c == '\\':
-			escaped = true
-		case c == '"':
-			inString = false
-		}
-	}
-	return nil
 }
 
 // decodeJSON decodes exactly one JSON value from body into v: data after the

@@ -185,10 +185,7 @@ func (s *Server) validate(op operation, next handlerFunc) handlerFunc {
 		if err != nil {
 			return requestError(err)
 		}
-		if err := checkBodyDepth(op, body); err != nil {
-			return err
-		}
-		if err := checkBodyText(body); err != nil {
+		if err := checkBody(op, body); err != nil {
 			return err
 		}
 		route := op.route
