@@ -6,6 +6,7 @@ import (
 	"database/sql/driver"
 	"errors"
 	"fmt"
+	"reflect"
 	"strings"
 	"time"
 
@@ -15,8 +16,148 @@ import (
 	"gorm.io/gorm/logger"
 )
 
-// scannedRow is a row type that lists its fields, as pointers, in the order
-// of its query's SELECT. find reads such rows through pgx directly.
+// The fast read path: the one home of the inventory's hand-tuned reads.
+//
+// A hot read (a managed cluster by id, a page of the list, an organisation's
+// page, the change feed: the row types managedClusterRow and feedRow)
+// bypasses GORM's reflective scan and database/sql's conversions. GORM still
+// builds its statements; they run on the pgx connection beneath database/sql
+// (find, and roundTrip for several in one round trip) or, in a transaction,
+// through database/sql (scanRows), and each row is scanned into the fields of
+// its row type in the order of its SELECT list. What this saved is in
+// docs/performance.md. Only a read whose cost was measured to matter goes
+// here; every other read keeps GORM's Find, which matches columns to fields
+// by name. The rules:
+//
+//   - A row type's columns are declared once, as pairs of a column's SQL and
+//     the field it is scanned into (column, newColumns): the SELECT list
+//     (columns.sql, joined once at start) and the scan's destinations
+//     (columns.fields) are both built from the list, so adding a column is
+//     one line. newColumns panics at package init when a field of the row has
+//     no column, or two, or a column scans into no field of it
+//     (checkColumns).
+//   - A statement selects its row type's list and nothing else: a column
+//     count other than the row's is an error (appendScanned), never padded.
+//   - TestFastReadsReturnWhatWasWritten (inventory_fastread_test.go) writes
+//     rows with a value of its own in every column and reads them back
+//     through every fast read, field by field against what was written. It
+//     catches what compiles and scans: two columns of one type swapped in a
+//     list. A new fast read, or a new column, is added to it.
+//   - A change is measured before and after, on one machine:
+//     BenchmarkManagedClusterPage (internal/rest, make bench/go) for a page's
+//     CPU in process, make bench/reads for the reads at fleet scale and their
+//     plans. The figures go to docs/performance.md and the commit body.
+//
+// internal/rest/inventory_json.go is the answer's half of the path, with a
+// field-by-field test of its own.
+
+// column is one column of a fast read: its SQL in the SELECT list and the
+// field of a row R it is scanned into.
+type column[R any] struct {
+	sql  string
+	into func(*R) any
+}
+
+// columns is a fast read's SELECT list and its scan destinations, declared
+// together so the two cannot disagree.
+type columns[R any] struct {
+	list []column[R]
+	// sql is the SELECT list, joined once at start.
+	sql string
+}
+
+// newColumns is the columns of list, checked against R (checkColumns); it
+// panics on a mismatch, so a wrong list fails at package init.
+func newColumns[R any](list ...column[R]) columns[R] {
+	if err := checkColumns(list); err != nil {
+		panic(err)
+	}
+	exprs := make([]string, len(list))
+	for i, c := range list {
+		exprs[i] = c.sql
+	}
+	return columns[R]{list: list, sql: strings.Join(exprs, ", ")}
+}
+
+// fields are the destinations of r's columns, in the SELECT list's order.
+func (c columns[R]) fields(r *R) []any {
+	dest := make([]any, len(c.list))
+	for i, col := range c.list {
+		dest[i] = col.into(r)
+	}
+	return dest
+}
+
+// within is c as the columns of a row O that holds an R (at), for a read
+// that selects more than R's columns.
+func within[O, R any](c columns[R], at func(*O) *R) []column[O] {
+	out := make([]column[O], len(c.list))
+	for i, col := range c.list {
+		into := col.into
+		out[i] = column[O]{sql: col.sql, into: func(o *O) any { return into(at(o)) }}
+	}
+	return out
+}
+
+// checkColumns checks, by reflection on a zero R, that every field of R
+// (and of its structs tagged gorm:"embedded") is the destination of exactly
+// one column of list, and that every column has SQL and a destination among
+// them.
+func checkColumns[R any](list []column[R]) error {
+	type field struct {
+		typ  reflect.Type
+		addr uintptr
+	}
+	var row R
+	name := reflect.TypeOf(row).String()
+	dests := map[field]int{} // a destination's column
+	for i, c := range list {
+		if strings.TrimSpace(c.sql) == "" || c.into == nil {
+			return fmt.Errorf("columns of %s: column %d has no SQL or no destination", name, i)
+		}
+		v := reflect.ValueOf(c.into(&row))
+		if v.Kind() != reflect.Pointer || v.IsNil() {
+			return fmt.Errorf("columns of %s: column %q scans into %s, not a field's address", name, c.sql, v.Type())
+		}
+		f := field{v.Type().Elem(), v.Pointer()}
+		if j, dup := dests[f]; dup {
+			return fmt.Errorf("columns of %s: columns %q and %q scan into one field", name, list[j].sql, c.sql)
+		}
+		dests[f] = i
+	}
+	var walk func(v reflect.Value, path string) error
+	walk = func(v reflect.Value, path string) error {
+		for i := range v.NumField() {
+			sf, fv := v.Type().Field(i), v.Field(i)
+			if sf.Tag.Get("gorm") == "embedded" {
+				if err := walk(fv, path+sf.Name+"."); err != nil {
+					return err
+				}
+				continue
+			}
+			f := field{sf.Type, fv.Addr().Pointer()}
+			if _, ok := dests[f]; !ok {
+				return fmt.Errorf("columns of %s: field %s%s has no column", name, path, sf.Name)
+			}
+			delete(dests, f)
+		}
+		return nil
+	}
+	if err := walk(reflect.ValueOf(&row).Elem(), ""); err != nil {
+		return err
+	}
+	if len(dests) > 0 {
+		stray := len(list)
+		for _, i := range dests {
+			stray = min(stray, i)
+		}
+		return fmt.Errorf("columns of %s: column %q scans into no field of the row", name, list[stray].sql)
+	}
+	return nil
+}
+
+// scannedRow is a row type of the fast path: it lists its fields, as
+// pointers, in the order of its columns' SELECT list.
 type scannedRow interface {
 	fields() []any
 }
@@ -52,15 +193,17 @@ type rowScanner interface {
 }
 
 // appendScanned appends each row of res to rows, scanned into the fields *T
-// lists (it must be a scannedRow), in order; columns, when more, are read and
-// dropped.
-func appendScanned[T any](res rowScanner, rows *[]T, columns int) error {
+// lists (it must be a scannedRow), in order. A statement whose rows have
+// another number of columns (columns, asked at the first row, when a failed
+// statement has none) is refused, not padded: the two are one list
+// (columns).
+func appendScanned[T any](res rowScanner, rows *[]T, columns func() int) error {
 	var row T
 	dest := any(&row).(scannedRow).fields() // scanned into again for every row, then copied
-	for len(dest) < columns {
-		dest = append(dest, new(any))
-	}
-	for res.Next() {
+	for first := true; res.Next(); first = false {
+		if first && columns() != len(dest) {
+			return fmt.Errorf("the statement returns %d columns, a %T row scans %d", columns(), row, len(dest))
+		}
 		if err := res.Scan(dest...); err != nil {
 			return err
 		}
@@ -72,7 +215,9 @@ func appendScanned[T any](res rowScanner, rows *[]T, columns int) error {
 // readRows appends each row of a round trip's statement to rows, scanned
 // into the fields *T lists.
 func readRows[T any](rows *[]T) func(pgx.Rows) error {
-	return func(res pgx.Rows) error { return appendScanned(res, rows, 0) }
+	return func(res pgx.Rows) error {
+		return appendScanned(res, rows, func() int { return len(res.FieldDescriptions()) })
+	}
 }
 
 // readOne scans the statement's one row into dest.
@@ -207,7 +352,7 @@ func find[T any](query *gorm.DB, capacity int) ([]T, error) {
 
 // scanRows runs query (GORM builds, runs and logs it, in a transaction too)
 // and scans each row through database/sql into the fields *T lists, in
-// order; columns after those are read and dropped. GORM's own Scan matches
+// order (appendScanned). GORM's own Scan matches
 // every column to a field by reflection, a large share of the CPU of a page
 // of the change feed (docs/performance.md).
 func scanRows[T any](query *gorm.DB, capacity int) ([]T, error) {
@@ -221,7 +366,7 @@ func scanRows[T any](query *gorm.DB, capacity int) ([]T, error) {
 		return nil, translateError(err)
 	}
 	rows := make([]T, 0, capacity)
-	if err := appendScanned(res, &rows, len(cols)); err != nil {
+	if err := appendScanned(res, &rows, func() int { return len(cols) }); err != nil {
 		// Read after GORM's call returned: its translation never saw it.
 		return nil, translateError(err)
 	}

@@ -148,10 +148,7 @@ type feedRow struct {
 
 func (r feedRow) position() (changePosition, error) { return r.Pos.position() }
 
-// fields are feedColumns' destinations, in order.
-func (r *feedRow) fields() []any {
-	return append(r.Row.fields(), &r.GoneAt, &r.Pos.PosXid, &r.Pos.PosSeq)
-}
+func (r *feedRow) fields() []any { return feedColumns.fields(r) }
 
 // feedSource is a table a change feed reads, and how.
 type feedSource struct {
@@ -288,14 +285,17 @@ func checkHorizon(tx *gorm.DB, src feedSource, from changePosition) error {
 }
 
 // feedColumns are the columns the feed reads of a managed_clusters row mc
-// and its hub h: a feedRow.
-const feedColumns = managedClusterColumns + `,
-	coalesce(mc.deleted_at, h.deleted_at) AS gone_at, mc.change_xid::text AS pos_xid, mc.change_seq AS pos_seq`
+// and its hub h, each with its field of a feedRow.
+var feedColumns = newColumns(append(within(managedClusterColumns, func(r *feedRow) *managedClusterRow { return &r.Row }),
+	column[feedRow]{"coalesce(mc.deleted_at, h.deleted_at) AS gone_at", func(r *feedRow) any { return &r.GoneAt }},
+	column[feedRow]{"mc.change_xid::text AS pos_xid", func(r *feedRow) any { return &r.Pos.PosXid }},
+	column[feedRow]{"mc.change_seq AS pos_seq", func(r *feedRow) any { return &r.Pos.PosSeq }},
+)...)
 
 // readChanges reads every caller's changes (an administrator's), scoped by
 // the conditions tx carries, walking the (change_xid, change_seq) index.
 func readChanges(tx *gorm.DB, from changePosition, bound uint64, size int) ([]feedRow, error) {
-	query := tx.Table("managed_clusters AS mc").Select(feedColumns).Joins("JOIN hubs h ON h.id = mc.hub_id")
+	query := tx.Table("managed_clusters AS mc").Select(feedColumns.sql).Joins("JOIN hubs h ON h.id = mc.hub_id")
 	return scanRows[feedRow](changesBetween(query, "mc", from, bound, size), size)
 }
 
@@ -327,7 +327,7 @@ func (s *Store) readOrgChanges(tx *gorm.DB, org string, from changePosition, bou
 	if len(ends) > 0 {
 		walk = walk.Where("(c.change_xid, c.change_seq) <= (?::xid8, ?)", ends[0].PosXid, ends[0].PosSeq)
 	}
-	query := tx.Session(&gorm.Session{NewDB: true}).Table("(?) AS mc", walk).Select(feedColumns).
+	query := tx.Session(&gorm.Session{NewDB: true}).Table("(?) AS mc", walk).Select(feedColumns.sql).
 		Joins("JOIN hubs h ON h.id = mc.hub_id").Joins("LEFT JOIN registrations r ON r.id = mc.registration_id")
 	query = visibleTo(s.inServedZones(query, "h.zone"), org).Order("mc.change_xid, mc.change_seq").Limit(size)
 	rows, err := scanRows[feedRow](query, size)
@@ -350,18 +350,20 @@ func (s *Store) readOrgChanges(tx *gorm.DB, org string, from changePosition, bou
 // keeps tombstones and deleted hubs' rows, and the clusters of deleted
 // registrations, whose tombstones the organisation must see. Each lateral
 // subquery holds its LIMIT, so the planner cannot turn it into a walk of
-// everyone's changes. %[1]s is the position window of the rows c, %[2]s
-// the served zones' predicate on h.zone.
-const orgChangesSQL = `SELECT * FROM (
-	SELECT ` + feedColumns + `, mc.change_xid, mc.change_seq FROM hubs h
+// everyone's changes. The union is ordered by the position columns it
+// selects (pos_xid is change_xid as text), so that it selects feedColumns
+// and nothing else. %[1]s is the position window of the rows c, %[2]s the
+// served zones' predicate on h.zone.
+var orgChangesSQL = `SELECT * FROM (
+	SELECT ` + feedColumns.sql + ` FROM hubs h
 	CROSS JOIN LATERAL (SELECT c.* FROM managed_clusters c WHERE c.hub_id = h.id AND %[1]s) AS mc
 	WHERE h.owner_org_id = ? AND %[2]s
 	UNION ALL
-	SELECT ` + feedColumns + `, mc.change_xid, mc.change_seq FROM registrations r
+	SELECT ` + feedColumns.sql + ` FROM registrations r
 	CROSS JOIN LATERAL (SELECT c.* FROM managed_clusters c WHERE c.registration_id = r.id AND %[1]s) AS mc
 	JOIN hubs h ON h.id = mc.hub_id
 	WHERE r.org_id = ? AND h.owner_org_id IS NULL AND %[2]s
-) AS feed ORDER BY feed.change_xid, feed.change_seq LIMIT ?`
+) AS feed ORDER BY feed.pos_xid::xid8, feed.pos_seq LIMIT ?`
 
 // readOrgSources reads up to size of an organisation's changes after from
 // and below bound (orgChangesSQL), at the cost of its hubs and registrations.
@@ -371,7 +373,6 @@ func (s *Store) readOrgSources(tx *gorm.DB, org string, from changePosition, bou
 	windowArgs := []any{strconv.FormatUint(from.Xid, 10), from.Seq, strconv.FormatUint(bound, 10), size}
 	zones, zoneArgs := s.servedZonesSQL("h.zone")
 	args := slices.Concat(windowArgs, []any{org}, zoneArgs, windowArgs, []any{org}, zoneArgs, []any{size})
-	// Its rows end with change_xid and change_seq, which scanRows drops.
 	return scanRows[feedRow](tx.Raw(fmt.Sprintf(orgChangesSQL, window, zones), args...), size)
 }
 

@@ -56,5 +56,5 @@ func (s *Store) orgShared(db *gorm.DB, org string, conds conditions, order strin
 // 0, each side holds only its first limit rows in order.
 func (s *Store) orgClusters(db *gorm.DB, org string, conds conditions, order string, limit int) *gorm.DB {
 	return db.Table("((?) UNION ALL (?)) AS mc", s.orgOwned(db, org, conds, order, limit), s.orgShared(db, org, conds, order, limit)).
-		Joins("JOIN hubs h ON h.id = mc.hub_id").Select(managedClusterColumns)
+		Joins("JOIN hubs h ON h.id = mc.hub_id").Select(managedClusterColumns.sql)
 }

@@ -153,25 +153,44 @@ func (s *Store) GetManagedCluster(ctx context.Context, caller fleet.Identity, ad
 	return rows[0].toManagedCluster(), nil
 }
 
-// managedClusterColumns are the columns of a managedClusterRow, in the
-// order of its fields: those of a managed_clusters row mc and of its hub h.
-const managedClusterColumns = `mc.id, mc.hub_id, mc.name, mc.uid, mc.registration_id, mc.cluster_id,
-	mc.labels, mc.claims, mc.capacity, mc.allocatable, mc.conditions, mc.kubernetes_version, mc.openshift_version,
-	mc.platform, mc.product, mc.region, mc.console_url, mc.joined, mc.available, mc.created_at, mc.updated_at,
-	h.name AS hub_name, h.zone AS hub_zone, h.region AS hub_region, h.inventory_stale AS stale,
-	greatest(mc.updated_at, coalesce(h.last_inventory_at, mc.updated_at)) AS last_seen_at`
+// managedClusterColumns are the columns of a managedClusterRow, each with
+// its field: those of a managed_clusters row mc and of its hub h.
+var managedClusterColumns = newColumns([]column[managedClusterRow]{
+	{"mc.id", func(r *managedClusterRow) any { return &r.ID }},
+	{"mc.hub_id", func(r *managedClusterRow) any { return &r.HubID }},
+	{"mc.name", func(r *managedClusterRow) any { return &r.Name }},
+	{"mc.uid", func(r *managedClusterRow) any { return &r.UID }},
+	{"mc.registration_id", func(r *managedClusterRow) any { return &r.RegistrationID }},
+	{"mc.cluster_id", func(r *managedClusterRow) any { return &r.ClusterID }},
+	{"mc.labels", func(r *managedClusterRow) any { return &r.Labels }},
+	{"mc.claims", func(r *managedClusterRow) any { return &r.Claims }},
+	{"mc.capacity", func(r *managedClusterRow) any { return &r.Capacity }},
+	{"mc.allocatable", func(r *managedClusterRow) any { return &r.Allocatable }},
+	{"mc.conditions", func(r *managedClusterRow) any { return &r.Conditions }},
+	{"mc.kubernetes_version", func(r *managedClusterRow) any { return &r.KubernetesVersion }},
+	{"mc.openshift_version", func(r *managedClusterRow) any { return &r.OpenshiftVersion }},
+	{"mc.platform", func(r *managedClusterRow) any { return &r.Platform }},
+	{"mc.product", func(r *managedClusterRow) any { return &r.Product }},
+	{"mc.region", func(r *managedClusterRow) any { return &r.Region }},
+	{"mc.console_url", func(r *managedClusterRow) any { return &r.ConsoleURL }},
+	{"mc.joined", func(r *managedClusterRow) any { return &r.Joined }},
+	{"mc.available", func(r *managedClusterRow) any { return &r.Available }},
+	{"mc.created_at", func(r *managedClusterRow) any { return &r.CreatedAt }},
+	{"mc.updated_at", func(r *managedClusterRow) any { return &r.UpdatedAt }},
+	{"h.name AS hub_name", func(r *managedClusterRow) any { return &r.HubName }},
+	{"h.zone AS hub_zone", func(r *managedClusterRow) any { return &r.HubZone }},
+	{"h.region AS hub_region", func(r *managedClusterRow) any { return &r.HubRegion }},
+	{"h.inventory_stale AS stale", func(r *managedClusterRow) any { return &r.Stale }},
+	{"greatest(mc.updated_at, coalesce(h.last_inventory_at, mc.updated_at)) AS last_seen_at",
+		func(r *managedClusterRow) any { return &r.LastSeenAt }},
+}...)
 
-func (r *managedClusterRow) fields() []any {
-	return []any{&r.ID, &r.HubID, &r.Name, &r.UID, &r.RegistrationID, &r.ClusterID,
-		&r.Labels, &r.Claims, &r.Capacity, &r.Allocatable, &r.Conditions, &r.KubernetesVersion, &r.OpenshiftVersion,
-		&r.Platform, &r.Product, &r.Region, &r.ConsoleURL, &r.Joined, &r.Available, &r.CreatedAt, &r.UpdatedAt,
-		&r.HubName, &r.HubZone, &r.HubRegion, &r.Stale, &r.LastSeenAt}
-}
+func (r *managedClusterRow) fields() []any { return managedClusterColumns.fields(r) }
 
 // visibleManagedClusters selects the live clusters of live hubs in the
 // served zones that the caller may see, with their hubs.
 func (s *Store) visibleManagedClusters(ctx context.Context, caller fleet.Identity, admin bool) *gorm.DB {
-	query := s.db.Gorm.WithContext(ctx).Table("managed_clusters AS mc").Select(managedClusterColumns).
+	query := s.db.Gorm.WithContext(ctx).Table("managed_clusters AS mc").Select(managedClusterColumns.sql).
 		Joins("JOIN hubs h ON h.id = mc.hub_id").
 		Joins("LEFT JOIN registrations r ON r.id = mc.registration_id").
 		Where("mc.deleted_at IS NULL AND h.deleted_at IS NULL")

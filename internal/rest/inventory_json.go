@@ -20,7 +20,13 @@ import (
 // valid JSON (jsonb written out with a space after `:` and `,`, json as it was
 // stored) and is kept as it is. The rest of each answer is
 // the generated type, encoded by encoding/json, without the fields appended
-// after it. The API tests validate every answer against the OpenAPI document.
+// after it. This is the answer's half of the inventory's fast read path
+// (its contract is at the top of internal/postgres/find.go). The API tests
+// validate every answer against the OpenAPI document; a field written as
+// another of its type passes that, and is caught by
+// TestAppendedAnswersAreWhatEncodingJSONWrites, which compares every field
+// with what encoding/json writes of the generated type: a field added here
+// is added there.
 
 // jsonAppender writes its JSON encoding to a jsonBuilder.
 type jsonAppender interface {
