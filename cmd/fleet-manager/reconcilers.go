@@ -3,8 +3,6 @@ package main
 import (
 	"context"
 	"log/slog"
-	"maps"
-	"slices"
 	"sync"
 
 	"github.com/fleetmanager/fleet-manager/internal/fleet"
@@ -37,32 +35,28 @@ func (b *background) goRun(runs ...func()) {
 	}
 }
 
-// startReconcilers starts provisioning_mgr, deleting_mgr, hub_mgr, the
-// tombstone purge, the policy resolver and the gauges' refresher in b.
+// startReconcilers starts the reconcilers in b, woken by listener's
+// notifications; polling, so that while the listener is down its checks
+// wake them instead.
 func startReconcilers(b *background, opts serveOptions, logger *slog.Logger, listener *postgres.Listener, store *postgres.Store,
-	queue *postgres.Queue, deliveries map[fleet.DeliveryMode]fleet.Delivery, metrics *reconcile.Metrics) {
-	ctx, cfg, clock, owner := b.ctx, opts.Reconcile, fleet.SystemClock{}, reconcile.NewOwner()
-	prov := reconcile.NewProvisioningManager(cfg, queue, deliveries, clock, owner, logger, metrics)
-	del := reconcile.NewDeletingManager(cfg, queue, deliveries, clock, owner, logger, metrics)
-	hubs := reconcile.NewHubManager(cfg, store, slices.Sorted(maps.Keys(deliveries)), clock, logger, metrics)
-	// Polling: while the listener is down, its checks wake them instead.
-	provWake := listener.SubscribePolling(postgres.ChannelRegistrations)
-	delWake := listener.SubscribePolling(postgres.ChannelRegistrations)
-	hubWake := listener.SubscribePolling(postgres.ChannelHubs)
-	inventoryWake := listener.SubscribePolling(postgres.ChannelInventory)
-	// A silent hub must turn unready within a fraction of its timeout.
-	heartbeatCheck := opts.Store.HeartbeatTimeout / 4
-	b.goRun(
-		func() { prov.Run(ctx, provWake) },
-		func() { del.Run(ctx, delWake) },
-		func() { hubs.Run(ctx, hubWake, heartbeatCheck) },
-		func() { reconcile.RunHousekeeping(ctx, cfg, store, metrics, logger) },
-		func() {
-			reconcile.NewTombstonePurge(cfg, store, postgres.TombstoneTables(), clock, logger, metrics).Run(ctx)
+	queue *postgres.Queue, deliveries map[fleet.DeliveryMode]fleet.Delivery, metrics *reconcile.Metrics) error {
+	running, err := reconcile.Start(b.ctx, reconcile.Set{
+		Config: opts.Reconcile, Store: store, Queue: queue, Deliveries: deliveries, TombstoneTables: postgres.TombstoneTables(),
+		Wake: reconcile.Wakeups{
+			Provisioning: listener.SubscribePolling(postgres.ChannelRegistrations),
+			Deleting:     listener.SubscribePolling(postgres.ChannelRegistrations),
+			Hubs:         listener.SubscribePolling(postgres.ChannelHubs),
+			Inventory:    listener.SubscribePolling(postgres.ChannelInventory),
 		},
-		func() { reconcile.NewPolicyResolver(cfg, store, clock, logger, metrics).Run(ctx, inventoryWake) },
-	)
-	logger.Info("reconcilers started", "owner", owner, "delivery_modes", slices.Sorted(maps.Keys(deliveries)))
+		// A silent hub must turn unready within a fraction of its timeout.
+		HeartbeatCheck: opts.Store.HeartbeatTimeout / 4,
+		Clock:          fleet.SystemClock{}, Logger: logger, Metrics: metrics,
+	})
+	if err != nil {
+		return err
+	}
+	b.goRun(running.Wait)
+	return nil
 }
 
 // stop ends everything in b and waits; claims the reconcilers held lapse at

@@ -199,9 +199,10 @@ func serve(ctx context.Context, opts serveOptions, logger *slog.Logger) error {
 	}
 	workers := startBackground(ctx, listener, watch, inventory)
 	if opts.Reconcile.Enabled {
-		if err := c.Invoke(func(store *postgres.Store, queue *postgres.Queue, d map[fleet.DeliveryMode]fleet.Delivery, m *reconcile.Metrics) {
-			startReconcilers(workers, opts, logger, listener, store, queue, d, m)
+		if err := c.Invoke(func(store *postgres.Store, queue *postgres.Queue, d map[fleet.DeliveryMode]fleet.Delivery, m *reconcile.Metrics) error {
+			return startReconcilers(workers, opts, logger, listener, store, queue, d, m)
 		}); err != nil {
+			workers.stop()
 			return fmt.Errorf("serve: %w", err)
 		}
 	}

@@ -5,9 +5,7 @@ import (
 	"crypto/rand"
 	"fmt"
 	"log/slog"
-	"maps"
 	"os"
-	"slices"
 	"sync"
 	"testing"
 	"time"
@@ -54,7 +52,8 @@ func testKeyring(t *testing.T) *secrets.Keyring {
 }
 
 // replica is one fleet-manager replica's reconcilers: its own pool, listener,
-// queue and claim owner, as a separate process would have.
+// queue and claim owner, as a separate process would have, running the set
+// that serve runs.
 type replica struct {
 	store  *postgres.Store
 	cancel context.CancelFunc
@@ -64,7 +63,6 @@ type replica struct {
 type replicaOptions struct {
 	cfg        reconcile.Config
 	deliveries func(store *postgres.Store) map[fleet.DeliveryMode]fleet.Delivery
-	ctx        context.Context
 }
 
 func defaultReconcileConfig() reconcile.Config {
@@ -89,28 +87,26 @@ func (e *env) startReplica(opts replicaOptions) *replica {
 		e.t.Fatal(err)
 	}
 	logger := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
-	queue := postgres.NewQueue(store, postgres.QueueConfig{BackoffBase: 50 * time.Millisecond, BackoffMax: time.Second})
-	listener := postgres.NewListener(e.cfg, logger, postgres.ChannelRegistrations, postgres.ChannelHubs)
-	parent := opts.ctx
-	if parent == nil {
-		parent = context.Background()
-	}
-	ctx, cancel := context.WithCancel(parent)
+	listener := postgres.NewListener(e.cfg, logger, postgres.ChannelRegistrations, postgres.ChannelHubs, postgres.ChannelInventory)
+	ctx, cancel := context.WithCancel(context.Background())
 	r := &replica{store: store, cancel: cancel}
-	owner := reconcile.NewOwner()
-	prov := reconcile.NewProvisioningManager(opts.cfg, queue, deliveries, fleet.SystemClock{}, owner, logger, metrics)
-	del := reconcile.NewDeletingManager(opts.cfg, queue, deliveries, fleet.SystemClock{}, owner, logger, metrics)
-	hubs := reconcile.NewHubManager(opts.cfg, store, slices.Sorted(maps.Keys(deliveries)), fleet.SystemClock{}, logger, metrics)
-	provWake, delWake, hubWake := listener.Subscribe(postgres.ChannelRegistrations), listener.Subscribe(postgres.ChannelRegistrations), listener.Subscribe(postgres.ChannelHubs)
-	for _, run := range []func(){
-		func() { listener.Run(ctx) },
-		func() { prov.Run(ctx, provWake) },
-		func() { del.Run(ctx, delWake) },
-		func() { hubs.Run(ctx, hubWake, time.Second) },
-	} {
-		r.done.Add(1)
-		go func() { defer r.done.Done(); run() }()
+	running, err := reconcile.Start(ctx, reconcile.Set{
+		Config: opts.cfg, Store: store, Deliveries: deliveries, TombstoneTables: postgres.TombstoneTables(),
+		Queue: postgres.NewQueue(store, postgres.QueueConfig{BackoffBase: 50 * time.Millisecond, BackoffMax: time.Second}),
+		Wake: reconcile.Wakeups{
+			Provisioning: listener.SubscribePolling(postgres.ChannelRegistrations),
+			Deleting:     listener.SubscribePolling(postgres.ChannelRegistrations),
+			Hubs:         listener.SubscribePolling(postgres.ChannelHubs),
+			Inventory:    listener.SubscribePolling(postgres.ChannelInventory),
+		},
+		HeartbeatCheck: time.Second, Clock: fleet.SystemClock{}, Logger: logger, Metrics: metrics,
+	})
+	if err != nil {
+		cancel()
+		e.t.Fatal(err)
 	}
+	r.done.Go(running.Wait)
+	r.done.Go(func() { listener.Run(ctx) })
 	e.t.Cleanup(r.stop)
 	return r
 }

@@ -1,0 +1,121 @@
+package reconcile
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"maps"
+	"slices"
+	"sync"
+	"time"
+
+	"github.com/fleetmanager/fleet-manager/internal/fleet"
+)
+
+// Store is what the reconcilers need of the store beside the work queue:
+// hub_mgr's view of the hubs, the housekeeping's gauges and purges, the
+// tombstone purge and the policy resolver's placements.
+type Store interface {
+	fleet.HubMonitor
+	Housekeeper
+	TombstoneStore
+	PolicyStore
+}
+
+// Wakeups are the channels that wake reconcilers before their resync. Each
+// is a subscription of its own, since one wake-up reaches one receiver; a
+// nil channel leaves its reconciler to its resync.
+type Wakeups struct {
+	// Provisioning and Deleting receive a wake-up when a registration changed.
+	Provisioning, Deleting <-chan string
+	// Hubs receives a wake-up when a hub changed.
+	Hubs <-chan string
+	// Inventory receives a wake-up when the inventory moved.
+	Inventory <-chan string
+}
+
+// Set is what the reconcilers of a replica run on. Start runs them all;
+// a caller that needs them to behave differently changes Config, not the set.
+type Set struct {
+	Config Config
+	Store  Store
+	Queue  fleet.RegistrationQueue
+	// Deliveries holds one Delivery per mode this deployment supports.
+	Deliveries map[fleet.DeliveryMode]fleet.Delivery
+	// TombstoneTables are the inventory tables the purge works through: the
+	// store's own list (postgres.TombstoneTables).
+	TombstoneTables []string
+	Wake            Wakeups
+	// HeartbeatCheck is the longest hub_mgr waits between two passes, so
+	// that a silent hub turns unready in time.
+	HeartbeatCheck time.Duration
+	Clock          fleet.Clock
+	Logger         *slog.Logger
+	Metrics        *Metrics
+}
+
+// validate reports every missing dependency and invalid setting of s.
+func (s Set) validate() error {
+	errs := []error{s.Config.Validate()}
+	for _, dep := range []struct {
+		name    string
+		missing bool
+	}{
+		{"Store", s.Store == nil}, {"Queue", s.Queue == nil}, {"Deliveries", len(s.Deliveries) == 0},
+		{"TombstoneTables", len(s.TombstoneTables) == 0}, {"HeartbeatCheck", s.HeartbeatCheck <= 0},
+		{"Clock", s.Clock == nil}, {"Logger", s.Logger == nil}, {"Metrics", s.Metrics == nil},
+	} {
+		if dep.missing {
+			errs = append(errs, fmt.Errorf("no %s", dep.name))
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// Running is a started set of reconcilers.
+type Running struct {
+	cancel context.CancelFunc
+	done   sync.WaitGroup
+}
+
+// Start runs every reconciler of a replica until ctx ends or Stop:
+// provisioning_mgr, deleting_mgr, hub_mgr, the housekeeping (fleet gauges,
+// idempotency keys), the tombstone purge and the policy resolver. It refuses
+// a set with a missing dependency or an invalid Config.
+func Start(ctx context.Context, s Set) (*Running, error) {
+	if err := s.validate(); err != nil {
+		return nil, fmt.Errorf("reconcile.Start: %w", err)
+	}
+	cfg, clock, logger, metrics, owner := s.Config, s.Clock, s.Logger, s.Metrics, NewOwner()
+	modes := slices.Sorted(maps.Keys(s.Deliveries))
+	prov := NewProvisioningManager(cfg, s.Queue, s.Deliveries, clock, owner, logger, metrics)
+	del := NewDeletingManager(cfg, s.Queue, s.Deliveries, clock, owner, logger, metrics)
+	hubs := NewHubManager(cfg, s.Store, modes, clock, logger, metrics)
+	purge := NewTombstonePurge(cfg, s.Store, s.TombstoneTables, clock, logger, metrics)
+	policies := NewPolicyResolver(cfg, s.Store, clock, logger, metrics)
+	ctx, cancel := context.WithCancel(ctx)
+	r := &Running{cancel: cancel}
+	for _, run := range []func(){
+		func() { prov.Run(ctx, s.Wake.Provisioning) },
+		func() { del.Run(ctx, s.Wake.Deleting) },
+		func() { hubs.Run(ctx, s.Wake.Hubs, s.HeartbeatCheck) },
+		func() { RunHousekeeping(ctx, cfg, s.Store, metrics, logger) },
+		func() { purge.Run(ctx) },
+		func() { policies.Run(ctx, s.Wake.Inventory) },
+	} {
+		r.done.Go(run)
+	}
+	logger.Info("reconcilers started", "owner", owner, "delivery_modes", modes)
+	return r, nil
+}
+
+// Wait returns once every reconciler has ended, after ctx ended or Stop.
+// Claims they held lapse at the end of their lease.
+func (r *Running) Wait() { r.done.Wait() }
+
+// Stop ends every reconciler and waits for them.
+func (r *Running) Stop() {
+	r.cancel()
+	r.Wait()
+}
