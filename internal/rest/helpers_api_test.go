@@ -153,13 +153,12 @@ func newTestKeyring(t testing.TB) *secrets.Keyring {
 	return k
 }
 
-// startReconcilers runs provisioning_mgr, deleting_mgr and hub_mgr against the
-// env's database, on their own pool and listener as another replica would,
-// until t ends. Their log is shown when t fails.
+// startReconcilers runs the reconcilers serve runs against the env's
+// database, on their own pool and listener as another replica would, until t
+// ends. Their log is shown when t fails.
 func (e *stackEnv) startReconcilers(t *testing.T) {
 	t.Helper()
 	store := postgres.NewStore(pgtest.Open(t, e.dbCfg), e.keyring, fleet.SystemClock{}, e.storeCfg, authz.MustDefault())
-	deliveries := map[fleet.DeliveryMode]fleet.Delivery{fleet.DeliveryAgent: postgres.NewAgentDelivery(store)}
 	cfg := reconcile.DefaultConfig()
 	cfg.Lease, cfg.RemovalTimeout, cfg.StatsInterval = 10*time.Second, time.Hour, time.Second
 	metrics, err := reconcile.NewMetrics("test", prometheus.NewRegistry())
@@ -168,26 +167,29 @@ func (e *stackEnv) startReconcilers(t *testing.T) {
 	}
 	logs := &syncBuffer{}
 	logger := slog.New(slog.NewTextHandler(logs, &slog.HandlerOptions{Level: slog.LevelInfo}))
-	queue := postgres.NewQueue(store, postgres.QueueConfig{BackoffBase: 50 * time.Millisecond, BackoffMax: time.Second})
-	listener := postgres.NewListener(e.dbCfg, logger, postgres.ChannelRegistrations, postgres.ChannelHubs)
-	owner := reconcile.NewOwner()
-	prov := reconcile.NewProvisioningManager(cfg, queue, deliveries, fleet.SystemClock{}, owner, logger, metrics)
-	del := reconcile.NewDeletingManager(cfg, queue, deliveries, fleet.SystemClock{}, owner, logger, metrics)
-	hubs := reconcile.NewHubManager(cfg, store, []fleet.DeliveryMode{fleet.DeliveryAgent}, fleet.SystemClock{}, logger, metrics)
-	provWake, delWake := listener.Subscribe(postgres.ChannelRegistrations), listener.Subscribe(postgres.ChannelRegistrations)
-	hubWake := listener.Subscribe(postgres.ChannelHubs)
+	listener := postgres.NewListener(e.dbCfg, logger, postgres.ChannelRegistrations, postgres.ChannelHubs, postgres.ChannelInventory)
 	ctx, cancel := context.WithCancel(context.Background())
-	var done sync.WaitGroup
-	for _, run := range []func(){
-		func() { listener.Run(ctx) },
-		func() { prov.Run(ctx, provWake) },
-		func() { del.Run(ctx, delWake) },
-		func() { hubs.Run(ctx, hubWake, time.Second) },
-	} {
-		done.Go(run)
+	running, err := reconcile.Start(ctx, reconcile.Set{
+		Config: cfg, Store: store, TombstoneTables: postgres.TombstoneTables(),
+		Queue:      postgres.NewQueue(store, postgres.QueueConfig{BackoffBase: 50 * time.Millisecond, BackoffMax: time.Second}),
+		Deliveries: map[fleet.DeliveryMode]fleet.Delivery{fleet.DeliveryAgent: postgres.NewAgentDelivery(store)},
+		Wake: reconcile.Wakeups{
+			Provisioning: listener.SubscribePolling(postgres.ChannelRegistrations),
+			Deleting:     listener.SubscribePolling(postgres.ChannelRegistrations),
+			Hubs:         listener.SubscribePolling(postgres.ChannelHubs),
+			Inventory:    listener.SubscribePolling(postgres.ChannelInventory),
+		},
+		HeartbeatCheck: time.Second, Clock: fleet.SystemClock{}, Logger: logger, Metrics: metrics,
+	})
+	if err != nil {
+		cancel()
+		t.Fatalf("reconcile.Start(): %v", err)
 	}
+	var done sync.WaitGroup
+	done.Go(func() { listener.Run(ctx) })
 	t.Cleanup(func() {
 		cancel()
+		running.Wait()
 		done.Wait()
 		if t.Failed() {
 			t.Logf("reconciler log:\n%s", logs.String())
