@@ -10,7 +10,6 @@ import (
 	"time"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/client-go/dynamic/dynamicinformer"
 	"k8s.io/client-go/tools/cache"
 
@@ -50,7 +49,7 @@ type Agent struct {
 
 	applier   *applier
 	informer  cache.SharedIndexInformer
-	inventory *inventory
+	inventory *kindSync[private.ManagedClusterSummary]
 	reporter  *regReporter
 	live      liveness
 
@@ -84,15 +83,10 @@ func New(cfg Config, fc *FleetClient, hub *Hub, opts Options) *Agent {
 	}
 	a.applier = &applier{hub: hub, hubID: cfg.HubID, fieldManager: cfg.FieldManager, deletionTimeout: cfg.DeletionTimeout, logger: a.logger}
 	a.informer = dynamicinformer.NewFilteredDynamicInformer(hub.Dynamic, managedClusterGVR, metav1.NamespaceAll, 0, cache.Indexers{}, nil).Informer()
+	a.inventory = a.newInventory()
 	now := func() time.Time { return a.clock.Now() }
-	store := a.informer.GetStore()
-	a.inventory = &inventory{
-		fleet: fc, store: store, queue: newBatcher(cfg.InventoryBatchSize, cfg.InventoryBatchDelay, now), size: cfg.InventoryBatchSize,
-		metrics: a.metrics, logger: a.logger.With("component", "inventory"), live: &a.live, clock: a.clock,
-	}
-	a.inventory.generation.Store(opts.StartGeneration)
 	a.reporter = &regReporter{
-		fleet: fc, hubID: cfg.HubID, store: store, hub: hub.Dynamic, queue: newBatcher(cfg.InventoryBatchSize, cfg.InventoryBatchDelay, now), size: cfg.InventoryBatchSize,
+		fleet: fc, hubID: cfg.HubID, store: a.informer.GetStore(), hub: hub.Dynamic, queue: newBatcher(cfg.InventoryBatchSize, cfg.InventoryBatchDelay, now), size: cfg.InventoryBatchSize,
 		metrics: a.metrics, logger: a.logger.With("component", "registration-status"), live: &a.live, clock: a.clock,
 		sent: map[string]string{}, noImport: map[string]bool{},
 	}
@@ -106,25 +100,8 @@ func New(cfg Config, fc *FleetClient, hub *Hub, opts Options) *Agent {
 // loop stopped and the lease was released: nil when ctx ended, ErrLeaseLost
 // when the lease could not be renewed.
 func (a *Agent) Run(ctx context.Context) error {
-	if err := dropManagedFields(a.informer); err != nil {
+	if err := a.inventory.watch(); err != nil {
 		return fmt.Errorf("Run: %w", err)
-	}
-	if _, err := a.informer.AddEventHandler(cache.ResourceEventHandlerDetailedFuncs{
-		AddFunc: func(obj any, initial bool) {
-			if !initial { // the initial list is the start resync's
-				a.changed(obj)
-			}
-		},
-		UpdateFunc: func(oldObj, newObj any) {
-			o, ok1 := oldObj.(*unstructured.Unstructured)
-			n, ok2 := newObj.(*unstructured.Unstructured)
-			if !ok1 || !ok2 || o.GetResourceVersion() != n.GetResourceVersion() {
-				a.changed(newObj)
-			}
-		},
-		DeleteFunc: a.changed,
-	}); err != nil {
-		return err
 	}
 	a.logger.Info("agent starting", "hub_id", a.cfg.HubID, "version", a.version, "start_generation", a.startGeneration)
 	err := a.runElected(ctx, a.runLoops)
@@ -135,36 +112,9 @@ func (a *Agent) Run(ctx context.Context) error {
 // runLoops runs every loop until ctx ends.
 func (a *Agent) runLoops(ctx context.Context) {
 	var wg sync.WaitGroup
-	wg.Go(func() { a.informer.RunWithContext(ctx) })
 	wg.Go(func() { a.runDesired(ctx) })
 	wg.Go(func() { a.runHeartbeat(ctx) })
 	wg.Go(func() { a.runResources(ctx) })
-	wg.Go(func() {
-		if !cache.WaitForCacheSync(ctx.Done(), a.informer.HasSynced) {
-			return
-		}
-		a.live.hubOK(a.clock.Now())
-		a.logger.Info("ManagedCluster informer synced", "clusters", len(a.informer.GetStore().ListKeys()))
-		var inner sync.WaitGroup
-		inner.Go(func() { a.inventory.runResync(ctx, a.cfg.ResyncInterval, a.resync) })
-		inner.Go(func() { a.inventory.runIncremental(ctx) })
-		inner.Go(func() { a.reporter.run(ctx, a.cfg.HeartbeatInterval, a.cfg.ResyncInterval) })
-		inner.Wait()
-	})
+	wg.Go(func() { a.inventory.run(ctx, a.cfg.ResyncInterval) })
 	wg.Wait()
-}
-
-// changed queues a ManagedCluster that was added, changed or deleted.
-func (a *Agent) changed(obj any) {
-	key, err := cache.DeletionHandlingMetaNamespaceKeyFunc(obj)
-	if err != nil {
-		return
-	}
-	a.inventory.queue.add(key)
-	if d, ok := obj.(cache.DeletedFinalStateUnknown); ok {
-		obj = d.Obj
-	}
-	if mc, ok := obj.(*unstructured.Unstructured); ok && a.reporter.registered(mc) {
-		a.reporter.queue.add(key)
-	}
 }

@@ -19,6 +19,7 @@ import (
 	"github.com/getkin/kin-openapi/routers/gorillamux"
 
 	"github.com/fleetmanager/fleet-manager/internal/agentapi"
+	"github.com/fleetmanager/fleet-manager/internal/fleet"
 	"github.com/fleetmanager/fleet-manager/openapi"
 	"github.com/fleetmanager/fleet-manager/pkg/api/private"
 )
@@ -48,8 +49,11 @@ type fakeFleet struct {
 	tokens   []string
 	statuses []private.HubStatusReport
 	batches  []private.InventoryBatch
-	// stored is the content hash kept per cluster; forget makes a name's
-	// presence fail, as if the fleet manager had lost the row.
+	// resources are the batches of the other kinds.
+	resources []private.ResourceBatch
+	// stored is the content hash kept per cluster, and per kind and key of
+	// the other kinds; forget makes a name's (or key's) presence fail, as if
+	// the fleet manager had lost the row.
 	stored   map[string]string
 	forget   map[string]bool
 	regItems []private.RegistrationStatus
@@ -79,6 +83,7 @@ func newFakeFleetFor(t testing.TB, hubID string) *fakeFleet {
 	mux.HandleFunc("PUT "+prefix+"/status", f.handle("putHubStatus", f.status))
 	mux.HandleFunc("POST "+prefix+"/inventory", f.handle("postHubInventory", f.inventory))
 	mux.HandleFunc("PUT "+prefix+"/registrations/status", f.handle("putRegistrationsStatus", f.registrations))
+	mux.HandleFunc("POST "+prefix+"/resources", f.handle("postHubResources", f.resourceBatch))
 	f.srv = httptest.NewServer(mux)
 	t.Cleanup(f.srv.Close)
 
@@ -247,6 +252,41 @@ func (f *fakeFleet) inventory(w http.ResponseWriter, _ *http.Request, body []byt
 	writeJSONFake(w, http.StatusOK, ack)
 }
 
+// resourceBatch stores a batch of another kind as inventory stores one of
+// ManagedClusters, by kind and key.
+func (f *fakeFleet) resourceBatch(w http.ResponseWriter, _ *http.Request, body []byte) {
+	var b private.ResourceBatch
+	if err := json.Unmarshal(body, &b); err != nil {
+		f.writeError(w, http.StatusBadRequest, err.Error())
+		return
+	}
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.resources = append(f.resources, b)
+	if f.stored == nil {
+		f.stored = map[string]string{}
+	}
+	ack := private.InventoryAck{Kind: private.InventoryAckKindInventoryAck, Written: len(b.Upserts), Deleted: len(b.Deletes),
+		Resend: []string{}, ContentHashes: map[string]string{}}
+	for _, u := range b.Upserts {
+		key, h := agentapi.Object(u).Key(), fleet.ResourceContentHash(u.Body)
+		f.stored[b.Kind+" "+key], ack.ContentHashes[key] = h, h
+	}
+	if b.Present != nil {
+		for _, p := range *b.Present {
+			if f.stored[b.Kind+" "+p.Key] == p.ContentHash && !f.forget[p.Key] {
+				ack.Confirmed++
+			} else {
+				ack.Resend = append(ack.Resend, p.Key)
+			}
+		}
+	}
+	for _, d := range b.Deletes {
+		delete(f.stored, b.Kind+" "+d)
+	}
+	writeJSONFake(w, http.StatusOK, ack)
+}
+
 func (f *fakeFleet) registrations(w http.ResponseWriter, _ *http.Request, body []byte) {
 	var b private.RegistrationStatusBatch
 	if err := json.Unmarshal(body, &b); err != nil {
@@ -280,6 +320,12 @@ func (f *fakeFleet) inventoryBatches() []private.InventoryBatch {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	return slices.Clone(f.batches)
+}
+
+func (f *fakeFleet) resourceBatches() []private.ResourceBatch {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return slices.Clone(f.resources)
 }
 
 func (f *fakeFleet) registrationItems() []private.RegistrationStatus {

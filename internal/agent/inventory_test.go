@@ -9,6 +9,7 @@ import (
 
 	"github.com/onsi/gomega"
 	"github.com/prometheus/client_golang/prometheus"
+	"k8s.io/client-go/dynamic/dynamicinformer"
 	"k8s.io/client-go/tools/cache"
 
 	"github.com/fleetmanager/fleet-manager/pkg/api/private"
@@ -23,31 +24,28 @@ func newTestMetrics(t *testing.T) *Metrics {
 	return m
 }
 
-// newTestInventory returns an inventory of store reporting to f.
-func newTestInventory(t *testing.T, f *fakeFleet, store cache.Store, size int, delay time.Duration) *inventory {
+// newTestInventory returns the ManagedCluster sync reporting to f, whose
+// informer's store (returned too) holds a cluster of each name; the informer
+// is not run.
+func newTestInventory(t *testing.T, f *fakeFleet, size int, delay time.Duration, names ...string) (*kindSync[private.ManagedClusterSummary], cache.Store) {
 	t.Helper()
 	fc, _ := newTestFleetClient(t, f, DefaultConfig())
-	inv := &inventory{fleet: fc, store: store, queue: newBatcher(size, delay, time.Now), size: size,
-		metrics: newTestMetrics(t), logger: testLogger(), live: &liveness{}, clock: wallClock{}}
-	inv.generation.Store(1_000)
-	return inv
-}
-
-func storeOf(t *testing.T, names ...string) cache.Store {
-	t.Helper()
-	s := cache.NewStore(cache.MetaNamespaceKeyFunc)
+	informer := dynamicinformer.NewFilteredDynamicInformer(newFakeHub().Dynamic, managedClusterGVR, "", 0, cache.Indexers{}, nil).Informer()
 	for _, n := range names {
-		if err := s.Add(managedCluster(t, n, map[string]string{"name": n}, `{"capacity": {"cpu": "4"}}`)); err != nil {
+		if err := informer.GetStore().Add(managedCluster(t, n, map[string]string{"name": n}, `{"capacity": {"cpu": "4"}}`)); err != nil {
 			t.Fatal(err)
 		}
 	}
-	return s
+	inv := &kindSync[private.ManagedClusterSummary]{what: "inventory", report: clusterReport{fleet: fc}, informer: informer, queue: newBatcher(size, delay, time.Now),
+		size: size, batches: newTestMetrics(t).inventoryBatches, logger: testLogger(), live: &liveness{}, clock: wallClock{}, acked: map[string]string{}}
+	inv.generation.Store(1_000)
+	return inv, informer.GetStore()
 }
 
 func TestFullResyncBatches(t *testing.T) {
 	t.Parallel()
 	f := newFakeFleet(t)
-	inv := newTestInventory(t, f, storeOf(t, "e", "d", "c", "b", "a"), 2, time.Second)
+	inv, _ := newTestInventory(t, f, 2, time.Second, "e", "d", "c", "b", "a")
 	if err := inv.fullResync(t.Context()); err != nil {
 		t.Fatalf("fullResync() = %v", err)
 	}
@@ -80,8 +78,7 @@ func TestFullResyncBatches(t *testing.T) {
 func TestResyncSendsUnchangedClustersByHash(t *testing.T) {
 	t.Parallel()
 	f := newFakeFleet(t)
-	store := storeOf(t, "a", "b", "c")
-	inv := newTestInventory(t, f, store, 10, time.Second)
+	inv, store := newTestInventory(t, f, 10, time.Second, "a", "b", "c")
 	if err := inv.fullResync(t.Context()); err != nil {
 		t.Fatal(err)
 	}
@@ -111,7 +108,7 @@ func TestResyncSendsUnchangedClustersByHash(t *testing.T) {
 func TestFullResyncOfEmptyHub(t *testing.T) {
 	t.Parallel()
 	f := newFakeFleet(t)
-	inv := newTestInventory(t, f, storeOf(t), 500, time.Second)
+	inv, _ := newTestInventory(t, f, 500, time.Second)
 	if err := inv.fullResync(t.Context()); err != nil {
 		t.Fatal(err)
 	}
@@ -128,7 +125,7 @@ func TestFullResyncRetriesAndSplits(t *testing.T) {
 	for i := range names {
 		names[i] = fmt.Sprintf("c%d", i)
 	}
-	inv := newTestInventory(t, f, storeOf(t, names...), 8, time.Second)
+	inv, _ := newTestInventory(t, f, 8, time.Second, names...)
 	f.failNext("postHubInventory", 2)
 	// Room for about two summaries per request: the batch of 8 is halved down.
 	one := len(mustJSON(t, summarize(managedCluster(t, "c0", map[string]string{"name": "c0"}, `{"capacity": {"cpu": "4"}}`))))
@@ -158,8 +155,7 @@ func TestIncrementalBatches(t *testing.T) {
 	t.Parallel()
 	g := gomega.NewWithT(t)
 	f := newFakeFleet(t)
-	store := storeOf(t, "a", "b")
-	inv := newTestInventory(t, f, store, 10, 50*time.Millisecond)
+	inv, store := newTestInventory(t, f, 10, 50*time.Millisecond, "a", "b")
 	go inv.runIncremental(t.Context())
 
 	// Changes of one name coalesce; a deleted cluster is sent as a name.

@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
@@ -68,7 +69,7 @@ func placement(name, step string) *unstructured.Unstructured {
 
 // newTestKindSync returns a Placement sync reporting to f, whose informer's
 // store holds objects (the informer is not run).
-func newTestKindSync(t *testing.T, f *resourceFleet, objects ...*unstructured.Unstructured) *kindSync {
+func newTestKindSync(t *testing.T, f *resourceFleet, objects ...*unstructured.Unstructured) *kindSync[private.ResourceObject] {
 	t.Helper()
 	srv := httptest.NewServer(f)
 	t.Cleanup(srv.Close)
@@ -76,6 +77,13 @@ func newTestKindSync(t *testing.T, f *resourceFleet, objects ...*unstructured.Un
 	if err != nil {
 		t.Fatal(err)
 	}
+	return newPlacementSync(t, fc, 2, time.Second, objects...)
+}
+
+// newPlacementSync returns a Placement sync reporting through fc in batches
+// of size, whose informer's store holds objects (the informer is not run).
+func newPlacementSync(t *testing.T, fc *FleetClient, size int, delay time.Duration, objects ...*unstructured.Unstructured) *kindSync[private.ResourceObject] {
+	t.Helper()
 	gvr := schema.GroupVersionResource{Group: "cluster.open-cluster-management.io", Version: "v1beta1", Resource: "placements"}
 	dyn := fake.NewSimpleDynamicClientWithCustomListKinds(runtime.NewScheme(), map[schema.GroupVersionResource]string{gvr: "PlacementList"})
 	informer := dynamicinformer.NewFilteredDynamicInformer(dyn, gvr, "", 0, cache.Indexers{}, nil).Informer()
@@ -84,10 +92,11 @@ func newTestKindSync(t *testing.T, f *resourceFleet, objects ...*unstructured.Un
 			t.Fatal(err)
 		}
 	}
-	ks := &kindSync{
-		kind:  private.ResourceKind{Group: gvr.Group, Version: gvr.Version, Kind: "Placement", Resource: gvr.Resource, Namespaced: true},
-		fleet: fc, informer: informer, queue: newBatcher(2, time.Second, time.Now), size: 2, metrics: newTestMetrics(t),
-		logger: testLogger(), live: &liveness{}, clock: wallClock{}, acked: map[string]string{},
+	kind := private.ResourceKind{Group: gvr.Group, Version: gvr.Version, Kind: "Placement", Resource: gvr.Resource, Namespaced: true}
+	ks := &kindSync[private.ResourceObject]{
+		what: "resource", report: resourceReport{kind: kind, fleet: fc}, informer: informer, queue: newBatcher(size, delay, time.Now), size: size,
+		batches: newTestMetrics(t).resourceBatches.MustCurryWith(prometheus.Labels{"resource": kind.Resource}),
+		logger:  testLogger(), live: &liveness{}, clock: wallClock{}, acked: map[string]string{},
 	}
 	ks.generation.Store(1_000)
 	return ks
