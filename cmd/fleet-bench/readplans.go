@@ -30,35 +30,45 @@ type plan struct {
 // inventorySeqScan matches a sequential scan of the tables the targets name.
 var inventorySeqScan = regexp.MustCompile(`Seq Scan on (managed_clusters|resources)\b`)
 
-// sqlRecorder is a slog handler keeping the SQL the store logs in debug mode,
-// with its parameters bound.
-type sqlRecorder struct {
-	mu  sync.Mutex
-	sql []string
+// statementRecorder keeps the statements the store runs, as its
+// postgres.StatementObserver.
+type statementRecorder struct {
+	mu    sync.Mutex
+	stmts []postgres.ObservedStatement
 }
 
-func (h *sqlRecorder) Enabled(context.Context, slog.Level) bool { return true }
-func (h *sqlRecorder) WithAttrs([]slog.Attr) slog.Handler       { return h }
-func (h *sqlRecorder) WithGroup(string) slog.Handler            { return h }
-func (h *sqlRecorder) Handle(_ context.Context, rec slog.Record) error {
-	rec.Attrs(func(a slog.Attr) bool {
-		if a.Key == "sql" {
-			h.mu.Lock()
-			h.sql = append(h.sql, a.Value.String())
-			h.mu.Unlock()
-		}
-		return true
-	})
-	return nil
+func (r *statementRecorder) observe(s postgres.ObservedStatement) {
+	r.mu.Lock()
+	r.stmts = append(r.stmts, s)
+	r.mu.Unlock()
 }
 
 // take returns the statements recorded since the last take.
-func (h *sqlRecorder) take() []string {
-	h.mu.Lock()
-	defer h.mu.Unlock()
-	s := h.sql
-	h.sql = nil
+func (r *statementRecorder) take() []postgres.ObservedStatement {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	s := r.stmts
+	r.stmts = nil
 	return s
+}
+
+// boundSQL is s with its values written in as literals, as GORM's dialect
+// writes them, to explain and to print.
+func boundSQL(pg *postgres.DB, s postgres.ObservedStatement) string {
+	return pg.Gorm.Dialector.Explain(s.SQL, s.Args...)
+}
+
+// executeGeneric is the EXECUTE of s prepared as "generic", with its values
+// written in as literals.
+func executeGeneric(pg *postgres.DB, s postgres.ObservedStatement) string {
+	if len(s.Args) == 0 {
+		return "EXECUTE generic"
+	}
+	params := make([]string, len(s.Args))
+	for i := range params {
+		params[i] = fmt.Sprintf("$%d", i+1)
+	}
+	return pg.Gorm.Dialector.Explain("EXECUTE generic("+strings.Join(params, ", ")+")", s.Args...)
 }
 
 // changeLister is the change feed's store method, when the tree has it.
@@ -67,18 +77,21 @@ type changeLister interface {
 }
 
 // explainReads runs the store functions the server ran for each scenario,
-// in this process with a debug logger that records their SQL with the
-// parameters bound, and explains every statement.
+// in this process with a statement observer that records their SQL and
+// values, and explains every statement.
 func explainReads(ctx context.Context, o options, db *benchDB, scenarios []readScenario) ([]plan, error) {
 	cfg := postgres.DefaultConfig()
 	cfg.Host, cfg.Port, cfg.User, cfg.Password, cfg.Name = o.DB.Host, o.DB.Port, o.DB.User, o.DB.Password, db.name
-	cfg.Debug, cfg.MaxOpenConns = true, 2
-	rec := &sqlRecorder{}
-	pg, err := postgres.Open(cfg, slog.New(rec))
+	cfg.MaxOpenConns = 2
+	pg, err := postgres.Open(cfg, slog.New(slog.DiscardHandler))
 	if err != nil {
 		return nil, fmt.Errorf("explainReads: %w", err)
 	}
 	defer pg.Close()
+	rec := &statementRecorder{}
+	if err := pg.ObserveStatements(rec.observe); err != nil {
+		return nil, fmt.Errorf("explainReads: %w", err)
+	}
 	store := postgres.NewStore(pg, nil, domain.SystemClock{}, postgres.StoreConfig{MaxPageSize: 500}, authz.MustDefault())
 	var id string
 	if err := db.conn.QueryRow(ctx, `SELECT id FROM managed_clusters WHERE deleted_at IS NULL ORDER BY name DESC LIMIT 1`).Scan(&id); err != nil {
@@ -119,12 +132,12 @@ func explainReads(ctx context.Context, o options, db *benchDB, scenarios []readS
 		// A SET LOCAL (the admin feed's walkFeedIndex) holds for the rest of
 		// its transaction: it is applied to the statements after it.
 		var settings []string
-		for _, sql := range rec.take() {
-			if strings.HasPrefix(strings.ToUpper(strings.TrimSpace(sql)), "SET ") {
-				settings = append(settings, sql)
+		for _, s := range rec.take() {
+			if strings.HasPrefix(strings.ToUpper(strings.TrimSpace(s.SQL)), "SET ") {
+				settings = append(settings, boundSQL(pg, s))
 				continue
 			}
-			p, err := explain(ctx, db, sc.name, settings, sql)
+			p, err := explain(ctx, db, pg, sc.name, settings, s)
 			if err != nil {
 				return nil, err
 			}
@@ -141,12 +154,13 @@ func explainReads(ctx context.Context, o options, db *benchDB, scenarios []readS
 		return nil, fmt.Errorf("explainReads(policy resolver): %w", err)
 	}
 	seen := map[string]bool{}
-	for _, sql := range rec.take() {
-		if !strings.HasPrefix(sql, "SELECT DISTINCT") || seen[sql] { // one plan per organisation and selector
+	for _, s := range rec.take() {
+		sql := boundSQL(pg, s)
+		if !strings.HasPrefix(s.SQL, "SELECT DISTINCT") || seen[sql] { // one plan per organisation and selector
 			continue
 		}
 		seen[sql] = true
-		p, err := explain(ctx, db, "policy resolver", nil, sql)
+		p, err := explain(ctx, db, pg, "policy resolver", nil, s)
 		if err != nil {
 			return nil, err
 		}
@@ -155,10 +169,13 @@ func explainReads(ctx context.Context, o options, db *benchDB, scenarios []readS
 	return plans, nil
 }
 
-// explain runs EXPLAIN (ANALYZE, BUFFERS) of one recorded statement.
-// Its settings are applied first, in a transaction rolled back after.
-func explain(ctx context.Context, db *benchDB, scenario string, settings []string, sql string) (plan, error) {
-	p := plan{scenario: scenario, settings: settings, sql: sql}
+// explain runs EXPLAIN (ANALYZE, BUFFERS) of one recorded statement, with
+// its values written in; one the server runs with a generic plan is
+// prepared and explained as the server runs it (postgres.roundTrip), under
+// force_generic_plan. Its settings are applied first, in a transaction
+// rolled back after.
+func explain(ctx context.Context, db *benchDB, pg *postgres.DB, scenario string, settings []string, s postgres.ObservedStatement) (plan, error) {
+	p := plan{scenario: scenario, settings: settings, sql: boundSQL(pg, s)}
 	prepared := false
 	defer func() {
 		if prepared { // a prepared statement outlives the transaction
@@ -175,9 +192,10 @@ func explain(ctx context.Context, db *benchDB, scenario string, settings []strin
 			return p, fmt.Errorf("%s: %w", set, err)
 		}
 	}
-	explained := "EXPLAIN (ANALYZE, BUFFERS) " + sql
-	if prepare, execute, ok := strings.Cut(sql, "; EXECUTE generic"); ok && strings.HasPrefix(prepare, postgres.GenericPrepare) {
-		// Run with a generic plan, as the server runs it (postgres.roundTrip).
+	explained := "EXPLAIN (ANALYZE, BUFFERS) " + p.sql
+	if s.Generic {
+		prepare, execute := "PREPARE generic AS "+s.SQL, executeGeneric(pg, s)
+		p.sql = prepare + "; " + execute
 		for _, stmt := range []string{"SET LOCAL plan_cache_mode = force_generic_plan", prepare} {
 			// The simple protocol: PREPARE's $n are its own, not this call's.
 			if _, err := tx.Exec(ctx, stmt, pgx.QueryExecModeSimpleProtocol); err != nil {
@@ -185,11 +203,11 @@ func explain(ctx context.Context, db *benchDB, scenario string, settings []strin
 			}
 			prepared = stmt == prepare
 		}
-		explained = "EXPLAIN (ANALYZE, BUFFERS) EXECUTE generic" + execute
+		explained = "EXPLAIN (ANALYZE, BUFFERS) " + execute
 	}
 	rows, err := tx.Query(ctx, explained)
 	if err != nil {
-		return p, fmt.Errorf("EXPLAIN %s: %w", sql, err)
+		return p, fmt.Errorf("EXPLAIN %s: %w", p.sql, err)
 	}
 	defer rows.Close()
 	for rows.Next() {
@@ -246,8 +264,8 @@ func printReadPhases(out io.Writer, r *readResults) {
 }
 
 func printPlans(out io.Writer, plans []plan) {
-	fmt.Fprintln(out, "plans: the store functions each scenario calls, run in this process with a debug logger recording")
-	fmt.Fprintln(out, "their SQL (parameters bound), each statement explained with EXPLAIN (ANALYZE, BUFFERS)")
+	fmt.Fprintln(out, "plans: the store functions each scenario calls, run in this process with a statement observer recording")
+	fmt.Fprintln(out, "their SQL and values, each statement explained with EXPLAIN (ANALYZE, BUFFERS), values bound")
 	tw := tabwriter.NewWriter(out, 0, 0, 2, ' ', 0)
 	fmt.Fprintln(tw, "scenario\tstatement\ttop node\texecution\tseq scan of the inventory")
 	for _, p := range plans {

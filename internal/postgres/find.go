@@ -273,8 +273,12 @@ func roundTrip(db *gorm.DB, stmts ...statement) error {
 			err = cerr
 		}
 	}
+	observe := statementObserver(db)
 	for _, s := range stmts {
 		db.Logger.Trace(ctx, begin, func() (string, int64) { return s.logged(db), -1 }, err)
+		if observe != nil {
+			observe(ObservedStatement{SQL: s.sql, Args: s.args, Generic: s.generic})
+		}
 	}
 	// GORM translates the errors of the statements it runs; these it never sees.
 	return translateError(err)
@@ -282,8 +286,9 @@ func roundTrip(db *gorm.DB, stmts ...statement) error {
 
 // logged is the statement as the log shows it: with its values bound only
 // where the logger's ParamsFilter lets them through (debug mode), and a
-// generic one as the prepared statement and execution it is, which
-// EXPLAIN ANALYZE can run as such (cmd/fleet-bench explains it so).
+// generic one as the prepared statement and execution it is, for a reader
+// to run as such. Programs that need the statements observe them
+// (StatementObserver) rather than read the log.
 func (s statement) logged(db *gorm.DB) string {
 	sql, args := s.sql, s.args
 	if filter, ok := db.Logger.(gorm.ParamsFilter); ok {
@@ -300,12 +305,8 @@ func (s statement) logged(db *gorm.DB) string {
 	if len(params) > 0 {
 		execute += "(" + strings.Join(params, ", ") + ")"
 	}
-	return GenericPrepare + sql + "; " + db.Dialector.Explain(execute, args...)
+	return "PREPARE generic AS " + sql + "; " + db.Dialector.Explain(execute, args...)
 }
-
-// GenericPrepare starts the log's form of a statement run with a generic
-// plan: GenericPrepare, its SQL, "; EXECUTE generic(<its values>)".
-const GenericPrepare = "PREPARE generic AS "
 
 // sendBatch queues stmts, with the plan cache mode switched around the
 // generic ones, and sends them; pgx's Close reads the results in order, runs

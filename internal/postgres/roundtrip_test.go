@@ -5,9 +5,11 @@ import (
 	"context"
 	"log/slog"
 	"strings"
+	"sync"
 	"testing"
 
 	"github.com/onsi/gomega"
+	"gorm.io/gorm"
 
 	"github.com/fleetmanager/fleet-manager/internal/postgres"
 	"github.com/fleetmanager/fleet-manager/internal/postgres/pgtest"
@@ -71,7 +73,7 @@ func planCacheMode(t *testing.T, db *postgres.DB) string {
 // TestRoundTripLogsValuesOnlyInDebug fails a statement of a round trip and
 // reads its log line: its values appear only with --db-debug, as with GORM's
 // own statements, and a generic statement is logged as the prepared
-// statement it runs as.
+// statement it runs as, for a reader to run it so.
 func TestRoundTripLogsValuesOnlyInDebug(t *testing.T) {
 	t.Parallel()
 	cfg := pgtest.NewDatabase(t)
@@ -90,7 +92,47 @@ func TestRoundTripLogsValuesOnlyInDebug(t *testing.T) {
 			line := log.String()
 			g.Expect(line).To(gomega.ContainSubstring("sql failed"))
 			g.Expect(strings.Contains(line, "hunter2-secret")).To(gomega.Equal(debug), "debug %v, generic %v: %s", debug, generic, line)
-			g.Expect(strings.Contains(line, postgres.GenericPrepare)).To(gomega.Equal(generic), "debug %v, generic %v: %s", debug, generic, line)
+			g.Expect(strings.Contains(line, "PREPARE generic AS ")).To(gomega.Equal(generic), "debug %v, generic %v: %s", debug, generic, line)
 		}
 	}
+}
+
+// TestStatementObserverSeesEveryStatement observes a pool and runs GORM's
+// statements (a query, an exec, one only built) and a round trip of a
+// generic and a custom statement: the observer is told of each statement
+// run, with its SQL, values and plan, in order, and of none only built.
+func TestStatementObserverSeesEveryStatement(t *testing.T) {
+	t.Parallel()
+	g := gomega.NewWithT(t)
+	db := pgtest.Open(t, pgtest.NewDatabase(t))
+	var mu sync.Mutex
+	var seen []postgres.ObservedStatement
+	g.Expect(db.ObserveStatements(func(s postgres.ObservedStatement) {
+		mu.Lock()
+		defer mu.Unlock()
+		seen = append(seen, s)
+	})).To(gomega.Succeed())
+	ctx := context.Background()
+	var n int
+	g.Expect(db.Gorm.WithContext(ctx).Raw(`SELECT ?::int + 1`, 41).Scan(&n).Error).To(gomega.Succeed())
+	g.Expect(n).To(gomega.Equal(42))
+	g.Expect(db.Gorm.WithContext(ctx).Exec(`SET application_name = 'observed'`).Error).To(gomega.Succeed())
+	built := db.Gorm.WithContext(ctx).Session(&gorm.Session{DryRun: true}).Table("pg_class").Where("relname = ?", "x").
+		Find(&[]struct{ Relname string }{})
+	g.Expect(built.Error).To(gomega.Succeed())
+	g.Expect(built.Statement.SQL.String()).To(gomega.ContainSubstring("pg_class"), "the statement only built")
+	var generic, custom string
+	g.Expect(postgres.RoundTripForTest(ctx, db,
+		postgres.NewStatementForTest(`SELECT $1::text`, []any{"g"}, true, postgres.ReadOneForTest(&generic)),
+		postgres.NewStatementForTest(`SELECT $1::text || $2::text`, []any{"c", "d"}, false, postgres.ReadOneForTest(&custom)),
+	)).To(gomega.Succeed())
+	g.Expect([]string{generic, custom}).To(gomega.Equal([]string{"g", "cd"}))
+	mu.Lock()
+	defer mu.Unlock()
+	g.Expect(seen).To(gomega.Equal([]postgres.ObservedStatement{
+		{SQL: `SELECT $1::int + 1`, Args: []any{41}},
+		{SQL: `SET application_name = 'observed'`},
+		{SQL: `SELECT $1::text`, Args: []any{"g"}, Generic: true},
+		{SQL: `SELECT $1::text || $2::text`, Args: []any{"c", "d"}},
+	}))
 }
