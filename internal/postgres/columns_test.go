@@ -58,7 +58,9 @@ func TestCheckColumnsRefusesAMismatch(t *testing.T) {
 		{"a column into no field of the row", []column[checkedRow]{a, b, at, c,
 			{"x", func(*checkedRow) any { return &elsewhere }}}, `column "x" scans into no field`},
 		{"a column into a value", []column[checkedRow]{a, b, at, {"c", func(r *checkedRow) any { return r.In.C }}},
-			`column "c" scans into int`},
+			`column "c" scans into 0, not a field's address`},
+		{"a column into nil", []column[checkedRow]{a, b, at, {"c", func(*checkedRow) any { return nil }}},
+			`column "c" scans into <nil>`},
 		{"a column without SQL", []column[checkedRow]{a, b, at, {" ", c.into}}, "column 3 has no SQL"},
 		{"a column without a destination", []column[checkedRow]{a, b, at, {"c", nil}}, "column 3 has no SQL or no destination"},
 	}

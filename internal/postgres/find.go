@@ -117,7 +117,7 @@ func checkColumns[R any](list []column[R]) error {
 		}
 		v := reflect.ValueOf(c.into(&row))
 		if v.Kind() != reflect.Pointer || v.IsNil() {
-			return fmt.Errorf("columns of %s: column %q scans into %s, not a field's address", name, c.sql, v.Type())
+			return fmt.Errorf("columns of %s: column %q scans into %v, not a field's address", name, c.sql, c.into(&row))
 		}
 		f := field{v.Type().Elem(), v.Pointer()}
 		if j, dup := dests[f]; dup {
