@@ -19,6 +19,7 @@ import (
 	"k8s.io/client-go/dynamic"
 
 	"github.com/fleetmanager/fleet-manager/internal/fleet"
+	"github.com/fleetmanager/fleet-manager/internal/hubkind"
 	"github.com/fleetmanager/fleet-manager/pkg/api/private"
 )
 
@@ -101,7 +102,7 @@ func (a *applier) applyRegistration(ctx context.Context, reg private.DesiredRegi
 		return fmt.Errorf("applyRegistration(%s): %w", reg.RegistrationId, err)
 	}
 	for _, obj := range objects {
-		if joined && obj.GetKind() == "Secret" && obj.GetName() == fleet.AutoImportSecretName {
+		if joined && obj.GetKind() == hubkind.Secret.Kind && obj.GetName() == fleet.AutoImportSecretName {
 			continue
 		}
 		if err := a.applyObject(ctx, obj); err != nil {
@@ -130,12 +131,12 @@ func (a *applier) clusterJoined(ctx context.Context, name string) (bool, error) 
 func decodeObjects(raw []json.RawMessage) ([]*unstructured.Unstructured, error) {
 	out := make([]*unstructured.Unstructured, 0, len(raw))
 	for i, b := range raw {
-		obj := &unstructured.Unstructured{}
-		if err := obj.UnmarshalJSON(b); err != nil {
-			return nil, invalidEntry(fleet.ReasonObjectUnreadable, fmt.Errorf("objects[%d]: %w", i, err))
+		obj, err := hubkind.Decode(b)
+		if errors.Is(err, hubkind.ErrUnnamed) {
+			return nil, invalidEntry(ReasonObjectInvalid, fmt.Errorf("objects[%d]: %w", i, err))
 		}
-		if obj.GetName() == "" {
-			return nil, invalidEntry(ReasonObjectInvalid, fmt.Errorf("objects[%d]: %s without a name", i, obj.GetKind()))
+		if err != nil {
+			return nil, invalidEntry(fleet.ReasonObjectUnreadable, fmt.Errorf("objects[%d]: %w", i, err))
 		}
 		out = append(out, obj)
 	}

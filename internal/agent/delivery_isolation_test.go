@@ -13,11 +13,11 @@ import (
 	"github.com/onsi/gomega"
 	"github.com/prometheus/client_golang/prometheus"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/runtime/schema"
 
 	"github.com/fleetmanager/fleet-manager/internal/authz"
 	"github.com/fleetmanager/fleet-manager/internal/fleet"
 	"github.com/fleetmanager/fleet-manager/internal/hub/hubtest"
+	"github.com/fleetmanager/fleet-manager/internal/hubkind"
 	"github.com/fleetmanager/fleet-manager/internal/postgres"
 	"github.com/fleetmanager/fleet-manager/internal/postgres/pgtest"
 	"github.com/fleetmanager/fleet-manager/internal/reconcile"
@@ -177,7 +177,7 @@ func policyBody(name, metadata, nested string) string {
 "kind":"ConfigurationPolicy","metadata":{"name":"` + name + `"},"spec":{"remediationAction":"inform","severity":"low","nested":` + nested + `}}}]}}`
 }
 
-var hubPoliciesGVR = schema.GroupVersionResource{Group: "policy.open-cluster-management.io", Version: "v1", Resource: "policies"}
+var hubPoliciesGVR = hubkind.Policy.GVR()
 
 // TestBadPolicyFailsOnlyItsOwner: on a hub shared by two tenants, policies
 // of one tenant nested 10,000 levels deep, with an annotation key the hub's

@@ -7,7 +7,6 @@ import (
 
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/client-go/discovery"
 	"k8s.io/client-go/discovery/cached/memory"
 	"k8s.io/client-go/dynamic"
@@ -15,13 +14,15 @@ import (
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/restmapper"
 	"k8s.io/client-go/tools/clientcmd"
+
+	"github.com/fleetmanager/fleet-manager/internal/hubkind"
 )
 
 // The hub resources the agent reads or removes by name.
 var (
-	managedClusterGVR = schema.GroupVersionResource{Group: "cluster.open-cluster-management.io", Version: "v1", Resource: "managedclusters"}
-	namespaceGVR      = schema.GroupVersionResource{Version: "v1", Resource: "namespaces"}
-	secretGVR         = schema.GroupVersionResource{Version: "v1", Resource: "secrets"}
+	managedClusterGVR = hubkind.ManagedCluster.GVR()
+	namespaceGVR      = hubkind.Namespace.GVR()
+	secretGVR         = hubkind.Secret.GVR()
 )
 
 // Hub is the agent's access to the hub's API server: a dynamic client, and a

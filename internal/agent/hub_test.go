@@ -19,6 +19,7 @@ import (
 
 	"github.com/fleetmanager/fleet-manager/internal/fleet"
 	"github.com/fleetmanager/fleet-manager/internal/hub/hubtest"
+	"github.com/fleetmanager/fleet-manager/internal/hubkind"
 	"github.com/fleetmanager/fleet-manager/internal/oidc/hydratest"
 	"github.com/fleetmanager/fleet-manager/pkg/api/private"
 )
@@ -38,7 +39,7 @@ func uniqueHubID(prefix string) string {
 	return fmt.Sprintf("%s-%x", prefix, time.Now().UnixNano())
 }
 
-var klusterletAddonConfigGVR = schema.GroupVersionResource{Group: "agent.open-cluster-management.io", Version: "v1", Resource: "klusterletaddonconfigs"}
+var klusterletAddonConfigGVR = hubkind.KlusterletAddonConfig.GVR()
 
 // desiredRegistration renders a registration's hub objects as the fleet
 // manager does, in the private API's shape.
@@ -311,7 +312,7 @@ func TestAgentReportsImportMaterial(t *testing.T) {
 	}
 }
 
-var crdGVR = schema.GroupVersionResource{Group: "apiextensions.k8s.io", Version: "v1", Resource: "customresourcedefinitions"}
+var crdGVR = hubkind.CustomResourceDefinition.GVR()
 
 // TestAgentAppliesKindsInstalledLater installs a CRD after the agent cached
 // the hub's discovery: the next desired set using it still applies.

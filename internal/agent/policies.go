@@ -14,6 +14,7 @@ import (
 	"k8s.io/apimachinery/pkg/selection"
 
 	"github.com/fleetmanager/fleet-manager/internal/fleet"
+	"github.com/fleetmanager/fleet-manager/internal/hubkind"
 	"github.com/fleetmanager/fleet-manager/pkg/api/private"
 )
 
@@ -22,9 +23,7 @@ import (
 // Policy to its clusters first. The policy namespace and its
 // ManagedClusterSetBinding are shared by every policy and never deleted.
 var policyOwnedResources = []schema.GroupVersionResource{
-	{Group: "policy.open-cluster-management.io", Version: "v1", Resource: "placementbindings"},
-	{Group: "cluster.open-cluster-management.io", Version: "v1beta1", Resource: "placements"},
-	{Group: "policy.open-cluster-management.io", Version: "v1", Resource: "policies"},
+	hubkind.PlacementBinding.GVR(), hubkind.Placement.GVR(), hubkind.Policy.GVR(),
 }
 
 // policyObjectKey names one hub object of the desired policies.

@@ -20,15 +20,16 @@ import (
 
 	"github.com/fleetmanager/fleet-manager/internal/fleet"
 	"github.com/fleetmanager/fleet-manager/internal/hub/hubtest"
+	"github.com/fleetmanager/fleet-manager/internal/hubkind"
 	"github.com/fleetmanager/fleet-manager/pkg/api/private"
 )
 
 // The policy kinds the tests read on the hub.
 var (
-	policyGVR            = schema.GroupVersionResource{Group: "policy.open-cluster-management.io", Version: "v1", Resource: "policies"}
-	placementGVR         = schema.GroupVersionResource{Group: "cluster.open-cluster-management.io", Version: "v1beta1", Resource: "placements"}
-	placementBindingGVR  = schema.GroupVersionResource{Group: "policy.open-cluster-management.io", Version: "v1", Resource: "placementbindings"}
-	clusterSetBindingGVR = schema.GroupVersionResource{Group: "cluster.open-cluster-management.io", Version: "v1beta2", Resource: "managedclustersetbindings"}
+	policyGVR            = hubkind.Policy.GVR()
+	placementGVR         = hubkind.Placement.GVR()
+	placementBindingGVR  = hubkind.PlacementBinding.GVR()
+	clusterSetBindingGVR = hubkind.ManagedClusterSetBinding.GVR()
 )
 
 // policySeq keeps the policy ids of one test binary distinct.

@@ -14,6 +14,7 @@ import (
 
 	"github.com/fleetmanager/fleet-manager/internal/fleet"
 	"github.com/fleetmanager/fleet-manager/internal/hub/hubtest"
+	"github.com/fleetmanager/fleet-manager/internal/hubkind"
 	"github.com/fleetmanager/fleet-manager/internal/oidc/hydratest"
 	"github.com/fleetmanager/fleet-manager/internal/syncset/hivetest"
 	"github.com/fleetmanager/fleet-manager/pkg/api/admin"
@@ -59,7 +60,7 @@ func TestSyncSetHiveHubHandsOffToAgent(t *testing.T) {
 		s.g.Expect(conditionReason(ready, typ)).To(gomega.Equal(fleet.ReasonNoAgentOnHub), typ)
 	}
 	s.g.Expect(conditionReason(ready, fleet.ConditionDelivered)).To(gomega.Equal(fleet.ReasonSyncSetApplied))
-	syncSets := dyn.Resource(hivetest.SyncSets).Namespace(name)
+	syncSets := dyn.Resource(hubkind.SyncSet.GVR()).Namespace(name)
 	syncSetName := fleet.SyncSetName(fleet.Registration{ID: c.Id})
 	ss, err := syncSets.Get(ctx, syncSetName, metav1.GetOptions{})
 	s.g.Expect(err).NotTo(gomega.HaveOccurred(), "the registration's SyncSet")

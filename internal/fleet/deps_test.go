@@ -39,6 +39,7 @@ var (
 		"version":   "the version and commit the linker sets",
 		"httpserve": "binding, serving and graceful shutdown of plain HTTP servers, the health and metrics endpoints: both binaries run them",
 		"agentapi":  "the conversions between pkg/api/private and the domain: the agent hashes what the fleet manager stores",
+		"hubkind":   "the hub's kinds (group, version, kind, resource, scope) and the one conversion to unstructured, for the agent, the SyncSet deliveries and their test hubs",
 	}
 	// adapters connect the domain to one thing outside (a database, a token
 	// issuer, HTTP, a hub, OCM); they do not import each other.

@@ -44,8 +44,10 @@ func ManagedClusterKind() ResourceKind {
 }
 
 // ResourceKinds returns the registry: every kind the fleet manager keeps,
-// ManagedCluster first. Adding a kind is one entry here plus its round-trip
-// test (docs/resource-database.md, "Adding a kind").
+// ManagedCluster first. Adding a kind is one entry here, the same kind
+// declared in internal/hubkind (whose tests hold the two together and to the
+// hub's CRDs), plus its round-trip test (docs/resource-database.md, "Adding
+// a kind").
 func ResourceKinds() []ResourceKind {
 	return []ResourceKind{
 		ManagedClusterKind(),

@@ -17,14 +17,15 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 
 	"github.com/fleetmanager/fleet-manager/internal/fleet"
+	"github.com/fleetmanager/fleet-manager/internal/hubkind"
 )
 
 // Where the syncset-hive delivery writes on a Hive cluster, and what Hive's
 // clustersync controller records of each SyncSet it applied.
 var (
-	hiveSyncSets     = schema.GroupVersionResource{Group: "hive.openshift.io", Version: "v1", Resource: "syncsets"}
-	hiveClusterSyncs = schema.GroupVersionResource{Group: "hiveinternal.openshift.io", Version: "v1alpha1", Resource: "clustersyncs"}
-	hiveSecrets      = schema.GroupVersionResource{Version: "v1", Resource: "secrets"}
+	hiveSyncSets     = hubkind.SyncSet.GVR()
+	hiveClusterSyncs = hubkind.ClusterSync.GVR()
+	hiveSecrets      = hubkind.Secret.GVR()
 )
 
 const (

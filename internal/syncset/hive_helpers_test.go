@@ -23,16 +23,17 @@ import (
 
 	"github.com/fleetmanager/fleet-manager/internal/fleet"
 	"github.com/fleetmanager/fleet-manager/internal/hub/hubtest"
+	"github.com/fleetmanager/fleet-manager/internal/hubkind"
 	"github.com/fleetmanager/fleet-manager/internal/syncset"
 	"github.com/fleetmanager/fleet-manager/internal/syncset/hivetest"
 )
 
 var (
-	hiveSecretsGVR          = schema.GroupVersionResource{Version: "v1", Resource: "secrets"}
-	hiveNamespacesGVR       = schema.GroupVersionResource{Version: "v1", Resource: "namespaces"}
-	hiveManagedClustersGVR  = schema.GroupVersionResource{Group: "cluster.open-cluster-management.io", Version: "v1", Resource: "managedclusters"}
-	hiveAddonConfigsGVR     = schema.GroupVersionResource{Group: "agent.open-cluster-management.io", Version: "v1", Resource: "klusterletaddonconfigs"}
-	hiveSyncSetAPIVersion   = "hive.openshift.io/v1"
+	hiveSecretsGVR          = hubkind.Secret.GVR()
+	hiveNamespacesGVR       = hubkind.Namespace.GVR()
+	hiveManagedClustersGVR  = hubkind.ManagedCluster.GVR()
+	hiveAddonConfigsGVR     = hubkind.KlusterletAddonConfig.GVR()
+	hiveSyncSetAPIVersion   = hubkind.SyncSet.APIVersion()
 	hiveManagedByFleet      = "fleet-manager"
 	hiveEventuallyTimeout   = 30 * time.Second
 	hiveEventuallyPolling   = 20 * time.Millisecond
@@ -138,7 +139,7 @@ func (e *hiveEnv) get(gvr schema.GroupVersionResource, namespace, name string) (
 }
 
 func (e *hiveEnv) syncSet(reg fleet.Registration) (*unstructured.Unstructured, error) {
-	return e.get(hivetest.SyncSets, e.fleetHub.Hive.Namespace, fleet.SyncSetName(reg))
+	return e.get(hubkind.SyncSet.GVR(), e.fleetHub.Hive.Namespace, fleet.SyncSetName(reg))
 }
 
 func (e *hiveEnv) sourceSecretName(reg fleet.Registration) string {

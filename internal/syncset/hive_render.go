@@ -4,7 +4,6 @@ import (
 	"crypto/sha256"
 	"encoding/base64"
 	"encoding/hex"
-	"encoding/json"
 	"fmt"
 	"maps"
 	"strings"
@@ -12,6 +11,7 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 
 	"github.com/fleetmanager/fleet-manager/internal/fleet"
+	"github.com/fleetmanager/fleet-manager/internal/hubkind"
 )
 
 // hiveSet is a registration's SyncSet and the source Secrets it maps.
@@ -29,11 +29,11 @@ func hiveRender(target fleet.HiveTarget, hubID string, reg fleet.Registration, o
 	var set hiveSet
 	resources, mappings := []any{}, []any{}
 	for i, o := range objects {
-		obj, err := hiveObject(o)
+		obj, err := hubkind.ToUnstructured(o)
 		if err != nil {
 			return hiveSet{}, hiveInvalidf("registration %s: objects[%d]: %v", reg.ID, i, err)
 		}
-		if obj.GetAPIVersion() != "v1" || obj.GetKind() != "Secret" {
+		if !hubkind.Secret.Is(obj) {
 			resources = append(resources, obj.Object)
 			continue
 		}
@@ -60,28 +60,11 @@ func hiveRender(target fleet.HiveTarget, hubID string, reg fleet.Registration, o
 	if len(mappings) > 0 {
 		spec["secretMappings"] = mappings
 	}
-	set.syncSet = &unstructured.Unstructured{Object: map[string]any{"apiVersion": "hive.openshift.io/v1", "kind": "SyncSet", "spec": spec}}
-	set.syncSet.SetName(name)
-	set.syncSet.SetNamespace(target.Namespace)
+	set.syncSet = hubkind.SyncSet.New(target.Namespace, name)
+	set.syncSet.Object["spec"] = spec
 	set.syncSet.SetLabels(own)
 	set.resources = len(resources)
 	return set, nil
-}
-
-// hiveObject makes a rendered object JSON-clean (int64 numbers, no Go types).
-func hiveObject(o map[string]any) (*unstructured.Unstructured, error) {
-	b, err := json.Marshal(o)
-	if err != nil {
-		return nil, err
-	}
-	obj := &unstructured.Unstructured{}
-	if err := obj.UnmarshalJSON(b); err != nil {
-		return nil, err
-	}
-	if obj.GetName() == "" {
-		return nil, fmt.Errorf("%s without a name", obj.GetKind())
-	}
-	return obj, nil
 }
 
 // hiveSourceSecret holds a Secret's data (stringData encoded) next to the
@@ -113,9 +96,8 @@ func hiveSourceSecret(namespace, syncSet string, own map[string]string, secret *
 	if secretType == "" {
 		secretType = "Opaque"
 	}
-	source := &unstructured.Unstructured{Object: map[string]any{"apiVersion": "v1", "kind": "Secret", "type": secretType, "data": encoded}}
-	source.SetName(hiveSourceSecretName(syncSet, secret.GetNamespace(), secret.GetName()))
-	source.SetNamespace(namespace)
+	source := hubkind.Secret.New(namespace, hiveSourceSecretName(syncSet, secret.GetNamespace(), secret.GetName()))
+	source.Object["type"], source.Object["data"] = secretType, encoded
 	lbls := secret.GetLabels()
 	if lbls == nil {
 		lbls = map[string]string{}

@@ -18,6 +18,8 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/dynamic"
+
+	"github.com/fleetmanager/fleet-manager/internal/hubkind"
 )
 
 // secretMapping is one entry of a SyncSet's spec.secretMappings.
@@ -129,7 +131,7 @@ func (c *controller) applySyncSet(ctx context.Context, ss *unstructured.Unstruct
 	}
 	secretRefs := make([]ResourceRef, len(mappings))
 	for i, m := range mappings {
-		secretRefs[i] = ResourceRef{APIVersion: "v1", Kind: "Secret", Namespace: m.TargetRef.Namespace, Name: m.TargetRef.Name}
+		secretRefs[i] = ResourceRef{APIVersion: hubkind.Secret.APIVersion(), Kind: hubkind.Secret.Kind, Namespace: m.TargetRef.Namespace, Name: m.TargetRef.Name}
 	}
 	resourceRefs := listed
 	listed = append(slices.Clone(listed), secretRefs...)
@@ -158,13 +160,11 @@ func (c *controller) applySecret(ctx context.Context, ss *unstructured.Unstructu
 	if srcNamespace != ss.GetNamespace() {
 		return fmt.Errorf("source secret %s/%s must be in the SyncSet's namespace %s", srcNamespace, m.SourceRef.Name, ss.GetNamespace())
 	}
-	src, err := c.dyn.Resource(schema.GroupVersionResource{Version: "v1", Resource: "secrets"}).Namespace(srcNamespace).Get(ctx, m.SourceRef.Name, metav1.GetOptions{})
+	src, err := c.dyn.Resource(hubkind.Secret.GVR()).Namespace(srcNamespace).Get(ctx, m.SourceRef.Name, metav1.GetOptions{})
 	if err != nil {
 		return fmt.Errorf("failed to read secret: %w", err)
 	}
-	target := &unstructured.Unstructured{Object: map[string]any{"apiVersion": "v1", "kind": "Secret"}}
-	target.SetName(m.TargetRef.Name)
-	target.SetNamespace(m.TargetRef.Namespace)
+	target := hubkind.Secret.New(m.TargetRef.Namespace, m.TargetRef.Name)
 	target.SetLabels(src.GetLabels())
 	target.SetAnnotations(src.GetAnnotations())
 	for _, field := range []string{"type", "data"} {

@@ -12,7 +12,6 @@ import (
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
-	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/discovery"
 	"k8s.io/client-go/discovery/cached/memory"
@@ -20,15 +19,8 @@ import (
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/restmapper"
 	"sigs.k8s.io/yaml"
-)
 
-// The resources the stand-in reads and writes on the Hive cluster.
-var (
-	SyncSets           = schema.GroupVersionResource{Group: "hive.openshift.io", Version: "v1", Resource: "syncsets"}
-	ClusterDeployments = schema.GroupVersionResource{Group: "hive.openshift.io", Version: "v1", Resource: "clusterdeployments"}
-	ClusterSyncs       = schema.GroupVersionResource{Group: "hiveinternal.openshift.io", Version: "v1alpha1", Resource: "clustersyncs"}
-	namespaces         = schema.GroupVersionResource{Version: "v1", Resource: "namespaces"}
-	crds               = schema.GroupVersionResource{Group: "apiextensions.k8s.io", Version: "v1", Resource: "customresourcedefinitions"}
+	"github.com/fleetmanager/fleet-manager/internal/hubkind"
 )
 
 // The results of applying a SyncSet, as Hive records them.
@@ -70,11 +62,11 @@ func InstallCRD(ctx context.Context, t testing.TB, dyn dynamic.Interface) {
 	if err := yaml.Unmarshal(clusterSyncCRD, &crd.Object); err != nil {
 		t.Fatalf("hivetest: ClusterSync CRD: %v", err)
 	}
-	if _, err := dyn.Resource(crds).Create(ctx, crd, metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) {
+	if _, err := dyn.Resource(hubkind.CustomResourceDefinition.GVR()).Create(ctx, crd, metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) {
 		t.Fatalf("hivetest: create CRD %s: %v", crd.GetName(), err)
 	}
 	err := wait.PollUntilContextTimeout(ctx, 50*time.Millisecond, 30*time.Second, true, func(ctx context.Context) (bool, error) {
-		got, err := dyn.Resource(crds).Get(ctx, crd.GetName(), metav1.GetOptions{})
+		got, err := dyn.Resource(hubkind.CustomResourceDefinition.GVR()).Get(ctx, crd.GetName(), metav1.GetOptions{})
 		if err != nil {
 			return false, err
 		}
@@ -95,19 +87,16 @@ func InstallCRD(ctx context.Context, t testing.TB, dyn dynamic.Interface) {
 // ClusterDeployment name (platform none): where a hub's SyncSets go.
 func CreateClusterDeployment(ctx context.Context, t testing.TB, dyn dynamic.Interface, namespace, name string) {
 	t.Helper()
-	ns := &unstructured.Unstructured{Object: map[string]any{"apiVersion": "v1", "kind": "Namespace", "metadata": map[string]any{"name": namespace}}}
-	if _, err := dyn.Resource(namespaces).Create(ctx, ns, metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) {
+	ns := hubkind.Namespace.New("", namespace)
+	if _, err := dyn.Resource(hubkind.Namespace.GVR()).Create(ctx, ns, metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) {
 		t.Fatalf("hivetest: create Namespace %s: %v", namespace, err)
 	}
-	cd := &unstructured.Unstructured{Object: map[string]any{
-		"apiVersion": "hive.openshift.io/v1", "kind": "ClusterDeployment",
-		"metadata": map[string]any{"name": name, "namespace": namespace},
-		"spec": map[string]any{
-			"baseDomain": "hive.example.com", "clusterName": name, "installed": true,
-			"platform": map[string]any{"none": map[string]any{}},
-		},
-	}}
-	if _, err := dyn.Resource(ClusterDeployments).Namespace(namespace).Create(ctx, cd, metav1.CreateOptions{}); err != nil {
+	cd := hubkind.ClusterDeployment.New(namespace, name)
+	cd.Object["spec"] = map[string]any{
+		"baseDomain": "hive.example.com", "clusterName": name, "installed": true,
+		"platform": map[string]any{"none": map[string]any{}},
+	}
+	if _, err := dyn.Resource(hubkind.ClusterDeployment.GVR()).Namespace(namespace).Create(ctx, cd, metav1.CreateOptions{}); err != nil {
 		t.Fatalf("hivetest: create ClusterDeployment %s/%s: %v", namespace, name, err)
 	}
 }
@@ -115,7 +104,7 @@ func CreateClusterDeployment(ctx context.Context, t testing.TB, dyn dynamic.Inte
 // ReadSyncStatuses returns what the ClusterSync of a ClusterDeployment
 // records of its SyncSets; none when there is no ClusterSync.
 func ReadSyncStatuses(ctx context.Context, dyn dynamic.Interface, namespace, clusterDeployment string) ([]SyncStatus, error) {
-	cs, err := dyn.Resource(ClusterSyncs).Namespace(namespace).Get(ctx, clusterDeployment, metav1.GetOptions{})
+	cs, err := dyn.Resource(hubkind.ClusterSync.GVR()).Namespace(namespace).Get(ctx, clusterDeployment, metav1.GetOptions{})
 	if apierrors.IsNotFound(err) || meta.IsNoMatchError(err) {
 		return nil, nil
 	}
@@ -135,7 +124,7 @@ func WriteSyncStatuses(ctx context.Context, t testing.TB, dyn dynamic.Interface,
 		err = setStatuses(cs, statuses)
 	}
 	if err == nil {
-		_, err = dyn.Resource(ClusterSyncs).Namespace(namespace).UpdateStatus(ctx, cs, metav1.UpdateOptions{})
+		_, err = dyn.Resource(hubkind.ClusterSync.GVR()).Namespace(namespace).UpdateStatus(ctx, cs, metav1.UpdateOptions{})
 	}
 	if err != nil {
 		t.Fatalf("hivetest: WriteSyncStatuses(%s/%s): %v", namespace, clusterDeployment, err)
@@ -156,14 +145,13 @@ func NewRESTMapper(t testing.TB, cfg *rest.Config) meta.RESTMapper {
 // getOrCreateClusterSync returns the ClusterSync named after the
 // ClusterDeployment, created (owned by cd when given) if missing.
 func getOrCreateClusterSync(ctx context.Context, dyn dynamic.Interface, namespace, name string, cd *unstructured.Unstructured) (*unstructured.Unstructured, error) {
-	r := dyn.Resource(ClusterSyncs).Namespace(namespace)
+	r := dyn.Resource(hubkind.ClusterSync.GVR()).Namespace(namespace)
 	cs, err := r.Get(ctx, name, metav1.GetOptions{})
 	if !apierrors.IsNotFound(err) {
 		return cs, err
 	}
-	cs = &unstructured.Unstructured{Object: map[string]any{"apiVersion": "hiveinternal.openshift.io/v1alpha1", "kind": "ClusterSync", "spec": map[string]any{}}}
-	cs.SetName(name)
-	cs.SetNamespace(namespace)
+	cs = hubkind.ClusterSync.New(namespace, name)
+	cs.Object["spec"] = map[string]any{}
 	if cd != nil {
 		cs.SetOwnerReferences([]metav1.OwnerReference{{APIVersion: cd.GetAPIVersion(), Kind: cd.GetKind(), Name: cd.GetName(), UID: cd.GetUID()}})
 	}

@@ -55,6 +55,8 @@ import (
 	"k8s.io/client-go/dynamic/dynamicinformer"
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/client-go/util/workqueue"
+
+	"github.com/fleetmanager/fleet-manager/internal/hubkind"
 )
 
 // FieldManager is the field manager the stand-in applies with.
@@ -85,7 +87,7 @@ func Run(ctx context.Context, t testing.TB, dyn dynamic.Interface, mapper meta.R
 	InstallCRD(ctx, t, dyn)
 	ctx, cancel := context.WithCancel(ctx)
 	factory := dynamicinformer.NewFilteredDynamicSharedInformerFactory(dyn, 0, namespace, nil)
-	ssInformer, cdInformer := factory.ForResource(SyncSets), factory.ForResource(ClusterDeployments)
+	ssInformer, cdInformer := factory.ForResource(hubkind.SyncSet.GVR()), factory.ForResource(hubkind.ClusterDeployment.GVR())
 	c := &controller{
 		dyn: dyn, mapper: mapper, syncSets: ssInformer.Lister(), cds: cdInformer.Lister(), logf: t.Logf,
 		queue: workqueue.NewTypedRateLimitingQueue(workqueue.NewTypedItemExponentialFailureRateLimiter[cdKey](10*time.Millisecond, time.Second)),
@@ -192,7 +194,7 @@ func (c *controller) reconcile(ctx context.Context, key cdKey) error {
 		if err := setStatuses(cs, statuses); err != nil {
 			return err
 		}
-		if _, err := c.dyn.Resource(ClusterSyncs).Namespace(key.namespace).UpdateStatus(ctx, cs, metav1.UpdateOptions{}); err != nil {
+		if _, err := c.dyn.Resource(hubkind.ClusterSync.GVR()).Namespace(key.namespace).UpdateStatus(ctx, cs, metav1.UpdateOptions{}); err != nil {
 			return err
 		}
 	}
