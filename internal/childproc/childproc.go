@@ -1,8 +1,8 @@
 // Package childproc runs the programs the test infrastructure starts beside
-// a test binary (etcd, kube-apiserver, Hydra), and the server fleet-bench
-// measures: output to a log file that a failed start quotes, a readiness
-// probe, a graceful stop, and death with the parent even when TestMain never
-// gets to stop them.
+// a test binary (Hydra), and the server fleet-bench measures: output to a log
+// file that a failed start quotes, a readiness probe, a graceful stop, and
+// death with the parent even when TestMain never gets to stop them. Shared
+// starts a service once per test binary (the test hub, Hydra).
 package childproc
 
 import (

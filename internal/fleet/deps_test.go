@@ -52,7 +52,7 @@ var (
 	// docs/architecture.md; one that no longer exists fails it too.
 	allowedEdges = map[[2]string]string{
 		{"postgres", "secrets"}: "postgres takes a *secrets.Keyring to seal and open the secret columns",
-		{"hub", "childproc"}:    "hub/hubtest starts etcd and kube-apiserver as child processes",
+		{"hub", "childproc"}:    "hub/hubtest starts its hub once per test binary with childproc.Shared, as hydratest starts Hydra",
 		{"oidc", "childproc"}:   "oidc/hydratest starts Ory Hydra as a child process",
 	}
 )

@@ -1,8 +1,9 @@
-// Package hubtest runs a real hub for tests: an etcd and a kube-apiserver on
-// loopback ports with every hub CRD of ../shared/hub-crds installed and
-// established. The hub starts once per test binary, on the first Start, and
-// all tests of the package share it (t.Parallel is fine; give objects
-// distinct names). Main stops it when the tests are done:
+// Package hubtest runs a real hub for tests: controller-runtime's envtest
+// starts an etcd and a kube-apiserver on loopback ports, and every hub CRD of
+// ../shared/hub-crds is installed and established. The hub starts once per
+// test binary, on the first Start, and all tests of the package share it
+// (t.Parallel is fine; give objects distinct names). Main stops it when the
+// tests are done:
 //
 //	func TestMain(m *testing.M) { hubtest.Main(m) }
 //
@@ -12,13 +13,14 @@
 //		...
 //	}
 //
-// The binaries come from $HUB_BIN_DIR (default ~/.cache/fleet-manager/hub-bin),
-// which scripts/hub/ensure-hub-binaries.sh fills. There is no
-// kube-controller-manager: no garbage collection, no namespace deletion, no
-// service-account tokens.
+// The binaries come from $HUB_BIN_DIR, else $KUBEBUILDER_ASSETS, else
+// ~/.cache/fleet-manager/hub-bin, which make test/binaries fills; envtest
+// never downloads any. There is no kube-controller-manager: no garbage
+// collection, no namespace deletion, no service-account tokens.
 package hubtest
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"os"
@@ -32,6 +34,7 @@ import (
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
 	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
+	"sigs.k8s.io/controller-runtime/pkg/envtest"
 
 	"github.com/fleetmanager/fleet-manager/internal/childproc"
 )
@@ -40,12 +43,11 @@ import (
 // etcd and kube-apiserver binaries.
 const BinDirEnv = "HUB_BIN_DIR"
 
-const ensureScript = "scripts/hub/ensure-hub-binaries.sh"
-
 // Hub is a running etcd plus kube-apiserver with the hub CRDs installed. It
 // is shared by the tests of a package: don't change what others rely on.
 type Hub struct {
-	cp      *controlPlane
+	env     *envtest.Environment
+	dir     string // the token file, the logs and the wrappers of the binaries
 	config  *rest.Config
 	crds    []string
 	timings Timings
@@ -53,10 +55,9 @@ type Hub struct {
 
 // Timings says how long each part of the hub start took.
 type Timings struct {
-	Etcd      time.Duration // until etcd answered /health
-	APIServer time.Duration // until kube-apiserver answered /readyz
-	CRDs      time.Duration // until every CRD was Established
-	Total     time.Duration
+	ControlPlane time.Duration // until etcd and kube-apiserver answered
+	CRDs         time.Duration // until every CRD was Established
+	Total        time.Duration
 }
 
 // shared holds the one hub of the test binary.
@@ -69,9 +70,9 @@ func Start(t testing.TB) *Hub {
 	t.Helper()
 	return shared.Get(t, "hubtest.Start", start, func(hub *Hub) {
 		tm := hub.timings
-		t.Logf("hubtest: hub at %s started in %s (etcd %s, kube-apiserver %s, %d CRDs %s)",
-			hub.config.Host, tm.Total.Round(time.Millisecond), tm.Etcd.Round(time.Millisecond),
-			tm.APIServer.Round(time.Millisecond), len(hub.crds), tm.CRDs.Round(time.Millisecond))
+		t.Logf("hubtest: hub at %s started in %s (etcd and kube-apiserver %s, %d CRDs %s)",
+			hub.config.Host, tm.Total.Round(time.Millisecond), tm.ControlPlane.Round(time.Millisecond),
+			len(hub.crds), tm.CRDs.Round(time.Millisecond))
 	})
 }
 
@@ -87,7 +88,7 @@ func Main(m *testing.M) {
 // Stop stops the hub of this test binary and removes its files. Tests that
 // call Start afterwards fail.
 func Stop() {
-	shared.Stop(func(hub *Hub) { hub.cp.stop() })
+	shared.Stop((*Hub).stop)
 }
 
 // Dynamic starts the hub if needed and returns a dynamic client for it.
@@ -96,8 +97,9 @@ func Dynamic(t testing.TB) dynamic.Interface {
 	return Start(t).NewDynamicFor(t)
 }
 
-// start brings up the control plane and installs the CRDs.
-func start() (*Hub, error) {
+// start brings up the control plane and installs the CRDs. On error nothing
+// is left running.
+func start() (_ *Hub, err error) {
 	began := time.Now()
 	bins, err := findBinaries()
 	if err != nil {
@@ -112,13 +114,24 @@ func start() (*Hub, error) {
 		return nil, err
 	}
 	hub := &Hub{}
-	if hub.cp, err = startControlPlane(bins, &hub.timings); err != nil {
-		return nil, err
+	if hub.dir, err = os.MkdirTemp("", "hubtest-"); err != nil {
+		return nil, fmt.Errorf("hubtest: %w", err)
 	}
+	defer func() {
+		if err != nil {
+			hub.stop()
+		}
+	}()
+	var token string
+	cpBegan := time.Now()
+	if hub.env, token, err = startEnvironment(bins, hub.dir); err != nil {
+		return nil, fmt.Errorf("hubtest: %w", err)
+	}
+	hub.timings.ControlPlane = time.Since(cpBegan)
 	hub.config = &rest.Config{
-		Host:            hub.cp.host,
-		BearerToken:     hub.cp.token,
-		TLSClientConfig: rest.TLSClientConfig{CAData: hub.cp.caData},
+		Host:            hub.env.Config.Host,
+		BearerToken:     token,
+		TLSClientConfig: rest.TLSClientConfig{CAData: hub.env.Config.CAData},
 		QPS:             100,
 		Burst:           200,
 		UserAgent:       "hubtest",
@@ -127,14 +140,8 @@ func start() (*Hub, error) {
 	// nothing about the code under test.
 	installConfig := rest.CopyConfig(hub.config)
 	installConfig.WarningHandler = rest.NoWarnings{}
-	client, err := dynamic.NewForConfig(installConfig)
-	if err != nil {
-		hub.cp.stop()
-		return nil, fmt.Errorf("hubtest: dynamic client: %w", err)
-	}
 	crdsBegan := time.Now()
-	if hub.crds, err = installCRDs(context.Background(), client, crds); err != nil {
-		hub.cp.stop()
+	if hub.crds, err = installCRDs(context.Background(), installConfig, crds); err != nil {
 		return nil, fmt.Errorf("hubtest: CRDs of %s: %w", crdDir, err)
 	}
 	hub.timings.CRDs = time.Since(crdsBegan)
@@ -142,13 +149,22 @@ func start() (*Hub, error) {
 	return hub, nil
 }
 
-// binaries are the paths of the two programs a hub runs.
-type binaries struct{ etcd, apiserver string }
+// stop ends the control plane and removes its files.
+func (h *Hub) stop() {
+	if h.env != nil {
+		_ = h.env.Stop()
+	}
+	os.RemoveAll(h.dir)
+}
 
-// findBinaries looks in $HUB_BIN_DIR or the default cache folder; etcd may
-// also come from PATH (Debian's etcd-server puts it in /usr/bin).
+// binaries are the folder and the paths of the two programs a hub runs.
+type binaries struct{ dir, etcd, apiserver string }
+
+// findBinaries looks in $HUB_BIN_DIR, $KUBEBUILDER_ASSETS or the default
+// cache folder; etcd may also come from PATH (Debian's etcd-server puts it in
+// /usr/bin).
 func findBinaries() (binaries, error) {
-	dir := os.Getenv(BinDirEnv)
+	dir := cmp.Or(os.Getenv(BinDirEnv), os.Getenv("KUBEBUILDER_ASSETS"))
 	if dir == "" {
 		home, err := os.UserHomeDir()
 		if err != nil {
@@ -156,7 +172,7 @@ func findBinaries() (binaries, error) {
 		}
 		dir = filepath.Join(home, ".cache", "fleet-manager", "hub-bin")
 	}
-	bins := binaries{etcd: filepath.Join(dir, "etcd"), apiserver: filepath.Join(dir, "kube-apiserver")}
+	bins := binaries{dir: dir, etcd: filepath.Join(dir, "etcd"), apiserver: filepath.Join(dir, "kube-apiserver")}
 	if !executable(bins.etcd) {
 		if onPath, err := exec.LookPath("etcd"); err == nil {
 			bins.etcd = onPath
@@ -164,8 +180,8 @@ func findBinaries() (binaries, error) {
 	}
 	for _, bin := range []string{bins.etcd, bins.apiserver} {
 		if !executable(bin) {
-			return binaries{}, fmt.Errorf("hubtest: no executable %s: run %s (it installs etcd and builds kube-apiserver into %s; %s chooses the folder)",
-				bin, ensureScript, dir, BinDirEnv)
+			return binaries{}, fmt.Errorf("hubtest: no executable %s: run make test/binaries (it installs etcd and builds kube-apiserver into %s; %s chooses the folder)",
+				bin, dir, BinDirEnv)
 		}
 	}
 	return bins, nil
@@ -177,7 +193,7 @@ func executable(path string) bool {
 }
 
 // RESTConfig returns a copy of the admin configuration: a system:masters
-// token and the apiserver's serving certificate as CA.
+// token and the CA of the apiserver's serving certificate.
 func (h *Hub) RESTConfig() *rest.Config {
 	return rest.CopyConfig(h.config)
 }
