@@ -54,9 +54,15 @@ func startEnvironment(bins binaries, dir string) (*envtest.Environment, string, 
 		ControlPlaneStartTimeout: time.Minute,
 		ControlPlaneStopTimeout:  10 * time.Second,
 	}
+	// The apiserver's certificates live in dir: envtest forgets the folder it
+	// makes for them when it retries a failed start.
+	certDir := filepath.Join(dir, "apiserver")
+	if err := os.Mkdir(certDir, 0o700); err != nil {
+		return nil, "", fmt.Errorf("startEnvironment: %w", err)
+	}
 	env.ControlPlane.Etcd = &envtest.Etcd{Path: withParent(dir, bins.etcd), Out: etcdLog, Err: etcdLog}
 	api := env.ControlPlane.GetAPIServer()
-	api.Path = withParent(dir, bins.apiserver)
+	api.Path, api.CertDir = withParent(dir, bins.apiserver), certDir
 	api.Out, api.Err = apiLog, apiLog
 	api.Configure().
 		Set("token-auth-file", filepath.Join(dir, "tokens.csv")).
