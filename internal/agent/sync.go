@@ -290,8 +290,8 @@ func (s *kindSync[T]) sendRetrying(ctx context.Context, batch syncBatch[T], i, n
 
 // send posts batch. A batch refused as too large or malformed is halved and
 // each half sent, down to single objects: one refused on its own is dropped
-// (and logged), so one odd object does not stop the others. Other errors are
-// returned, for the caller to retry.
+// (and logged) while the rest of its batch goes on, so one odd object does
+// not stop the others. Other errors are returned, for the caller to retry.
 func (s *kindSync[T]) send(ctx context.Context, mode string, batch syncBatch[T]) ([]string, error) {
 	ack, err := s.report.post(ctx, batch)
 	s.batches.WithLabelValues(mode, outcome(err)).Inc()
@@ -305,7 +305,14 @@ func (s *kindSync[T]) send(ctx context.Context, mode string, batch syncBatch[T])
 	}
 	if len(batch.upserts)+len(batch.deletes) <= 1 {
 		s.logger.Error(s.what+" batch refused, dropped", "error", err, "upserts", itemKeys(batch.upserts), "deletes", batch.deletes)
-		return nil, nil
+		// What the batch carried besides the refused object (presences, the
+		// resync's last mark) still goes, or a resync would never end.
+		rest := batch
+		rest.upserts, rest.deletes = nil, nil
+		if len(batch.upserts)+len(batch.deletes) == 0 || (len(rest.present) == 0 && !rest.last) {
+			return nil, nil
+		}
+		return s.send(ctx, mode, rest)
 	}
 	first, second := batch.split()
 	resend, err := s.send(ctx, mode, first)

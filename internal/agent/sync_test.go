@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -231,6 +232,43 @@ func TestOneEngineSplitsAndRetries(t *testing.T) {
 				t.Errorf("failed full batches counted = %v, want 1", got)
 			}
 			k.onlyOwnEndpoint(t, f)
+		})
+	}
+}
+
+// TestOneEngineKeepsTheRestOfARefusedObjectsBatch: for every kind, when the
+// one changed object of a resync is refused on its own, it is dropped and
+// the rest of its batch (the unchanged objects by hash, the last mark) is
+// still sent, so the resync ends.
+func TestOneEngineKeepsTheRestOfARefusedObjectsBatch(t *testing.T) {
+	t.Parallel()
+	for _, k := range syncedKinds {
+		t.Run(k.name, func(t *testing.T) {
+			t.Parallel()
+			f := newFakeFleet(t)
+			s := k.start(t, f, 10, "a", "b", "c")
+			if err := s.fullResync(t.Context()); err != nil {
+				t.Fatalf("fullResync() = %v", err)
+			}
+			huge := k.object(t, "b", strings.Repeat("x", 4096))
+			if err := s.store.Update(huge); err != nil {
+				t.Fatal(err)
+			}
+			// Room for the presences, not for b's report.
+			f.limitBody(s.reportSize(huge) - 1)
+			if err := s.fullResync(t.Context()); err != nil {
+				t.Fatalf("second fullResync() = %v", err)
+			}
+			sent := k.sent(f)
+			if len(sent) != 2 {
+				t.Fatalf("two resyncs stored %d batches, want 2: %+v", len(sent), sent)
+			}
+			if b := sent[1]; !b.full || !b.last || b.generation != 1_002 || len(b.upserts) != 0 || !slices.Equal(b.present, k.keys("a", "c")) {
+				t.Errorf("second resync = %+v, want full, last, generation 1002, a and c by hash, b dropped", b)
+			}
+			if got := testutil.ToFloat64(s.batches.WithLabelValues(batchFull, outcomeRejected)); got != 1 {
+				t.Errorf("refused full batches counted = %v, want 1", got)
+			}
 		})
 	}
 }
