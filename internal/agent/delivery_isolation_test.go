@@ -28,7 +28,7 @@ import (
 )
 
 // deliveryEnv is a whole fleet manager on a fresh database (its API server,
-// its revision watch, the provisioning and hub reconcilers) with one agent
+// its revision watch, the reconcilers serve runs) with one agent
 // hub, whose agent runs against the test hub: tenants share that hub.
 type deliveryEnv struct {
 	t     *testing.T
@@ -54,7 +54,8 @@ func startDeliveryEnv(t *testing.T) *deliveryEnv {
 		t.Fatalf("CreateHub(): %v", err)
 	}
 	logger := slog.New(slog.DiscardHandler)
-	listener := postgres.NewListener(dbCfg, logger, postgres.ChannelHubRevision, postgres.ChannelRegistrations, postgres.ChannelHubs)
+	listener := postgres.NewListener(dbCfg, logger, postgres.ChannelHubRevision, postgres.ChannelRegistrations,
+		postgres.ChannelHubs, postgres.ChannelInventory)
 	watch := postgres.NewRevisionWatch(listener)
 	cfg := rest.DefaultConfig()
 	metrics, err := rest.NewHTTPMetrics(cfg, prometheus.NewRegistry())
@@ -79,18 +80,27 @@ func startDeliveryEnv(t *testing.T) *deliveryEnv {
 	if err != nil {
 		t.Fatal(err)
 	}
-	queue := postgres.NewQueue(store, postgres.QueueConfig{BackoffBase: 50 * time.Millisecond, BackoffMax: time.Second})
-	deliveries := map[fleet.DeliveryMode]fleet.Delivery{fleet.DeliveryAgent: postgres.NewAgentDelivery(store)}
-	prov := reconcile.NewProvisioningManager(rcfg, queue, deliveries, fleet.SystemClock{}, reconcile.NewOwner(), logger, rmetrics)
-	hubs := reconcile.NewHubManager(rcfg, store, []fleet.DeliveryMode{fleet.DeliveryAgent}, fleet.SystemClock{}, logger, rmetrics)
-	provWake, hubWake := listener.Subscribe(postgres.ChannelRegistrations), listener.Subscribe(postgres.ChannelHubs)
 	runCtx, cancel := context.WithCancel(context.Background())
+	running, err := reconcile.Start(runCtx, reconcile.Set{
+		Config: rcfg, Store: store, TombstoneTables: postgres.TombstoneTables(),
+		Queue:      postgres.NewQueue(store, postgres.QueueConfig{BackoffBase: 50 * time.Millisecond, BackoffMax: time.Second}),
+		Deliveries: map[fleet.DeliveryMode]fleet.Delivery{fleet.DeliveryAgent: postgres.NewAgentDelivery(store)},
+		Wake: reconcile.Wakeups{
+			Provisioning: listener.SubscribePolling(postgres.ChannelRegistrations),
+			Deleting:     listener.SubscribePolling(postgres.ChannelRegistrations),
+			Hubs:         listener.SubscribePolling(postgres.ChannelHubs),
+			Inventory:    listener.SubscribePolling(postgres.ChannelInventory),
+		},
+		HeartbeatCheck: time.Second, Clock: fleet.SystemClock{}, Logger: logger, Metrics: rmetrics,
+	})
+	if err != nil {
+		cancel()
+		t.Fatalf("reconcile.Start(): %v", err)
+	}
 	var done sync.WaitGroup
 	done.Go(func() { listener.Run(runCtx) })
 	done.Go(func() { watch.Run(runCtx) })
-	done.Go(func() { prov.Run(runCtx, provWake) })
-	done.Go(func() { hubs.Run(runCtx, hubWake, time.Second) })
-	t.Cleanup(func() { cancel(); done.Wait() })
+	t.Cleanup(func() { cancel(); running.Wait(); done.Wait() })
 
 	base := ts.URL + cfg.BasePath
 	runAgent(t, hub.ID, withBearer(apitest.ValidatingClient(t, openapi.Specs, openapi.Private, base), "agent"), base)

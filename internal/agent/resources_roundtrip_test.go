@@ -20,6 +20,7 @@ import (
 	"github.com/fleetmanager/fleet-manager/internal/authz"
 	"github.com/fleetmanager/fleet-manager/internal/fleet"
 	"github.com/fleetmanager/fleet-manager/internal/hub/hubtest"
+	"github.com/fleetmanager/fleet-manager/internal/hubkind"
 	"github.com/fleetmanager/fleet-manager/internal/postgres"
 	"github.com/fleetmanager/fleet-manager/internal/postgres/pgtest"
 	"github.com/fleetmanager/fleet-manager/internal/rest"
@@ -222,7 +223,7 @@ func TestEveryKindRoundTripsThroughAHub(t *testing.T) {
 	suffix := fmt.Sprintf("%x", time.Now().UnixNano())
 	ns, name := "rt-"+suffix, "rt-"+suffix
 	nsObj := &unstructured.Unstructured{Object: map[string]any{"apiVersion": "v1", "kind": "Namespace", "metadata": map[string]any{"name": ns}}}
-	if _, err := hubClient.Resource(schema.GroupVersionResource{Version: "v1", Resource: "namespaces"}).Create(t.Context(), nsObj, metav1.CreateOptions{}); err != nil {
+	if _, err := hubClient.Resource(hubkind.Namespace.GVR()).Create(t.Context(), nsObj, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
 	samples := sampleObjects(ns, name)

@@ -19,6 +19,7 @@ import (
 
 	"github.com/fleetmanager/fleet-manager/internal/agentapi"
 	"github.com/fleetmanager/fleet-manager/internal/fleet"
+	"github.com/fleetmanager/fleet-manager/internal/hubkind"
 	"github.com/fleetmanager/fleet-manager/pkg/api/private"
 )
 
@@ -84,7 +85,7 @@ func newTestKindSync(t *testing.T, f *resourceFleet, objects ...*unstructured.Un
 // of size, whose informer's store holds objects (the informer is not run).
 func newPlacementSync(t *testing.T, fc *FleetClient, size int, delay time.Duration, objects ...*unstructured.Unstructured) *kindSync[private.ResourceObject] {
 	t.Helper()
-	gvr := schema.GroupVersionResource{Group: "cluster.open-cluster-management.io", Version: "v1beta1", Resource: "placements"}
+	gvr := hubkind.Placement.GVR()
 	dyn := fake.NewSimpleDynamicClientWithCustomListKinds(runtime.NewScheme(), map[schema.GroupVersionResource]string{gvr: "PlacementList"})
 	informer := dynamicinformer.NewFilteredDynamicInformer(dyn, gvr, "", 0, cache.Indexers{}, nil).Informer()
 	for _, o := range objects {

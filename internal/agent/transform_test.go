@@ -12,6 +12,8 @@ import (
 	"k8s.io/client-go/dynamic/dynamicinformer"
 	"k8s.io/client-go/dynamic/fake"
 	"k8s.io/client-go/tools/cache"
+
+	"github.com/fleetmanager/fleet-manager/internal/hubkind"
 )
 
 // TestDropManagedFields checks that the informer stores objects without
@@ -19,7 +21,7 @@ import (
 // informer runs (run and Run then stop instead of storing them whole).
 func TestDropManagedFields(t *testing.T) {
 	t.Parallel()
-	gvr := schema.GroupVersionResource{Group: "cluster.open-cluster-management.io", Version: "v1beta1", Resource: "placements"}
+	gvr := hubkind.Placement.GVR()
 	obj := &unstructured.Unstructured{}
 	obj.SetAPIVersion("cluster.open-cluster-management.io/v1beta1")
 	obj.SetKind("Placement")

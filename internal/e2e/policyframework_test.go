@@ -16,12 +16,13 @@ import (
 	"k8s.io/client-go/dynamic"
 
 	"github.com/fleetmanager/fleet-manager/internal/fleet"
+	"github.com/fleetmanager/fleet-manager/internal/hubkind"
 )
 
 var (
-	policiesGVR          = schema.GroupVersionResource{Group: "policy.open-cluster-management.io", Version: "v1", Resource: "policies"}
-	placementsGVR        = schema.GroupVersionResource{Group: "cluster.open-cluster-management.io", Version: "v1beta1", Resource: "placements"}
-	placementBindingsGVR = schema.GroupVersionResource{Group: "policy.open-cluster-management.io", Version: "v1", Resource: "placementbindings"}
+	policiesGVR          = hubkind.Policy.GVR()
+	placementsGVR        = hubkind.Placement.GVR()
+	placementBindingsGVR = hubkind.PlacementBinding.GVR()
 	placementDecisionGVR = schema.GroupVersionResource{Group: "cluster.open-cluster-management.io", Version: "v1beta1", Resource: "placementdecisions"}
 )
 

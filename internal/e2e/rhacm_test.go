@@ -8,17 +8,17 @@ import (
 	"k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
-	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/client-go/dynamic"
 
 	"github.com/fleetmanager/fleet-manager/internal/fleet"
+	"github.com/fleetmanager/fleet-manager/internal/hubkind"
 )
 
 var (
-	managedClusters = schema.GroupVersionResource{Group: "cluster.open-cluster-management.io", Version: "v1", Resource: "managedclusters"}
-	namespaces      = schema.GroupVersionResource{Version: "v1", Resource: "namespaces"}
-	secretsGVR      = schema.GroupVersionResource{Version: "v1", Resource: "secrets"}
-	addonConfigs    = schema.GroupVersionResource{Group: "agent.open-cluster-management.io", Version: "v1", Resource: "klusterletaddonconfigs"}
+	managedClusters = hubkind.ManagedCluster.GVR()
+	namespaces      = hubkind.Namespace.GVR()
+	secretsGVR      = hubkind.Secret.GVR()
+	addonConfigs    = hubkind.KlusterletAddonConfig.GVR()
 )
 
 // rhacmFinalizer is what RHACM's registration controller puts on a

@@ -10,17 +10,17 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
-	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/clientcmd"
 
 	"github.com/fleetmanager/fleet-manager/internal/hub/hubtest"
+	"github.com/fleetmanager/fleet-manager/internal/hubkind"
 )
 
 var (
-	crdResource            = schema.GroupVersionResource{Group: "apiextensions.k8s.io", Version: "v1", Resource: "customresourcedefinitions"}
-	managedClusters        = schema.GroupVersionResource{Group: "cluster.open-cluster-management.io", Version: "v1", Resource: "managedclusters"}
-	klusterletAddonConfigs = schema.GroupVersionResource{Group: "agent.open-cluster-management.io", Version: "v1", Resource: "klusterletaddonconfigs"}
+	crdResource            = hubkind.CustomResourceDefinition.GVR()
+	managedClusters        = hubkind.ManagedCluster.GVR()
+	klusterletAddonConfigs = hubkind.KlusterletAddonConfig.GVR()
 )
 
 func TestMain(m *testing.M) { hubtest.Main(m) }
