@@ -2,6 +2,7 @@ package agent
 
 import (
 	"context"
+	"errors"
 	"math/rand/v2"
 	"time"
 )
@@ -30,6 +31,18 @@ func (b *backoff) next() time.Duration {
 	}
 	b.attempt++
 	return d/2 + rand.N(d/2+1)
+}
+
+// after returns the delay before retrying an exchange that failed with err:
+// the next delay, or longer when the fleet manager asked for it with
+// Retry-After, never longer than the cap.
+func (b *backoff) after(err error) time.Duration {
+	d := b.next()
+	var se *StatusError
+	if errors.As(err, &se) && se.RetryAfter > d {
+		d = min(se.RetryAfter, b.max)
+	}
+	return d
 }
 
 // reset starts again from the shortest delay, after a success.

@@ -131,7 +131,7 @@ func (b *batcher) drain(ctx context.Context, logger *slog.Logger, what string, s
 		if err := send(ctx, names); err != nil && ctx.Err() == nil {
 			logger.Warn(what+" not sent, will retry", "error", err, "entries", len(names))
 			b.requeue(names)
-			if !sleep(ctx, retry.next()) {
+			if !sleep(ctx, retry.after(err)) {
 				return
 			}
 			continue

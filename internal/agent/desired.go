@@ -32,7 +32,7 @@ func (a *Agent) runDesired(ctx context.Context) {
 				return
 			}
 			a.logger.Warn("desired set not fetched, will retry", "error", err, "after", after)
-			sleep(ctx, b.next())
+			sleep(ctx, b.after(err))
 			continue
 		}
 		a.live.fleetOK(a.clock.Now())

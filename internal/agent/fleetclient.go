@@ -61,6 +61,19 @@ type StatusError struct {
 	// Code and Reason come from the error body, when there is one.
 	Code   string
 	Reason string
+	// RetryAfter is how long the fleet manager asked to wait (its
+	// Retry-After), zero when it did not ask.
+	RetryAfter time.Duration
+}
+
+// retryAfter reads a Retry-After header, which the private API declares in
+// seconds; an absent or negative one is zero.
+func retryAfter(h http.Header) time.Duration {
+	secs, err := strconv.Atoi(h.Get("Retry-After"))
+	if err != nil {
+		return 0
+	}
+	return max(time.Duration(secs)*time.Second, 0)
 }
 
 func (e *StatusError) Error() string {
@@ -86,8 +99,8 @@ func permanent(err error) bool {
 	return false
 }
 
-func statusError(op string, status int, body *private.Error) error {
-	e := &StatusError{Op: op, Status: status}
+func statusError(op string, resp *http.Response, body *private.Error) error {
+	e := &StatusError{Op: op, Status: resp.StatusCode, RetryAfter: retryAfter(resp.Header)}
 	if body != nil {
 		e.Code, e.Reason = body.Code, body.Reason
 	}
@@ -126,7 +139,7 @@ func (c *FleetClient) GetHubDesired(ctx context.Context, after int64, wait time.
 	case resp.StatusCode() == http.StatusOK && resp.JSON200 != nil:
 		return resp.JSON200, nil
 	}
-	return nil, statusError(op, resp.StatusCode(), firstError(resp.JSON400, resp.JSON401, resp.JSON404, resp.JSON500))
+	return nil, statusError(op, resp.HTTPResponse, firstError(resp.JSON400, resp.JSON401, resp.JSON404, resp.JSON500))
 }
 
 // PutHubStatus sends the heartbeat.
@@ -139,7 +152,7 @@ func (c *FleetClient) PutHubStatus(ctx context.Context, report private.HubStatus
 	case resp.StatusCode() == http.StatusOK && resp.JSON200 != nil:
 		return *resp.JSON200, nil
 	}
-	return private.HubStatusAck{}, statusError(op, resp.StatusCode(),
+	return private.HubStatusAck{}, statusError(op, resp.HTTPResponse,
 		firstError(resp.JSON400, resp.JSON401, resp.JSON404, resp.JSON413, resp.JSON415, resp.JSON500))
 }
 
@@ -153,7 +166,7 @@ func (c *FleetClient) PostHubInventory(ctx context.Context, batch private.Invent
 	case resp.StatusCode() == http.StatusOK && resp.JSON200 != nil:
 		return *resp.JSON200, nil
 	}
-	return private.InventoryAck{}, statusError(op, resp.StatusCode(),
+	return private.InventoryAck{}, statusError(op, resp.HTTPResponse,
 		firstError(resp.JSON400, resp.JSON401, resp.JSON404, resp.JSON413, resp.JSON415, resp.JSON500))
 }
 
@@ -168,7 +181,7 @@ func (c *FleetClient) PutRegistrationsStatus(ctx context.Context, items []privat
 	case resp.StatusCode() == http.StatusOK && resp.JSON200 != nil:
 		return resp.JSON200.Updated, nil
 	}
-	return 0, statusError(op, resp.StatusCode(),
+	return 0, statusError(op, resp.HTTPResponse,
 		firstError(resp.JSON400, resp.JSON401, resp.JSON404, resp.JSON413, resp.JSON415, resp.JSON500))
 }
 
@@ -182,7 +195,7 @@ func (c *FleetClient) GetHubResourceKinds(ctx context.Context) ([]private.Resour
 	case resp.StatusCode() == http.StatusOK && resp.JSON200 != nil:
 		return resp.JSON200.Items, nil
 	}
-	return nil, statusError(op, resp.StatusCode(), firstError(resp.JSON401, resp.JSON404, resp.JSON500))
+	return nil, statusError(op, resp.HTTPResponse, firstError(resp.JSON401, resp.JSON404, resp.JSON500))
 }
 
 // PostHubResources sends one batch of a synced kind.
@@ -195,6 +208,6 @@ func (c *FleetClient) PostHubResources(ctx context.Context, batch private.Resour
 	case resp.StatusCode() == http.StatusOK && resp.JSON200 != nil:
 		return *resp.JSON200, nil
 	}
-	return private.InventoryAck{}, statusError(op, resp.StatusCode(),
+	return private.InventoryAck{}, statusError(op, resp.HTTPResponse,
 		firstError(resp.JSON400, resp.JSON401, resp.JSON404, resp.JSON413, resp.JSON415, resp.JSON500))
 }

@@ -28,7 +28,7 @@ func (a *Agent) runResources(ctx context.Context) {
 			break
 		}
 		a.logger.Warn("the kinds to sync were not fetched, will retry", "error", err)
-		if !sleep(ctx, b.next()) {
+		if !sleep(ctx, b.after(err)) {
 			return
 		}
 	}

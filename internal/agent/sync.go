@@ -282,7 +282,7 @@ func (s *kindSync[T]) sendRetrying(ctx context.Context, batch syncBatch[T], i, n
 			return resend, nil
 		}
 		s.logger.Warn("full "+s.what+" batch not sent, will retry", "error", err, "generation", batch.generation, "batch", i+1, "of", n)
-		if !sleep(ctx, b.next()) {
+		if !sleep(ctx, b.after(err)) {
 			return nil, ctx.Err()
 		}
 	}
