@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"strings"
 	"syscall"
 	"testing"
@@ -49,11 +50,17 @@ func TestWithParentDiesWithItsParent(t *testing.T) {
 	}
 	t.Cleanup(func() { _ = syscall.Kill(pid, syscall.SIGKILL) })
 	g := gomega.NewWithT(t)
-	// Once the wrapper has become sleep, the death signal is set.
+	// Once the wrapper has become sleep, the death signal is set. The
+	// executable tells, not the command name: the wrapper script bears
+	// the binary's name while the shell runs it, before setpriv.
+	sleepExe, err := filepath.EvalSymlinks(sleep)
+	if err != nil {
+		t.Fatal(err)
+	}
 	g.Eventually(func() string {
-		comm, _ := os.ReadFile(fmt.Sprintf("/proc/%d/comm", pid))
-		return string(comm)
-	}).WithTimeout(10*time.Second).Should(gomega.Equal("sleep\n"), "the wrapper of pid %d execs sleep", pid)
+		exe, _ := os.Readlink(fmt.Sprintf("/proc/%d/exe", pid))
+		return exe
+	}).WithTimeout(10*time.Second).Should(gomega.Equal(sleepExe), "the wrapper of pid %d execs sleep", pid)
 
 	if err := parent.Process.Kill(); err != nil {
 		t.Fatal(err)
