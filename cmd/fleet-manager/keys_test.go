@@ -12,6 +12,7 @@ import (
 
 	"github.com/fleetmanager/fleet-manager/internal/authz"
 	"github.com/fleetmanager/fleet-manager/internal/fleet"
+	"github.com/fleetmanager/fleet-manager/internal/logtest"
 	"github.com/fleetmanager/fleet-manager/internal/postgres"
 	"github.com/fleetmanager/fleet-manager/internal/postgres/pgtest"
 	"github.com/fleetmanager/fleet-manager/internal/secrets"
@@ -181,7 +182,7 @@ func TestRotateKeysValidatesItsFlags(t *testing.T) {
 			t.Parallel()
 			ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 			defer cancel()
-			var out, errOut lockedBuffer
+			var out, errOut logtest.Buffer
 			cmd := newRootCommand(&out, &errOut, mapEnv(nil))
 			cmd.SetArgs(append(append([]string{"rotate-keys"}, tc.args...), dbFlags(cfg)...))
 			err := cmd.ExecuteContext(ctx)

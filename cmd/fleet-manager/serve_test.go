@@ -1,7 +1,6 @@
 package main
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -17,33 +16,16 @@ import (
 
 	"github.com/onsi/gomega"
 
+	"github.com/fleetmanager/fleet-manager/internal/logtest"
 	"github.com/fleetmanager/fleet-manager/internal/postgres"
 	"github.com/fleetmanager/fleet-manager/internal/postgres/pgtest"
 	"github.com/fleetmanager/fleet-manager/internal/secrets"
 )
 
-// lockedBuffer collects a command's output while it runs.
-type lockedBuffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (b *lockedBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.Write(p)
-}
-
-func (b *lockedBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.String()
-}
-
 // execute runs the root command to completion.
 func execute(t *testing.T, env map[string]string, args ...string) (stdout, stderr string, err error) {
 	t.Helper()
-	var out, errOut lockedBuffer
+	var out, errOut logtest.Buffer
 	cmd := newRootCommand(&out, &errOut, mapEnv(env))
 	cmd.SetArgs(args)
 	err = cmd.ExecuteContext(context.Background())
@@ -90,9 +72,9 @@ func (p servePorts) flags() []string {
 
 // startServe runs `serve` in the background until the returned stop is called;
 // stop cancels its context, as SIGTERM does, and returns its error.
-func startServe(t *testing.T, env map[string]string, args ...string) (logs *lockedBuffer, stop func() error) {
+func startServe(t *testing.T, env map[string]string, args ...string) (logs *logtest.Buffer, stop func() error) {
 	t.Helper()
-	logs = &lockedBuffer{}
+	logs = &logtest.Buffer{}
 	cmd := newRootCommand(io.Discard, logs, mapEnv(env))
 	cmd.SetArgs(append([]string{"serve"}, args...))
 	ctx, cancel := context.WithCancel(context.Background())

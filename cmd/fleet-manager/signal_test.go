@@ -15,6 +15,7 @@ import (
 
 	"github.com/onsi/gomega"
 
+	"github.com/fleetmanager/fleet-manager/internal/logtest"
 	"github.com/fleetmanager/fleet-manager/internal/postgres/pgtest"
 )
 
@@ -32,7 +33,7 @@ func TestSIGTERMFinishesInFlightRequest(t *testing.T) {
 	_, direct := pgtest.NewMigratedDatabase(t)
 	proxy, cfg := pgtest.NewProxy(t, direct)
 	ports := servePorts{freePort(t), freePort(t), freePort(t)}
-	logs := &lockedBuffer{}
+	logs := &logtest.Buffer{}
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
 	cmd := exec.CommandContext(ctx, binary, append(append([]string{"serve", "--auth-dev-key-dir=" + t.TempDir(), keyFlag(t),

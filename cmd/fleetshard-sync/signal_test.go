@@ -1,7 +1,6 @@
 package main
 
 import (
-	"bytes"
 	"errors"
 	"fmt"
 	"net/http"
@@ -16,6 +15,7 @@ import (
 	"time"
 
 	"github.com/fleetmanager/fleet-manager/internal/hub/hubtest"
+	"github.com/fleetmanager/fleet-manager/internal/logtest"
 )
 
 // The agent's tests share one test hub and one build of the binary.
@@ -26,24 +26,6 @@ func TestMain(m *testing.M) {
 		_ = os.RemoveAll(filepath.Dir(binaryPath))
 	}
 	os.Exit(code)
-}
-
-// lockedBuffer collects a process's log while it runs.
-type lockedBuffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (b *lockedBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.Write(p)
-}
-
-func (b *lockedBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.String()
 }
 
 var (
@@ -91,7 +73,7 @@ func holdingFleet(t *testing.T) (url string, inFlight <-chan struct{}) {
 
 // startAgentProcess runs the real binary against the test hub and fleetURL
 // with args added, and returns it with its log.
-func startAgentProcess(t *testing.T, fleetURL string, args ...string) (*exec.Cmd, *lockedBuffer) {
+func startAgentProcess(t *testing.T, fleetURL string, args ...string) (*exec.Cmd, *logtest.Buffer) {
 	t.Helper()
 	bin := agentBinary(t)
 	hubID := fmt.Sprintf("hub-%x", time.Now().UnixNano())
@@ -100,7 +82,7 @@ func startAgentProcess(t *testing.T, fleetURL string, args ...string) (*exec.Cmd
 		"--health-bind-address=" + freeAddr(t), "--metrics-bind-address=" + freeAddr(t),
 		"--heartbeat-interval=1s", "--poll-wait=5m", "--lease-retry-period=200ms",
 	}, args...)...)
-	logs := &lockedBuffer{}
+	logs := &logtest.Buffer{}
 	cmd.Stderr = logs
 	if err := cmd.Start(); err != nil {
 		t.Fatalf("starting fleetshard-sync: %v", err)
@@ -111,7 +93,7 @@ func startAgentProcess(t *testing.T, fleetURL string, args ...string) (*exec.Cmd
 
 // waitExit waits for the process to exit within bound and returns its exit
 // code; it fails the test when the process is still running then.
-func waitExit(t *testing.T, cmd *exec.Cmd, bound time.Duration, logs *lockedBuffer) int {
+func waitExit(t *testing.T, cmd *exec.Cmd, bound time.Duration, logs *logtest.Buffer) int {
 	t.Helper()
 	done := make(chan error, 1)
 	go func() { done <- cmd.Wait() }()
@@ -132,7 +114,7 @@ func waitExit(t *testing.T, cmd *exec.Cmd, bound time.Duration, logs *lockedBuff
 }
 
 // waitFor waits for ch within a minute.
-func waitFor(t *testing.T, ch <-chan struct{}, what string, logs *lockedBuffer) {
+func waitFor(t *testing.T, ch <-chan struct{}, what string, logs *logtest.Buffer) {
 	t.Helper()
 	select {
 	case <-ch:

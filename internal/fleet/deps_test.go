@@ -45,7 +45,7 @@ var (
 	// issuer, HTTP, a hub, OCM); they do not import each other.
 	adapters = []string{"agent", "auth", "authz", "policyschema", "postgres", "reconcile", "rest", "secrets", "syncset"}
 	// testSupport is imported by tests only.
-	testSupport = []string{"childproc", "e2e", "hub", "oidc"}
+	testSupport = []string{"childproc", "e2e", "hub", "logtest", "oidc"}
 	// allowedEdges are the only dependencies between two components neither
 	// of which is shared, each with its reason. A new one fails
 	// TestAdaptersDoNotImportEachOther until it is argued here and in

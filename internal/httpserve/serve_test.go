@@ -1,7 +1,6 @@
 package httpserve_test
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -12,7 +11,6 @@ import (
 	"net/http/httptest"
 	"strconv"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -20,6 +18,7 @@ import (
 
 	"github.com/fleetmanager/fleet-manager/internal/fleet"
 	"github.com/fleetmanager/fleet-manager/internal/httpserve"
+	"github.com/fleetmanager/fleet-manager/internal/logtest"
 	"github.com/fleetmanager/fleet-manager/internal/postgres"
 	"github.com/fleetmanager/fleet-manager/internal/postgres/pgtest"
 )
@@ -44,7 +43,7 @@ func TestReadiness(t *testing.T) {
 	proxy, cfg := pgtest.NewProxy(t, pgtest.NewDatabase(t))
 	cfg.ConnectTimeout = time.Second
 	db := pgtest.Open(t, cfg)
-	logs := &syncBuffer{}
+	logs := &logtest.Buffer{}
 	ts := httptest.NewServer(httpserve.NewHealthHandler(db, 2*time.Second, httpserve.WithHealthLog(slog.New(slog.NewJSONHandler(logs, nil)))))
 	t.Cleanup(ts.Close)
 
@@ -79,7 +78,7 @@ func TestReadinessNamesNoServer(t *testing.T) {
 	t.Parallel()
 	proxy, cfg := pgtest.NewProxy(t, pgtest.NewDatabase(t))
 	cfg.ConnectTimeout = time.Second
-	logs := &syncBuffer{}
+	logs := &logtest.Buffer{}
 	ts := httptest.NewServer(httpserve.NewHealthHandler(pgtest.Open(t, cfg), 2*time.Second, httpserve.WithHealthLog(slog.New(slog.NewJSONHandler(logs, nil)))))
 	t.Cleanup(ts.Close)
 	proxy.Stop()
@@ -115,7 +114,7 @@ func TestReadinessOfAFleetError(t *testing.T) {
 			"database unreachable", "dial tcp db.example:5432: connection refused"},
 		{"plain error", errors.New("waiting for the hub's lease"), "waiting for the hub's lease", "waiting for the hub's lease"},
 	} {
-		logs := &syncBuffer{}
+		logs := &logtest.Buffer{}
 		ts := httptest.NewServer(httpserve.NewHealthHandler(notReady{tt.err}, time.Second, httpserve.WithHealthLog(slog.New(slog.NewJSONHandler(logs, nil)))))
 		status, body := probe(t, ts.URL+httpserve.ReadinessPath)
 		ts.Close()
@@ -216,21 +215,3 @@ func TestBindRefusesTakenPort(t *testing.T) {
 }
 
 func discard() *slog.Logger { return slog.New(slog.DiscardHandler) }
-
-// syncBuffer is a log sink the servers' goroutines may write to.
-type syncBuffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (b *syncBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.Write(p)
-}
-
-func (b *syncBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.String()
-}

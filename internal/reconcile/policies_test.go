@@ -1,12 +1,10 @@
 package reconcile_test
 
 import (
-	"bytes"
 	"context"
 	"errors"
 	"log/slog"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -14,6 +12,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/fleetmanager/fleet-manager/internal/fleet"
+	"github.com/fleetmanager/fleet-manager/internal/logtest"
 	"github.com/fleetmanager/fleet-manager/internal/reconcile"
 )
 
@@ -24,24 +23,6 @@ func (failingPolicies) ResolvePolicies(context.Context) (int, error) {
 	return 0, errors.New("ResolvePolicies: connection refused")
 }
 
-// lockedBuffer is a log sink the resolver's goroutine and the test share.
-type lockedBuffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (b *lockedBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.Write(p)
-}
-
-func (b *lockedBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.String()
-}
-
 // TestPolicyResolverLogsFailure checks that a pass that could not place the
 // policies is logged with its error and counted as an error.
 func TestPolicyResolverLogsFailure(t *testing.T) {
@@ -50,7 +31,7 @@ func TestPolicyResolverLogsFailure(t *testing.T) {
 	reg := prometheus.NewRegistry()
 	metrics, err := reconcile.NewMetrics("test", reg)
 	g.Expect(err).NotTo(gomega.HaveOccurred())
-	var out lockedBuffer
+	var out logtest.Buffer
 	r := reconcile.NewPolicyResolver(defaultReconcileConfig(), failingPolicies{}, fleet.SystemClock{}, slog.New(slog.NewTextHandler(&out, nil)), metrics)
 	ctx, cancel := context.WithCancel(t.Context())
 	done := make(chan struct{})

@@ -20,6 +20,7 @@ import (
 	"github.com/fleetmanager/fleet-manager/internal/auth"
 	"github.com/fleetmanager/fleet-manager/internal/authz"
 	"github.com/fleetmanager/fleet-manager/internal/fleet"
+	"github.com/fleetmanager/fleet-manager/internal/logtest"
 	"github.com/fleetmanager/fleet-manager/internal/postgres"
 	"github.com/fleetmanager/fleet-manager/internal/postgres/pgtest"
 	"github.com/fleetmanager/fleet-manager/internal/reconcile"
@@ -74,7 +75,7 @@ func newStackEnvWith(t testing.TB, f flavour, storeCfg postgres.StoreConfig) *st
 	f.auth.JWKSURL = jwks.URL + "/jwks.json"
 	f.auth.Issuers = []string{testIssuer}
 	f.auth.Audience = testAudience
-	logs := &syncBuffer{}
+	logs := &logtest.Buffer{}
 	logger := slog.New(slog.NewJSONHandler(logs, &slog.HandlerOptions{Level: slog.LevelDebug}))
 	verifier, err := auth.NewVerifier(context.Background(), f.auth, logger, jwks.Client())
 	if err != nil {
@@ -165,7 +166,7 @@ func (e *stackEnv) startReconcilers(t *testing.T) {
 	if err != nil {
 		t.Fatalf("reconcile.NewMetrics(): %v", err)
 	}
-	logs := &syncBuffer{}
+	logs := &logtest.Buffer{}
 	logger := slog.New(slog.NewTextHandler(logs, &slog.HandlerOptions{Level: slog.LevelInfo}))
 	listener := postgres.NewListener(e.dbCfg, logger, postgres.ChannelRegistrations, postgres.ChannelHubs, postgres.ChannelInventory)
 	ctx, cancel := context.WithCancel(context.Background())

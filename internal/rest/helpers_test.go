@@ -1,12 +1,10 @@
 package rest_test
 
 import (
-	"bytes"
 	"context"
 	"net/http"
 	"net/http/httptest"
 	"os"
-	"sync"
 	"testing"
 	"time"
 
@@ -14,6 +12,7 @@ import (
 
 	"github.com/fleetmanager/fleet-manager/internal/auth"
 	"github.com/fleetmanager/fleet-manager/internal/authz"
+	"github.com/fleetmanager/fleet-manager/internal/logtest"
 	"github.com/fleetmanager/fleet-manager/internal/postgres"
 	"github.com/fleetmanager/fleet-manager/internal/rest"
 	"github.com/fleetmanager/fleet-manager/pkg/api/public"
@@ -23,24 +22,6 @@ const (
 	testIssuer   = "https://issuer.test/realms/fleet"
 	testAudience = "fleet-manager-test"
 )
-
-// syncBuffer is a log sink the servers' goroutines may write to.
-type syncBuffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (b *syncBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.Write(p)
-}
-
-func (b *syncBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.String()
-}
 
 // flavour is one configuration the API tests run under: upstream's, and a
 // fork's with other names, to prove a fork needs no code change.
@@ -79,7 +60,7 @@ type apiEnv struct {
 	server   *httptest.Server
 	client   *public.ClientWithResponses
 	registry *prometheus.Registry
-	logs     *syncBuffer
+	logs     *logtest.Buffer
 	store    *postgres.Store
 	api      *rest.Server
 }

@@ -15,6 +15,7 @@ import (
 	"github.com/fleetmanager/fleet-manager/internal/auth"
 	"github.com/fleetmanager/fleet-manager/internal/authz"
 	"github.com/fleetmanager/fleet-manager/internal/fleet"
+	"github.com/fleetmanager/fleet-manager/internal/logtest"
 	"github.com/fleetmanager/fleet-manager/internal/postgres"
 	"github.com/fleetmanager/fleet-manager/internal/postgres/pgtest"
 	"github.com/fleetmanager/fleet-manager/internal/rest"
@@ -27,7 +28,7 @@ type outageEnv struct {
 	proxy *pgtest.Proxy
 	base  string
 	token string
-	logs  *syncBuffer
+	logs  *logtest.Buffer
 }
 
 func newOutageEnv(t *testing.T, httpCfg rest.Config) *outageEnv {
@@ -40,7 +41,7 @@ func newOutageEnv(t *testing.T, httpCfg rest.Config) *outageEnv {
 	}
 	jwks := serveJWKS(t, key.JWKSPath)
 	f.auth.JWKSURL, f.auth.Issuers, f.auth.Audience = jwks.URL+"/jwks.json", []string{testIssuer}, testAudience
-	logs := &syncBuffer{}
+	logs := &logtest.Buffer{}
 	logger := slog.New(slog.NewJSONHandler(logs, nil))
 	verifier, err := auth.NewVerifier(context.Background(), f.auth, logger, jwks.Client())
 	if err != nil {
