@@ -88,7 +88,6 @@ func TestHiveReleaseWaitsForHiveToSeeUpsert(t *testing.T) {
 	reg := hiveRegistration(t)
 	name, target := fleet.SyncSetName(reg), *e.fleetHub.Hive
 	e.deliver(reg)
-	hivetest.InstallCRD(t.Context(), t, e.dyn)
 	tracked := []hivetest.ResourceRef{{APIVersion: "cluster.open-cluster-management.io/v1", Kind: "ManagedCluster", Name: fleet.ManagedClusterName(reg)}}
 	now := metav1.Now()
 	hivetest.WriteSyncStatuses(t.Context(), t, e.dyn, target.Namespace, target.ClusterDeployment, []hivetest.SyncStatus{
@@ -126,7 +125,6 @@ func TestHiveWithdrawWaitsForHiveToDelete(t *testing.T) {
 	reg := hiveRegistration(t)
 	target := *e.fleetHub.Hive
 	e.deliver(reg)
-	hivetest.InstallCRD(t.Context(), t, e.dyn)
 	hivetest.WriteSyncStatuses(t.Context(), t, e.dyn, target.Namespace, target.ClusterDeployment, []hivetest.SyncStatus{{
 		Name: fleet.SyncSetName(reg), ResourcesToDelete: []hivetest.ResourceRef{{APIVersion: "v1", Kind: "Namespace", Name: fleet.ManagedClusterName(reg)}},
 		Result: hivetest.ResultFailure, FailureMessage: "namespaces is forbidden", LastTransitionTime: metav1.Now(),

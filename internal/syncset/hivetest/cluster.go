@@ -2,23 +2,19 @@ package hivetest
 
 import (
 	"context"
-	_ "embed"
 	"encoding/json"
 	"fmt"
 	"testing"
-	"time"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
-	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/discovery"
 	"k8s.io/client-go/discovery/cached/memory"
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/restmapper"
-	"sigs.k8s.io/yaml"
 
 	"github.com/fleetmanager/fleet-manager/internal/hubkind"
 )
@@ -49,38 +45,6 @@ type ResourceRef struct {
 	Kind       string `json:"kind"`
 	Name       string `json:"name"`
 	Namespace  string `json:"namespace,omitempty"`
-}
-
-//go:embed clustersync.crd.yaml
-var clusterSyncCRD []byte
-
-// InstallCRD installs the ClusterSync CRD (which the hub CRDs lack) and waits
-// until it is established; installing it again is harmless.
-func InstallCRD(ctx context.Context, t testing.TB, dyn dynamic.Interface) {
-	t.Helper()
-	crd := &unstructured.Unstructured{}
-	if err := yaml.Unmarshal(clusterSyncCRD, &crd.Object); err != nil {
-		t.Fatalf("hivetest: ClusterSync CRD: %v", err)
-	}
-	if _, err := dyn.Resource(hubkind.CustomResourceDefinition.GVR()).Create(ctx, crd, metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) {
-		t.Fatalf("hivetest: create CRD %s: %v", crd.GetName(), err)
-	}
-	err := wait.PollUntilContextTimeout(ctx, 50*time.Millisecond, 30*time.Second, true, func(ctx context.Context) (bool, error) {
-		got, err := dyn.Resource(hubkind.CustomResourceDefinition.GVR()).Get(ctx, crd.GetName(), metav1.GetOptions{})
-		if err != nil {
-			return false, err
-		}
-		conds, _, _ := unstructured.NestedSlice(got.Object, "status", "conditions")
-		for _, c := range conds {
-			if c, ok := c.(map[string]any); ok && c["type"] == "Established" && c["status"] == "True" {
-				return true, nil
-			}
-		}
-		return false, nil
-	})
-	if err != nil {
-		t.Fatalf("hivetest: CRD %s not established: %v", crd.GetName(), err)
-	}
 }
 
 // CreateClusterDeployment creates namespace and in it an installed

@@ -19,7 +19,7 @@
 //     target Secret). Applied objects carry the label
 //     hive.openshift.io/managed=true;
 //   - it keeps a ClusterSync (hiveinternal.openshift.io/v1alpha1, named after
-//     the ClusterDeployment, CRD installed by InstallCRD) whose
+//     the ClusterDeployment; its CRD is among the test hub's) whose
 //     status.syncSets holds, per SyncSet, the observed generation, the result
 //     and resourcesToDelete: what it applied while the mode was Sync;
 //   - in Sync mode it deletes what a SyncSet stops listing; when the mode
@@ -80,11 +80,9 @@ type controller struct {
 
 // Run starts the stand-in for the ClusterDeployments of namespace (""
 // for every namespace; give each parallel test its own) until ctx ends or
-// the test ends. It installs the ClusterSync CRD first and returns once its
-// watches are synced.
+// the test ends. It returns once its watches are synced.
 func Run(ctx context.Context, t testing.TB, dyn dynamic.Interface, mapper meta.RESTMapper, namespace string) {
 	t.Helper()
-	InstallCRD(ctx, t, dyn)
 	ctx, cancel := context.WithCancel(ctx)
 	factory := dynamicinformer.NewFilteredDynamicSharedInformerFactory(dyn, 0, namespace, nil)
 	ssInformer, cdInformer := factory.ForResource(hubkind.SyncSet.GVR()), factory.ForResource(hubkind.ClusterDeployment.GVR())
