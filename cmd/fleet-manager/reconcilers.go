@@ -42,12 +42,8 @@ func startReconcilers(b *background, opts serveOptions, logger *slog.Logger, lis
 	queue *postgres.Queue, deliveries map[fleet.DeliveryMode]fleet.Delivery, metrics *reconcile.Metrics) error {
 	running, err := reconcile.Start(b.ctx, reconcile.Set{
 		Config: opts.Reconcile, Store: store, Queue: queue, Deliveries: deliveries, TombstoneTables: postgres.TombstoneTables(),
-		Wake: reconcile.Wakeups{
-			Provisioning: listener.SubscribePolling(postgres.ChannelRegistrations),
-			Deleting:     listener.SubscribePolling(postgres.ChannelRegistrations),
-			Hubs:         listener.SubscribePolling(postgres.ChannelHubs),
-			Inventory:    listener.SubscribePolling(postgres.ChannelInventory),
-		},
+		Wake: reconcile.Subscribe(listener.SubscribePolling, reconcile.Channels{
+			Registrations: postgres.ChannelRegistrations, Hubs: postgres.ChannelHubs, Inventory: postgres.ChannelInventory}),
 		// A silent hub must turn unready within a fraction of its timeout.
 		HeartbeatCheck: opts.Store.HeartbeatTimeout / 4,
 		Clock:          fleet.SystemClock{}, Logger: logger, Metrics: metrics,

@@ -93,12 +93,8 @@ func (e *env) startReplica(opts replicaOptions) *replica {
 	running, err := reconcile.Start(ctx, reconcile.Set{
 		Config: opts.cfg, Store: store, Deliveries: deliveries, TombstoneTables: postgres.TombstoneTables(),
 		Queue: postgres.NewQueue(store, postgres.QueueConfig{BackoffBase: 50 * time.Millisecond, BackoffMax: time.Second}),
-		Wake: reconcile.Wakeups{
-			Provisioning: listener.SubscribePolling(postgres.ChannelRegistrations),
-			Deleting:     listener.SubscribePolling(postgres.ChannelRegistrations),
-			Hubs:         listener.SubscribePolling(postgres.ChannelHubs),
-			Inventory:    listener.SubscribePolling(postgres.ChannelInventory),
-		},
+		Wake: reconcile.Subscribe(listener.SubscribePolling, reconcile.Channels{
+			Registrations: postgres.ChannelRegistrations, Hubs: postgres.ChannelHubs, Inventory: postgres.ChannelInventory}),
 		HeartbeatCheck: time.Second, Clock: fleet.SystemClock{}, Logger: logger, Metrics: metrics,
 	})
 	if err != nil {

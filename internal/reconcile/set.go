@@ -35,6 +35,21 @@ type Wakeups struct {
 	Inventory <-chan string
 }
 
+// Channels names the notification channels on which registrations, hubs
+// and the inventory change (the store's).
+type Channels struct {
+	Registrations, Hubs, Inventory string
+}
+
+// Subscribe returns a set's wake-ups, each its own subscription made with
+// subscribe (a listener's) to the channel of ch that concerns it.
+func Subscribe(subscribe func(channel string) <-chan string, ch Channels) Wakeups {
+	return Wakeups{
+		Provisioning: subscribe(ch.Registrations), Deleting: subscribe(ch.Registrations),
+		Hubs: subscribe(ch.Hubs), Inventory: subscribe(ch.Inventory),
+	}
+}
+
 // Set is what the reconcilers of a replica run on. Start runs them all;
 // a caller that needs them to behave differently changes Config, not the set.
 type Set struct {

@@ -134,3 +134,29 @@ func TestStartRefusesAnIncompleteSet(t *testing.T) {
 		}
 	}
 }
+
+// TestSubscribeGivesEachReconcilerItsOwnChannel: every wake-up is a
+// subscription of its own, to the channel of what wakes it.
+func TestSubscribeGivesEachReconcilerItsOwnChannel(t *testing.T) {
+	subscribed := map[<-chan string]string{}
+	subscribe := func(channel string) <-chan string {
+		c := make(chan string)
+		subscribed[c] = channel
+		return c
+	}
+	w := reconcile.Subscribe(subscribe, reconcile.Channels{Registrations: "regs", Hubs: "hubs", Inventory: "inv"})
+	for name, got := range map[string]struct {
+		c    <-chan string
+		want string
+	}{
+		"Provisioning": {w.Provisioning, "regs"}, "Deleting": {w.Deleting, "regs"},
+		"Hubs": {w.Hubs, "hubs"}, "Inventory": {w.Inventory, "inv"},
+	} {
+		if ch, ok := subscribed[got.c]; !ok || ch != got.want {
+			t.Errorf("%s wake-up subscribed to %q (made by subscribe: %v), want %q", name, ch, ok, got.want)
+		}
+	}
+	if len(subscribed) != 4 || w.Provisioning == w.Deleting {
+		t.Errorf("%d subscriptions, want 4, one per wake-up", len(subscribed))
+	}
+}

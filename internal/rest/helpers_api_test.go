@@ -174,12 +174,8 @@ func (e *stackEnv) startReconcilers(t *testing.T) {
 		Config: cfg, Store: store, TombstoneTables: postgres.TombstoneTables(),
 		Queue:      postgres.NewQueue(store, postgres.QueueConfig{BackoffBase: 50 * time.Millisecond, BackoffMax: time.Second}),
 		Deliveries: map[fleet.DeliveryMode]fleet.Delivery{fleet.DeliveryAgent: postgres.NewAgentDelivery(store)},
-		Wake: reconcile.Wakeups{
-			Provisioning: listener.SubscribePolling(postgres.ChannelRegistrations),
-			Deleting:     listener.SubscribePolling(postgres.ChannelRegistrations),
-			Hubs:         listener.SubscribePolling(postgres.ChannelHubs),
-			Inventory:    listener.SubscribePolling(postgres.ChannelInventory),
-		},
+		Wake: reconcile.Subscribe(listener.SubscribePolling, reconcile.Channels{
+			Registrations: postgres.ChannelRegistrations, Hubs: postgres.ChannelHubs, Inventory: postgres.ChannelInventory}),
 		HeartbeatCheck: time.Second, Clock: fleet.SystemClock{}, Logger: logger, Metrics: metrics,
 	})
 	if err != nil {
