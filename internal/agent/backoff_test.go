@@ -42,8 +42,8 @@ func TestBackoffHonoursRetryAfter(t *testing.T) {
 			}
 			_, err = fc.GetHubResourceKinds(t.Context())
 			var se *StatusError
-			if !errors.As(err, &se) || se.Status != http.StatusServiceUnavailable {
-				t.Fatalf("GetHubResourceKinds() = %v, want a 503 StatusError", err)
+			if !errors.As(err, &se) || se.Status != http.StatusServiceUnavailable || se.Code != "FLEET-MGMT-10" {
+				t.Fatalf("GetHubResourceKinds() = %v, want a 503 StatusError with the body's code", err)
 			}
 			d := newBackoff().after(err)
 			switch {

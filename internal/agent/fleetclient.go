@@ -139,7 +139,7 @@ func (c *FleetClient) GetHubDesired(ctx context.Context, after int64, wait time.
 	case resp.StatusCode() == http.StatusOK && resp.JSON200 != nil:
 		return resp.JSON200, nil
 	}
-	return nil, statusError(op, resp.HTTPResponse, firstError(resp.JSON400, resp.JSON401, resp.JSON404, resp.JSON500))
+	return nil, statusError(op, resp.HTTPResponse, firstError(resp.JSON400, resp.JSON401, resp.JSON404, resp.JSON500, resp.JSON503))
 }
 
 // PutHubStatus sends the heartbeat.
@@ -153,7 +153,7 @@ func (c *FleetClient) PutHubStatus(ctx context.Context, report private.HubStatus
 		return *resp.JSON200, nil
 	}
 	return private.HubStatusAck{}, statusError(op, resp.HTTPResponse,
-		firstError(resp.JSON400, resp.JSON401, resp.JSON404, resp.JSON413, resp.JSON415, resp.JSON500))
+		firstError(resp.JSON400, resp.JSON401, resp.JSON404, resp.JSON413, resp.JSON415, resp.JSON500, resp.JSON503))
 }
 
 // PostHubInventory sends one inventory batch.
@@ -167,7 +167,7 @@ func (c *FleetClient) PostHubInventory(ctx context.Context, batch private.Invent
 		return *resp.JSON200, nil
 	}
 	return private.InventoryAck{}, statusError(op, resp.HTTPResponse,
-		firstError(resp.JSON400, resp.JSON401, resp.JSON404, resp.JSON413, resp.JSON415, resp.JSON500))
+		firstError(resp.JSON400, resp.JSON401, resp.JSON404, resp.JSON413, resp.JSON415, resp.JSON500, resp.JSON503))
 }
 
 // PutRegistrationsStatus sends the hub-side status of some registrations and
@@ -182,7 +182,7 @@ func (c *FleetClient) PutRegistrationsStatus(ctx context.Context, items []privat
 		return resp.JSON200.Updated, nil
 	}
 	return 0, statusError(op, resp.HTTPResponse,
-		firstError(resp.JSON400, resp.JSON401, resp.JSON404, resp.JSON413, resp.JSON415, resp.JSON500))
+		firstError(resp.JSON400, resp.JSON401, resp.JSON404, resp.JSON413, resp.JSON415, resp.JSON500, resp.JSON503))
 }
 
 // GetHubResourceKinds returns the kinds the fleet manager wants synced.
@@ -195,7 +195,7 @@ func (c *FleetClient) GetHubResourceKinds(ctx context.Context) ([]private.Resour
 	case resp.StatusCode() == http.StatusOK && resp.JSON200 != nil:
 		return resp.JSON200.Items, nil
 	}
-	return nil, statusError(op, resp.HTTPResponse, firstError(resp.JSON401, resp.JSON404, resp.JSON500))
+	return nil, statusError(op, resp.HTTPResponse, firstError(resp.JSON401, resp.JSON404, resp.JSON500, resp.JSON503))
 }
 
 // PostHubResources sends one batch of a synced kind.
@@ -209,5 +209,5 @@ func (c *FleetClient) PostHubResources(ctx context.Context, batch private.Resour
 		return *resp.JSON200, nil
 	}
 	return private.InventoryAck{}, statusError(op, resp.HTTPResponse,
-		firstError(resp.JSON400, resp.JSON401, resp.JSON404, resp.JSON413, resp.JSON415, resp.JSON500))
+		firstError(resp.JSON400, resp.JSON401, resp.JSON404, resp.JSON413, resp.JSON415, resp.JSON500, resp.JSON503))
 }
