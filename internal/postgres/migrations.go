@@ -39,6 +39,7 @@ func migrations() []*gormigrate.Migration {
 		migration202611300014PolicyDelivery(),
 		migration202612011200Converge(),
 		migration202612011400DeliveryFailures(),
+		migration202612011800RegistrationCounts(),
 	}
 }
 
