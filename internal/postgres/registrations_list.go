@@ -41,4 +41,3 @@ func (s *Store) ListRegistrations(ctx context.Context, org string, q fleet.ListQ
 	}
 	return regs, total, nil
 }
-
