@@ -44,6 +44,8 @@ type Authorizer struct {
 	cache   *decisionCache
 	logger  *slog.Logger
 	metrics *Metrics
+	// readsLive: a decision may depend on the request's LiveRegistrations.
+	readsLive bool
 }
 
 // New compiles the policy (cfg.PolicyFile, else the embedded one) with the
@@ -81,7 +83,12 @@ func New(ctx context.Context, cfg Config, logger *slog.Logger, metrics *Metrics)
 	if metrics == nil {
 		metrics = newMetrics("")
 	}
-	a := &Authorizer{query: query, logger: logger.With("component", "authz"), metrics: metrics}
+	a := &Authorizer{query: query, logger: logger.With("component", "authz"), metrics: metrics, readsLive: readsLiveRegistrations(module)}
+	if cfg.PolicyFile == "" {
+		// The embedded policy reads the count in its quota rule only, which
+		// applies when the quota is above 0 (TestDefaultPolicyReadsLiveRegistrationsForAQuotaOnly).
+		a.readsLive = a.readsLive && cfg.Preflight.MaxRegistrationsPerOrg > 0
+	}
 	if calls := nondeterministic(module); len(calls) > 0 {
 		a.logger.Info("the policy calls nondeterministic built-ins: every decision is evaluated", "builtins", calls)
 	} else {
