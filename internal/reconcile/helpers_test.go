@@ -23,13 +23,13 @@ import (
 
 // env is one database with the store the API would use.
 type env struct {
-	t     *testing.T
+	t     testing.TB
 	cfg   postgres.Config
 	store *postgres.Store
 	scfg  postgres.StoreConfig
 }
 
-func newEnv(t *testing.T) *env {
+func newEnv(t testing.TB) *env {
 	t.Helper()
 	db, cfg := pgtest.NewMigratedDatabase(t)
 	// The test hubs beat once, at creation; a timeout of an hour keeps them
@@ -40,7 +40,7 @@ func newEnv(t *testing.T) *env {
 	return &env{t: t, cfg: cfg, store: postgres.NewStore(db, testKeyring(t), fleet.SystemClock{}, scfg, authz.MustDefault()), scfg: scfg}
 }
 
-func testKeyring(t *testing.T) *secrets.Keyring {
+func testKeyring(t testing.TB) *secrets.Keyring {
 	t.Helper()
 	key := make([]byte, 32)
 	_, _ = rand.Read(key)

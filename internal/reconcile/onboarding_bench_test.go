@@ -1,0 +1,171 @@
+package reconcile_test
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/fleetmanager/fleet-manager/internal/fleet"
+	"github.com/fleetmanager/fleet-manager/internal/postgres"
+	"github.com/fleetmanager/fleet-manager/internal/postgres/pgtest"
+	"github.com/fleetmanager/fleet-manager/internal/reconcile"
+)
+
+// The size of BenchmarkOnboardingDelivered, set with -args.
+var (
+	onboardRegistrations = flag.Int("onboard-registrations", 2000, "registrations BenchmarkOnboardingDelivered onboards at once")
+	onboardHubs          = flag.Int("onboard-hubs", 100, "agent hubs of one zone BenchmarkOnboardingDelivered places them on")
+	onboardReplicas      = flag.Int("onboard-replicas", 2, "replicas running the reconcilers in BenchmarkOnboardingDelivered")
+)
+
+// BenchmarkOnboardingDelivered measures bulk onboarding: the registrations
+// are committed at once (as the batch endpoint does), then replicas with the
+// production reconcile defaults place and publish them on the agent hubs of
+// one zone, fake agents read each new desired set and acknowledge it, and the
+// clock stops when every registration is Delivered. Run it once:
+//
+//	go test -run '^$' -bench OnboardingDelivered -benchtime 1x ./internal/reconcile -args -onboard-registrations 20000
+//
+// It reports the seconds to placed and published, to delivered, the
+// revisions the hubs went through, and the time the agents spent reading
+// their desired sets (Store.DesiredSet), which grows with the hub's set
+// times its revisions.
+func BenchmarkOnboardingDelivered(b *testing.B) {
+	n, hubs := *onboardRegistrations, *onboardHubs
+	for b.Loop() {
+		b.StopTimer()
+		e := newEnv(b)
+		db := pgtest.Open(b, e.cfg)
+		capacity := 2*n/hubs + 10
+		for i := range hubs {
+			e.hub(fmt.Sprintf("hub-%03d", i), "eu", fmt.Sprintf("eu-%d", i%3), capacity)
+		}
+		insertRegistrations(b, e, db, n, "eu")
+		ctx, cancel := context.WithCancel(context.Background())
+		agents := &fakeAgents{e: e, db: db}
+		b.StartTimer()
+		start := time.Now()
+		for range *onboardReplicas {
+			e.startReplica(replicaOptions{cfg: benchReconcileConfig()})
+		}
+		var agentsDone sync.WaitGroup
+		agentsDone.Go(func() { agents.run(ctx) })
+		published := waitCount(b, db, n, `hub_id IS NOT NULL AND published_revision IS NOT NULL`)
+		publishedAfter := time.Since(start)
+		_ = published
+		waitCount(b, db, n, `conditions @> '[{"type": "Delivered", "status": "True"}]'`)
+		deliveredAfter := time.Since(start)
+		b.StopTimer()
+		cancel()
+		agentsDone.Wait()
+		var revisions int64
+		if err := db.Gorm.Raw(`SELECT coalesce(sum(revision), 0) FROM hubs`).Scan(&revisions).Error; err != nil {
+			b.Fatal(err)
+		}
+		b.ReportMetric(publishedAfter.Seconds(), "s-published")
+		b.ReportMetric(deliveredAfter.Seconds(), "s-delivered")
+		b.ReportMetric(float64(n)/deliveredAfter.Seconds(), "delivered/s")
+		b.ReportMetric(float64(revisions), "revisions")
+		b.ReportMetric(time.Duration(agents.desiredNanos.Load()).Seconds(), "s-desired-sets")
+		b.ReportMetric(float64(agents.desiredEntries.Load()), "desired-entries-read")
+		b.Logf("%d registrations on %d hubs: published after %s, delivered after %s; %d revisions; %d desired-set reads of %d entries in all took %s",
+			n, hubs, publishedAfter, deliveredAfter, revisions, agents.desiredReads.Load(), agents.desiredEntries.Load(),
+			time.Duration(agents.desiredNanos.Load()))
+		b.StartTimer()
+	}
+}
+
+// benchReconcileConfig is the production configuration, with the test's
+// shorter statistics interval.
+func benchReconcileConfig() reconcile.Config {
+	cfg := reconcile.DefaultConfig()
+	cfg.StatsInterval = time.Second
+	return cfg
+}
+
+// insertRegistrations commits n accepted registrations of caller's org in
+// zone in one statement: copies of one made through the store, so they hold
+// what a create writes.
+func insertRegistrations(tb testing.TB, e *env, db *postgres.DB, n int, zone string) {
+	tb.Helper()
+	tmpl := e.register("template", zone, "")
+	err := db.Gorm.Exec(`INSERT INTO registrations
+SELECT (jsonb_populate_record(NULL::registrations, to_jsonb(t) || jsonb_build_object(
+	'id', gen_random_uuid()::text, 'name', 'c-' || i, 'region', 'eu-' || (i % 3), 'created_at', now(), 'updated_at', now(), 'next_attempt_at', now()))).*
+FROM registrations t, generate_series(1, ?) i WHERE t.id = ?`, n-1, tmpl.ID).Error
+	if err != nil {
+		tb.Fatalf("inserting %d registrations: %v", n-1, err)
+	}
+}
+
+// waitCount polls until n live registrations match where, and returns how
+// many matched.
+func waitCount(tb testing.TB, db *postgres.DB, n int, where string) int {
+	tb.Helper()
+	deadline := time.Now().Add(30 * time.Minute)
+	for {
+		var got int
+		if err := db.Gorm.Raw(`SELECT count(*) FROM registrations WHERE deleted_at IS NULL AND ` + where).Scan(&got).Error; err != nil {
+			tb.Fatal(err)
+		}
+		if got >= n {
+			return got
+		}
+		if time.Now().After(deadline) {
+			tb.Fatalf("only %d of %d registrations match %s after 30 minutes", got, n, where)
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+}
+
+// fakeAgents play every hub's agent: whenever a hub's revision is past what
+// it applied, the agent reads its desired set, as fleetshard-sync does, and
+// acknowledges the revision it read with a heartbeat.
+type fakeAgents struct {
+	e                                          *env
+	db                                         *postgres.DB
+	desiredReads, desiredEntries, desiredNanos atomic.Int64
+}
+
+func (a *fakeAgents) run(ctx context.Context) {
+	tick := time.NewTicker(20 * time.Millisecond)
+	defer tick.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-tick.C:
+		}
+		var behind []struct{ ID, AgentIdentity string }
+		if err := a.db.Gorm.WithContext(ctx).Raw(`SELECT id, agent_identity FROM hubs WHERE revision > applied_revision AND deleted_at IS NULL`).
+			Scan(&behind).Error; err != nil {
+			continue
+		}
+		sem := make(chan struct{}, 4)
+		var wg sync.WaitGroup
+		for _, h := range behind {
+			sem <- struct{}{}
+			wg.Go(func() {
+				defer func() { <-sem }()
+				a.apply(ctx, h.ID, h.AgentIdentity)
+			})
+		}
+		wg.Wait()
+	}
+}
+
+func (a *fakeAgents) apply(ctx context.Context, hubID, identity string) {
+	start := time.Now()
+	set, err := a.e.store.DesiredSet(ctx, hubID, identity)
+	if err != nil {
+		return
+	}
+	a.desiredNanos.Add(int64(time.Since(start)))
+	a.desiredReads.Add(1)
+	a.desiredEntries.Add(int64(len(set.Registrations)))
+	_, _ = a.e.store.RecordHubHeartbeat(ctx, hubID, identity, fleet.HubHeartbeat{AgentVersion: "bench", AppliedRevision: set.Revision})
+}
