@@ -71,20 +71,66 @@ type Delivery interface {
 	Withdraw(ctx context.Context, hub Hub, reg Registration) (DeliveryReport, error)
 }
 
+// DeliveryResult is one registration's part of a batch delivery.
+type DeliveryResult struct {
+	Report DeliveryReport
+	// Err is this registration's failure alone: CodeConflict when it is not
+	// placed on the hub.
+	Err error
+}
+
+// BatchDelivery is a Delivery that delivers many registrations of one hub
+// at once, at the cost of one: the agent delivery publishes them all in one
+// revision of the hub's desired set. provisioning_mgr uses it where a
+// hub's delivery offers it, and Deliver one registration at a time where not.
+type BatchDelivery interface {
+	Delivery
+	// DeliverBatch does what Deliver does for each of regs, all placed on
+	// hub, and returns one result per registration, in order. The error is
+	// for the whole batch.
+	DeliverBatch(ctx context.Context, hub Hub, regs []Registration) ([]DeliveryResult, error)
+}
+
+// Placement is where a batch placement put one claimed registration.
+type Placement struct {
+	// ID is the registration's.
+	ID string
+	// Hub is the hub the registration is placed on, now or before; nil when
+	// no hub qualifies.
+	Hub *Hub
+	// Err is this registration's failure: CodeConflict when its claim was
+	// lost (nothing was placed), else the failure of its zone's transaction.
+	Err error
+}
+
+// Completion is a pass's outcome for the claim named by Token (Claim.Token).
+type Completion struct {
+	Token   string
+	Outcome Outcome
+}
+
 // RegistrationQueue is the reconcilers' view of the registrations.
 type RegistrationQueue interface {
 	// ClaimRegistrations leases up to limit registrations due for work of kind.
 	ClaimRegistrations(ctx context.Context, kind WorkKind, owner string, limit int, lease time.Duration) ([]Claim, error)
-	// PlaceRegistration chooses a hub for a claimed registration (token:
-	// Claim.Token) among those whose delivery mode is in modes; nil when no
-	// hub has room. Errors: CodeConflict when the claim was lost.
-	PlaceRegistration(ctx context.Context, id, token string, modes []DeliveryMode) (*Hub, error)
+	// PlaceRegistrations chooses a hub for each claimed registration not
+	// placed yet, among the hubs whose delivery mode is in modes, and returns
+	// one Placement per claim, in order. The claims of one zone are placed
+	// together, each seeing the others' load; a claim that was lost places
+	// nothing. The error is for the whole batch; the Placements carry each
+	// registration's own.
+	PlaceRegistrations(ctx context.Context, claims []Claim, modes []DeliveryMode) ([]Placement, error)
 	// FindHub returns a live hub. Errors: CodeNotFound.
 	FindHub(ctx context.Context, id string) (Hub, error)
 	// CompleteRegistration records a pass's outcome and releases the claim
 	// named by token (Claim.Token); false when the row no longer holds that
 	// claim (the outcome is dropped).
 	CompleteRegistration(ctx context.Context, token string, out Outcome) (bool, error)
+	// CompleteRegistrations records a batch of outcomes at once, each as
+	// CompleteRegistration does; kept[i] is false when the row no longer
+	// holds done[i]'s claim. Outcomes that delete (Outcome.Delete) are
+	// refused: CodeValidation.
+	CompleteRegistrations(ctx context.Context, done []Completion) (kept []bool, err error)
 	// NextDue returns how long until the next registration of kind is due, and
 	// false when none is scheduled.
 	NextDue(ctx context.Context, kind WorkKind) (time.Duration, bool, error)

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"time"
 
 	"gorm.io/gorm"
@@ -25,43 +26,107 @@ func NewAgentDelivery(store *Store) *AgentDelivery { return &AgentDelivery{store
 // Deliver publishes reg's current generation once, then reports whether the
 // agent acknowledged a revision that carries it, and applied its objects: an
 // agent that reported the hub refused them (at that revision or later) has
-// not delivered it, whatever became of the rest of the hub's set.
+// not delivered it, whatever became of the rest of the hub's set. It is
+// DeliverBatch of one registration.
 func (d *AgentDelivery) Deliver(ctx context.Context, hub fleet.Hub, reg fleet.Registration) (fleet.DeliveryReport, error) {
-	var published, applied int64
-	var failure *storedFailure
-	err := d.store.transact(ctx, func(tx *gorm.DB) error {
-		row, err := lockPlaced(tx, reg.ID, hub.ID)
-		if err != nil {
-			return err
-		}
-		if row.PublishedRevision != nil && deref64(row.PublishedGeneration) == row.Generation {
-			published = *row.PublishedRevision
-			if applied, err = appliedRevision(tx, hub.ID); err != nil {
-				return err
-			}
-			failure, err = registrationFailure(tx, reg.ID)
-			return err
-		}
-		published, applied, err = bumpRevision(tx, hub.ID)
-		if err != nil {
-			return err
-		}
-		return tx.Exec(`UPDATE registrations SET published_revision = ?, published_generation = generation WHERE id = ?`, published, reg.ID).Error
-	})
+	results, err := d.DeliverBatch(ctx, hub, []fleet.Registration{reg})
+	if err == nil {
+		err = results[0].Err
+	}
 	if err != nil {
 		return fleet.DeliveryReport{}, fmt.Errorf("Deliver(%s to %s): %w", reg.ID, hub.Name, err)
 	}
-	// A failure another hub reported (before the registration moved) is not this hub's.
+	return results[0].Report, nil
+}
+
+// publishRow is what a delivery reads of a registration placed on the hub.
+type publishRow struct {
+	ID                  string
+	Generation          int64
+	PublishedRevision   *int64
+	PublishedGeneration *int64
+	DeliveryFailure     *string
+}
+
+// DeliverBatch publishes, in one revision of the hub's desired set, those of
+// regs whose current generation is not published yet: one revision bump and
+// one wake-up of the agent for them all. Then it reports on each as Deliver
+// does. A registration not placed on the hub gets CodeConflict.
+func (d *AgentDelivery) DeliverBatch(ctx context.Context, hub fleet.Hub, regs []fleet.Registration) ([]fleet.DeliveryResult, error) {
+	ids := make([]string, len(regs))
+	for i, r := range regs {
+		ids[i] = r.ID
+	}
+	var rows []publishRow
+	var revision, applied int64
+	err := d.store.transactRetrying(ctx, func(tx *gorm.DB) error {
+		rows, revision = nil, 0
+		if err := tx.Raw(`SELECT id, generation, published_revision, published_generation, delivery_failure::text AS delivery_failure
+FROM registrations WHERE id IN ? AND hub_id = ?`, ids, hub.ID).Scan(&rows).Error; err != nil {
+			return err
+		}
+		var stale []string
+		for _, r := range rows {
+			if r.PublishedRevision == nil || deref64(r.PublishedGeneration) != r.Generation {
+				stale = append(stale, r.ID)
+			}
+		}
+		if len(stale) == 0 {
+			var err error
+			applied, err = appliedRevision(tx, hub.ID)
+			return err
+		}
+		// The hub first, then its registrations in id order, as the
+		// agent's heartbeat locks them: the two cannot deadlock.
+		var err error
+		if revision, applied, err = bumpRevision(tx, hub.ID); err != nil {
+			return err
+		}
+		slices.Sort(stale)
+		return tx.Exec(`WITH stale AS (SELECT id FROM registrations WHERE id IN ? AND hub_id = ? ORDER BY id FOR UPDATE)
+UPDATE registrations r SET published_revision = ?, published_generation = r.generation FROM stale WHERE r.id = stale.id`,
+			stale, hub.ID, revision).Error
+	})
+	if err != nil {
+		return nil, fmt.Errorf("DeliverBatch(%d to %s): %w", len(regs), hub.Name, err)
+	}
+	byID := make(map[string]publishRow, len(rows))
+	for _, r := range rows {
+		byID[r.ID] = r
+	}
+	out := make([]fleet.DeliveryResult, len(regs))
+	for i, reg := range regs {
+		r, ok := byID[reg.ID]
+		if !ok {
+			out[i].Err = fleet.Errorf(fleet.CodeConflict, "registration %s is not placed on hub %s", reg.ID, hub.ID)
+			continue
+		}
+		if r.PublishedRevision == nil || deref64(r.PublishedGeneration) != r.Generation {
+			out[i].Report = publishedReport(hub, revision, applied, nil)
+			continue
+		}
+		failure, err := decodeFailure(r.ID, r.DeliveryFailure)
+		out[i] = fleet.DeliveryResult{Report: publishedReport(hub, *r.PublishedRevision, applied, failure), Err: err}
+	}
+	return out, nil
+}
+
+// publishedReport is where a registration published in revision published
+// stands once the agent applied revision applied: not acknowledged yet,
+// refused by the hub (a failure this hub reported at that revision or later;
+// one another hub reported, before the registration moved, is not this
+// hub's), or delivered.
+func publishedReport(hub fleet.Hub, published, applied int64, failure *storedFailure) fleet.DeliveryReport {
 	if applied >= published && failure != nil && failure.HubID == hub.ID && failure.Revision >= published {
 		return fleet.DeliveryReport{Reason: failure.Reason,
-			Message: fmt.Sprintf("the agent of hub %s could not apply it at revision %d: %s", hub.Name, failure.Revision, failure.Message)}, nil
+			Message: fmt.Sprintf("the agent of hub %s could not apply it at revision %d: %s", hub.Name, failure.Revision, failure.Message)}
 	}
 	if applied >= published {
 		return fleet.DeliveryReport{Done: true, Reason: fleet.ReasonAcknowledged,
-			Message: fmt.Sprintf("the agent of hub %s applied revision %d", hub.Name, applied)}, nil
+			Message: fmt.Sprintf("the agent of hub %s applied revision %d", hub.Name, applied)}
 	}
 	return fleet.DeliveryReport{Reason: fleet.ReasonPublished,
-		Message: fmt.Sprintf("published in revision %d of hub %s; the agent applied %d so far", published, hub.Name, applied)}, nil
+		Message: fmt.Sprintf("published in revision %d of hub %s; the agent applied %d so far", published, hub.Name, applied)}
 }
 
 // Withdraw takes reg out of the hub's desired set once, then reports whether
@@ -200,15 +265,18 @@ WHERE id = ?`, hb.AgentVersion, hb.AgentStartGeneration, applied,
 }
 
 // wakeAcknowledged queues the registrations whose publication or withdrawal
-// the revisions in (from, to] acknowledged.
+// the revisions in (from, to] acknowledged: one statement for them all,
+// locking them in id order as the reconcilers' batches do.
 func (s *Store) wakeAcknowledged(tx *gorm.DB, hubID string, from, to int64) error {
 	if to <= from {
 		return nil
 	}
-	res := tx.Exec(`UPDATE registrations SET next_attempt_at = now()
-WHERE hub_id = ? AND deleted_at IS NULL
-  AND (published_revision > ? AND published_revision <= ? OR withdrawn_revision > ? AND withdrawn_revision <= ?)
-  AND (next_attempt_at IS NULL OR next_attempt_at > now())`, hubID, from, to, from, to)
+	res := tx.Exec(`WITH due AS (SELECT id FROM registrations
+	WHERE hub_id = ? AND deleted_at IS NULL
+	  AND (published_revision > ? AND published_revision <= ? OR withdrawn_revision > ? AND withdrawn_revision <= ?)
+	  AND (next_attempt_at IS NULL OR next_attempt_at > now())
+	ORDER BY id FOR UPDATE)
+UPDATE registrations r SET next_attempt_at = now() FROM due WHERE r.id = due.id`, hubID, from, to, from, to)
 	if res.Error != nil || res.RowsAffected == 0 {
 		return res.Error
 	}

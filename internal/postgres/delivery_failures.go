@@ -108,12 +108,11 @@ func nextFailure(have *string, reported map[string]fleet.DeliveryFailure, id, hu
 	return &next, true
 }
 
-// registrationFailure returns the delivery failure stored for a
-// registration, nil when there is none.
-func registrationFailure(tx *gorm.DB, id string) (*storedFailure, error) {
-	var raw *string
-	if err := tx.Raw(`SELECT delivery_failure::text FROM registrations WHERE id = ?`, id).Scan(&raw).Error; err != nil || raw == nil {
-		return nil, err
+// decodeFailure decodes the delivery failure stored for registration id
+// (raw: its delivery_failure), nil when there is none.
+func decodeFailure(id string, raw *string) (*storedFailure, error) {
+	if raw == nil {
+		return nil, nil
 	}
 	var f storedFailure
 	if err := json.Unmarshal([]byte(*raw), &f); err != nil {

@@ -80,75 +80,19 @@ RETURNING r.id, r.claimed_by`, kind == fleet.WorkDeprovision, limit, owner, leas
 	return claims, nil
 }
 
-// PlaceRegistration picks the least loaded ready hub with room in the
-// registration's zone, preferring its region, and takes one of its places. The
-// hub row is locked, so concurrent placements never exceed its capacity.
-// token is the claim's (fleet.Claim.Token): a lost claim places nothing.
-func (q *Queue) PlaceRegistration(ctx context.Context, id, token string, modes []fleet.DeliveryMode) (*fleet.Hub, error) {
-	var placed *fleet.Hub
-	err := q.store.transact(ctx, func(tx *gorm.DB) error {
-		var reg registrationRow
-		// One placement at a time per zone, so each sees the others' load and
-		// "least loaded first" holds under concurrency.
-		if err := tx.Exec(`SELECT pg_advisory_xact_lock(hashtextextended('placement:' || (SELECT zone FROM registrations WHERE id = ?), 0))`, id).Error; err != nil {
-			return err
-		}
-		err := tx.Raw(`SELECT * FROM registrations WHERE id = ? AND claimed_by = ? AND deleted_at IS NULL FOR UPDATE`, id, token).Take(&reg).Error
-		if errors.Is(err, gorm.ErrRecordNotFound) {
-			return fleet.Errorf(fleet.CodeConflict, "the claim on registration %s was lost", id)
-		}
-		if err != nil {
-			return err
-		}
-		if reg.HubID != nil {
-			hub, err := findHub(tx, *reg.HubID, false)
-			placed = ptrTo(hub.toHub())
-			return err
-		}
-		hub, ok, err := q.chooseHub(tx, reg, modes)
-		if err != nil || !ok {
-			return err
-		}
-		if err := tx.Exec(`UPDATE hubs SET placed_count = placed_count + 1, updated_at = now() WHERE id = ?`, hub.ID).Error; err != nil {
-			return err
-		}
-		if err := tx.Exec(`UPDATE registrations SET hub_id = ?, updated_at = now() WHERE id = ?`, hub.ID, id).Error; err != nil {
-			return err
-		}
-		hub.PlacedCount++
-		placed = ptrTo(hub.toHub())
-		return nil
-	})
-	if err != nil {
-		return nil, fmt.Errorf("PlaceRegistration(%s): %w", id, err)
-	}
-	return placed, nil
-}
-
-// chooseHub locks the hub to place reg on: in its zone, shared or owned by
-// its org (an org's own hub first), its region first, least loaded first.
-// FOR UPDATE re-checks the room condition on the locked row, so a hub filled
-// meanwhile is passed over.
-func (q *Queue) chooseHub(tx *gorm.DB, reg registrationRow, modes []fleet.DeliveryMode) (hubRow, bool, error) {
-	var hubs []hubRow
-	err := tx.Raw(`SELECT h.* FROM hubs h
-WHERE h.deleted_at IS NULL AND NOT h.cordoned AND h.zone = ? AND h.placed_count < h.capacity
-  AND (h.owner_org_id IS NULL OR h.owner_org_id = ?)
-  AND h.delivery_mode IN ? AND `+hubReadySQL+`
-ORDER BY (h.owner_org_id IS NOT NULL) DESC, (h.region = ?) DESC, h.placed_count::float8 / h.capacity, h.placed_count, h.id
-LIMIT 1
-FOR UPDATE OF h`, reg.Zone, reg.OrgID, modeStrings(modes), q.store.cfg.HeartbeatTimeout.Seconds(), reg.Region).Scan(&hubs).Error
-	if err != nil || len(hubs) == 0 {
-		return hubRow{}, false, err
-	}
-	return hubs[0], true, nil
-}
-
 // CompleteRegistration writes a pass's outcome if the row still holds the
 // claim named by token (fleet.Claim.Token). A claim whose lease ran out is
 // kept as long as nobody claimed the row since: its outcome is still the
-// latest word on the row.
+// latest word on the row. An outcome that does not delete is recorded as
+// CompleteRegistrations records a batch of one.
 func (q *Queue) CompleteRegistration(ctx context.Context, token string, out fleet.Outcome) (bool, error) {
+	if !out.Delete {
+		kept, err := q.CompleteRegistrations(ctx, []fleet.Completion{{Token: token, Outcome: out}})
+		if err != nil {
+			return false, fmt.Errorf("CompleteRegistration(%s): %w", out.ID, err)
+		}
+		return kept[0], nil
+	}
 	var kept bool
 	err := q.store.transact(ctx, func(tx *gorm.DB) error {
 		var reg registrationRow
@@ -160,46 +104,12 @@ func (q *Queue) CompleteRegistration(ctx context.Context, token string, out flee
 			return err
 		}
 		kept = true
-		if out.Delete {
-			return q.softDelete(tx, reg, out)
-		}
-		return q.release(tx, reg, out)
+		return q.softDelete(tx, reg, out)
 	})
 	if err != nil {
 		return false, fmt.Errorf("CompleteRegistration(%s): %w", out.ID, err)
 	}
 	return kept, nil
-}
-
-// release stores the new status and schedules the next pass: after a failure
-// with exponential backoff computed in the statement, else when asked.
-func (q *Queue) release(tx *gorm.DB, reg registrationRow, out fleet.Outcome) error {
-	facts := factsOf(reg)
-	facts.conditions = out.Conditions
-	if out.Err != nil {
-		return writeFacts(tx, reg.ID, facts, map[string]any{
-			"observed_generation": out.ObservedGeneration, "attempts": gorm.Expr("attempts + 1"), "last_error": out.Err.Error(),
-			"claimed_by": nil, "claimed_until": nil, "updated_at": gorm.Expr("now()"),
-			"next_attempt_at": gorm.Expr("now() + least(make_interval(secs => ?) * power(2, least(attempts, 30)), make_interval(secs => ?))",
-				q.cfg.BackoffBase.Seconds(), q.cfg.BackoffMax.Seconds()),
-		})
-	}
-	var next any
-	if out.RequeueAfter > 0 {
-		next = gorm.Expr("now() + make_interval(secs => ?)", out.RequeueAfter.Seconds())
-	}
-	// A change or a wake-up during the pass means the pass saw stale facts.
-	if reg.Generation != out.ObservedGeneration || wokenDuringClaim(reg) {
-		next = gorm.Expr("now()")
-	}
-	updates := map[string]any{
-		"observed_generation": out.ObservedGeneration, "attempts": 0, "last_error": "", "claimed_by": nil, "claimed_until": nil,
-		"next_attempt_at": next, "updated_at": gorm.Expr("now()"),
-	}
-	if out.DeliveredVia != "" {
-		updates["delivered_via"] = string(out.DeliveredVia)
-	}
-	return writeFacts(tx, reg.ID, facts, updates)
 }
 
 // softDelete ends a registration and gives its hub place back.

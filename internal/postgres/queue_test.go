@@ -50,8 +50,9 @@ func TestQueueCompletesOnlyTheClaimHeld(t *testing.T) {
 		t.Fatalf("ClaimRegistrations(deprovision) after the provisioning lease ran out = %+v, %v; want %s", second, err, lapsed.Registration.ID)
 	}
 
-	if hub, err := queue.PlaceRegistration(ctx, lapsed.Registration.ID, lapsed.Token, []fleet.DeliveryMode{fleet.DeliveryAgent}); fleet.ErrorCodeOf(err) != fleet.CodeConflict {
-		t.Errorf("PlaceRegistration(lapsed claim) = %v, %v; want a conflict (the claim was lost)", hub, err)
+	placed, err := queue.PlaceRegistrations(ctx, []fleet.Claim{lapsed}, []fleet.DeliveryMode{fleet.DeliveryAgent})
+	if err != nil || len(placed) != 1 || placed[0].Hub != nil || fleet.ErrorCodeOf(placed[0].Err) != fleet.CodeConflict {
+		t.Errorf("PlaceRegistrations(lapsed claim) = %+v, %v; want a conflict (the claim was lost)", placed, err)
 	}
 	stale := fleet.Outcome{ID: lapsed.Registration.ID, ObservedGeneration: lapsed.Registration.Generation,
 		Conditions: lapsed.Registration.Conditions.MarkFalse(fleet.ConditionPlaced, fleet.ReasonNoHubAvailable, "stale pass", lapsed.Registration.Generation, time.Now())}

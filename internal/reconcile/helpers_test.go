@@ -63,6 +63,8 @@ type replica struct {
 type replicaOptions struct {
 	cfg        reconcile.Config
 	deliveries func(store *postgres.Store) map[fleet.DeliveryMode]fleet.Delivery
+	// queue, when set, wraps the replica's work queue.
+	queue func(q *postgres.Queue) fleet.RegistrationQueue
 }
 
 func defaultReconcileConfig() reconcile.Config {
@@ -90,9 +92,13 @@ func (e *env) startReplica(opts replicaOptions) *replica {
 	listener := postgres.NewListener(e.cfg, logger, postgres.ChannelRegistrations, postgres.ChannelHubs, postgres.ChannelInventory)
 	ctx, cancel := context.WithCancel(context.Background())
 	r := &replica{store: store, cancel: cancel}
+	var queue fleet.RegistrationQueue = postgres.NewQueue(store, postgres.QueueConfig{BackoffBase: 50 * time.Millisecond, BackoffMax: time.Second})
+	if opts.queue != nil {
+		queue = opts.queue(queue.(*postgres.Queue))
+	}
 	running, err := reconcile.Start(ctx, reconcile.Set{
 		Config: opts.cfg, Store: store, Deliveries: deliveries, TombstoneTables: postgres.TombstoneTables(),
-		Queue: postgres.NewQueue(store, postgres.QueueConfig{BackoffBase: 50 * time.Millisecond, BackoffMax: time.Second}),
+		Queue: queue,
 		Wake: reconcile.Subscribe(listener.SubscribePolling, reconcile.Channels{
 			Registrations: postgres.ChannelRegistrations, Hubs: postgres.ChannelHubs, Inventory: postgres.ChannelInventory}),
 		HeartbeatCheck: time.Second, Clock: fleet.SystemClock{}, Logger: logger, Metrics: metrics,

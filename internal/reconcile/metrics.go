@@ -29,7 +29,7 @@ func NewMetrics(namespace string, reg prometheus.Registerer) (*Metrics, error) {
 	m := &Metrics{
 		duration: prometheus.NewHistogramVec(prometheus.HistogramOpts{
 			Namespace: namespace, Subsystem: "reconcile", Name: "duration_seconds",
-			Help:    "Duration of one reconcile of one object, by reconciler and outcome.",
+			Help:    "Duration of one reconcile of one object (of a batch reconciled at once, its share of the batch's time), by reconciler and outcome.",
 			Buckets: []float64{.001, .0025, .005, .01, .025, .05, .1, .25, .5, 1, 2.5, 5, 10},
 		}, []string{"reconciler", "outcome"}),
 		queueDepth: prometheus.NewGaugeVec(prometheus.GaugeOpts{

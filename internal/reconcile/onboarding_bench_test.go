@@ -20,6 +20,8 @@ var (
 	onboardRegistrations = flag.Int("onboard-registrations", 2000, "registrations BenchmarkOnboardingDelivered onboards at once")
 	onboardHubs          = flag.Int("onboard-hubs", 100, "agent hubs of one zone BenchmarkOnboardingDelivered places them on")
 	onboardReplicas      = flag.Int("onboard-replicas", 2, "replicas running the reconcilers in BenchmarkOnboardingDelivered")
+	onboardBatchSize     = flag.Int("onboard-batch-size", 0, "--reconcile-batch-size of BenchmarkOnboardingDelivered's replicas (0: the default)")
+	onboardWorkers       = flag.Int("onboard-workers", 0, "--reconcile-workers of BenchmarkOnboardingDelivered's replicas (0: the default)")
 )
 
 // BenchmarkOnboardingDelivered measures bulk onboarding: the registrations
@@ -80,10 +82,16 @@ func BenchmarkOnboardingDelivered(b *testing.B) {
 }
 
 // benchReconcileConfig is the production configuration, with the test's
-// shorter statistics interval.
+// shorter statistics interval and the sizes the flags set.
 func benchReconcileConfig() reconcile.Config {
 	cfg := reconcile.DefaultConfig()
 	cfg.StatsInterval = time.Second
+	if *onboardBatchSize > 0 {
+		cfg.BatchSize = *onboardBatchSize
+	}
+	if *onboardWorkers > 0 {
+		cfg.Workers = *onboardWorkers
+	}
 	return cfg
 }
 

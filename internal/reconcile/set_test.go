@@ -31,12 +31,15 @@ func (r recorder) ClaimRegistrations(_ context.Context, kind fleet.WorkKind, _ s
 	r.record("claim " + string(kind))
 	return nil, nil
 }
-func (recorder) PlaceRegistration(context.Context, string, string, []fleet.DeliveryMode) (*fleet.Hub, error) {
+func (recorder) PlaceRegistrations(context.Context, []fleet.Claim, []fleet.DeliveryMode) ([]fleet.Placement, error) {
 	return nil, nil
 }
 func (recorder) FindHub(context.Context, string) (fleet.Hub, error) { return fleet.Hub{}, nil }
 func (recorder) CompleteRegistration(context.Context, string, fleet.Outcome) (bool, error) {
 	return true, nil
+}
+func (recorder) CompleteRegistrations(_ context.Context, done []fleet.Completion) ([]bool, error) {
+	return make([]bool, len(done)), nil
 }
 func (recorder) NextDue(context.Context, fleet.WorkKind) (time.Duration, bool, error) {
 	return 0, false, nil

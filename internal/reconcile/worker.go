@@ -2,6 +2,7 @@ package reconcile
 
 import (
 	"context"
+	"fmt"
 	"log/slog"
 	"sync"
 	"time"
@@ -10,17 +11,27 @@ import (
 )
 
 // registrationWorker drives one queue of registrations: claim a batch, run the
-// reconciler on each (Workers at a time), record each outcome.
+// reconciler on each (Workers at a time) and record each outcome, or, for a
+// reconciler that works a batch at once, run it on the batch and record all
+// the outcomes together.
 type registrationWorker struct {
-	name      string
-	kind      fleet.WorkKind
-	queue     fleet.RegistrationQueue
-	owner     string
-	cfg       Config
-	logger    *slog.Logger
-	metrics   *Metrics
-	reconcile func(ctx context.Context, c fleet.Claim) fleet.Outcome
+	name    string
+	kind    fleet.WorkKind
+	queue   fleet.RegistrationQueue
+	owner   string
+	cfg     Config
+	logger  *slog.Logger
+	metrics *Metrics
+	// reconcile is the pass of one registration; reconcileBatch, when set,
+	// the pass of a whole batch, one outcome per claim in order.
+	reconcile      func(ctx context.Context, c fleet.Claim) fleet.Outcome
+	reconcileBatch func(ctx context.Context, claims []fleet.Claim) []fleet.Outcome
 }
+
+// errPassUnfinished marks the outcome of a registration whose pass did not
+// end (it panicked): nothing is recorded, and the claim lapses at its
+// lease's end, as a pass that never answered does.
+var errPassUnfinished = &fleet.Error{Code: fleet.CodeUnavailable, Message: "the pass did not finish this registration"}
 
 // pass claims and reconciles one batch; it asks to run again at once when the
 // batch was full, else when the next scheduled registration is due.
@@ -33,17 +44,20 @@ func (w *registrationWorker) pass(ctx context.Context) (time.Duration, bool) {
 		w.logger.Error("claiming registrations", "error", err)
 		return w.cfg.Resync / 10, true
 	}
-	sem := make(chan struct{}, w.cfg.Workers)
-	var wg sync.WaitGroup
-	for _, c := range claims {
-		sem <- struct{}{}
-		wg.Add(1)
-		go func() {
-			defer func() { <-sem; wg.Done() }()
-			w.handle(ctx, c, leaseEnd)
-		}()
+	if w.reconcileBatch != nil && len(claims) > 0 {
+		w.handleBatch(ctx, claims, leaseEnd)
+	} else {
+		sem := make(chan struct{}, w.cfg.Workers)
+		var wg sync.WaitGroup
+		for _, c := range claims {
+			sem <- struct{}{}
+			wg.Go(func() {
+				defer func() { <-sem }()
+				w.handle(ctx, c, leaseEnd)
+			})
+		}
+		wg.Wait()
 	}
-	wg.Wait()
 	if len(claims) == w.cfg.BatchSize {
 		return 0, true
 	}
@@ -109,4 +123,82 @@ func (w *registrationWorker) handle(ctx context.Context, c fleet.Claim, leaseEnd
 		outcome = outcomeRequeued
 	}
 	w.metrics.duration.WithLabelValues(w.name, outcome).Observe(time.Since(start).Seconds())
+}
+
+// handleBatch reconciles a claimed batch at once and records its outcomes
+// together, with the deadlines handle keeps: the pass ends a fifth of the
+// lease before the lease does, the record by the lease's end. An outcome the
+// database never answered for, or whose pass did not end, is not recorded:
+// its claim lapses and the row is claimed again.
+func (w *registrationWorker) handleBatch(ctx context.Context, claims []fleet.Claim, leaseEnd time.Time) {
+	start := time.Now()
+	passCtx, cancelPass := context.WithDeadline(ctx, leaseEnd.Add(-w.cfg.Lease/5))
+	defer cancelPass()
+	if passCtx.Err() != nil {
+		if ctx.Err() == nil {
+			w.logger.Warn("lease ran out before the pass began; left to the next claim", "registrations", len(claims))
+			w.observe(outcomeLost, 0, len(claims))
+		}
+		return
+	}
+	outs := func() (outs []fleet.Outcome) {
+		defer logPanic(w.logger, fmt.Sprintf("a batch of %d", len(claims)))
+		return w.reconcileBatch(passCtx, claims)
+	}()
+	if ctx.Err() != nil || len(outs) != len(claims) {
+		// Shutting down, or the pass panicked: the claims lapse.
+		return
+	}
+	var done []fleet.Completion
+	var attempts []int
+	unfinished := 0
+	for i, out := range outs {
+		if fleet.ErrorCodeOf(out.Err) == fleet.CodeUnavailable {
+			unfinished++
+			continue
+		}
+		done = append(done, fleet.Completion{Token: claims[i].Token, Outcome: out})
+		attempts = append(attempts, claims[i].Attempts)
+	}
+	if unfinished > 0 {
+		w.logger.Warn("database unavailable for the whole pass, or the pass did not end; left to the next claim", "registrations", unfinished)
+	}
+	if len(done) == 0 {
+		w.observe(outcomeLost, time.Since(start), unfinished)
+		return
+	}
+	recordCtx, cancelRecord := context.WithDeadline(ctx, leaseEnd)
+	defer cancelRecord()
+	kept, err := untilAnswered(recordCtx, func(ctx context.Context) ([]bool, error) {
+		return w.queue.CompleteRegistrations(ctx, done)
+	})
+	// The batch's time, shared among its registrations.
+	each := time.Since(start) / time.Duration(len(claims))
+	w.observe(outcomeLost, each, unfinished)
+	if err != nil {
+		w.logger.Error("recording a batch of reconcile outcomes", "registrations", len(done), "error", err)
+		w.observe(outcomeError, each, len(done))
+		return
+	}
+	for i, d := range done {
+		outcome := outcomeDone
+		switch out := d.Outcome; {
+		case !kept[i]:
+			outcome = outcomeLost
+			w.logger.Warn("claim lost to another pass; outcome dropped", "registration", out.ID)
+		case out.Err != nil:
+			outcome = outcomeError
+			w.logger.Warn("reconcile failed, backing off", "registration", out.ID, "attempts", attempts[i]+1, "error", out.Err)
+		case out.RequeueAfter > 0:
+			outcome = outcomeRequeued
+		}
+		w.observe(outcome, each, 1)
+	}
+}
+
+// observe records n reconciles of outcome that took d each.
+func (w *registrationWorker) observe(outcome string, d time.Duration, n int) {
+	for range n {
+		w.metrics.duration.WithLabelValues(w.name, outcome).Observe(d.Seconds())
+	}
 }
