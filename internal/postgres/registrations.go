@@ -108,7 +108,13 @@ func (s *Store) lockRegistration(tx *gorm.DB, org, id string) (registrationRow, 
 	return row, err
 }
 
-// CreateRegistration registers a cluster for caller.
+// CreateRegistration registers a cluster for caller. Creates of one
+// organisation run side by side unless the Authorizer's decision can depend
+// on the organisation's live registrations (a quota): then they run one at a
+// time, so that the count each is decided on is exact. Two creates with one
+// Idempotency-Key that meet make one registration either way: the second
+// conflicts with the first's name or key when it inserts, and answers the
+// first's as a replay (createConflict).
 func (s *Store) CreateRegistration(ctx context.Context, caller fleet.Identity, create fleet.RegistrationCreate, idempotencyKey string) (fleet.Registration, bool, error) {
 	if create.Zone == "" {
 		create.Zone = s.cfg.DefaultZone
@@ -124,90 +130,181 @@ func (s *Store) CreateRegistration(ctx context.Context, caller fleet.Identity, c
 		return fleet.Registration{}, false, err
 	}
 	subject := fleet.SubjectFromContext(ctx, caller)
-	var id string
-	created, hash := true, requestHash(create)
-	err := s.transact(ctx, func(tx *gorm.DB) error {
-		// One create at a time per org: the quota and the idempotency key hold.
-		if err := tx.Exec(`SELECT pg_advisory_xact_lock(hashtextextended('registrations:' || ?, 0))`, caller.OrgID).Error; err != nil {
-			return err
-		}
-		existing, err := s.replayIdempotent(tx, caller.OrgID, idempotencyKey, hash)
-		if err != nil {
-			return err
-		}
-		if err := s.authorizeCreate(ctx, tx, subject, create.Product, existing != ""); err != nil {
-			return err
-		}
-		if existing != "" {
-			id, created = existing, false
-			return nil
-		}
-		id, err = s.insertRegistration(tx, caller, create)
-		if err != nil {
-			return err
-		}
-		if idempotencyKey != "" {
-			if err := tx.Exec(`INSERT INTO idempotency_keys (org_id, key, request_hash, registration_id) VALUES (?, ?, ?, ?)`,
-				caller.OrgID, idempotencyKey, hash, id).Error; err != nil {
-				return err
-			}
-		}
-		return notify(tx, ChannelRegistrations, id)
-	})
+	hash := requestHash(create)
+	row, replay, err := s.insertOrReplay(ctx, caller, subject, create, idempotencyKey, hash)
+	if err != nil && idempotencyKey != "" && createConflict(err) {
+		replay, err = s.replayAfterConflict(ctx, subject, create.Product, idempotencyKey, hash, err)
+	}
 	if err != nil {
 		return fleet.Registration{}, false, fmt.Errorf("CreateRegistration(%s/%s): %w", caller.OrgID, create.Name, err)
 	}
+	if replay == "" {
+		return row.toRegistration(), true, nil
+	}
 	// A replay answers the registration as it is now, deleted or not.
-	var row registrationRow
-	if err := registrations(s.db.Gorm.WithContext(ctx)).Where("r.id = ?", id).Take(&row).Error; err != nil {
+	var now registrationRow
+	if err := registrations(s.db.Gorm.WithContext(ctx)).Where("r.id = ?", replay).Take(&now).Error; err != nil {
 		return fleet.Registration{}, false, fmt.Errorf("CreateRegistration(%s/%s): %w", caller.OrgID, create.Name, err)
 	}
-	return row.toRegistration(), created, nil
+	return now.toRegistration(), false, nil
+}
+
+// insertOrReplay is CreateRegistration's transaction: it inserts the
+// registration and its idempotency key and returns the row written, or the
+// id of the registration an earlier request with the same key created.
+func (s *Store) insertOrReplay(ctx context.Context, caller fleet.Identity, subject fleet.Subject, create fleet.RegistrationCreate, key, hash string) (row registrationRow, replay string, err error) {
+	count := subject.OrgID != "" && s.countsLive()
+	err = s.transact(ctx, func(tx *gorm.DB) error {
+		if count {
+			// One counted create at a time per org: the quota holds.
+			if err := tx.Exec(`SELECT pg_advisory_xact_lock(hashtextextended('registrations:' || ?, 0))`, caller.OrgID).Error; err != nil {
+				return err
+			}
+		}
+		existing, err := s.replayIdempotent(tx, caller.OrgID, key, hash)
+		if err != nil {
+			return err
+		}
+		// A replay creates nothing and counts no registration against the
+		// quota; the other rules still apply to it.
+		var live int64
+		if count && existing == "" {
+			if err := tx.Raw(`SELECT coalesce(sum(live), 0) FROM registration_counts WHERE org_id = ?`, caller.OrgID).Scan(&live).Error; err != nil {
+				return err
+			}
+		}
+		if err := s.authorizeCreate(ctx, subject, create.Product, live); err != nil {
+			return err
+		}
+		if existing != "" {
+			replay = existing
+			return nil
+		}
+		row, err = s.insertRegistration(tx, caller, create)
+		if err != nil {
+			return err
+		}
+		if key != "" {
+			if err := tx.Exec(`INSERT INTO idempotency_keys (org_id, key, request_hash, registration_id) VALUES (?, ?, ?, ?)`,
+				caller.OrgID, key, hash, row.ID).Error; err != nil {
+				return err
+			}
+		}
+		return notify(tx, ChannelRegistrations, row.ID)
+	})
+	return row, replay, err
+}
+
+// liveCountReader is the side of a fleet.Authorizer (authz.Authorizer's)
+// that tells whether a decision can depend on the request's
+// LiveRegistrations.
+type liveCountReader interface {
+	ReadsLiveRegistrations() bool
+}
+
+// countsLive tells whether a create must count its organisation's live
+// registrations, under the organisation's lock: when the Authorizer may
+// decide on the count, or cannot tell.
+func (s *Store) countsLive() bool {
+	r, ok := s.authz.(liveCountReader)
+	return !ok || r.ReadsLiveRegistrations()
 }
 
 // authorizeCreate asks the Authorizer whether subject may register a cluster
-// of product, with the org's live registrations counted under the org's
-// advisory lock: no other create of the org runs until this one commits, so
-// the quota holds. A replay creates nothing and counts no registration
-// against the quota; the other rules still apply to it.
-func (s *Store) authorizeCreate(ctx context.Context, tx *gorm.DB, subject fleet.Subject, product fleet.Product, replay bool) error {
-	var live int64
-	if !replay && subject.OrgID != "" {
-		if err := tx.Raw(`SELECT count(*) FROM registrations WHERE org_id = ? AND deleted_at IS NULL`, subject.OrgID).Scan(&live).Error; err != nil {
-			return err
-		}
-	}
+// of product, with the org's live registrations (0 when not counted).
+func (s *Store) authorizeCreate(ctx context.Context, subject fleet.Subject, product fleet.Product, live int64) error {
 	return s.authz.Authorize(ctx, fleet.AuthzRequest{Subject: subject, Action: fleet.ActionClustersCreate,
 		Resource: fleet.AuthzResource{Kind: "cluster", OrgID: subject.OrgID}, Product: string(product), LiveRegistrations: int(live)})
 }
 
-// replayIdempotent returns the registration an earlier request with the same
-// key created, "" when there is none. The key's request must be the same.
-func (s *Store) replayIdempotent(tx *gorm.DB, org, key, hash string) (string, error) {
-	if key == "" {
-		return "", nil
-	}
-	var prior struct {
-		RequestHash    string
-		RegistrationID string
-		Expired        bool
-	}
-	err := tx.Raw(`SELECT request_hash, registration_id, created_at < now() - make_interval(secs => ?) AS expired
-		FROM idempotency_keys WHERE org_id = ? AND key = ?`, s.cfg.IdempotencyKeyTTL.Seconds(), org, key).Take(&prior).Error
+// createConflict tells whether a create's transaction failed on a live
+// registration of the same name or on an idempotency key another request
+// holds: what a create with the same key that committed first leaves.
+func createConflict(err error) bool {
+	c, ok := uniqueViolation(err)
+	return fleet.ErrorCodeOf(err) == fleet.CodeNameTaken || (ok && c == "idempotency_keys_pkey")
+}
+
+// replayAfterConflict looks key up again after a create failed on conflict
+// and its transaction rolled back. Without the per-org lock, two creates with
+// the same key may both find it unused; the first to commit wins, the other
+// fails on its name (or, with another request, on the key) and answers here:
+// the winner's registration when the key names it with the same request,
+// CodeIdempotencyKeyReused for another request, conflict itself when the key
+// is not in use. A replay is authorized as every replay is.
+func (s *Store) replayAfterConflict(ctx context.Context, subject fleet.Subject, product fleet.Product, key, hash string, conflict error) (string, error) {
+	prior, found, err := s.findIdempotencyKey(s.db.Gorm.WithContext(ctx), subject.OrgID, key)
 	switch {
-	case errors.Is(err, gorm.ErrRecordNotFound):
-		return "", nil
 	case err != nil:
 		return "", err
-	case prior.Expired:
-		return "", tx.Exec(`DELETE FROM idempotency_keys WHERE org_id = ? AND key = ?`, org, key).Error
+	case !found || prior.Expired:
+		if fleet.ErrorCodeOf(conflict) == fleet.CodeNameTaken {
+			return "", conflict
+		}
+		return "", &fleet.Error{Code: fleet.CodeConflict, Message: "a concurrent request used the Idempotency-Key; try again", Err: conflict}
 	case prior.RequestHash != hash:
-		return "", fleet.Errorf(fleet.CodeIdempotencyKeyReused, "the Idempotency-Key was used with a different request")
+		return "", errKeyReused()
+	}
+	if err := s.authorizeCreate(ctx, subject, product, 0); err != nil {
+		return "", err
 	}
 	return prior.RegistrationID, nil
 }
 
-func (s *Store) insertRegistration(tx *gorm.DB, caller fleet.Identity, create fleet.RegistrationCreate) (string, error) {
+// idempotencyKey is a row of idempotency_keys, with whether it outlived
+// --idempotency-key-ttl.
+type idempotencyKey struct {
+	RequestHash    string
+	RegistrationID string
+	Expired        bool
+}
+
+// findIdempotencyKey reads org's key.
+func (s *Store) findIdempotencyKey(tx *gorm.DB, org, key string) (idempotencyKey, bool, error) {
+	var prior idempotencyKey
+	err := tx.Raw(`SELECT request_hash, registration_id, created_at < now() - make_interval(secs => ?) AS expired
+		FROM idempotency_keys WHERE org_id = ? AND key = ?`, s.cfg.IdempotencyKeyTTL.Seconds(), org, key).Take(&prior).Error
+	if errors.Is(err, gorm.ErrRecordNotFound) {
+		return prior, false, nil
+	}
+	return prior, err == nil, err
+}
+
+// replayIdempotent returns the registration an earlier request with the same
+// key created, "" when there is none; an expired key is deleted. The key's
+// request must be the same.
+func (s *Store) replayIdempotent(tx *gorm.DB, org, key, hash string) (string, error) {
+	if key == "" {
+		return "", nil
+	}
+	prior, found, err := s.findIdempotencyKey(tx, org, key)
+	switch {
+	case err != nil || !found:
+		return "", err
+	case prior.Expired:
+		return "", tx.Exec(`DELETE FROM idempotency_keys WHERE org_id = ? AND key = ?`, org, key).Error
+	case prior.RequestHash != hash:
+		return "", errKeyReused()
+	}
+	return prior.RegistrationID, nil
+}
+
+// errKeyReused is the refusal of a key used with another request.
+func errKeyReused() error {
+	return fleet.Errorf(fleet.CodeIdempotencyKeyReused, "the Idempotency-Key was used with a different request")
+}
+
+// insertRegistrationSQL writes a new registration, due at once by the
+// database's clock like every queue time, and returns the columns the
+// database set. The columns it leaves out take their defaults.
+const insertRegistrationSQL = `INSERT INTO registrations (id, org_id, owner, name, display_name, labels, zone, region,
+	product, credentials, credentials_key_id, conditions, phase, generation, hub_conditions, next_attempt_at)
+VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, now())
+RETURNING created_at, updated_at, next_attempt_at`
+
+// insertRegistration writes caller's new registration and returns its row as
+// written, the answer to its create.
+func (s *Store) insertRegistration(tx *gorm.DB, caller fleet.Identity, create fleet.RegistrationCreate) (registrationRow, error) {
 	now := s.clock.Now()
 	conds := fleet.Conditions{}.
 		MarkTrue(fleet.ConditionAccepted, fleet.ReasonValidated, "the registration passed validation, quota and access checks", 1, now).
@@ -224,22 +321,26 @@ func (s *Store) insertRegistration(tx *gorm.DB, caller fleet.Identity, create fl
 	if create.Credentials != nil {
 		plain, err := json.Marshal(create.Credentials)
 		if err != nil {
-			return "", err
+			return row, err
 		}
 		sealed, err := s.seal(plain, "registrations", "credentials", row.ID)
 		if err != nil {
-			return "", err
+			return row, err
 		}
 		row.Credentials, row.CredentialsKeyID = sealed.Data, &sealed.KeyID
 	}
-	if err := tx.Omit("created_at", "updated_at", "hub_name", "hub_zone", "hub_region").Create(&row).Error; err != nil {
-		if c, ok := uniqueViolation(err); ok && c == "registrations_org_name_live" {
-			return "", fleet.Errorf(fleet.CodeNameTaken, "a cluster of this name is already registered in this organisation")
-		}
-		return "", err
+	var set struct {
+		CreatedAt, UpdatedAt time.Time
+		NextAttemptAt        *time.Time
 	}
-	// Due at once, by the database's clock like every queue time.
-	return row.ID, tx.Exec(`UPDATE registrations SET next_attempt_at = now() WHERE id = ?`, row.ID).Error
+	err := tx.Raw(insertRegistrationSQL, row.ID, row.OrgID, row.Owner, row.Name, row.DisplayName, jsonText(row.Labels), row.Zone, row.Region,
+		row.Product, row.Credentials, row.CredentialsKeyID, jsonText(row.Conditions), row.Phase, row.Generation, jsonText(row.HubConditions)).
+		Scan(&set).Error
+	if c, ok := uniqueViolation(err); ok && c == "registrations_org_name_live" {
+		return row, fleet.Errorf(fleet.CodeNameTaken, "a cluster of this name is already registered in this organisation")
+	}
+	row.CreatedAt, row.UpdatedAt, row.NextAttemptAt = set.CreatedAt, set.UpdatedAt, set.NextAttemptAt
+	return row, err
 }
 
 // requestHash fingerprints a create request for its Idempotency-Key.
