@@ -75,6 +75,10 @@ bench: build ## Benchmark inventory ingest and propagation at the issue's sizes 
 bench/reads: build ## Benchmark inventory reads (list, search, get, change feed) at 300,000 clusters (BENCHFLAGS=--quick to try it)
 	go run ./cmd/fleet-bench --reads --fleet-manager=$(BINARY) --db-host=$(DB_HOST) --db-port=$(DB_PORT) --db-user=$(DB_USER) $(BENCHFLAGS)
 
+.PHONY: bench/registrations
+bench/registrations: build ## Benchmark registration creates, bulk onboarding and reads at 300,000 registrations (BENCHFLAGS=--quick to try it)
+	go run ./cmd/fleet-bench --registrations --fleet-manager=$(BINARY) --db-host=$(DB_HOST) --db-port=$(DB_PORT) --db-user=$(DB_USER) $(BENCHFLAGS)
+
 .PHONY: bench/go
 bench/go: db/setup ## Run the Go benchmarks (go test -bench), e.g. a page of 100 clusters through the API in process
 	go test -run '^$$' -bench . -benchmem $(BENCHFLAGS) ./internal/...

@@ -106,9 +106,10 @@ func (db *benchDB) checkpoint(ctx context.Context) error {
 }
 
 // backendPIDs lists the server processes serving the benchmark database,
-// except the benchmark's own probe connection.
-func backendPIDs(ctx context.Context, conn *pgx.Conn, dbName string) ([]int, error) {
-	rows, err := conn.Query(ctx, `SELECT pid FROM pg_stat_activity WHERE datname = $1 AND pid <> pg_backend_pid()`, dbName)
+// except the benchmark's own probe connection and the backends of exclude.
+func backendPIDs(ctx context.Context, conn *pgx.Conn, dbName string, exclude []int) ([]int, error) {
+	rows, err := conn.Query(ctx, `SELECT pid FROM pg_stat_activity WHERE datname = $1 AND pid <> pg_backend_pid()
+		AND pid <> ALL($2::int[])`, dbName, append([]int{}, exclude...))
 	if err != nil {
 		return nil, err
 	}

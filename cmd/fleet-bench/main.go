@@ -77,8 +77,11 @@ func main() {
 		os.Exit(2)
 	}
 	runner := run
-	if opts.Reads {
+	switch {
+	case opts.Reads:
 		runner = runReads
+	case opts.Registrations:
+		runner = runRegistrations
 	}
 	if err := runner(ctx, opts, os.Stdout); err != nil {
 		fmt.Fprintln(os.Stderr, "Error:", err)

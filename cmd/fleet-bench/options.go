@@ -35,6 +35,17 @@ type options struct {
 	ReadsDatabase   string
 	Policies        int
 
+	Registrations       bool
+	CreateDuration      time.Duration
+	CreateCount         int
+	CreateConcurrency   int
+	CreateOrgs          int
+	LoadedRegistrations int
+	BulkRegistrations   int
+	BulkClients         int
+	BulkBatchSize       int
+	DeliveryTimeout     time.Duration
+
 	Quick        bool
 	KeepDatabase bool
 	ServerLog    string
@@ -70,6 +81,15 @@ func defaultOptions() options {
 		ReadConcurrency:   8,
 		Resources:         1000000,
 		Policies:          10,
+
+		CreateDuration:      20 * time.Second,
+		CreateConcurrency:   8,
+		CreateOrgs:          20,
+		LoadedRegistrations: 300000,
+		BulkRegistrations:   300000,
+		BulkClients:         4,
+		BulkBatchSize:       1000,
+		DeliveryTimeout:     15 * time.Minute,
 	}
 }
 
@@ -96,7 +116,17 @@ func (o *options) addFlags(fs *pflag.FlagSet) {
 	fs.IntVar(&o.Resources, "resources", o.Resources, "other resources loaded when the resources table is migrated (--reads)")
 	fs.IntVar(&o.Policies, "policies", o.Policies, "with --reads: configuration policies created (half of an organisation with clusters, half of one without) before timing the policy resolver's passes; 0 skips it")
 	fs.StringVar(&o.ReadsDatabase, "reads-database", o.ReadsDatabase, "with --reads: time the reads on this database, kept by an earlier --reads --keep-database run, instead of creating and loading one (it is kept; for trying changes, not for the figures of record)")
-	fs.BoolVar(&o.Quick, "quick", o.Quick, "try it out: 10 hubs x 300 clusters and 20 samples (with --reads: 10,000 resources, 2s a scenario), unless those flags are given")
+	fs.BoolVar(&o.Registrations, "registrations", o.Registrations, "run the registration benchmark instead of the ingest phases: creates (POST /clusters) at 100 and at --loaded-registrations rows, bulk onboarding (POST /clusters:batch), then list, search, get and import reads")
+	fs.DurationVar(&o.CreateDuration, "create-duration", o.CreateDuration, "how long each create scenario posts (--registrations; unless --create-count)")
+	fs.IntVar(&o.CreateCount, "create-count", o.CreateCount, "registrations each create scenario posts, instead of posting for --create-duration (--registrations)")
+	fs.IntVar(&o.CreateConcurrency, "create-concurrency", o.CreateConcurrency, "concurrent clients of each create scenario (--registrations)")
+	fs.IntVar(&o.CreateOrgs, "create-orgs", o.CreateOrgs, "organisations the many-organisations create scenarios post as (--registrations)")
+	fs.IntVar(&o.LoadedRegistrations, "loaded-registrations", o.LoadedRegistrations, "registrations loaded by SQL into one organisation before the scenarios at fleet size (--registrations)")
+	fs.IntVar(&o.BulkRegistrations, "bulk-registrations", o.BulkRegistrations, "registrations the bulk onboarding scenario sends through POST /clusters:batch; 0 skips it (--registrations)")
+	fs.IntVar(&o.BulkClients, "bulk-clients", o.BulkClients, "concurrent clients of the bulk onboarding, each its own organisation (--registrations)")
+	fs.IntVar(&o.BulkBatchSize, "bulk-batch-size", o.BulkBatchSize, "items per POST /clusters:batch (--registrations)")
+	fs.DurationVar(&o.DeliveryTimeout, "delivery-timeout", o.DeliveryTimeout, "how long a scenario waits for its registrations to be Delivered (--registrations)")
+	fs.BoolVar(&o.Quick, "quick", o.Quick, "try it out: 10 hubs x 300 clusters and 20 samples (with --reads: 10,000 resources, 2s a scenario; with --registrations: 3,000 loaded and 3,000 bulk registrations, 2s a scenario), unless those flags are given")
 	fs.BoolVar(&o.KeepDatabase, "keep-database", o.KeepDatabase, "leave the benchmark database in place (for EXPLAIN), printing its name")
 	fs.StringVar(&o.ServerLog, "server-log", o.ServerLog, "file the serve child's log is written to (default: a temporary file, removed)")
 	fs.StringVar(&o.SamplesFile, "samples-file", o.SamplesFile, "CSV file the propagation samples are written to, one line each")
@@ -110,11 +140,15 @@ func (o *options) applyQuick(fs *pflag.FlagSet) {
 		return
 	}
 	for name, set := range map[string]func(){
-		"hubs":                func() { o.Hubs = 10 },
-		"clusters-per-hub":    func() { o.ClustersPerHub = 300 },
-		"propagation-samples": func() { o.Samples = 20 },
-		"resources":           func() { o.Resources = 10000 },
-		"read-duration":       func() { o.ReadDuration = 2 * time.Second },
+		"hubs":                 func() { o.Hubs = 10 },
+		"clusters-per-hub":     func() { o.ClustersPerHub = 300 },
+		"propagation-samples":  func() { o.Samples = 20 },
+		"resources":            func() { o.Resources = 10000 },
+		"read-duration":        func() { o.ReadDuration = 2 * time.Second },
+		"create-duration":      func() { o.CreateDuration = 2 * time.Second },
+		"loaded-registrations": func() { o.LoadedRegistrations = 3000 },
+		"bulk-registrations":   func() { o.BulkRegistrations = 3000 },
+		"delivery-timeout":     func() { o.DeliveryTimeout = 2 * time.Minute },
 	} {
 		if !fs.Changed(name) {
 			set()
@@ -141,6 +175,19 @@ func (o options) validate() error {
 	check(o.ReadsDatabase == "" || o.Reads, "reads-database", "needs --reads")
 	check(o.Policies >= 0, "policies", "must not be negative (got %d)", o.Policies)
 	check(o.Resources >= 0, "resources", "must not be negative (got %d)", o.Resources)
+	check(!o.Reads || !o.Registrations, "registrations", "and --reads are two benchmarks: give one")
+	check(o.CreateCount >= 0, "create-count", "must not be negative (got %d)", o.CreateCount)
+	check(o.CreateCount > 0 || o.CreateDuration >= 100*time.Millisecond, "create-duration", "must be at least 100ms (got %s)", o.CreateDuration)
+	check(o.CreateConcurrency >= 1, "create-concurrency", "must be at least 1 (got %d)", o.CreateConcurrency)
+	check(o.CreateOrgs >= 2 && o.CreateOrgs <= 999, "create-orgs", "must be between 2 and 999 (got %d)", o.CreateOrgs)
+	check(o.LoadedRegistrations >= initialRegistrations, "loaded-registrations", "must be at least %d, the rows of the first create scenarios (got %d)",
+		initialRegistrations, o.LoadedRegistrations)
+	check(o.BulkRegistrations >= 0, "bulk-registrations", "must not be negative (got %d)", o.BulkRegistrations)
+	check(o.BulkClients >= 1, "bulk-clients", "must be at least 1 (got %d)", o.BulkClients)
+	check(o.BulkBatchSize >= 1, "bulk-batch-size", "must be at least 1 (got %d)", o.BulkBatchSize)
+	check(o.DeliveryTimeout >= time.Second, "delivery-timeout", "must be at least 1s (got %s)", o.DeliveryTimeout)
+	check(!o.Registrations || o.registrationsPerHub() <= o.HubCapacity, "hub-capacity",
+		"holds fewer than the %d loaded and bulk registrations each hub gets (got %d)", o.registrationsPerHub(), o.HubCapacity)
 	check(o.Samples >= 1, "propagation-samples", "must be at least 1 (got %d)", o.Samples)
 	check(o.PollWait >= time.Second && o.PollWait <= time.Minute, "poll-wait", "must be between 1s and 1m, serve's --agent-max-wait (got %s)", o.PollWait)
 	check(o.HeartbeatInterval >= time.Second, "heartbeat-interval", "must be at least 1s (got %s)", o.HeartbeatInterval)
@@ -151,6 +198,13 @@ func (o options) validate() error {
 // changedPerHub is how many clusters of each hub the changes scenario changes.
 func (o options) changedPerHub() int {
 	return max(1, int(math.Round(o.ChangeFraction*float64(o.ClustersPerHub))))
+}
+
+// registrationsPerHub is how many loaded and bulk registrations each hub
+// holds at the end of --registrations, the creates aside: they are spread
+// evenly over the hubs.
+func (o options) registrationsPerHub() int {
+	return (o.LoadedRegistrations + o.BulkRegistrations + o.Hubs - 1) / max(o.Hubs, 1)
 }
 
 // totalClusters is the rows one full sync reports.

@@ -55,6 +55,12 @@ type counters struct {
 	wait              time.Duration
 }
 
+// minus is the growth of the counters from b to c.
+func (c counters) minus(b counters) counters {
+	return counters{server: c.server - b.server, db: c.db - b.db, bench: c.bench - b.bench, wal: c.wal - b.wal,
+		waits: c.waits - b.waits, wait: c.wait - b.wait}
+}
+
 func (p *prober) read(ctx context.Context) (counters, error) {
 	var c counters
 	var err error
@@ -108,6 +114,9 @@ type backendCPU struct {
 	dbName string
 	mu     sync.Mutex
 	last   map[int]time.Duration
+	// exclude are the backends of the driver's own watching connections
+	// (the wait for Delivered), whose work is not the server's.
+	exclude []int
 }
 
 func newBackendCPU(ctx context.Context, db *benchDB) (*backendCPU, error) {
@@ -135,7 +144,7 @@ func (b *backendCPU) run(ctx context.Context, interval time.Duration) {
 func (b *backendCPU) sample(ctx context.Context) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
-	pids, err := backendPIDs(ctx, b.conn, b.dbName)
+	pids, err := backendPIDs(ctx, b.conn, b.dbName, b.exclude)
 	if err != nil {
 		return
 	}
@@ -144,6 +153,13 @@ func (b *backendCPU) sample(ctx context.Context) {
 			b.last[pid] = cpu
 		}
 	}
+}
+
+// excludeBackend leaves the backend pid out of the sum from now on.
+func (b *backendCPU) excludeBackend(pid int) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	b.exclude = append(b.exclude, pid)
 }
 
 func (b *backendCPU) total() time.Duration {

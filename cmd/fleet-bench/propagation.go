@@ -2,7 +2,9 @@ package main
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
+	"io"
 	"net/http"
 	"os"
 	"strings"
@@ -57,22 +59,81 @@ func (r *receipts) missing(ids map[string]time.Time) int {
 
 // longPoll is the agent's desired-set loop: it asks for what is past the
 // revision it has, and records the registrations of every set it receives.
-func (a *agent) longPoll(ctx context.Context, wait time.Duration, rec *receipts) {
+// With ack it also acknowledges each revision at once with a heartbeat, as
+// the real agent does once it applied a set; without rec it reads only the
+// set's revision, leaving the registrations undecoded.
+func (a *agent) longPoll(ctx context.Context, wait time.Duration, rec *receipts, ack bool) {
 	waitParam := fmt.Sprintf("%dms", wait.Milliseconds())
 	for ctx.Err() == nil {
 		after := a.applied.Load()
-		resp, err := a.client.GetHubDesiredWithResponse(ctx, a.hubID, &private.GetHubDesiredParams{After: &after, Wait: &waitParam}, a.auth)
-		at := time.Now()
+		params := &private.GetHubDesiredParams{After: &after, Wait: &waitParam}
+		var (
+			revision int64
+			got      bool
+			err      error
+		)
+		if rec != nil {
+			revision, got, err = a.desiredSet(ctx, params, rec)
+		} else {
+			revision, got, err = a.desiredRevision(ctx, params)
+		}
 		switch {
 		case ctx.Err() != nil:
-		case err != nil || (resp.JSON200 == nil && resp.StatusCode() != http.StatusNotModified):
-			rec.failed()
+		case err != nil:
+			if rec != nil {
+				rec.failed()
+			}
 			pause(ctx, 100*time.Millisecond)
-		case resp.JSON200 != nil:
-			rec.record(a.hubID, resp.JSON200.Registrations, at)
-			a.applied.Store(resp.JSON200.Revision)
+		case got:
+			a.applied.Store(revision)
+			if ack && a.heartbeat(ctx) != nil && ctx.Err() == nil {
+				pause(ctx, 100*time.Millisecond)
+			}
 		}
 	}
+}
+
+// desiredSet fetches the desired set past params.After and records its
+// registrations; got is false when the wait ended without a new revision.
+func (a *agent) desiredSet(ctx context.Context, params *private.GetHubDesiredParams, rec *receipts) (int64, bool, error) {
+	resp, err := a.client.GetHubDesiredWithResponse(ctx, a.hubID, params, a.auth)
+	at := time.Now()
+	switch {
+	case err != nil:
+		return 0, false, err
+	case resp.JSON200 != nil:
+		rec.record(a.hubID, resp.JSON200.Registrations, at)
+		return resp.JSON200.Revision, true, nil
+	case resp.StatusCode() == http.StatusNotModified:
+		return 0, false, nil
+	}
+	return 0, false, fmt.Errorf("GetHubDesired(%s) = %s", a.hubID, resp.Status())
+}
+
+// desiredRevision fetches the desired set past params.After and decodes only
+// its revision: a set of thousands of registrations costs the driver, which
+// shares the machine's CPUs with the server, little.
+func (a *agent) desiredRevision(ctx context.Context, params *private.GetHubDesiredParams) (int64, bool, error) {
+	resp, err := a.client.GetHubDesired(ctx, a.hubID, params, a.auth)
+	if err != nil {
+		return 0, false, err
+	}
+	defer resp.Body.Close()
+	switch resp.StatusCode {
+	case http.StatusNotModified:
+		_, _ = io.Copy(io.Discard, resp.Body)
+		return 0, false, nil
+	case http.StatusOK:
+		var set struct {
+			Revision int64 `json:"revision"`
+		}
+		if err := json.NewDecoder(resp.Body).Decode(&set); err != nil {
+			return 0, false, fmt.Errorf("GetHubDesired(%s): %w", a.hubID, err)
+		}
+		return set.Revision, true, nil
+	}
+	_, _ = io.Copy(io.Discard, resp.Body)
+	return 0, false, fmt.Errorf("GetHubDesired(%s) = %s", a.hubID, resp.Status)
 }
 
 // propagation is the work of the propagation scenario: every agent
@@ -85,7 +146,7 @@ func propagation(o options, f *fleet) func(context.Context, *phase) error {
 		pollCtx, stopPolls := context.WithCancel(ctx)
 		var polls sync.WaitGroup
 		for _, a := range f.agents {
-			polls.Go(func() { a.longPoll(pollCtx, o.PollWait, rec) })
+			polls.Go(func() { a.longPoll(pollCtx, o.PollWait, rec, false) })
 		}
 		defer polls.Wait()
 		defer stopPolls()
