@@ -40,6 +40,7 @@ func migrations() []*gormigrate.Migration {
 		migration202612011200Converge(),
 		migration202612011400DeliveryFailures(),
 		migration202612011800RegistrationCounts(),
+		migration202612011900RegistrationReads(),
 	}
 }
 

@@ -2,7 +2,12 @@ package postgres
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
+	"strings"
+	"time"
+
+	"gorm.io/gorm"
 
 	"github.com/fleetmanager/fleet-manager/internal/fleet"
 )
@@ -24,20 +29,219 @@ var registrationList = listSpec{
 	defaultOrder: "r.created_at",
 }
 
-// ListRegistrations returns a page of org's live registrations.
+// registrationCountsSearch is the part of registrationList's search that
+// registration_counts holds: a search on these fields alone is summed from
+// the counters (registrationTotal), whatever its operators.
+var registrationCountsSearch = SearchSchema{
+	"zone": {Column: "c.zone", Type: FieldText}, "phase": {Column: "c.phase", Type: FieldText},
+}
+
+// ListRegistrations returns a page of org's live registrations and the
+// total of the search, read in one round trip: the total summed from
+// registration_counts when the search is on the phase and the zone only
+// (or absent), else counted through an index; the page's ids found first
+// (an index-only scan where the order and the search allow it), then their
+// rows, so a deep page skips index entries rather than rows.
 func (s *Store) ListRegistrations(ctx context.Context, org string, q fleet.ListQuery) ([]fleet.Registration, int, error) {
+	regs, total, err := s.listRegistrations(ctx, org, q)
+	if err != nil {
+		return nil, 0, fmt.Errorf("ListRegistrations(%s): %w", org, err)
+	}
+	return regs, total, nil
+}
+
+func (s *Store) listRegistrations(ctx context.Context, org string, q fleet.ListQuery) ([]fleet.Registration, int, error) {
 	page, size, err := s.pageBounds(q)
 	if err != nil {
 		return nil, 0, err
 	}
-	query := s.inServedZones(registrations(s.db.Gorm.WithContext(ctx)), "r.zone").Where("r.org_id = ? AND r.deleted_at IS NULL", org)
-	rows, total, err := list[registrationRow](query, registrationList, q, page, size)
+	expr, conds, err := searchConditions(registrationList, q)
 	if err != nil {
-		return nil, 0, fmt.Errorf("ListRegistrations(%s): %w", org, err)
+		return nil, 0, err
+	}
+	order, err := listOrder(registrationList, q)
+	if err != nil {
+		return nil, 0, err
+	}
+	if org == "" { // a caller without an org sees nothing
+		return []fleet.Registration{}, 0, nil
+	}
+	db := s.db.Gorm.WithContext(ctx)
+	var total int64
+	count, err := s.registrationTotal(db, org, expr, conds, &total)
+	if err != nil {
+		return nil, 0, err
+	}
+	order = registrationOrder(order)
+	ids := conds.apply(s.orgRegistrations(db, org, expr).Select("r.id")).Order(order).Offset((page - 1) * size).Limit(size)
+	pageQuery := db.Table("(?) AS p", ids).Joins("JOIN registrations r ON r.id = p.id").
+		Joins("LEFT JOIN hubs h ON h.id = r.hub_id").Select(registrationListColumns.sql).Order(order)
+	rows := make([]registrationListRow, 0, size)
+	list, err := built(pageQuery, func(tx *gorm.DB) *gorm.DB { return tx.Find(&rows) }, readRows(&rows))
+	if err != nil {
+		return nil, 0, err
+	}
+	if err := roundTrip(db, count, list); err != nil {
+		return nil, 0, err
 	}
 	regs := make([]fleet.Registration, len(rows))
-	for i, r := range rows {
-		regs[i] = r.toRegistration()
+	for i := range rows {
+		if regs[i], err = rows[i].toRegistration(); err != nil {
+			return nil, 0, err
+		}
 	}
-	return regs, total, nil
+	return regs, int(total), nil
+}
+
+// registrationOrder is order with registrationList's tiebreak, unless the
+// name comes first: a live registration's name is unique in its
+// organisation (registrations_org_name_live), so that order is total
+// already, and follows that index alone.
+func registrationOrder(order string) string {
+	first, _, _ := strings.Cut(order, ",")
+	if f := strings.Fields(first); len(f) > 0 && f[0] == registrationList.orderBy["name"] {
+		return order
+	}
+	return order + ", " + registrationList.tiebreak
+}
+
+// orgRegistrations is org's live registrations r in the served zones, with
+// their hubs h when expr searches by the hub's name. PostgreSQL drops a join
+// that nothing reads, but only after it chose how to read r, as if the join
+// read r.hub_id: the join would keep it from reading only an index.
+func (s *Store) orgRegistrations(db *gorm.DB, org string, expr fleet.SearchExpr) *gorm.DB {
+	q := db.Table("registrations AS r")
+	if searchReads(expr, func(field string) bool { return field == "hub_name" }) {
+		q = q.Joins("LEFT JOIN hubs h ON h.id = r.hub_id")
+	}
+	return s.inServedZones(q.Where("r.org_id = ? AND r.deleted_at IS NULL", org), "r.zone")
+}
+
+// registrationTotal is the statement that reads the total of org's search
+// into total: a sum over registration_counts when the search reads only what
+// the counters hold (registrationCountsSearch), so the total of an
+// organisation's whole list costs the same at any size; else a count of the
+// rows, which the indexes of migration202612011900RegistrationReads serve.
+func (s *Store) registrationTotal(db *gorm.DB, org string, expr fleet.SearchExpr, conds conditions, total *int64) (statement, error) {
+	if !searchesOnly(expr, registrationCountsSearch) {
+		return built(conds.apply(s.orgRegistrations(db, org, expr)), func(tx *gorm.DB) *gorm.DB { return tx.Count(new(int64)) }, readOne(total))
+	}
+	sum := s.inServedZones(db.Table("registration_counts AS c").Where("c.org_id = ?", org), "c.zone")
+	if expr != nil {
+		where, args, err := BuildSearch(expr, registrationCountsSearch)
+		if err != nil {
+			return statement{}, err
+		}
+		sum = sum.Where(where, args...)
+	}
+	stmt, err := built(sum.Select("coalesce(sum(c.live), 0)::bigint"), func(tx *gorm.DB) *gorm.DB { return tx.Find(&[]int64{}) }, readOne(total))
+	// Without a search its values are the org and the zones, which choose
+	// nothing in the plan of a sum over one org's counters: planned once.
+	stmt.generic = expr == nil
+	return stmt, err
+}
+
+// searchesOnly reports whether expr reads only fields of schema (a nil
+// expr reads none).
+func searchesOnly(expr fleet.SearchExpr, schema SearchSchema) bool {
+	return !searchReads(expr, func(field string) bool { _, ok := schema[field]; return !ok })
+}
+
+// searchReads reports whether a predicate of expr is on a field that is.
+func searchReads(expr fleet.SearchExpr, is func(field string) bool) bool {
+	switch e := expr.(type) {
+	case fleet.SearchAnd:
+		return searchReads(e.Left, is) || searchReads(e.Right, is)
+	case fleet.SearchOr:
+		return searchReads(e.Left, is) || searchReads(e.Right, is)
+	case fleet.SearchNot:
+		return searchReads(e.X, is)
+	case fleet.SearchPredicate:
+		return is(e.Field)
+	}
+	return false
+}
+
+// registrationListRow is a registration as a list shows it: without its
+// secrets (only whether it has credentials) and its queue bookkeeping.
+type registrationListRow struct {
+	ID                  string
+	CreatedAt           time.Time
+	UpdatedAt           time.Time
+	DeletionRequestedAt *time.Time
+	OrgID               string
+	Owner               string
+	Name                string
+	DisplayName         string
+	Labels              []byte // jsonb, as text
+	Zone                string
+	Region              string
+	Product             string
+	HasCredentials      bool
+	HubID               *string
+	DeliveredVia        string
+	Conditions          []byte
+	HubConditions       []byte
+	Phase               string
+	Generation          int64
+	ObservedGeneration  int64
+	HubName             *string
+	HubZone             *string
+	HubRegion           *string
+}
+
+// registrationListColumns are the columns of a registrationListRow: those
+// of a registrations row r and of its hub h.
+var registrationListColumns = newColumns([]column[registrationListRow]{
+	{"r.id", func(r *registrationListRow) any { return &r.ID }},
+	{"r.created_at", func(r *registrationListRow) any { return &r.CreatedAt }},
+	{"r.updated_at", func(r *registrationListRow) any { return &r.UpdatedAt }},
+	{"r.deletion_requested_at", func(r *registrationListRow) any { return &r.DeletionRequestedAt }},
+	{"r.org_id", func(r *registrationListRow) any { return &r.OrgID }},
+	{"r.owner", func(r *registrationListRow) any { return &r.Owner }},
+	{"r.name", func(r *registrationListRow) any { return &r.Name }},
+	{"r.display_name", func(r *registrationListRow) any { return &r.DisplayName }},
+	{"r.labels", func(r *registrationListRow) any { return &r.Labels }},
+	{"r.zone", func(r *registrationListRow) any { return &r.Zone }},
+	{"r.region", func(r *registrationListRow) any { return &r.Region }},
+	{"r.product", func(r *registrationListRow) any { return &r.Product }},
+	{"coalesce(octet_length(r.credentials), 0) > 0 AS has_credentials", func(r *registrationListRow) any { return &r.HasCredentials }},
+	{"r.hub_id", func(r *registrationListRow) any { return &r.HubID }},
+	{"r.delivered_via", func(r *registrationListRow) any { return &r.DeliveredVia }},
+	{"r.conditions", func(r *registrationListRow) any { return &r.Conditions }},
+	{"r.hub_conditions", func(r *registrationListRow) any { return &r.HubConditions }},
+	{"r.phase", func(r *registrationListRow) any { return &r.Phase }},
+	{"r.generation", func(r *registrationListRow) any { return &r.Generation }},
+	{"r.observed_generation", func(r *registrationListRow) any { return &r.ObservedGeneration }},
+	{"h.name AS hub_name", func(r *registrationListRow) any { return &r.HubName }},
+	{"h.zone AS hub_zone", func(r *registrationListRow) any { return &r.HubZone }},
+	{"h.region AS hub_region", func(r *registrationListRow) any { return &r.HubRegion }},
+}...)
+
+func (r *registrationListRow) fields() []any { return registrationListColumns.fields(r) }
+
+// toRegistration is r as the domain's registration, as registrationRow's
+// toRegistration makes it.
+func (r *registrationListRow) toRegistration() (fleet.Registration, error) {
+	var labels map[string]string
+	var own, hub fleet.Conditions
+	for _, doc := range []struct {
+		text []byte
+		into any
+	}{{r.Labels, &labels}, {r.Conditions, &own}, {r.HubConditions, &hub}} {
+		if err := json.Unmarshal(doc.text, doc.into); err != nil {
+			return fleet.Registration{}, fmt.Errorf("registration %s: %w", r.ID, err)
+		}
+	}
+	row := registrationRow{
+		ID: r.ID, CreatedAt: r.CreatedAt, UpdatedAt: r.UpdatedAt, DeletionRequestedAt: r.DeletionRequestedAt,
+		OrgID: r.OrgID, Owner: r.Owner, Name: r.Name, DisplayName: r.DisplayName, Labels: labels, Zone: r.Zone,
+		Region: r.Region, Product: r.Product, HubID: r.HubID, DeliveredVia: r.DeliveredVia, Conditions: own,
+		HubConditions: hub, Phase: r.Phase, Generation: r.Generation, ObservedGeneration: r.ObservedGeneration,
+		HubName: r.HubName, HubZone: r.HubZone, HubRegion: r.HubRegion,
+	}
+	if r.HasCredentials {
+		row.Credentials = []byte{1} // only whether there are any is read
+	}
+	return row.toRegistration(), nil
 }
