@@ -67,14 +67,26 @@ WHERE r.hub_id IS NULL AND r.deleted_at IS NULL AND r.deletion_requested_at IS N
 	return int(n), wrapErr("RequeueUnplaced", "", err)
 }
 
-// Stats reads the fleet's gauges.
+// QueueDepthBound is the most due registrations Stats counts: a backlog
+// larger than this is reported as this many, split between the kinds as the
+// longest due of them are, so the count costs the same however large the
+// backlog grows.
+const QueueDepthBound = 10_000
+
+// Stats reads the fleet's gauges: the queue's depth (at most
+// QueueDepthBound due registrations) and the live registrations per phase,
+// summed from registration_phase_counts. Neither reads more rows as the
+// fleet grows.
 func (s *Store) Stats(ctx context.Context) (fleet.FleetStats, error) {
 	stats := fleet.FleetStats{QueueDepth: map[fleet.WorkKind]int{}, Phases: map[fleet.Phase]int{}}
 	err := s.db.Gorm.WithContext(ctx).Transaction(func(tx *gorm.DB) error {
 		var depth struct{ Provision, Deprovision int }
+		// The due rows in the queue's own order (registrations_work), the
+		// longest due first.
 		if err := tx.Raw(`SELECT count(*) FILTER (WHERE deletion_requested_at IS NULL) AS provision,
 	count(*) FILTER (WHERE deletion_requested_at IS NOT NULL) AS deprovision
-FROM registrations WHERE deleted_at IS NULL AND next_attempt_at <= now()`).Scan(&depth).Error; err != nil {
+FROM (SELECT deletion_requested_at FROM registrations WHERE deleted_at IS NULL AND next_attempt_at <= now()
+	ORDER BY next_attempt_at LIMIT ?) AS due`, QueueDepthBound).Scan(&depth).Error; err != nil {
 			return err
 		}
 		stats.QueueDepth[fleet.WorkProvision], stats.QueueDepth[fleet.WorkDeprovision] = depth.Provision, depth.Deprovision
@@ -82,7 +94,8 @@ FROM registrations WHERE deleted_at IS NULL AND next_attempt_at <= now()`).Scan(
 			Phase string
 			N     int
 		}
-		if err := tx.Raw(`SELECT phase, count(*) AS n FROM registrations WHERE deleted_at IS NULL GROUP BY phase`).Scan(&phases).Error; err != nil {
+		if err := tx.Raw(`SELECT phase, sum(live) AS n FROM registration_phase_counts GROUP BY phase HAVING sum(live) <> 0`).
+			Scan(&phases).Error; err != nil {
 			return err
 		}
 		for _, p := range phases {
