@@ -43,9 +43,20 @@
 // and following the change feed (when the server offers it), and prints the
 // EXPLAIN (ANALYZE, BUFFERS) of the statements each used.
 //
+// With --registrations it runs the registration benchmark instead, the
+// reconcilers on and every agent long-polling its desired set and
+// acknowledging each revision at once: POST /clusters at
+// --create-concurrency from one organisation and from --create-orgs, first
+// with 100 registrations in the table, then after loading
+// --loaded-registrations settled ones by SQL, each timed until every
+// registration it created is Delivered; then list pages, searches, get by id
+// and the import material at that size; then bulk onboarding of
+// --bulk-registrations through POST /clusters:batch, when the server offers
+// it, until all are Delivered.
+//
 // `make bench` builds bin/fleet-manager and runs it with the issue's sizes;
 // --quick (10 hubs x 300 clusters) tries it out in seconds; `make bench/reads`
-// runs the read benchmark.
+// runs the read benchmark and `make bench/registrations` the registration one.
 package main
 
 import (

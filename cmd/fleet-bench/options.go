@@ -89,7 +89,7 @@ func defaultOptions() options {
 		BulkRegistrations:   300000,
 		BulkClients:         4,
 		BulkBatchSize:       1000,
-		DeliveryTimeout:     15 * time.Minute,
+		DeliveryTimeout:     10 * time.Minute,
 	}
 }
 
