@@ -139,6 +139,7 @@ func (s *Store) CreateRegistration(ctx context.Context, caller fleet.Identity, c
 		return fleet.Registration{}, false, fmt.Errorf("CreateRegistration(%s/%s): %w", caller.OrgID, create.Name, err)
 	}
 	if replay == "" {
+		s.wake(ChannelRegistrations)
 		return row.toRegistration(), true, nil
 	}
 	// A replay answers the registration as it is now, deleted or not.
@@ -181,16 +182,11 @@ func (s *Store) insertOrReplay(ctx context.Context, caller fleet.Identity, subje
 			return nil
 		}
 		row, err = s.insertRegistration(tx, caller, create)
-		if err != nil {
+		if err != nil || key == "" {
 			return err
 		}
-		if key != "" {
-			if err := tx.Exec(`INSERT INTO idempotency_keys (org_id, key, request_hash, registration_id) VALUES (?, ?, ?, ?)`,
-				caller.OrgID, key, hash, row.ID).Error; err != nil {
-				return err
-			}
-		}
-		return notify(tx, ChannelRegistrations, row.ID)
+		return tx.Exec(`INSERT INTO idempotency_keys (org_id, key, request_hash, registration_id) VALUES (?, ?, ?, ?)`,
+			caller.OrgID, key, hash, row.ID).Error
 	})
 	return row, replay, err
 }
@@ -382,16 +378,13 @@ func (s *Store) UpdateRegistration(ctx context.Context, org, id string, ifMatch 
 		if update.DisplayName != nil {
 			display = *update.DisplayName
 		}
-		err = tx.Exec(`UPDATE registrations SET labels = ?, display_name = ?, generation = generation + 1,
+		return tx.Exec(`UPDATE registrations SET labels = ?, display_name = ?, generation = generation + 1,
 			updated_at = now(), next_attempt_at = now(), attempts = 0 WHERE id = ?`, jsonText(labels), display, id).Error
-		if err != nil {
-			return err
-		}
-		return notify(tx, ChannelRegistrations, id)
 	})
 	if err != nil {
 		return fleet.Registration{}, fmt.Errorf("UpdateRegistration(%s/%s): %w", org, id, err)
 	}
+	s.wake(ChannelRegistrations)
 	return s.FindRegistration(ctx, org, id)
 }
 
@@ -401,15 +394,14 @@ func (s *Store) UpdateRegistration(ctx context.Context, org, id string, ifMatch 
 // unplaced registration the moment the transaction commits.
 func (s *Store) RequestRegistrationDeletion(ctx context.Context, org, id string) (fleet.Registration, error) {
 	var answer registrationRow
+	requested := false
 	err := s.transact(ctx, func(tx *gorm.DB) error {
 		row, err := s.lockRegistration(tx, org, id)
 		if err == nil && row.DeletionRequestedAt == nil {
 			facts := factsOf(row)
 			facts.deletionRequested = true
 			err = writeFacts(tx, id, facts, map[string]any{"updated_at": gorm.Expr("now()"), "next_attempt_at": gorm.Expr("now()"), "attempts": 0})
-			if err == nil {
-				err = notify(tx, ChannelRegistrations, id)
-			}
+			requested = true
 		}
 		if err != nil {
 			return err
@@ -419,6 +411,9 @@ func (s *Store) RequestRegistrationDeletion(ctx context.Context, org, id string)
 	})
 	if err != nil {
 		return fleet.Registration{}, fmt.Errorf("RequestRegistrationDeletion(%s/%s): %w", org, id, err)
+	}
+	if requested {
+		s.wake(ChannelRegistrations)
 	}
 	return answer.toRegistration(), nil
 }

@@ -14,8 +14,9 @@ import (
 	"github.com/fleetmanager/fleet-manager/internal/secrets"
 )
 
-// Notification channels. Every write that creates work notifies in the same
-// transaction, so a wake-up is never seen before the row it announces.
+// Notification channels. Every write that creates work notifies, in the same
+// transaction or after it committed (wake.go), so a wake-up is never seen
+// before the row it announces.
 const (
 	// ChannelRegistrations wakes the reconcilers: a registration has work.
 	ChannelRegistrations = "fleet_registrations"
@@ -43,6 +44,10 @@ type StoreConfig struct {
 	// CountedLabels are the label keys whose values the inventory counts per
 	// hub, so that a search by one of them answers its total from a counter.
 	CountedLabels []string
+	// WakeInterval is the shortest time between two wake-ups the store sends
+	// on one channel after its writes commit; the writes committed meanwhile
+	// share the next (wake.go).
+	WakeInterval time.Duration
 }
 
 // Store implements the domain's services on PostgreSQL.
@@ -52,13 +57,14 @@ type Store struct {
 	clock   fleet.Clock
 	cfg     StoreConfig
 	authz   fleet.Authorizer
+	waker   *waker
 }
 
 // NewStore returns the store; keyring encrypts the secret columns, authz
 // decides what the store decides inside its transactions (a registration's
 // pre-flight rules and quota).
 func NewStore(db *DB, keyring *secrets.Keyring, clock fleet.Clock, cfg StoreConfig, authz fleet.Authorizer) *Store {
-	return &Store{db: db, keyring: keyring, clock: clock, cfg: cfg, authz: authz}
+	return &Store{db: db, keyring: keyring, clock: clock, cfg: cfg, authz: authz, waker: newWaker(db.Gorm, cfg.WakeInterval)}
 }
 
 // transact runs fn in a transaction: the service method is the boundary.

@@ -22,6 +22,7 @@ func DefaultStoreConfig() StoreConfig {
 		HeartbeatTimeout:  2 * time.Minute,
 		Policies:          fleet.PolicyHubConfig{Namespace: "fleet-policies", ClusterSet: "global"},
 		CountedLabels:     []string{"env", "environment", "cloud", "vendor", "openshiftVersion-major-minor"},
+		WakeInterval:      50 * time.Millisecond,
 	}
 }
 
@@ -35,6 +36,7 @@ func (c *StoreConfig) AddFlags(fs *pflag.FlagSet) {
 	fs.DurationVar(&c.HeartbeatTimeout, "hub-heartbeat-timeout", c.HeartbeatTimeout, "how long an agent hub stays ready after its last heartbeat")
 	fs.StringVar(&c.Policies.Namespace, "policy-namespace", c.Policies.Namespace, "namespace on every hub that holds the configuration policies, their Placements and PlacementBindings")
 	fs.StringSliceVar(&c.CountedLabels, "inventory-counted-labels", c.CountedLabels, "label keys whose values the inventory counts per hub, so that the total of a search by one of them is read from a counter (changing the set counts the added keys once, at start)")
+	fs.DurationVar(&c.WakeInterval, "wake-interval", c.WakeInterval, "shortest time between two wake-ups (NOTIFY) a replica sends the reconcilers after registration writes; the writes committed meanwhile share the next, so writes do not commit one at a time on the notification queue")
 	fs.StringVar(&c.Policies.ClusterSet, "policy-cluster-set", c.Policies.ClusterSet, "ManagedClusterSet the policies' Placements select from, bound into --policy-namespace")
 }
 
@@ -47,6 +49,9 @@ func (c StoreConfig) Validate() error {
 	}
 	if c.IdempotencyKeyTTL <= 0 {
 		p.Addf("idempotency-key-ttl", "must be positive (got %s)", c.IdempotencyKeyTTL)
+	}
+	if c.WakeInterval < 0 || c.WakeInterval > time.Minute {
+		p.Addf("wake-interval", "must be between 0 and 1m (got %s)", c.WakeInterval)
 	}
 	if c.HeartbeatTimeout <= 0 {
 		p.Addf("hub-heartbeat-timeout", "must be positive (got %s)", c.HeartbeatTimeout)

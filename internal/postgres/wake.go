@@ -1,0 +1,95 @@
+package postgres
+
+import (
+	"context"
+	"sync"
+	"time"
+
+	"gorm.io/gorm"
+)
+
+// wakePayload is the payload of the waker's notifications. Their subscribers
+// (the reconcilers, through reconcile.Subscribe) read no payload: a wake-up
+// is level-triggered, the woken pass reads the database.
+const wakePayload = "wake"
+
+// wakeTimeout bounds one notification: a database that does not answer
+// leaves the wake-up to the reconcilers' resync.
+const wakeTimeout = 10 * time.Second
+
+// waker sends the store's wake-ups after the writes they announce have
+// committed, coalesced: at most one NOTIFY per channel every interval, which
+// announces every write committed before it was sent. A NOTIFY inside each
+// write's transaction would make every such commit take PostgreSQL's
+// cluster-wide notification queue lock in turn, so writes that each notify
+// commit one at a time.
+//
+// A write whose process ends between its commit and the NOTIFY is not
+// announced, and is not lost: it is due at once (next_attempt_at = now()),
+// and every reconciler passes over due rows at least every
+// --reconcile-resync-interval, woken or not (reconcile.loop, and the
+// worker's NextDue after each pass), so it is reconciled by the next resync
+// of any replica at the latest.
+//
+// It is only for channels whose subscribers read no payload
+// (ChannelRegistrations, ChannelHubs): one notification stands for many
+// writes.
+type waker struct {
+	db       *gorm.DB
+	interval time.Duration
+
+	mu       sync.Mutex
+	channels map[string]*wakeState
+}
+
+// wakeState is one channel's: whether a send is scheduled and has not begun,
+// and when the last one began.
+type wakeState struct {
+	pending bool
+	last    time.Time
+}
+
+// newWaker returns a waker that sends on db at most once per interval and
+// channel (0: as soon as the previous send began).
+func newWaker(db *gorm.DB, interval time.Duration) *waker {
+	return &waker{db: db, interval: max(interval, 0), channels: map[string]*wakeState{}}
+}
+
+// wake asks for a notification on channel, after the write it announces has
+// committed. It never blocks on the database: the send runs on its own,
+// at once when the channel's last send began an interval ago or more, else
+// when the interval ends; a wake-up that finds a send scheduled is part of
+// it.
+func (w *waker) wake(channel string) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	st := w.channels[channel]
+	if st == nil {
+		st = &wakeState{}
+		w.channels[channel] = st
+	}
+	if st.pending {
+		return
+	}
+	st.pending = true
+	time.AfterFunc(max(0, w.interval-time.Since(st.last)), func() { w.send(channel) })
+}
+
+// send notifies on channel. The channel stops being pending before the
+// NOTIFY: a write that committed before this point is announced by it (its
+// commit precedes this NOTIFY's), one that wakes after it schedules the next
+// send. A failure is logged by GORM, as every statement's; the writes it
+// would have announced are due and found by the resync.
+func (w *waker) send(channel string) {
+	w.mu.Lock()
+	st := w.channels[channel]
+	st.pending, st.last = false, time.Now()
+	w.mu.Unlock()
+	ctx, cancel := context.WithTimeout(context.Background(), wakeTimeout)
+	defer cancel()
+	_ = w.db.WithContext(ctx).Exec("SELECT pg_notify(?, ?)", channel, wakePayload).Error
+}
+
+// wake asks the store's waker for a wake-up on channel: call it after the
+// write it announces has committed.
+func (s *Store) wake(channel string) { s.waker.wake(channel) }
