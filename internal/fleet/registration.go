@@ -115,6 +115,22 @@ type RegistrationCreate struct {
 	Credentials *ImportCredentials
 }
 
+// RegistrationCreateItem is one item of a batch create: what to register and
+// the Idempotency-Key it is registered under ("" for none).
+type RegistrationCreateItem struct {
+	Create         RegistrationCreate
+	IdempotencyKey string
+}
+
+// RegistrationResult is the outcome of one item of a batch create: the
+// registration (Created false when its idempotency key replays an earlier
+// request), or the error CreateRegistration would have returned for it.
+type RegistrationResult struct {
+	Registration Registration
+	Created      bool
+	Err          error
+}
+
 // RegistrationUpdate changes the mutable fields of a registration; nil fields
 // are left alone.
 type RegistrationUpdate struct {
@@ -253,6 +269,15 @@ type RegistrationService interface {
 	// Errors: CodeValidation, CodeQuotaExceeded, CodeOrgNotAllowed,
 	// CodeUserNotAllowed, CodeProductNotAccepted, CodeNameTaken, CodeIdempotencyKeyReused.
 	CreateRegistration(ctx context.Context, caller Identity, create RegistrationCreate, idempotencyKey string) (Registration, bool, error)
+	// CreateRegistrations registers a batch of clusters for caller, each item
+	// under the rules of CreateRegistration alone (validation, zone, pre-flight
+	// rules, quota counted in order, taken names, its own idempotency key), and
+	// answers one result per item, in order; a name an earlier item takes is
+	// refused with CodeNameTaken. The items accepted are created together or
+	// not at all. The error is the whole batch's: CodeOrgNotAllowed,
+	// CodeUserNotAllowed, CodeActionForbidden (the caller may register
+	// nothing), CodeInternal, CodeUnavailable.
+	CreateRegistrations(ctx context.Context, caller Identity, items []RegistrationCreateItem) ([]RegistrationResult, error)
 	// FindRegistration returns a live registration of org. Errors: CodeNotFound.
 	FindRegistration(ctx context.Context, org, id string) (Registration, error)
 	// ListRegistrations returns a page of org's live registrations and their

@@ -47,6 +47,11 @@ type Config struct {
 	AgentMaxBodyBytes int64
 	// AgentIngestConcurrency bounds the inventory batches handled at once.
 	AgentIngestConcurrency int
+	// RegistrationBatchMax is the most items of a batch create
+	// (POST /clusters:batch); RegistrationBatchMaxBodyBytes bounds its body,
+	// which carries that many registrations, credentials included.
+	RegistrationBatchMax          int
+	RegistrationBatchMaxBodyBytes int64
 
 	// PublicPaths are spec paths (relative to BasePath) served without a token.
 	PublicPaths []string
@@ -102,6 +107,11 @@ func DefaultConfig() Config {
 		AdminRoles:             []string{"fleet-admin"},
 		AdminReadRoles:         []string{"fleet-admin", "fleet-viewer"},
 		OrgRoles:               fleet.DefaultRoleMap(),
+
+		// A thousand items with a kubeconfig of up to 16 KiB each.
+		RegistrationBatchMax:          1000,
+		RegistrationBatchMaxBodyBytes: 16 << 20,
+
 		CORS: CORSConfig{
 			AllowedMethods: []string{"GET", "POST", "PUT", "PATCH", "DELETE"},
 			AllowedHeaders: []string{"Authorization", "Content-Type", "If-Match", "Idempotency-Key", OperationIDHeader},
@@ -130,6 +140,9 @@ func (c *Config) AddFlags(fs *pflag.FlagSet) {
 	fs.Int64Var(&c.MaxBodyBytes, "api-max-body-bytes", c.MaxBodyBytes, "largest request body accepted")
 	fs.IntVar(&c.AgentIngestConcurrency, "agent-ingest-concurrency", c.AgentIngestConcurrency, "inventory batches handled at once (each holds its body in memory)")
 	fs.Int64Var(&c.AgentMaxBodyBytes, "agent-max-body-bytes", c.AgentMaxBodyBytes, "largest request body accepted from hub agents")
+	fs.IntVar(&c.RegistrationBatchMax, "registration-batch-max", c.RegistrationBatchMax, "most clusters registered by one POST /clusters:batch")
+	fs.Int64Var(&c.RegistrationBatchMaxBodyBytes, "registration-batch-max-body-bytes", c.RegistrationBatchMaxBodyBytes,
+		"largest body of a POST /clusters:batch (at least --api-max-body-bytes)")
 	fs.StringSliceVar(&c.PublicPaths, "auth-public-paths", c.PublicPaths, "spec paths, relative to the base path, served without a token")
 	fs.DurationVar(&c.AgentMaxWait, "agent-max-wait", c.AgentMaxWait, "longest long-poll an agent may ask for (below --api-write-timeout)")
 	fs.DurationVar(&c.AgentDefaultWait, "agent-default-wait", c.AgentDefaultWait, "long-poll wait when an agent names none")
@@ -180,6 +193,13 @@ func (c Config) Validate() error {
 	}
 	if c.AgentMaxBodyBytes < 1024 {
 		p.Addf("agent-max-body-bytes", "must be at least 1024 (got %d)", c.AgentMaxBodyBytes)
+	}
+	if c.RegistrationBatchMax < 1 {
+		p.Addf("registration-batch-max", "must be at least 1 (got %d)", c.RegistrationBatchMax)
+	}
+	// A batch carries at least one item as large as a single create may be.
+	if c.RegistrationBatchMaxBodyBytes < c.MaxBodyBytes {
+		p.Addf("registration-batch-max-body-bytes", "must be at least --api-max-body-bytes %d (got %d)", c.MaxBodyBytes, c.RegistrationBatchMaxBodyBytes)
 	}
 	for _, path := range c.PublicPaths {
 		if !strings.HasPrefix(path, "/") {

@@ -36,6 +36,9 @@ func TestConfigValidate(t *testing.T) {
 		{"long-poll deadline", func(c *rest.Config) { c.RequestTimeout = time.Minute }, []string{
 			"--api-request-timeout: must be positive, and with the longest long-poll wait (1m0s) below --api-write-timeout 2m0s (got 1m0s)"}},
 		{"body", func(c *rest.Config) { c.MaxBodyBytes = 10 }, []string{"--api-max-body-bytes"}},
+		{"batch max", func(c *rest.Config) { c.RegistrationBatchMax = 0 }, []string{"--registration-batch-max: must be at least 1"}},
+		{"batch body", func(c *rest.Config) { c.RegistrationBatchMaxBodyBytes = c.MaxBodyBytes - 1 }, []string{
+			"--registration-batch-max-body-bytes: must be at least --api-max-body-bytes"}},
 		{"public path", func(c *rest.Config) { c.PublicPaths = []string{"errors"} }, []string{`--auth-public-paths: "errors" must start with /`}},
 		{"cors", func(c *rest.Config) { c.CORS.AllowedOrigins, c.CORS.AllowCredentials = []string{"*"}, true }, []string{"--cors-allow-credentials"}},
 	}

@@ -13,17 +13,7 @@ func (s *Server) handleClusterCreate(w http.ResponseWriter, r *http.Request) err
 	if err := decodeBody(r, &body); err != nil {
 		return err
 	}
-	create := fleet.RegistrationCreate{
-		Name: body.Name, DisplayName: deref(body.DisplayName), Zone: deref(body.Zone), Region: deref(body.Region),
-		Product: fleet.Product(body.Product),
-	}
-	if body.Labels != nil {
-		create.Labels = *body.Labels
-	}
-	if c := body.Credentials; c != nil {
-		create.Credentials = &fleet.ImportCredentials{Kubeconfig: deref(c.Kubeconfig), APIURL: deref(c.ApiUrl), Token: deref(c.Token)}
-	}
-	reg, created, err := s.services.Registrations.CreateRegistration(r.Context(), caller(r), create, r.Header.Get("Idempotency-Key"))
+	reg, created, err := s.services.Registrations.CreateRegistration(r.Context(), caller(r), registrationCreate(body), r.Header.Get("Idempotency-Key"))
 	if err != nil {
 		return err
 	}

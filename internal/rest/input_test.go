@@ -3,6 +3,7 @@ package rest_test
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"io"
 	"net/http"
 	"net/url"
@@ -119,6 +120,14 @@ func TestRefusalsNameNoValue(t *testing.T) {
 			400, fleet.CodeValidation},
 		{"CreateHub(secret with a bad capacity)", "POST", "/admin/hubs", admin,
 			`{"name":"hub-leak","zone":"eu","region":"eu-1","delivery_mode":"syncset-ocm","capacity":"` + secretValue + `"}`, 400, fleet.CodeValidation},
+		{"CreateClusters(items not an array)", "POST", "/clusters:batch", user, `{"items":"` + secretValue + `"}`, 400, fleet.CodeValidation},
+		{"CreateClusters(a secret as a property name)", "POST", "/clusters:batch", user,
+			`{"items":[{"name":"ok","product":"OCP"}],"` + secretValue + `":1}`, 400, fleet.CodeValidation},
+		{"CreateClusters(truncated JSON)", "POST", "/clusters:batch", user,
+			`{"items":[{"name":"ok","product":"OCP","credentials":{"token":"` + secretValue, 400, fleet.CodeMalformedBody},
+		{"CreateClusters(too many items)", "POST", "/clusters:batch", user,
+			`{"items":[` + strings.Repeat(`{"name":"ok","product":"OCP","credentials":{"kubeconfig":"`+secretValue+`"}},`, e.http.RegistrationBatchMax) +
+				`{"name":"ok","product":"OCP"}]}`, 400, fleet.CodeValidation},
 		{"ListClusters(page)", "GET", "/clusters?page=" + secretValue, user, "", 400, fleet.CodeValidation},
 		{"ListClusters(search string)", "GET", "/clusters?search=" + q("name = '"+secretValue+"' and"), user, "", 400, fleet.CodeBadSearch},
 		{"ListClusters(search name)", "GET", "/clusters?search=" + q(secretValue+" = 'x'"), user, "", 400, fleet.CodeBadSearch},
@@ -128,6 +137,7 @@ func TestRefusalsNameNoValue(t *testing.T) {
 		{"UpdateCluster(If-Match)", "PATCH", "/clusters/" + c.Id, with(user, "If-Match", `"`+secretValue+`"`), `{"display_name":"x"}`, 412, fleet.CodePreconditionFailed},
 		{"ListManagedClusterChanges(wait)", "GET", "/managed_clusters/changes?wait=" + secretValue, user, "", 400, fleet.CodeValidation},
 	}
+	var items []string
 	for _, tc := range cases {
 		got := e.rawCall(t, tc.method, tc.path, tc.header, tc.body)
 		wantRefused(t, e.apiEnv, tc.call, got, tc.status, tc.code)
@@ -137,6 +147,21 @@ func TestRefusalsNameNoValue(t *testing.T) {
 		if got.err.Reason == "" {
 			t.Errorf("%s answered no reason", tc.call)
 		}
+		if tc.path == "/clusters" && tc.status == 400 && tc.code == fleet.CodeValidation {
+			items = append(items, tc.body)
+		}
+	}
+	// The same bodies as items of a batch: each is refused alone, as quietly.
+	got := e.rawCall(t, "POST", "/clusters:batch", user, `{"items":[`+strings.Join(items, ",")+`]}`)
+	var batch public.ClusterBatchResult
+	if err := json.Unmarshal([]byte(got.body), &batch); err != nil || got.status != 200 || len(batch.Items) != len(items) {
+		t.Fatalf("CreateClusters(%d refused items) = %d %s, want 200 and a result per item", len(items), got.status, got.body)
+	}
+	for i, it := range batch.Items {
+		wantError(t, fmt.Sprintf("CreateClusters() item %d", i), e.apiEnv, it.Error, it.Status, 400, fleet.CodeValidation)
+	}
+	if strings.Contains(strings.ToLower(got.body), strings.ToLower(secretValue)) {
+		t.Errorf("CreateClusters(refused items) answered %s: it repeats a value sent", got.body)
 	}
 	if logs := e.logs.String(); strings.Contains(strings.ToLower(logs), strings.ToLower(secretValue)) {
 		t.Errorf("the log repeats a value sent:\n%s", logs)

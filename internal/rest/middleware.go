@@ -171,8 +171,11 @@ func checkAgentToken(op operation, id fleet.Identity) error {
 func (s *Server) validate(op operation, next handlerFunc) handlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) error {
 		limit := s.cfg.MaxBodyBytes
-		if op.spec.file == openapi.Private {
+		switch {
+		case op.spec.file == openapi.Private:
 			limit = s.cfg.AgentMaxBodyBytes
+		case isBatchCreate(op):
+			limit = s.cfg.RegistrationBatchMaxBodyBytes
 		}
 		r.Body = http.MaxBytesReader(w, r.Body, limit)
 		if err := checkContentType(op, r); err != nil {
@@ -198,6 +201,8 @@ func (s *Server) validate(op operation, next handlerFunc) handlerFunc {
 				// Defaults are the handlers' and the services' business: the
 				// validator must not write them into the request.
 				SkipSettingDefaults: true,
+				// A batch's handler validates each item on its own.
+				ExcludeRequestBody: isBatchCreate(op),
 			},
 		}
 		if err := openapi3filter.ValidateRequest(r.Context(), input); err != nil {

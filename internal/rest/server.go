@@ -87,6 +87,7 @@ func (s *Server) handlers() map[string]handlerFunc {
 		"getCurrentUser":         s.handleCurrentUserGet,
 		"listClusters":           s.can(fleet.ActionClustersList, "cluster", s.handleClusterList),
 		"createCluster":          s.handleClusterCreate, // the store decides, with the org's live registrations
+		"createClusters":         s.handleClusterBatchCreate,
 		"getCluster":             s.can(fleet.ActionClustersGet, "cluster", s.handleClusterGet),
 		"updateCluster":          s.handleClusterUpdate,
 		"deleteCluster":          s.handleClusterDelete,

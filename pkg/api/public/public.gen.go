@@ -65,6 +65,21 @@ func (e ClusterPhase) Valid() bool {
 	}
 }
 
+// Defines values for ClusterBatchResultKind.
+const (
+	ClusterBatchResultKindClusterBatchResult ClusterBatchResultKind = "ClusterBatchResult"
+)
+
+// Valid indicates whether the value is a known member of the ClusterBatchResultKind enum.
+func (e ClusterBatchResultKind) Valid() bool {
+	switch e {
+	case ClusterBatchResultKindClusterBatchResult:
+		return true
+	default:
+		return false
+	}
+}
+
 // Defines values for ClusterComplianceKind.
 const (
 	ClusterComplianceKindClusterCompliance ClusterComplianceKind = "ClusterCompliance"
@@ -441,6 +456,37 @@ type ClusterKind string
 
 // ClusterPhase defines model for Cluster.Phase.
 type ClusterPhase string
+
+// ClusterBatchCreate Clusters to register in one request: at least one, at most `--registration-batch-max` (default 1000). Each item is a createCluster body.
+//
+// Example: {"items":[{"labels":{"env":"prod"},"name":"prod-1","product":"ROSA","region":"eu-west-1","zone":"eu"},{"credentials":{"api_url":"https://api.prod-2.example.com:6443","token":"sha256~example"},"name":"prod-2","product":"OCP","zone":"eu"}]}
+type ClusterBatchCreate struct {
+	Items []ClusterCreate `json:"items"`
+}
+
+// ClusterBatchItemResult The outcome of one item: the status and body `POST /clusters` would have answered for it alone, `cluster` with 202 (created, or replayed under its Idempotency-Key), `error` otherwise.
+type ClusterBatchItemResult struct {
+	Cluster *Cluster `json:"cluster,omitempty"`
+
+	// Error The OCM error body. `code` is stable; `reason` is for people.
+	Error *Error `json:"error,omitempty"`
+
+	// Index The item's position in the request, from 0.
+	Index int `json:"index"`
+
+	// Status 202 when registered (or replayed); else the error's HTTP status (400, 403, 409).
+	Status int `json:"status"`
+}
+
+// ClusterBatchResult Example: {"items":[{"cluster":{"conditions":[{"last_transition_time":"2026-12-01T18:00:00Z","observed_generation":1,"reason":"Validated","status":"True","type":"Accepted"}],"created_at":"2026-12-01T18:00:00Z","created_by":"alice","display_name":"","generation":1,"has_credentials":false,"href":"/api/fleet_manager/v1/clusters/0193a5c4-7b2e-7c1a-9f3e-5d2b8c4e1a70","id":"0193a5c4-7b2e-7c1a-9f3e-5d2b8c4e1a70","kind":"Cluster","labels":{"env":"prod"},"name":"prod-1","observed_generation":0,"phase":"accepted","product":"ROSA","region":"eu-west-1","updated_at":"2026-12-01T18:00:00Z","zone":"eu"},"index":0,"status":202},{"error":{"code":"FLEET-MGMT-19","href":"/api/fleet_manager/v1/errors/19","id":"19","kind":"Error","reason":"a cluster of this name is already registered in this organisation"},"index":1,"status":409}],"kind":"ClusterBatchResult"}
+type ClusterBatchResult struct {
+	// Items One result per item of the request, in its order.
+	Items []ClusterBatchItemResult `json:"items"`
+	Kind  ClusterBatchResultKind   `json:"kind"`
+}
+
+// ClusterBatchResultKind defines model for ClusterBatchResult.Kind.
+type ClusterBatchResultKind string
 
 // ClusterCompliance defines model for ClusterCompliance.
 type ClusterCompliance struct {
@@ -904,6 +950,12 @@ type UpdateClusterParams struct {
 	IfMatch *IfMatch `json:"If-Match,omitempty"`
 }
 
+// CreateClustersParams defines parameters for CreateClusters.
+type CreateClustersParams struct {
+	// IdempotencyKey Makes the batch safe to retry; item i is registered under the key `<key>/<i>`, so the same key with the same body replays the items created and retries the others.
+	IdempotencyKey *string `json:"Idempotency-Key,omitempty"`
+}
+
 // GetComplianceSummaryParams defines parameters for GetComplianceSummary.
 type GetComplianceSummaryParams struct {
 	// PolicyId Count this policy's clusters only; without it, every policy's (a cluster counts once per policy).
@@ -996,6 +1048,9 @@ type CreateClusterJSONRequestBody = ClusterCreate
 
 // UpdateClusterJSONRequestBody defines body for UpdateCluster for application/json ContentType.
 type UpdateClusterJSONRequestBody = ClusterPatch
+
+// CreateClustersJSONRequestBody defines body for CreateClusters for application/json ContentType.
+type CreateClustersJSONRequestBody = ClusterBatchCreate
 
 // CreatePolicyJSONRequestBody defines body for CreatePolicy for application/json ContentType.
 type CreatePolicyJSONRequestBody = PolicyCreate
@@ -1130,6 +1185,60 @@ type ClientInterface interface {
 	//
 	// Corresponds with GET /clusters/{id}/import (the `GetClusterImport` operationId).
 	GetClusterImport(ctx context.Context, id Id, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// CreateClustersWithBody Register many existing clusters at once (bulk onboarding), each as createCluster would alone.
+	//
+	// Registers up to `--registration-batch-max` clusters (default 1000) in one request and
+	// answers one result per item, in the request's order. Each item is validated,
+	// authorized, counted against the organisation's quota and checked for a taken name
+	// exactly as `POST /clusters` would be for it alone, and its result carries the
+	// status and body that `POST /clusters` would have answered: 202 and the cluster, or
+	// the error. A bad item fails only itself; the items accepted are all created, with
+	// one statement, or none is (a database failure answers 503 or 500 and writes
+	// nothing). With a quota, items are accepted in order until the quota is reached and
+	// the rest are refused with QuotaExceeded. A name that an earlier item of the batch
+	// registers is refused with NameTaken.
+	//
+	// The whole request fails only for what concerns the request itself: a body that is
+	// not JSON or not an object with `items`, no item or more than the limit (400, nothing
+	// written), a body larger than `--registration-batch-max-body-bytes` (413), a missing
+	// token (401), or a caller that may not register clusters at all (403).
+	//
+	// With an `Idempotency-Key`, item `i` is registered under the key `<key>/<i>`: retrying
+	// the batch with the same key and body replays every item that was created (202, the
+	// cluster as it is now) and retries those that failed.
+	//
+	// Takes any type of body and a specified content type.
+	//
+	// Corresponds with POST /clusters:batch (the `CreateClusters` operationId).
+	CreateClustersWithBody(ctx context.Context, params *CreateClustersParams, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// CreateClusters Register many existing clusters at once (bulk onboarding), each as createCluster would alone.
+	//
+	// Registers up to `--registration-batch-max` clusters (default 1000) in one request and
+	// answers one result per item, in the request's order. Each item is validated,
+	// authorized, counted against the organisation's quota and checked for a taken name
+	// exactly as `POST /clusters` would be for it alone, and its result carries the
+	// status and body that `POST /clusters` would have answered: 202 and the cluster, or
+	// the error. A bad item fails only itself; the items accepted are all created, with
+	// one statement, or none is (a database failure answers 503 or 500 and writes
+	// nothing). With a quota, items are accepted in order until the quota is reached and
+	// the rest are refused with QuotaExceeded. A name that an earlier item of the batch
+	// registers is refused with NameTaken.
+	//
+	// The whole request fails only for what concerns the request itself: a body that is
+	// not JSON or not an object with `items`, no item or more than the limit (400, nothing
+	// written), a body larger than `--registration-batch-max-body-bytes` (413), a missing
+	// token (401), or a caller that may not register clusters at all (403).
+	//
+	// With an `Idempotency-Key`, item `i` is registered under the key `<key>/<i>`: retrying
+	// the batch with the same key and body replays every item that was created (202, the
+	// cluster as it is now) and retries those that failed.
+	//
+	// Takes a body of the `application/json` content type.
+	//
+	// Corresponds with POST /clusters:batch (the `CreateClusters` operationId).
+	CreateClusters(ctx context.Context, params *CreateClustersParams, body CreateClustersJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error)
 
 	// GetComplianceSummary Counts of clusters per compliance state, per hub and per zone, for one policy or all of the organisation's.
 	//
@@ -1400,6 +1509,80 @@ func (c *Client) UpdateCluster(ctx context.Context, id Id, params *UpdateCluster
 // Corresponds with GET /clusters/{id}/import (the `GetClusterImport` operationId).
 func (c *Client) GetClusterImport(ctx context.Context, id Id, reqEditors ...RequestEditorFn) (*http.Response, error) {
 	req, err := NewGetClusterImportRequest(c.Server, id)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// CreateClustersWithBody Register many existing clusters at once (bulk onboarding), each as createCluster would alone.
+//
+// Registers up to `--registration-batch-max` clusters (default 1000) in one request and
+// answers one result per item, in the request's order. Each item is validated,
+// authorized, counted against the organisation's quota and checked for a taken name
+// exactly as `POST /clusters` would be for it alone, and its result carries the
+// status and body that `POST /clusters` would have answered: 202 and the cluster, or
+// the error. A bad item fails only itself; the items accepted are all created, with
+// one statement, or none is (a database failure answers 503 or 500 and writes
+// nothing). With a quota, items are accepted in order until the quota is reached and
+// the rest are refused with QuotaExceeded. A name that an earlier item of the batch
+// registers is refused with NameTaken.
+//
+// The whole request fails only for what concerns the request itself: a body that is
+// not JSON or not an object with `items`, no item or more than the limit (400, nothing
+// written), a body larger than `--registration-batch-max-body-bytes` (413), a missing
+// token (401), or a caller that may not register clusters at all (403).
+//
+// With an `Idempotency-Key`, item `i` is registered under the key `<key>/<i>`: retrying
+// the batch with the same key and body replays every item that was created (202, the
+// cluster as it is now) and retries those that failed.
+//
+// Takes any type of body and a specified content type.
+//
+// Corresponds with POST /clusters:batch (the `CreateClusters` operationId).
+func (c *Client) CreateClustersWithBody(ctx context.Context, params *CreateClustersParams, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewCreateClustersRequestWithBody(c.Server, params, contentType, body)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// CreateClusters Register many existing clusters at once (bulk onboarding), each as createCluster would alone.
+//
+// Registers up to `--registration-batch-max` clusters (default 1000) in one request and
+// answers one result per item, in the request's order. Each item is validated,
+// authorized, counted against the organisation's quota and checked for a taken name
+// exactly as `POST /clusters` would be for it alone, and its result carries the
+// status and body that `POST /clusters` would have answered: 202 and the cluster, or
+// the error. A bad item fails only itself; the items accepted are all created, with
+// one statement, or none is (a database failure answers 503 or 500 and writes
+// nothing). With a quota, items are accepted in order until the quota is reached and
+// the rest are refused with QuotaExceeded. A name that an earlier item of the batch
+// registers is refused with NameTaken.
+//
+// The whole request fails only for what concerns the request itself: a body that is
+// not JSON or not an object with `items`, no item or more than the limit (400, nothing
+// written), a body larger than `--registration-batch-max-body-bytes` (413), a missing
+// token (401), or a caller that may not register clusters at all (403).
+//
+// With an `Idempotency-Key`, item `i` is registered under the key `<key>/<i>`: retrying
+// the batch with the same key and body replays every item that was created (202, the
+// cluster as it is now) and retries those that failed.
+//
+// Takes a body of the `application/json` content type.
+//
+// Corresponds with POST /clusters:batch (the `CreateClusters` operationId).
+func (c *Client) CreateClusters(ctx context.Context, params *CreateClustersParams, body CreateClustersJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewCreateClustersRequest(c.Server, params, body)
 	if err != nil {
 		return nil, err
 	}
@@ -2018,6 +2201,61 @@ func NewGetClusterImportRequest(server string, id Id) (*http.Request, error) {
 	req, err := http.NewRequest(http.MethodGet, queryURL.String(), nil)
 	if err != nil {
 		return nil, err
+	}
+
+	return req, nil
+}
+
+// NewCreateClustersRequest calls the generic CreateClusters builder with application/json body
+func NewCreateClustersRequest(server string, params *CreateClustersParams, body CreateClustersJSONRequestBody) (*http.Request, error) {
+	var bodyReader io.Reader
+	buf, err := json.Marshal(body)
+	if err != nil {
+		return nil, err
+	}
+	bodyReader = bytes.NewReader(buf)
+	return NewCreateClustersRequestWithBody(server, params, "application/json", bodyReader)
+}
+
+// NewCreateClustersRequestWithBody constructs an http.Request for the CreateClusters method, with any body, and a specified content type
+func NewCreateClustersRequestWithBody(server string, params *CreateClustersParams, contentType string, body io.Reader) (*http.Request, error) {
+	var err error
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/clusters:batch")
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	req, err := http.NewRequest(http.MethodPost, queryURL.String(), body)
+	if err != nil {
+		return nil, err
+	}
+
+	req.Header.Add("Content-Type", contentType)
+
+	if params != nil {
+
+		if params.IdempotencyKey != nil {
+			var headerParam0 string
+
+			headerParam0, err = runtime.StyleParamWithOptions("simple", false, "Idempotency-Key", *params.IdempotencyKey, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationHeader, Type: "string", Format: ""})
+			if err != nil {
+				return nil, err
+			}
+
+			req.Header.Set("Idempotency-Key", headerParam0)
+		}
+
 	}
 
 	return req, nil
@@ -2911,6 +3149,60 @@ type ClientWithResponsesInterface interface {
 	// Corresponds with GET /clusters/{id}/import (the `GetClusterImport` operationId).
 	GetClusterImportWithResponse(ctx context.Context, id Id, reqEditors ...RequestEditorFn) (*GetClusterImportResponse, error)
 
+	// CreateClustersWithBodyWithResponse Register many existing clusters at once (bulk onboarding), each as createCluster would alone.
+	//
+	// Registers up to `--registration-batch-max` clusters (default 1000) in one request and
+	// answers one result per item, in the request's order. Each item is validated,
+	// authorized, counted against the organisation's quota and checked for a taken name
+	// exactly as `POST /clusters` would be for it alone, and its result carries the
+	// status and body that `POST /clusters` would have answered: 202 and the cluster, or
+	// the error. A bad item fails only itself; the items accepted are all created, with
+	// one statement, or none is (a database failure answers 503 or 500 and writes
+	// nothing). With a quota, items are accepted in order until the quota is reached and
+	// the rest are refused with QuotaExceeded. A name that an earlier item of the batch
+	// registers is refused with NameTaken.
+	//
+	// The whole request fails only for what concerns the request itself: a body that is
+	// not JSON or not an object with `items`, no item or more than the limit (400, nothing
+	// written), a body larger than `--registration-batch-max-body-bytes` (413), a missing
+	// token (401), or a caller that may not register clusters at all (403).
+	//
+	// With an `Idempotency-Key`, item `i` is registered under the key `<key>/<i>`: retrying
+	// the batch with the same key and body replays every item that was created (202, the
+	// cluster as it is now) and retries those that failed.
+	//
+	// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with POST /clusters:batch (the `CreateClusters` operationId).
+	CreateClustersWithBodyWithResponse(ctx context.Context, params *CreateClustersParams, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*CreateClustersResponse, error)
+
+	// CreateClustersWithResponse Register many existing clusters at once (bulk onboarding), each as createCluster would alone.
+	//
+	// Registers up to `--registration-batch-max` clusters (default 1000) in one request and
+	// answers one result per item, in the request's order. Each item is validated,
+	// authorized, counted against the organisation's quota and checked for a taken name
+	// exactly as `POST /clusters` would be for it alone, and its result carries the
+	// status and body that `POST /clusters` would have answered: 202 and the cluster, or
+	// the error. A bad item fails only itself; the items accepted are all created, with
+	// one statement, or none is (a database failure answers 503 or 500 and writes
+	// nothing). With a quota, items are accepted in order until the quota is reached and
+	// the rest are refused with QuotaExceeded. A name that an earlier item of the batch
+	// registers is refused with NameTaken.
+	//
+	// The whole request fails only for what concerns the request itself: a body that is
+	// not JSON or not an object with `items`, no item or more than the limit (400, nothing
+	// written), a body larger than `--registration-batch-max-body-bytes` (413), a missing
+	// token (401), or a caller that may not register clusters at all (403).
+	//
+	// With an `Idempotency-Key`, item `i` is registered under the key `<key>/<i>`: retrying
+	// the batch with the same key and body replays every item that was created (202, the
+	// cluster as it is now) and retries those that failed.
+	//
+	// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with POST /clusters:batch (the `CreateClusters` operationId).
+	CreateClustersWithResponse(ctx context.Context, params *CreateClustersParams, body CreateClustersJSONRequestBody, reqEditors ...RequestEditorFn) (*CreateClustersResponse, error)
+
 	// GetComplianceSummaryWithResponse Counts of clusters per compliance state, per hub and per zone, for one policy or all of the organisation's.
 	//
 	// Returns a wrapper object for the known response body format(s).
@@ -3672,6 +3964,103 @@ func (r GetClusterImportResponse) StatusCode() int {
 
 // ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
 func (r GetClusterImportResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
+// CreateClustersResponse503Headers the declared response headers of an HTTP 503 response for CreateClusters
+type CreateClustersResponse503Headers struct {
+	RetryAfter *int
+}
+
+type CreateClustersResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// JSON200 the response for an HTTP 200 `application/json` response
+	JSON200 *ClusterBatchResult
+	// JSON400 the response for an HTTP 400 `application/json` response
+	JSON400 *BadRequest
+	// JSON401 the response for an HTTP 401 `application/json` response
+	JSON401 *Unauthenticated
+	// JSON403 the response for an HTTP 403 `application/json` response
+	JSON403 *Forbidden
+	// JSON413 the response for an HTTP 413 `application/json` response
+	JSON413 *BadRequest
+	// JSON415 the response for an HTTP 415 `application/json` response
+	JSON415 *BadRequest
+	// JSON500 the response for an HTTP 500 `application/json` response
+	JSON500 *InternalError
+	// JSON503 the response for an HTTP 503 `application/json` response
+	JSON503 *Unavailable
+	// Headers503 the parsed response headers for an HTTP 503 response
+	Headers503 *CreateClustersResponse503Headers
+}
+
+// GetJSON200 returns the response for an HTTP 200 `application/json` response
+func (r CreateClustersResponse) GetJSON200() *ClusterBatchResult {
+	return r.JSON200
+}
+
+// GetJSON400 returns the response for an HTTP 400 `application/json` response
+func (r CreateClustersResponse) GetJSON400() *BadRequest {
+	return r.JSON400
+}
+
+// GetJSON401 returns the response for an HTTP 401 `application/json` response
+func (r CreateClustersResponse) GetJSON401() *Unauthenticated {
+	return r.JSON401
+}
+
+// GetJSON403 returns the response for an HTTP 403 `application/json` response
+func (r CreateClustersResponse) GetJSON403() *Forbidden {
+	return r.JSON403
+}
+
+// GetJSON413 returns the response for an HTTP 413 `application/json` response
+func (r CreateClustersResponse) GetJSON413() *BadRequest {
+	return r.JSON413
+}
+
+// GetJSON415 returns the response for an HTTP 415 `application/json` response
+func (r CreateClustersResponse) GetJSON415() *BadRequest {
+	return r.JSON415
+}
+
+// GetJSON500 returns the response for an HTTP 500 `application/json` response
+func (r CreateClustersResponse) GetJSON500() *InternalError {
+	return r.JSON500
+}
+
+// GetJSON503 returns the response for an HTTP 503 `application/json` response
+func (r CreateClustersResponse) GetJSON503() *Unavailable {
+	return r.JSON503
+}
+
+// GetBody returns the raw response body bytes
+func (r CreateClustersResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r CreateClustersResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r CreateClustersResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r CreateClustersResponse) ContentType() string {
 	if r.HTTPResponse != nil {
 		return r.HTTPResponse.Header.Get("Content-Type")
 	}
@@ -5014,6 +5403,72 @@ func (c *ClientWithResponses) GetClusterImportWithResponse(ctx context.Context, 
 	return ParseGetClusterImportResponse(rsp)
 }
 
+// CreateClustersWithBodyWithResponse Register many existing clusters at once (bulk onboarding), each as createCluster would alone.
+//
+// Registers up to `--registration-batch-max` clusters (default 1000) in one request and
+// answers one result per item, in the request's order. Each item is validated,
+// authorized, counted against the organisation's quota and checked for a taken name
+// exactly as `POST /clusters` would be for it alone, and its result carries the
+// status and body that `POST /clusters` would have answered: 202 and the cluster, or
+// the error. A bad item fails only itself; the items accepted are all created, with
+// one statement, or none is (a database failure answers 503 or 500 and writes
+// nothing). With a quota, items are accepted in order until the quota is reached and
+// the rest are refused with QuotaExceeded. A name that an earlier item of the batch
+// registers is refused with NameTaken.
+//
+// The whole request fails only for what concerns the request itself: a body that is
+// not JSON or not an object with `items`, no item or more than the limit (400, nothing
+// written), a body larger than `--registration-batch-max-body-bytes` (413), a missing
+// token (401), or a caller that may not register clusters at all (403).
+//
+// With an `Idempotency-Key`, item `i` is registered under the key `<key>/<i>`: retrying
+// the batch with the same key and body replays every item that was created (202, the
+// cluster as it is now) and retries those that failed.
+//
+// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
+//
+// Corresponds with POST /clusters:batch (the `CreateClusters` operationId).
+func (c *ClientWithResponses) CreateClustersWithBodyWithResponse(ctx context.Context, params *CreateClustersParams, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*CreateClustersResponse, error) {
+	rsp, err := c.CreateClustersWithBody(ctx, params, contentType, body, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseCreateClustersResponse(rsp)
+}
+
+// CreateClustersWithResponse Register many existing clusters at once (bulk onboarding), each as createCluster would alone.
+//
+// Registers up to `--registration-batch-max` clusters (default 1000) in one request and
+// answers one result per item, in the request's order. Each item is validated,
+// authorized, counted against the organisation's quota and checked for a taken name
+// exactly as `POST /clusters` would be for it alone, and its result carries the
+// status and body that `POST /clusters` would have answered: 202 and the cluster, or
+// the error. A bad item fails only itself; the items accepted are all created, with
+// one statement, or none is (a database failure answers 503 or 500 and writes
+// nothing). With a quota, items are accepted in order until the quota is reached and
+// the rest are refused with QuotaExceeded. A name that an earlier item of the batch
+// registers is refused with NameTaken.
+//
+// The whole request fails only for what concerns the request itself: a body that is
+// not JSON or not an object with `items`, no item or more than the limit (400, nothing
+// written), a body larger than `--registration-batch-max-body-bytes` (413), a missing
+// token (401), or a caller that may not register clusters at all (403).
+//
+// With an `Idempotency-Key`, item `i` is registered under the key `<key>/<i>`: retrying
+// the batch with the same key and body replays every item that was created (202, the
+// cluster as it is now) and retries those that failed.
+//
+// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
+//
+// Corresponds with POST /clusters:batch (the `CreateClusters` operationId).
+func (c *ClientWithResponses) CreateClustersWithResponse(ctx context.Context, params *CreateClustersParams, body CreateClustersJSONRequestBody, reqEditors ...RequestEditorFn) (*CreateClustersResponse, error) {
+	rsp, err := c.CreateClusters(ctx, params, body, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseCreateClustersResponse(rsp)
+}
+
 // GetComplianceSummaryWithResponse Counts of clusters per compliance state, per hub and per zone, for one policy or all of the organisation's.
 //
 // Returns a wrapper object for the known response body format(s).
@@ -5830,6 +6285,94 @@ func ParseGetClusterImportResponse(rsp *http.Response) (*GetClusterImportRespons
 	switch {
 	case rsp.StatusCode == 503:
 		var headers GetClusterImportResponse503Headers
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = &value
+		}
+		response.Headers503 = &headers
+	}
+
+	return response, nil
+}
+
+// ParseCreateClustersResponse parses an HTTP response from a CreateClustersWithResponse call
+func ParseCreateClustersResponse(rsp *http.Response) (*CreateClustersResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &CreateClustersResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 200:
+		var dest ClusterBatchResult
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON200 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 400:
+		var dest BadRequest
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON400 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 401:
+		var dest Unauthenticated
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON401 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 403:
+		var dest Forbidden
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON403 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 413:
+		var dest BadRequest
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON413 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 415:
+		var dest BadRequest
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON415 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 500:
+		var dest InternalError
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON500 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 503:
+		var dest Unavailable
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON503 = &dest
+
+	}
+
+	switch {
+	case rsp.StatusCode == 503:
+		var headers CreateClustersResponse503Headers
 		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
 			var value int
 			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
