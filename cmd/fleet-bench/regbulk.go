@@ -1,9 +1,7 @@
 package main
 
 import (
-	"bytes"
 	"context"
-	"encoding/json"
 	"fmt"
 	"net/http"
 	"sync"
@@ -32,19 +30,6 @@ type bulkResult struct {
 	delivery   deliveryOutcome
 }
 
-// batchItemResult is one item of a ClusterBatchResult, as much as the
-// benchmark reads of it.
-type batchItemResult struct {
-	Index   int `json:"index"`
-	Status  int `json:"status"`
-	Cluster *struct {
-		ID string `json:"id"`
-	} `json:"cluster"`
-	Error *struct {
-		Code string `json:"code"`
-	} `json:"error"`
-}
-
 // batchItems is the items of batch b of --bulk-batch-size, named
 // bulk-<n> (unique within each client's organisation).
 func batchItems(o options, b int) []public.ClusterCreate {
@@ -67,7 +52,7 @@ func (o options) batchCount() int {
 
 // tally adds one answered batch's items to the counts: 202 is created,
 // anything else a failure of its status and code.
-func tally(items []batchItemResult, failures map[string]int) (created int) {
+func tally(items []public.ClusterBatchItemResult, failures map[string]int) (created int) {
 	for _, it := range items {
 		if it.Status == http.StatusAccepted && it.Cluster != nil {
 			created++
@@ -83,16 +68,21 @@ func tally(items []batchItemResult, failures map[string]int) (created int) {
 }
 
 // bulkOnboard sends --bulk-registrations registrations in batches of
-// --bulk-batch-size from --bulk-clients clients, each as its own
-// organisation's user, taking the batches in turn, each with its own
-// Idempotency-Key; then it waits until every one created is Delivered.
+// --bulk-batch-size through the generated client's CreateClusters from
+// --bulk-clients clients, each as its own organisation's user, taking the
+// batches in turn, each with its own Idempotency-Key; then it waits until
+// every one created is Delivered.
 func bulkOnboard(ctx context.Context, o options, s *server, p *prober, watch *deliveryWatch, users []orgUser) (bulkResult, error) {
 	r := bulkResult{offered: true, clients: len(users), failures: map[string]int{}}
 	var err error
 	if r.rowsBefore, err = countRegistrations(ctx, p.db); err != nil {
 		return r, err
 	}
-	client := &http.Client{Timeout: 5 * time.Minute, Transport: &http.Transport{MaxIdleConns: len(users), MaxIdleConnsPerHost: len(users)}}
+	client, err := public.NewClientWithResponses(s.apiURL, public.WithHTTPClient(&http.Client{Timeout: 5 * time.Minute,
+		Transport: &http.Transport{MaxIdleConns: len(users), MaxIdleConnsPerHost: len(users)}}))
+	if err != nil {
+		return r, err
+	}
 	r.phase, err = p.measure(ctx, "bulk onboarding", func(ctx context.Context, ph *phase) error {
 		p.backend.sample(ctx)
 		before, err := p.read(ctx)
@@ -113,17 +103,19 @@ func bulkOnboard(ctx context.Context, o options, s *server, p *prober, watch *de
 						return
 					}
 					t0 := time.Now()
-					items, status, body, err := postBatch(ctx, client, s.apiURL, user, fmt.Sprintf("bench-bulk-%06d", b), batchItems(o, b))
+					key := fmt.Sprintf("bench-bulk-%06d", b)
+					resp, err := client.CreateClustersWithResponse(ctx, &public.CreateClustersParams{IdempotencyKey: &key},
+						public.ClusterBatchCreate{Items: batchItems(o, b)}, user.fn)
 					took := time.Since(t0)
 					mu.Lock()
 					switch {
 					case err != nil:
 						r.failures[failureKey(0, nil)]++
-					case status != http.StatusOK:
-						r.failures["batch "+failureKey(status, body)]++
+					case resp.JSON200 == nil:
+						r.failures["batch "+failureKey(resp.StatusCode(), resp.Body)]++
 					default:
 						r.batches++
-						r.created += tally(items, r.failures)
+						r.created += tally(resp.JSON200.Items, r.failures)
 						ph.Latencies = append(ph.Latencies, took)
 					}
 					mu.Unlock()
@@ -149,40 +141,4 @@ func bulkOnboard(ctx context.Context, o options, s *server, p *prober, watch *de
 		return err
 	})
 	return r, err
-}
-
-// postBatch sends one POST /clusters:batch as user and decodes its items.
-func postBatch(ctx context.Context, c *http.Client, base string, user orgUser, key string, items []public.ClusterCreate) ([]batchItemResult, int, []byte, error) {
-	body, err := json.Marshal(map[string]any{"items": items})
-	if err != nil {
-		return nil, 0, nil, err
-	}
-	req, err := http.NewRequestWithContext(ctx, http.MethodPost, base+batchPath, bytes.NewReader(body))
-	if err != nil {
-		return nil, 0, nil, err
-	}
-	req.Header.Set("Content-Type", "application/json")
-	req.Header.Set("Idempotency-Key", key)
-	if err := user.fn(ctx, req); err != nil {
-		return nil, 0, nil, err
-	}
-	resp, err := c.Do(req)
-	if err != nil {
-		return nil, 0, nil, err
-	}
-	defer resp.Body.Close()
-	var buf bytes.Buffer
-	if _, err := buf.ReadFrom(resp.Body); err != nil {
-		return nil, resp.StatusCode, nil, err
-	}
-	if resp.StatusCode != http.StatusOK {
-		return nil, resp.StatusCode, buf.Bytes(), nil
-	}
-	var result struct {
-		Items []batchItemResult `json:"items"`
-	}
-	if err := json.Unmarshal(buf.Bytes(), &result); err != nil {
-		return nil, resp.StatusCode, buf.Bytes(), fmt.Errorf("POST %s: %w", batchPath, err)
-	}
-	return result.Items, resp.StatusCode, nil, nil
 }

@@ -8,6 +8,8 @@ import (
 
 	"github.com/onsi/gomega"
 	"github.com/spf13/pflag"
+
+	"github.com/fleetmanager/fleet-manager/pkg/api/public"
 )
 
 // TestPercentile checks the nearest-rank quantiles the reports print.
@@ -104,14 +106,10 @@ func TestBatchItems(t *testing.T) {
 func TestTally(t *testing.T) {
 	t.Parallel()
 	g := gomega.NewWithT(t)
-	created := &struct {
-		ID string `json:"id"`
-	}{ID: "a"}
-	taken := &struct {
-		Code string `json:"code"`
-	}{Code: "FLEET-MGMT-19"}
+	created := &public.Cluster{Id: "a"}
+	taken := &public.Error{Code: "FLEET-MGMT-19"}
 	failures := map[string]int{}
-	n := tally([]batchItemResult{{Status: 202, Cluster: created}, {Status: 409, Error: taken}, {Status: 409, Error: taken},
+	n := tally([]public.ClusterBatchItemResult{{Status: 202, Cluster: created}, {Status: 409, Error: taken}, {Status: 409, Error: taken},
 		{Status: 202}, {Status: 500}}, failures)
 	g.Expect(n).To(gomega.Equal(1))
 	g.Expect(failures).To(gomega.Equal(map[string]int{"409 FLEET-MGMT-19": 2, "202": 1, "500": 1}))
