@@ -18,9 +18,14 @@ import (
 type Config struct {
 	// Enabled runs the reconcilers in `serve`.
 	Enabled bool
-	// Workers is how many registrations one reconciler handles at once.
+	// Workers is how many registrations deleting_mgr handles at once, and
+	// how many deliveries provisioning_mgr runs at once (an agent hub's
+	// share of a batch, or one registration of a hub without batches).
 	Workers int
-	// BatchSize is how many registrations one claim takes.
+	// BatchSize is how many registrations one claim takes. provisioning_mgr
+	// places, publishes and records a claim's registrations together, so a
+	// batch much larger than the number of hubs moves each hub's desired set
+	// once for many registrations.
 	BatchSize int
 	// Lease is how long a claim holds; another replica takes the work after.
 	Lease time.Duration
@@ -50,7 +55,7 @@ type Config struct {
 // DefaultConfig returns the reconcilers' defaults.
 func DefaultConfig() Config {
 	return Config{
-		Enabled: true, Workers: 4, BatchSize: 50, Lease: time.Minute, Resync: 5 * time.Minute, Recheck: time.Hour,
+		Enabled: true, Workers: 4, BatchSize: 1000, Lease: time.Minute, Resync: 5 * time.Minute, Recheck: time.Hour,
 		Poll: 10 * time.Second, RemovalTimeout: 30 * time.Minute, StatsInterval: 30 * time.Second,
 		TombstoneRetention: 7 * 24 * time.Hour, TombstonePurgeBatch: 1000, PolicyResolve: 5 * time.Second,
 	}
@@ -59,8 +64,8 @@ func DefaultConfig() Config {
 // AddFlags binds the configuration to flags.
 func (c *Config) AddFlags(fs *pflag.FlagSet) {
 	fs.BoolVar(&c.Enabled, "reconcilers", c.Enabled, "run the reconcilers in this process: provisioning_mgr, deleting_mgr, hub_mgr, the tombstone purge and the policy resolver")
-	fs.IntVar(&c.Workers, "reconcile-workers", c.Workers, "registrations one reconciler handles at once")
-	fs.IntVar(&c.BatchSize, "reconcile-batch-size", c.BatchSize, "registrations one claim takes")
+	fs.IntVar(&c.Workers, "reconcile-workers", c.Workers, "registrations deleting_mgr handles at once, and deliveries provisioning_mgr runs at once (an agent hub's share of a batch, or one registration)")
+	fs.IntVar(&c.BatchSize, "reconcile-batch-size", c.BatchSize, "registrations one claim takes; provisioning_mgr places, publishes and records them together")
 	fs.DurationVar(&c.Lease, "reconcile-lease", c.Lease, "how long a claim holds before another replica may take the work")
 	fs.DurationVar(&c.Resync, "reconcile-resync-interval", c.Resync, "how often every reconciler passes even without a wake-up")
 	fs.DurationVar(&c.Recheck, "reconcile-recheck-interval", c.Recheck, "how often a settled registration is reconciled again")

@@ -21,6 +21,7 @@ var (
 	onboardHubs          = flag.Int("onboard-hubs", 100, "agent hubs of one zone BenchmarkOnboardingDelivered places them on")
 	onboardReplicas      = flag.Int("onboard-replicas", 2, "replicas running the reconcilers in BenchmarkOnboardingDelivered")
 	onboardBatchSize     = flag.Int("onboard-batch-size", 0, "--reconcile-batch-size of BenchmarkOnboardingDelivered's replicas (0: the default)")
+	onboardHubSet        = flag.Int("onboard-hub-set", 3000, "registrations on the hub whose desired set BenchmarkDesiredSetOfAFullHub reads")
 	onboardWorkers       = flag.Int("onboard-workers", 0, "--reconcile-workers of BenchmarkOnboardingDelivered's replicas (0: the default)")
 )
 
@@ -101,12 +102,15 @@ func benchReconcileConfig() reconcile.Config {
 func insertRegistrations(tb testing.TB, e *env, db *postgres.DB, n int, zone string) {
 	tb.Helper()
 	tmpl := e.register("template", zone, "")
-	err := db.Gorm.Exec(`INSERT INTO registrations
+	const chunk = 2000 // a statement well within the statement timeout
+	for from := 1; from < n; from += chunk {
+		err := db.Gorm.Exec(`INSERT INTO registrations
 SELECT (jsonb_populate_record(NULL::registrations, to_jsonb(t) || jsonb_build_object(
 	'id', gen_random_uuid()::text, 'name', 'c-' || i, 'region', 'eu-' || (i % 3), 'created_at', now(), 'updated_at', now(), 'next_attempt_at', now()))).*
-FROM registrations t, generate_series(1, ?) i WHERE t.id = ?`, n-1, tmpl.ID).Error
-	if err != nil {
-		tb.Fatalf("inserting %d registrations: %v", n-1, err)
+FROM registrations t, generate_series(?::int, ?::int) i WHERE t.id = ?`, from, min(from+chunk, n)-1, tmpl.ID).Error
+		if err != nil {
+			tb.Fatalf("inserting registrations %d to %d: %v", from, min(from+chunk, n)-1, err)
+		}
 	}
 }
 
@@ -176,4 +180,38 @@ func (a *fakeAgents) apply(ctx context.Context, hubID, identity string) {
 	a.desiredReads.Add(1)
 	a.desiredEntries.Add(int64(len(set.Registrations)))
 	_, _ = a.e.store.RecordHubHeartbeat(ctx, hubID, identity, fleet.HubHeartbeat{AgentVersion: "bench", AppliedRevision: set.Revision})
+}
+
+// BenchmarkDesiredSetOfAFullHub measures one read of the desired set of a
+// hub holding -onboard-hub-set registrations (3,000: 300,000 over 100
+// hubs), which an agent does at every revision of its hub: onboarding N
+// registrations in batches of B over H hubs moves each hub about N/B times,
+// and the reads then sum to about N²/(2B) entries in all.
+//
+//	go test -run '^$' -bench DesiredSetOfAFullHub ./internal/reconcile
+func BenchmarkDesiredSetOfAFullHub(b *testing.B) {
+	n := *onboardHubSet
+	e := newEnv(b)
+	db := pgtest.Open(b, e.cfg)
+	hub := e.hub("hub-full", "eu", "eu-west-1", n+10)
+	insertRegistrations(b, e, db, n, "eu")
+	if err := db.Gorm.Exec(`UPDATE registrations SET hub_id = ?, published_revision = 1, published_generation = generation`, hub.ID).Error; err != nil {
+		b.Fatal(err)
+	}
+	if err := db.Gorm.Exec(`UPDATE hubs SET placed_count = ?, revision = 1 WHERE id = ?`, n, hub.ID).Error; err != nil {
+		b.Fatal(err)
+	}
+	ctx := context.Background()
+	entries := 0
+	for b.Loop() {
+		set, err := e.store.DesiredSet(ctx, hub.ID, hub.AgentIdentity)
+		if err != nil {
+			b.Fatal(err)
+		}
+		entries = len(set.Registrations)
+	}
+	if entries != n {
+		b.Fatalf("DesiredSet() read %d registrations, want %d", entries, n)
+	}
+	b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N)/float64(n), "ns/entry")
 }
