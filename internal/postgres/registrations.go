@@ -150,11 +150,18 @@ func (s *Store) CreateRegistration(ctx context.Context, caller fleet.Identity, c
 	return now.toRegistration(), false, nil
 }
 
-// insertOrReplay is CreateRegistration's transaction: it inserts the
-// registration and its idempotency key and returns the row written, or the
-// id of the registration an earlier request with the same key created.
+// insertOrReplay inserts the registration and its idempotency key and
+// returns the row written, or the id of the registration an earlier request
+// with the same key created. A counted create runs in a transaction under
+// the organisation's lock; an uncounted one is a statement or two
+// (insertUncounted).
 func (s *Store) insertOrReplay(ctx context.Context, caller fleet.Identity, subject fleet.Subject, create fleet.RegistrationCreate, key, hash string) (row registrationRow, replay string, err error) {
 	count := subject.OrgID != "" && s.countsLive()
+	if !count {
+		if row, replay, done, err := s.insertUncounted(ctx, caller, subject, create, key, hash); done {
+			return row, replay, err
+		}
+	}
 	err = s.transact(ctx, func(tx *gorm.DB) error {
 		if count {
 			// One counted create at a time per org: the quota holds.
@@ -181,14 +188,37 @@ func (s *Store) insertOrReplay(ctx context.Context, caller fleet.Identity, subje
 			replay = existing
 			return nil
 		}
-		row, err = s.insertRegistration(tx, caller, create)
-		if err != nil || key == "" {
-			return err
-		}
-		return tx.Exec(`INSERT INTO idempotency_keys (org_id, key, request_hash, registration_id) VALUES (?, ?, ?, ?)`,
-			caller.OrgID, key, hash, row.ID).Error
+		row, err = s.insertRegistration(tx, caller, create, key, hash)
+		return err
 	})
 	return row, replay, err
+}
+
+// insertUncounted is a create whose decision does not depend on the count:
+// a look-up of the key, if any, then one statement that inserts the
+// registration and its key together, each on its own, with no transaction
+// to open and commit around them. done is false when the key has expired:
+// its deletion and replacement are left to the transaction.
+func (s *Store) insertUncounted(ctx context.Context, caller fleet.Identity, subject fleet.Subject, create fleet.RegistrationCreate, key, hash string) (row registrationRow, replay string, done bool, err error) {
+	db := s.db.Gorm.WithContext(ctx)
+	if key != "" {
+		prior, found, err := s.findIdempotencyKey(db, caller.OrgID, key)
+		switch {
+		case err != nil:
+			return row, "", true, err
+		case found && prior.Expired:
+			return row, "", false, nil
+		case found && prior.RequestHash != hash:
+			return row, "", true, errKeyReused()
+		case found:
+			replay = prior.RegistrationID
+		}
+	}
+	if err := s.authorizeCreate(ctx, subject, create.Product, 0); err != nil || replay != "" {
+		return row, replay, true, err
+	}
+	row, err = s.insertRegistration(db, caller, create, key, hash)
+	return row, "", true, err
 }
 
 // liveCountReader is the side of a fleet.Authorizer (authz.Authorizer's)
@@ -296,11 +326,18 @@ func errKeyReused() error {
 const insertRegistrationSQL = `INSERT INTO registrations (id, org_id, owner, name, display_name, labels, zone, region,
 	product, credentials, credentials_key_id, conditions, phase, generation, hub_conditions, next_attempt_at)
 VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, now())
-RETURNING created_at, updated_at, next_attempt_at`
+RETURNING id, created_at, updated_at, next_attempt_at`
 
-// insertRegistration writes caller's new registration and returns its row as
-// written, the answer to its create.
-func (s *Store) insertRegistration(tx *gorm.DB, caller fleet.Identity, create fleet.RegistrationCreate) (registrationRow, error) {
+// insertRegistrationKeySQL is insertRegistrationSQL with the registration's
+// idempotency key, in one statement: both rows or neither.
+const insertRegistrationKeySQL = `WITH r AS (` + insertRegistrationSQL + `),
+k AS (INSERT INTO idempotency_keys (org_id, key, request_hash, registration_id) SELECT ?, ?, ?, id FROM r)
+SELECT id, created_at, updated_at, next_attempt_at FROM r`
+
+// insertRegistration writes caller's new registration, and its idempotency
+// key when there is one, and returns its row as written, the answer to its
+// create.
+func (s *Store) insertRegistration(tx *gorm.DB, caller fleet.Identity, create fleet.RegistrationCreate, key, hash string) (registrationRow, error) {
 	now := s.clock.Now()
 	conds := fleet.Conditions{}.
 		MarkTrue(fleet.ConditionAccepted, fleet.ReasonValidated, "the registration passed validation, quota and access checks", 1, now).
@@ -326,12 +363,19 @@ func (s *Store) insertRegistration(tx *gorm.DB, caller fleet.Identity, create fl
 		row.Credentials, row.CredentialsKeyID = sealed.Data, &sealed.KeyID
 	}
 	var set struct {
+		ID                   string
 		CreatedAt, UpdatedAt time.Time
 		NextAttemptAt        *time.Time
 	}
-	err := tx.Raw(insertRegistrationSQL, row.ID, row.OrgID, row.Owner, row.Name, row.DisplayName, jsonText(row.Labels), row.Zone, row.Region,
-		row.Product, row.Credentials, row.CredentialsKeyID, jsonText(row.Conditions), row.Phase, row.Generation, jsonText(row.HubConditions)).
-		Scan(&set).Error
+	sql, args := insertRegistrationSQL, []any{row.ID, row.OrgID, row.Owner, row.Name, row.DisplayName, jsonText(row.Labels), row.Zone, row.Region,
+		row.Product, row.Credentials, row.CredentialsKeyID, jsonText(row.Conditions), row.Phase, row.Generation, jsonText(row.HubConditions)}
+	if key != "" {
+		sql, args = insertRegistrationKeySQL, append(args, caller.OrgID, key, hash)
+	}
+	err := tx.Raw(sql, args...).Scan(&set).Error
+	if err == nil && set.ID != row.ID {
+		err = fmt.Errorf("insertRegistration: the insert returned no row")
+	}
 	if c, ok := uniqueViolation(err); ok && c == "registrations_org_name_live" {
 		return row, fleet.Errorf(fleet.CodeNameTaken, "a cluster of this name is already registered in this organisation")
 	}
