@@ -30,7 +30,7 @@ func (q *Queue) PlaceRegistrations(ctx context.Context, claims []fleet.Claim, mo
 		out[i].ID, ids[i] = c.Registration.ID, c.Registration.ID
 	}
 	var rows []placeRow
-	if err := q.store.db.Gorm.WithContext(ctx).Raw(`SELECT id, claimed_by, zone, org_id, region, hub_id FROM registrations
+	if err := q.store.db.Gorm.WithContext(ctx).Raw(`SELECT id, coalesce(claimed_by, '') AS claimed_by, zone, org_id, region, hub_id FROM registrations
 WHERE id IN ? AND deleted_at IS NULL`, ids).Scan(&rows).Error; err != nil {
 		return nil, fmt.Errorf("PlaceRegistrations(%d): %w", len(claims), err)
 	}

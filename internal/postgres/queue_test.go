@@ -2,6 +2,8 @@ package postgres_test
 
 import (
 	"context"
+	"errors"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -94,4 +96,74 @@ func deref(s *string) string {
 		return "<nil>"
 	}
 	return *s
+}
+
+// TestCompleteRegistrationsRecordsEachRowAsItsOwn records three outcomes in
+// one call: a failure backs off, a row whose claim another pass took is left
+// to that pass, and a row woken during its claim is due again at once,
+// whatever wait its pass asked for, with the delivery mode it reported.
+func TestCompleteRegistrationsRecordsEachRowAsItsOwn(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	db, _ := pgtest.NewMigratedDatabase(t)
+	store := postgres.NewStore(db, mustKeyring(t, masterKey(t)), fleet.SystemClock{}, postgres.DefaultStoreConfig(), authz.MustDefault())
+	queue := postgres.NewQueue(store, postgres.QueueConfig{BackoffBase: time.Minute, BackoffMax: time.Hour})
+	caller := fleet.Identity{OrgID: "org-c", Username: "cleo"}
+	for _, name := range []string{"c-1", "c-2", "c-3"} {
+		if _, _, err := store.CreateRegistration(ctx, caller, fleet.RegistrationCreate{Name: name, Zone: "eu", Product: fleet.ProductOCP}, ""); err != nil {
+			t.Fatal(err)
+		}
+	}
+	claims, err := queue.ClaimRegistrations(ctx, fleet.WorkProvision, "replica-c", 10, time.Minute)
+	if err != nil || len(claims) != 3 {
+		t.Fatalf("ClaimRegistrations() = %d claims, %v; want 3", len(claims), err)
+	}
+	failed, stolen, woken := claims[0], claims[1], claims[2]
+	if err := db.Gorm.Exec(`UPDATE registrations SET claimed_by = 'replica-d/other' WHERE id = ?`, stolen.Registration.ID).Error; err != nil {
+		t.Fatal(err)
+	}
+	if err := db.Gorm.Exec(`UPDATE registrations SET next_attempt_at = now() WHERE id = ?`, woken.Registration.ID).Error; err != nil {
+		t.Fatal(err)
+	}
+	outcome := func(c fleet.Claim) fleet.Outcome {
+		return fleet.Outcome{ID: c.Registration.ID, ObservedGeneration: c.Registration.Generation,
+			Conditions: c.Registration.Conditions.MarkTrue(fleet.ConditionPlaced, fleet.ReasonHubSelected, "recorded", 1, time.Now())}
+	}
+	done := []fleet.Completion{{Token: failed.Token, Outcome: outcome(failed)}, {Token: stolen.Token, Outcome: outcome(stolen)},
+		{Token: woken.Token, Outcome: outcome(woken)}}
+	done[0].Outcome.Err = errors.New("hub unreachable")
+	done[2].Outcome.RequeueAfter, done[2].Outcome.DeliveredVia = time.Hour, fleet.DeliveryAgent
+	kept, err := queue.CompleteRegistrations(ctx, done)
+	if err != nil || !slices.Equal(kept, []bool{true, false, true}) {
+		t.Fatalf("CompleteRegistrations() = %v, %v; want [true false true]", kept, err)
+	}
+	type row struct {
+		Attempts     int
+		LastError    string
+		Wait         float64
+		Claimed      bool
+		DeliveredVia string
+		Recorded     bool
+	}
+	read := func(id string) row {
+		t.Helper()
+		var r row
+		if err := db.Gorm.Raw(`SELECT attempts, last_error, extract(epoch FROM next_attempt_at - now())::float8 AS wait, claimed_by IS NOT NULL AS claimed,
+	delivered_via, conditions::text LIKE '%recorded%' AS recorded FROM registrations WHERE id = ?`, id).Scan(&r).Error; err != nil {
+			t.Fatal(err)
+		}
+		return r
+	}
+	if r := read(failed.Registration.ID); r.Attempts != 1 || r.LastError != "hub unreachable" || r.Wait < 50 || r.Claimed || !r.Recorded {
+		t.Errorf("failed row = %+v; want attempt 1, its error, a backoff of a minute, released, recorded", r)
+	}
+	if r := read(stolen.Registration.ID); r.Attempts != 0 || !r.Claimed || r.Recorded {
+		t.Errorf("row another pass holds = %+v; want untouched and still claimed", r)
+	}
+	if r := read(woken.Registration.ID); r.Attempts != 0 || r.Wait > 1 || r.Claimed || r.DeliveredVia != string(fleet.DeliveryAgent) || !r.Recorded {
+		t.Errorf("row woken during its claim = %+v; want due at once, released, delivered via agent, recorded", r)
+	}
+	if _, err := queue.CompleteRegistrations(ctx, []fleet.Completion{{Token: woken.Token, Outcome: fleet.Outcome{ID: woken.Registration.ID, Delete: true}}}); fleet.ErrorCodeOf(err) != fleet.CodeValidation {
+		t.Errorf("CompleteRegistrations(a deletion) = %v, want CodeValidation: deletions go through CompleteRegistration", err)
+	}
 }
