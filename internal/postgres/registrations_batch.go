@@ -35,7 +35,8 @@ var errKeyRace = errors.New("an idempotency key of the batch was stored concurre
 
 // CreateRegistrations registers a batch of clusters for caller, each item as
 // CreateRegistration would alone, with one statement for the registrations,
-// one for their idempotency keys and one wake-up for the batch. Like
+// one for their idempotency keys and one wake-up for the batch, after the
+// commit (wake.go). Like
 // CreateRegistration, it takes the organisation's lock and counts its live
 // registrations only when the Authorizer's decision can depend on the count
 // (a quota); it counts once, and decides the items in order with the items
@@ -68,6 +69,9 @@ func (s *Store) CreateRegistrations(ctx context.Context, caller fleet.Identity, 
 	}
 	if err != nil {
 		return nil, fmt.Errorf("CreateRegistrations(%s): %w", caller.OrgID, err)
+	}
+	if len(answer.rows) > 0 {
+		s.wake(ChannelRegistrations)
 	}
 	return answer.results, nil
 }
@@ -125,10 +129,7 @@ func (s *Store) createBatch(ctx context.Context, tx *gorm.DB, caller fleet.Ident
 	if err := s.storeBatchKeys(tx, caller.OrgID, batch, a); err != nil {
 		return a, err
 	}
-	if err := s.answerReplays(ctx, tx, decisions, batch, a); err != nil || len(a.rows) == 0 {
-		return a, err
-	}
-	return a, notify(tx, ChannelRegistrations, "batch")
+	return a, s.answerReplays(ctx, tx, decisions, batch, a)
 }
 
 // allPending lists the items no check has refused yet.
