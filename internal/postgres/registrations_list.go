@@ -2,7 +2,6 @@ package postgres
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 	"strings"
 	"time"
@@ -223,15 +222,17 @@ func (r *registrationListRow) fields() []any { return registrationListColumns.fi
 // toRegistration is r as the domain's registration, as registrationRow's
 // toRegistration makes it.
 func (r *registrationListRow) toRegistration() (fleet.Registration, error) {
-	var labels map[string]string
-	var own, hub fleet.Conditions
-	for _, doc := range []struct {
-		text []byte
-		into any
-	}{{r.Labels, &labels}, {r.Conditions, &own}, {r.HubConditions, &hub}} {
-		if err := json.Unmarshal(doc.text, doc.into); err != nil {
-			return fleet.Registration{}, fmt.Errorf("registration %s: %w", r.ID, err)
-		}
+	labels, err := decodeLabels(r.Labels)
+	if err != nil {
+		return fleet.Registration{}, fmt.Errorf("registration %s: labels: %w", r.ID, err)
+	}
+	own, err := decodeConditions(r.Conditions)
+	if err != nil {
+		return fleet.Registration{}, fmt.Errorf("registration %s: conditions: %w", r.ID, err)
+	}
+	hub, err := decodeConditions(r.HubConditions)
+	if err != nil {
+		return fleet.Registration{}, fmt.Errorf("registration %s: hub conditions: %w", r.ID, err)
 	}
 	row := registrationRow{
 		ID: r.ID, CreatedAt: r.CreatedAt, UpdatedAt: r.UpdatedAt, DeletionRequestedAt: r.DeletionRequestedAt,
