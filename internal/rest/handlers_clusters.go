@@ -34,12 +34,14 @@ func (s *Server) handleClusterList(w http.ResponseWriter, r *http.Request) error
 	if err != nil {
 		return err
 	}
-	items := make([]public.Cluster, len(regs))
+	items := make([]clusterJSON, len(regs))
 	for i, reg := range regs {
-		items[i] = s.presentCluster(reg)
+		items[i] = clusterJSON(s.presentCluster(reg))
 	}
-	writeJSON(w, http.StatusOK, public.ClusterList{Kind: public.ClusterListKindClusterList, Page: q.Page, Size: len(items), Total: total, Items: items})
-	return nil
+	return s.writeAppendedJSON(w, http.StatusOK, clusterListJSON{
+		list:  public.ClusterList{Kind: public.ClusterListKindClusterList, Page: q.Page, Size: len(items), Total: total},
+		items: items,
+	})
 }
 
 // handleClusterGet serves one of the caller's organisation's clusters.
@@ -49,8 +51,7 @@ func (s *Server) handleClusterGet(w http.ResponseWriter, r *http.Request) error 
 		return err
 	}
 	w.Header().Set("ETag", fleet.ETag(reg.Generation))
-	writeJSON(w, http.StatusOK, s.presentCluster(reg))
-	return nil
+	return s.writeAppendedJSON(w, http.StatusOK, clusterJSON(s.presentCluster(reg)))
 }
 
 // handleClusterUpdate changes labels or display name under If-Match.
