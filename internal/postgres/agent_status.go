@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"slices"
+	"strings"
 
 	"gorm.io/gorm"
 
@@ -41,6 +42,10 @@ func (s *Store) RecordRegistrationStatus(ctx context.Context, hubID, agentIdenti
 		if _, err := s.agentHub(tx, hubID, agentIdentity, true); err != nil {
 			return err
 		}
+		// In id order, as the reconcilers' batches lock registrations, so
+		// the two cannot deadlock; stable, so a repeated item still wins.
+		items := slices.Clone(items)
+		slices.SortStableFunc(items, func(a, b fleet.RegistrationHubStatus) int { return strings.Compare(a.RegistrationID, b.RegistrationID) })
 		for _, item := range items {
 			ok, err := s.recordOne(tx, hubID, item)
 			if err != nil {

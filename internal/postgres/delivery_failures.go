@@ -47,10 +47,11 @@ func (s *Store) recordDeliveryFailures(tx *gorm.DB, hubID string, revision int64
 	now := s.clock.Now().UTC()
 	var rows []failureRow
 	if err := tx.Raw(`SELECT id, delivery_failure::text AS failure FROM registrations
-WHERE hub_id = ? AND deleted_at IS NULL AND (delivery_failure IS NOT NULL OR id IN ?)`, hubID, slices.Collect(maps.Keys(regs))).Scan(&rows).Error; err != nil {
+WHERE hub_id = ? AND deleted_at IS NULL AND (delivery_failure IS NOT NULL OR id IN ?) ORDER BY id`, hubID, slices.Collect(maps.Keys(regs))).Scan(&rows).Error; err != nil {
 		return fmt.Errorf("registration failures: %w", err)
 	}
 	woken := 0
+	// In id order (the SELECT's), as the reconcilers' batches lock registrations.
 	for _, r := range rows {
 		next, changed := nextFailure(r.Failure, regs, r.ID, hubID, revision, now)
 		if !changed {
