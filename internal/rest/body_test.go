@@ -65,7 +65,7 @@ func TestRequestBodies(t *testing.T) {
 	for _, f := range flavours() {
 		t.Run(f.name, func(t *testing.T) {
 			t.Parallel()
-			f.http.MaxBodyBytes, f.http.AgentMaxBodyBytes = bodyLimit, bodyLimit
+			f.http.MaxBodyBytes, f.http.AgentMaxBodyBytes, f.http.RegistrationBatchMaxBodyBytes = bodyLimit, bodyLimit, bodyLimit
 			e := newStackEnv(t, f)
 			tok := e.userToken(t, "org-body", "alice")
 			c := e.createCluster(t, tok, public.ClusterCreate{Name: "body", Zone: ptr("eu"), Product: public.OCP})
@@ -90,6 +90,8 @@ func TestRequestBodies(t *testing.T) {
 				{"PutHubStatus(truncated JSON)", "application/json", `{"agent_version":`, e.sendStatus(agentTok, hub.Id), http.StatusBadRequest, fleet.CodeMalformedBody},
 				{"CreateCluster(too large)", "application/json", `{"name":"big","product":"OCP","zone":"eu","labels":` + big + `}`, e.sendCreate(tok), http.StatusRequestEntityTooLarge, fleet.CodeBodyTooLarge},
 				{"UpdateCluster(too large)", "application/json", `{"display_name":"big","labels":` + big + `}`, e.sendPatch(tok, c.Id), http.StatusRequestEntityTooLarge, fleet.CodeBodyTooLarge},
+				{"CreateClusters(too large)", "application/json", `{"items":[{"name":"big","product":"OCP","zone":"eu","labels":` + big + `}]}`, e.sendBatch(tok), http.StatusRequestEntityTooLarge, fleet.CodeBodyTooLarge},
+				{"CreateClusters(truncated JSON)", "application/json", `{"items":[{"name":`, e.sendBatch(tok), http.StatusBadRequest, fleet.CodeMalformedBody},
 				{"PutHubStatus(too large)", "application/json", `{"agent_version":"` + strings.Repeat("v", bodyLimit) + `","agent_start_generation":1,"applied_revision":0}`, e.sendStatus(agentTok, hub.Id), http.StatusRequestEntityTooLarge, fleet.CodeBodyTooLarge},
 				{"CreateCluster(text/plain)", "text/plain", `{"name":"plain","product":"OCP","zone":"eu"}`, e.sendCreate(tok), http.StatusUnsupportedMediaType, fleet.CodeUnsupportedMediaType},
 				{"UpdateCluster(text/plain)", "text/plain", `{"display_name":"plain"}`, e.sendPatch(tok, c.Id), http.StatusUnsupportedMediaType, fleet.CodeUnsupportedMediaType},
@@ -128,6 +130,16 @@ func TestRequestBodies(t *testing.T) {
 func (e *stackEnv) sendCreate(tok string) func(string, io.Reader) (response, *public.Error, error) {
 	return func(ct string, body io.Reader) (response, *public.Error, error) {
 		r, err := e.client.CreateClusterWithBodyWithResponse(context.Background(), nil, ct, body, bearer(tok))
+		if err != nil {
+			return nil, nil, err
+		}
+		return r, firstError(r.JSON400, r.JSON413, r.JSON415), nil
+	}
+}
+
+func (e *stackEnv) sendBatch(tok string) func(string, io.Reader) (response, *public.Error, error) {
+	return func(ct string, body io.Reader) (response, *public.Error, error) {
+		r, err := e.client.CreateClustersWithBodyWithResponse(context.Background(), nil, ct, body, bearer(tok))
 		if err != nil {
 			return nil, nil, err
 		}

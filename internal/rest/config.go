@@ -52,6 +52,8 @@ type Config struct {
 	// which carries that many registrations, credentials included.
 	RegistrationBatchMax          int
 	RegistrationBatchMaxBodyBytes int64
+	// RegistrationBatchConcurrency bounds the batch creates handled at once.
+	RegistrationBatchConcurrency int
 
 	// PublicPaths are spec paths (relative to BasePath) served without a token.
 	PublicPaths []string
@@ -111,6 +113,7 @@ func DefaultConfig() Config {
 		// A thousand items with a kubeconfig of up to 16 KiB each.
 		RegistrationBatchMax:          1000,
 		RegistrationBatchMaxBodyBytes: 16 << 20,
+		RegistrationBatchConcurrency:  4,
 
 		CORS: CORSConfig{
 			AllowedMethods: []string{"GET", "POST", "PUT", "PATCH", "DELETE"},
@@ -143,6 +146,8 @@ func (c *Config) AddFlags(fs *pflag.FlagSet) {
 	fs.IntVar(&c.RegistrationBatchMax, "registration-batch-max", c.RegistrationBatchMax, "most clusters registered by one POST /clusters:batch")
 	fs.Int64Var(&c.RegistrationBatchMaxBodyBytes, "registration-batch-max-body-bytes", c.RegistrationBatchMaxBodyBytes,
 		"largest body of a POST /clusters:batch (at least --api-max-body-bytes)")
+	fs.IntVar(&c.RegistrationBatchConcurrency, "registration-batch-concurrency", c.RegistrationBatchConcurrency,
+		"batch creates (POST /clusters:batch) handled at once; the others wait, their bodies unread")
 	fs.StringSliceVar(&c.PublicPaths, "auth-public-paths", c.PublicPaths, "spec paths, relative to the base path, served without a token")
 	fs.DurationVar(&c.AgentMaxWait, "agent-max-wait", c.AgentMaxWait, "longest long-poll an agent may ask for (below --api-write-timeout)")
 	fs.DurationVar(&c.AgentDefaultWait, "agent-default-wait", c.AgentDefaultWait, "long-poll wait when an agent names none")
@@ -193,6 +198,9 @@ func (c Config) Validate() error {
 	}
 	if c.AgentMaxBodyBytes < 1024 {
 		p.Addf("agent-max-body-bytes", "must be at least 1024 (got %d)", c.AgentMaxBodyBytes)
+	}
+	if c.RegistrationBatchConcurrency < 1 {
+		p.Addf("registration-batch-concurrency", "must be at least 1 (got %d)", c.RegistrationBatchConcurrency)
 	}
 	if c.RegistrationBatchMax < 1 {
 		p.Addf("registration-batch-max", "must be at least 1 (got %d)", c.RegistrationBatchMax)

@@ -50,6 +50,8 @@ type Server struct {
 	// body in memory, and a hundred agents resyncing together must not
 	// multiply that.
 	ingest chan struct{}
+	// batches bounds the batch creates read at once, for the same reason.
+	batches chan struct{}
 	// draining is closed when the server starts shutting down, so waiting
 	// long-polls answer at once instead of holding the drain.
 	draining  chan struct{}
@@ -62,7 +64,8 @@ type Server struct {
 // NewServer loads the embedded specifications and returns the API server.
 func NewServer(ctx context.Context, cfg Config, logger *slog.Logger, auth fleet.Authenticator, metrics *HTTPMetrics, services Services) (*Server, error) {
 	s := &Server{cfg: cfg, logger: logger.With("component", "api"), auth: auth, metrics: metrics, services: services,
-		ingest: make(chan struct{}, cfg.AgentIngestConcurrency), draining: make(chan struct{})}
+		ingest: make(chan struct{}, cfg.AgentIngestConcurrency), batches: make(chan struct{}, cfg.RegistrationBatchConcurrency),
+		draining: make(chan struct{})}
 	s.builders.New = newJSONBuilder
 	s.roles = cfg.OrgRoles
 	s.roles.FleetAdmin, s.roles.FleetViewer = cfg.AdminRoles, cfg.AdminReadRoles
@@ -184,20 +187,26 @@ func (s *Server) withDeadline(op operation, next handlerFunc) handlerFunc {
 	}
 }
 
-// limitIngest lets at most AgentIngestConcurrency inventory batches be read
-// and stored at once; the others wait (their bodies unread) until a slot frees
-// or their request ends.
+// limitIngest lets at most AgentIngestConcurrency inventory batches, and at
+// most RegistrationBatchConcurrency batch creates, be read and stored at once;
+// the others wait (their bodies unread) until a slot frees or their request
+// ends.
 func (s *Server) limitIngest(op operation, next handlerFunc) handlerFunc {
-	if id := op.route.Operation.OperationID; id != "postHubInventory" && id != "postHubResources" {
+	slots, what := s.ingest, "an inventory slot"
+	switch id := op.route.Operation.OperationID; {
+	case id == "postHubInventory" || id == "postHubResources":
+	case isBatchCreate(op):
+		slots, what = s.batches, "a batch slot"
+	default:
 		return next
 	}
 	return func(w http.ResponseWriter, r *http.Request) error {
 		select {
-		case s.ingest <- struct{}{}:
-			defer func() { <-s.ingest }()
+		case slots <- struct{}{}:
+			defer func() { <-slots }()
 			return next(w, r)
 		case <-r.Context().Done():
-			return fleet.Errorf(fleet.CodeUnavailable, "the request ended while waiting for an inventory slot")
+			return fleet.Errorf(fleet.CodeUnavailable, "the request ended while waiting for %s", what)
 		}
 	}
 }
