@@ -38,12 +38,27 @@ func (s *Store) SetHubReadyCondition(ctx context.Context, id string, ready fleet
 	return wrapErr("SetHubReadyCondition", id, err)
 }
 
+// idempotencyPurgeBatch is how many expired keys one purge statement deletes.
+const idempotencyPurgeBatch = 5000
+
 // PurgeIdempotencyKeys deletes the keys older than their time to live and
-// returns how many.
+// returns how many, a bounded batch per statement, oldest first, so that a
+// bulk onboarding's keys expiring together make no statement that grows with
+// them.
 func (s *Store) PurgeIdempotencyKeys(ctx context.Context) (int, error) {
-	res := s.db.Gorm.WithContext(ctx).Exec(`DELETE FROM idempotency_keys WHERE created_at < now() - make_interval(secs => ?)`,
-		s.cfg.IdempotencyKeyTTL.Seconds())
-	return int(res.RowsAffected), wrapErr("PurgeIdempotencyKeys", "", res.Error)
+	total := 0
+	for {
+		res := s.db.Gorm.WithContext(ctx).Exec(`DELETE FROM idempotency_keys WHERE (org_id, key) IN (
+	SELECT org_id, key FROM idempotency_keys WHERE created_at < now() - make_interval(secs => ?) ORDER BY created_at LIMIT ?)`,
+			s.cfg.IdempotencyKeyTTL.Seconds(), idempotencyPurgeBatch)
+		if res.Error != nil {
+			return total, wrapErr("PurgeIdempotencyKeys", "", res.Error)
+		}
+		total += int(res.RowsAffected)
+		if res.RowsAffected < idempotencyPurgeBatch {
+			return total, nil
+		}
+	}
 }
 
 // RequeueUnplaced wakes the unplaced registrations of every zone where a ready
