@@ -41,6 +41,7 @@ func migrations() []*gormigrate.Migration {
 		migration202612011400DeliveryFailures(),
 		migration202612011800RegistrationCounts(),
 		migration202612011900RegistrationReads(),
+		migration202612012000RegistrationAcks(),
 	}
 }
 
