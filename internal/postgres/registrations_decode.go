@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"errors"
 	"strconv"
+	"unicode/utf8"
 
 	"github.com/fleetmanager/fleet-manager/internal/fleet"
 )
@@ -155,19 +156,26 @@ func (d *flatDecoder) next(c byte) bool {
 	return false
 }
 
-// str reads a string without escapes or control characters.
+// str reads a string without escapes or control characters, of valid
+// UTF-8 (encoding/json replaces an invalid byte; PostgreSQL writes none).
 func (d *flatDecoder) str() (string, error) {
 	if !d.next('"') {
 		return "", errNotFlat
 	}
-	start := d.at
+	start, ascii := d.at, true
 	for ; d.at < len(d.doc); d.at++ {
 		switch c := d.doc[d.at]; {
 		case c == '"':
 			d.at++
-			return string(d.doc[start : d.at-1]), nil
+			s := d.doc[start : d.at-1]
+			if !ascii && !utf8.Valid(s) {
+				return "", errNotFlat
+			}
+			return string(s), nil
 		case c == '\\' || c < 0x20:
 			return "", errNotFlat
+		case c >= utf8.RuneSelf:
+			ascii = false
 		}
 	}
 	return "", errNotFlat
