@@ -30,7 +30,7 @@ SELECT gen_random_uuid()::text, ?, 'bench-user', 'seed-' || i, 'eu', 'OCP', 'rea
 // registrations, without a quota and with one that is never reached. It
 // reports creates per second and the median and 99th percentile latency:
 //
-//	go test -run '^$' -bench BenchmarkCreateRegistration -benchtime 4000x ./internal/postgres
+//	go test -run '^$' -bench 'BenchmarkCreateRegistration$' -benchtime 2000x ./internal/postgres
 func BenchmarkCreateRegistration(b *testing.B) {
 	for _, rows := range []int{100, 300_000} {
 		b.Run(fmt.Sprintf("rows=%d", rows), func(b *testing.B) {
