@@ -131,14 +131,14 @@ func TestCreateRegistrationIdempotencyRaces(t *testing.T) {
 	for round := range rounds {
 		key := fmt.Sprintf("race-%d", round)
 		same := fleet.RegistrationCreate{Name: fmt.Sprintf("race-%d", round), Zone: "eu", Product: fleet.ProductOCP}
-		results := createConcurrently(store, racers, storeCaller, key, func(i int) fleet.RegistrationCreate {
+		requests := make([]fleet.RegistrationCreate, racers)
+		for i := range requests {
+			requests[i] = same
 			if round%2 == 1 && i%2 == 1 {
-				other := same
-				other.Name = fmt.Sprintf("race-%d-other-%d", round, i)
-				return other
+				requests[i].Name = fmt.Sprintf("race-%d-other-%d", round, i)
 			}
-			return same
-		})
+		}
+		results := createConcurrently(store, racers, storeCaller, key, func(i int) fleet.RegistrationCreate { return requests[i] })
 		created, replays, reused := 0, 0, 0
 		for i, r := range results {
 			switch {
@@ -150,7 +150,7 @@ func TestCreateRegistrationIdempotencyRaces(t *testing.T) {
 				reused++
 			default:
 				t.Errorf("round %d: CreateRegistration(%s, key %s) #%d = %v, created %v; want a registration or code %d",
-					round, r.reg.Name, key, i, r.err, r.created, fleet.CodeIdempotencyKeyReused)
+					round, requests[i].Name, key, i, r.err, r.created, fleet.CodeIdempotencyKeyReused)
 			}
 		}
 		if created != 1 || created+replays+reused != racers {
