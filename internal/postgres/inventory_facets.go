@@ -116,11 +116,12 @@ func countedFacet(expr fleet.SearchExpr) (facet, value string, ok bool) {
 }
 
 // SyncCountedLabels makes keys the labels whose values the inventory counts
-// per hub (--inventory-counted-labels), for the totals of label searches.
-// When the set changes it counts the added keys' values over the live
-// inventory and drops the removed keys' counts, holding a SHARE ROW
-// EXCLUSIVE lock on managed_clusters so that no write goes uncounted: ingests
-// wait for it, reads do not. The lock also excludes itself, so replicas
+// per hub, and the registrations per organisation and zone
+// (--inventory-counted-labels), for the totals of label searches. When the
+// set changes it counts the added keys' values over the live inventory and
+// registrations and drops the removed keys' counts, holding a SHARE ROW
+// EXCLUSIVE lock on managed_clusters and registrations so that no write goes
+// uncounted: ingests and registration writes wait for it, reads do not. The lock also excludes itself, so replicas
 // started together with a new set change it one after the other, and the
 // later ones find it done; a key some other writer added meanwhile is left
 // as that writer counted it. With the set unchanged it reads one small table.
@@ -132,7 +133,7 @@ func (s *Store) SyncCountedLabels(ctx context.Context, keys []string) error {
 		if err != nil || slices.Equal(have, want) {
 			return err
 		}
-		if err := tx.Exec(`LOCK TABLE managed_clusters IN SHARE ROW EXCLUSIVE MODE`).Error; err != nil {
+		if err := tx.Exec(`LOCK TABLE managed_clusters, registrations IN SHARE ROW EXCLUSIVE MODE`).Error; err != nil {
 			return err
 		}
 		if have, err = countedLabels(tx); err != nil || slices.Equal(have, want) {
@@ -149,7 +150,7 @@ func (s *Store) SyncCountedLabels(ctx context.Context, keys []string) error {
 				removed = append(removed, k)
 			}
 		}
-		return tx.Exec(`
+		if err := tx.Exec(`
 WITH gone AS (DELETE FROM inventory_counted_labels WHERE key IN (SELECT jsonb_array_elements_text(?::jsonb))),
 	dropped AS (DELETE FROM managed_cluster_facet_counts WHERE facet LIKE 'labels.%' AND substr(facet, 8) IN (SELECT jsonb_array_elements_text(?::jsonb))),
 	added AS (INSERT INTO inventory_counted_labels (key) SELECT jsonb_array_elements_text(?::jsonb)
@@ -158,7 +159,15 @@ INSERT INTO managed_cluster_facet_counts (facet, value, hub_id, live)
 	SELECT 'labels.' || l.key, l.value, mc.hub_id, count(*)
 	FROM managed_clusters mc CROSS JOIN LATERAL jsonb_each_text(mc.labels) AS l
 	WHERE mc.deleted_at IS NULL AND l.key IN (SELECT key FROM added)
-	GROUP BY l.key, l.value, mc.hub_id`, jsonText(removed), jsonText(removed), jsonText(added)).Error
+	GROUP BY l.key, l.value, mc.hub_id`, jsonText(removed), jsonText(removed), jsonText(added)).Error; err != nil {
+			return err
+		}
+		return tx.Exec(`
+WITH dropped AS (DELETE FROM registration_label_counts WHERE key IN (SELECT jsonb_array_elements_text(?::jsonb)))
+INSERT INTO registration_label_counts (org_id, key, value, zone, shard, live)
+	SELECT org_id, key, value, zone, shard, sum(d) FROM (`+labelCountedRows("registrations", "1")+`) AS counted
+	WHERE key IN (SELECT jsonb_array_elements_text(?::jsonb))
+	GROUP BY 1, 2, 3, 4, 5`, jsonText(removed), jsonText(added)).Error
 	})
 	if err != nil {
 		return fmt.Errorf("SyncCountedLabels(%v): %w", want, err)

@@ -42,6 +42,7 @@ func migrations() []*gormigrate.Migration {
 		migration202612011800RegistrationCounts(),
 		migration202612011900RegistrationReads(),
 		migration202612012000RegistrationAcks(),
+		migration202612012100RegistrationLabelCounts(),
 	}
 }
 

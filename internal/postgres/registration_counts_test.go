@@ -1,6 +1,7 @@
 package postgres_test
 
 import (
+	"context"
 	"fmt"
 	"testing"
 
@@ -63,4 +64,49 @@ func TestRegistrationCountsFollowTheRows(t *testing.T) {
 	g.Expect(db.Gorm.Raw(`SELECT (SELECT count(*) FROM registration_counts) + (SELECT count(*) FROM registration_phase_counts)`).
 		Scan(&left).Error).To(gomega.Succeed())
 	g.Expect(left).To(gomega.BeZero())
+}
+
+// TestRegistrationLabelCountsFollowTheRows checks the counters of the
+// counted labels' values against the rows: counted when a key joins the set,
+// kept by the triggers through inserts, label changes, soft and hard
+// deletes, and dropped when the key leaves the set.
+func TestRegistrationLabelCountsFollowTheRows(t *testing.T) {
+	g := gomega.NewWithT(t)
+	store, db := newStoreOn(t, nil)
+	ctx := context.Background()
+	exec := func(sql string) {
+		t.Helper()
+		g.Expect(db.Gorm.Exec(sql).Error).To(gomega.Succeed(), sql)
+	}
+	exec(`INSERT INTO registrations (id, org_id, owner, name, zone, product, phase, labels)
+		SELECT 'r-' || i, 'org-' || i % 3, 'u', 'c-' || i, (ARRAY['eu', 'us'])[1 + i % 2], 'ocp', 'accepted',
+			jsonb_build_object('env', (ARRAY['prod', 'dev'])[1 + i % 5 / 4], 'team', 't' || i % 4)
+		FROM generate_series(1, 500) AS i`)
+	g.Expect(store.SyncCountedLabels(ctx, []string{"env"})).To(gomega.Succeed())
+	exec(`INSERT INTO registrations (id, org_id, owner, name, zone, product, phase, labels)
+		SELECT 'n-' || i, 'org-1', 'u', 'n-' || i, 'eu', 'ocp', 'accepted', '{"env": "stage"}' FROM generate_series(1, 30) AS i`)
+	exec(`UPDATE registrations SET labels = labels || '{"env": "prod"}' WHERE name LIKE 'c-1%'`)
+	exec(`UPDATE registrations SET labels = labels - 'env' WHERE name LIKE 'c-2%'`)
+	exec(`UPDATE registrations SET deleted_at = now() WHERE name LIKE 'c-3%'`)
+	exec(`DELETE FROM registrations WHERE name LIKE 'n-2%'`)
+
+	type count struct {
+		OrgID, Key, Value, Zone string
+		N                       int64
+	}
+	check := func(keys string) {
+		t.Helper()
+		var want, got []count
+		g.Expect(db.Gorm.Raw(`SELECT r.org_id, l.key, l.value, r.zone, count(*) AS n
+			FROM registrations r CROSS JOIN LATERAL jsonb_each_text(r.labels) AS l
+			WHERE r.deleted_at IS NULL AND l.key IN (` + keys + `) GROUP BY 1, 2, 3, 4 ORDER BY 1, 2, 3, 4`).Scan(&want).Error).To(gomega.Succeed())
+		g.Expect(db.Gorm.Raw(`SELECT org_id, key, value, zone, sum(live) AS n FROM registration_label_counts
+			GROUP BY 1, 2, 3, 4 HAVING sum(live) <> 0 ORDER BY 1, 2, 3, 4`).Scan(&got).Error).To(gomega.Succeed())
+		g.Expect(got).To(gomega.Equal(want))
+	}
+	check(`'env'`)
+	g.Expect(store.SyncCountedLabels(ctx, []string{"team"})).To(gomega.Succeed())
+	check(`'team'`)
+	g.Expect(store.SyncCountedLabels(ctx, []string{"env", "team"})).To(gomega.Succeed())
+	check(`'env', 'team'`)
 }

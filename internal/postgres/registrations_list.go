@@ -3,6 +3,7 @@ package postgres
 import (
 	"context"
 	"fmt"
+	"slices"
 	"strings"
 	"time"
 
@@ -67,7 +68,8 @@ func (s *Store) listRegistrations(ctx context.Context, org string, q fleet.ListQ
 	}
 	db := s.db.Gorm.WithContext(ctx)
 	var total int64
-	count, err := s.registrationTotal(db, org, expr, conds, &total)
+	counted := true
+	count, err := s.registrationTotal(db, org, expr, conds, &total, &counted)
 	if err != nil {
 		return nil, 0, err
 	}
@@ -82,6 +84,12 @@ func (s *Store) listRegistrations(ctx context.Context, org string, q fleet.ListQ
 	}
 	if err := roundTrip(db, count, list); err != nil {
 		return nil, 0, err
+	}
+	if !counted {
+		// The label's key left the counted set since the statement was built.
+		if err := conds.apply(s.orgRegistrations(db, org, expr)).Count(&total).Error; err != nil {
+			return nil, 0, err
+		}
 	}
 	regs := make([]fleet.Registration, len(rows))
 	for i := range rows {
@@ -119,9 +127,18 @@ func (s *Store) orgRegistrations(db *gorm.DB, org string, expr fleet.SearchExpr)
 // registrationTotal is the statement that reads the total of org's search
 // into total: a sum over registration_counts when the search reads only what
 // the counters hold (registrationCountsSearch), so the total of an
-// organisation's whole list costs the same at any size; else a count of the
-// rows, which the indexes of migration202612011900RegistrationReads serve.
-func (s *Store) registrationTotal(db *gorm.DB, org string, expr fleet.SearchExpr, conds conditions, total *int64) (statement, error) {
+// organisation's whole list costs the same at any size; a sum over
+// registration_label_counts when it is one equality of a label whose key
+// is counted, read with whether the key is counted (counted; when it is not,
+// the caller counts the rows); else a count of the rows, which the indexes of
+// migration202612011900RegistrationReads serve.
+func (s *Store) registrationTotal(db *gorm.DB, org string, expr fleet.SearchExpr, conds conditions, total *int64, counted *bool) (statement, error) {
+	if facet, value, ok := countedFacet(expr); ok && strings.HasPrefix(facet, "labels.") && slices.Contains(s.cfg.CountedLabels, facet[len("labels."):]) {
+		key := facet[len("labels."):]
+		sum := s.inServedZones(db.Table("registration_label_counts AS c").Where("c.org_id = ? AND c.key = ? AND c.value = ?", org, key, value), "c.zone")
+		return built(sum.Select("coalesce(sum(c.live), 0)::bigint, EXISTS (SELECT 1 FROM inventory_counted_labels WHERE key = ?)", key),
+			func(tx *gorm.DB) *gorm.DB { return tx.Find(&[]countedSum{}) }, readOne(total, counted))
+	}
 	if !searchesOnly(expr, registrationCountsSearch) {
 		return built(conds.apply(s.orgRegistrations(db, org, expr)), func(tx *gorm.DB) *gorm.DB { return tx.Count(new(int64)) }, readOne(total))
 	}

@@ -103,6 +103,11 @@ func TestRegistrationListTotalIsTheCountOfItsRows(t *testing.T) {
 	seedRegistrations(t, db, "org-1", "c-", 400)
 	seedRegistrations(t, db, "org-2", "c-", 60)
 	ctx := context.Background()
+	// env's totals are summed from registration_label_counts, team's counted.
+	if err := postgres.NewStore(db, nil, fleet.SystemClock{}, postgres.DefaultStoreConfig(), authz.MustDefault()).
+		SyncCountedLabels(ctx, []string{"env"}); err != nil {
+		t.Fatal(err)
+	}
 	for _, served := range [][]string{nil, {"eu"}, {"us", "ap"}} {
 		cfg := postgres.DefaultStoreConfig()
 		cfg.Zones = fleet.Zones{Served: served}
@@ -145,8 +150,10 @@ func TestRegistrationListTotalIsTheCountOfItsRows(t *testing.T) {
 // runs for the searches it serves by index, in the default order and by
 // name, on the first page and a deep one, on a table large enough for
 // PostgreSQL to choose, and checks that none reads registrations from end to
-// end. A search on a label value most rows hold is left out: its count reads
-// the rows that hold it, wherever they are (docs/registrations.md).
+// end. A search on a value most rows hold of a label whose key is counted
+// (env) is summed from registration_label_counts; of one that is not, its
+// count reads the rows that hold it, wherever they are, and is left out
+// (docs/registrations.md).
 func TestRegistrationListReadsNoWholeTable(t *testing.T) {
 	t.Parallel()
 	g := gomega.NewWithT(t)
@@ -165,11 +172,19 @@ func TestRegistrationListReadsNoWholeTable(t *testing.T) {
 	})).To(gomega.Succeed())
 	store := postgres.NewStore(observed, nil, fleet.SystemClock{}, postgres.DefaultStoreConfig(), authz.MustDefault())
 	ctx := context.Background()
-	for _, search := range []string{"", "name = 'c-012345'", "name like 'c-0123%'", "labels.team = 'team-7'", "phase = 'ready'",
+	g.Expect(store.SyncCountedLabels(ctx, []string{"env"})).To(gomega.Succeed())
+	for _, search := range []string{"", "labels.env = 'prod'", "name = 'c-012345'", "name like 'c-0123%'", "labels.team = 'team-7'", "phase = 'ready'",
 		"phase = 'failed'", "hub_id = 'hub-a'", "phase = 'ready' and hub_id = 'hub-b'", "labels.team = 'team-7' and hub_id = 'hub-a'",
 		"name like 'c-012%' and phase = 'accepted'"} {
 		for _, orderBy := range []string{"", "name"} {
 			for _, page := range []int{1, 150} {
+				if search == "labels.env = 'prod'" && page > 1 {
+					// A deep page of a value most rows hold reads the rows
+					// before it, a third of this table: a scan is the
+					// planner's right choice here, and the cost is the
+					// page's depth, not the table's size.
+					continue
+				}
 				call := fmt.Sprintf("ListRegistrations(big, %q, orderBy %q, page %d)", search, orderBy, page)
 				stmts = nil
 				_, _, err := store.ListRegistrations(ctx, "big", fleet.ListQuery{Search: search, OrderBy: orderBy, Page: page, Size: 100})

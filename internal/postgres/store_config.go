@@ -35,7 +35,7 @@ func (c *StoreConfig) AddFlags(fs *pflag.FlagSet) {
 	fs.DurationVar(&c.IdempotencyKeyTTL, "idempotency-key-ttl", c.IdempotencyKeyTTL, "how long an Idempotency-Key is remembered")
 	fs.DurationVar(&c.HeartbeatTimeout, "hub-heartbeat-timeout", c.HeartbeatTimeout, "how long an agent hub stays ready after its last heartbeat")
 	fs.StringVar(&c.Policies.Namespace, "policy-namespace", c.Policies.Namespace, "namespace on every hub that holds the configuration policies, their Placements and PlacementBindings")
-	fs.StringSliceVar(&c.CountedLabels, "inventory-counted-labels", c.CountedLabels, "label keys whose values the inventory counts per hub, so that the total of a search by one of them is read from a counter (changing the set counts the added keys once, at start)")
+	fs.StringSliceVar(&c.CountedLabels, "inventory-counted-labels", c.CountedLabels, "label keys whose values the inventory counts per hub and the registrations per organisation, so that the total of a search by one of them is read from a counter (changing the set counts the added keys once, at start)")
 	fs.DurationVar(&c.WakeInterval, "wake-interval", c.WakeInterval, "shortest time between two wake-ups (NOTIFY) a replica sends the reconcilers after registration writes; the writes committed meanwhile share the next, so writes do not commit one at a time on the notification queue")
 	fs.StringVar(&c.Policies.ClusterSet, "policy-cluster-set", c.Policies.ClusterSet, "ManagedClusterSet the policies' Placements select from, bound into --policy-namespace")
 }
