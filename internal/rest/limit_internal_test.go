@@ -32,7 +32,9 @@ func TestBatchCreatesWaitForASlot(t *testing.T) {
 		return nil
 	})
 	done := make(chan error, 1)
-	go func() { done <- held(httptest.NewRecorder(), httptest.NewRequest(http.MethodPost, "/clusters:batch", nil)) }()
+	go func() {
+		done <- held(httptest.NewRecorder(), httptest.NewRequest(http.MethodPost, "/clusters:batch", nil))
+	}()
 	<-running
 
 	calls := 0
