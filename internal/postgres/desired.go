@@ -17,29 +17,23 @@ var sqlTxReadOnlyRepeatable = sql.TxOptions{Isolation: sql.LevelRepeatableRead, 
 
 // DesiredSet returns the hub's desired set at its current revision: every
 // live registration placed on it and not withdrawn, rendered as hub objects.
-// The revision and the rows are read in one snapshot.
+// The revision and the rows are read in one snapshot, only the columns the
+// objects are made of; the snapshot's connection goes back to the pool before
+// the credentials are opened and the objects rendered, so a hub of thousands
+// of registrations holds a connection for its reads only.
 func (s *Store) DesiredSet(ctx context.Context, hubID, agentIdentity string) (fleet.DesiredSet, error) {
 	set := fleet.DesiredSet{HubID: hubID}
-	tx := s.db.Gorm.WithContext(ctx).Begin(&sqlTxReadOnlyRepeatable)
-	if tx.Error != nil {
-		return set, fmt.Errorf("DesiredSet(%s): %w", hubID, tx.Error)
-	}
-	defer tx.Rollback()
-	hub, err := s.agentHub(tx, hubID, agentIdentity, false)
+	rows, revision, policies, err := s.desiredSnapshot(ctx, hubID, agentIdentity)
 	if err != nil {
 		return set, fmt.Errorf("DesiredSet(%s): %w", hubID, err)
 	}
-	var rows []registrationRow
-	if err := registrations(tx).Where("r.hub_id = ? AND r.deleted_at IS NULL AND r.withdrawn_revision IS NULL", hubID).
-		Order("r.created_at, r.id").Find(&rows).Error; err != nil {
-		return set, fmt.Errorf("DesiredSet(%s): %w", hubID, err)
-	}
-	set.Revision = hub.Revision
+	set.Revision, set.Policies = revision, policies
+	set.Registrations = make([]fleet.DesiredRegistration, 0, len(rows))
 	for _, r := range rows {
-		reg := r.toRegistration()
+		reg := fleet.Registration{ID: r.ID, OrgID: r.OrgID, Name: r.Name, Labels: r.Labels, Generation: r.Generation}
 		entry := fleet.DesiredRegistration{RegistrationID: reg.ID, Generation: reg.Generation, ManagedClusterName: fleet.ManagedClusterName(reg)}
 		// Credentials that cannot be opened fail this registration only.
-		if creds, err := s.openCredentials(r); err != nil {
+		if creds, err := s.openCredentials(registrationRow{ID: r.ID, Credentials: r.Credentials, CredentialsKeyID: r.CredentialsKeyID}); err != nil {
 			entry.Failure = &fleet.DeliveryFailure{RegistrationID: reg.ID, Reason: fleet.ReasonCredentialsUnreadable,
 				Message: "the fleet manager cannot open the registration's import credentials"}
 		} else {
@@ -47,10 +41,43 @@ func (s *Store) DesiredSet(ctx context.Context, hubID, agentIdentity string) (fl
 		}
 		set.Registrations = append(set.Registrations, entry)
 	}
-	if set.Policies, err = s.desiredPolicies(tx, hubID, hub.OwnerOrgID); err != nil {
-		return set, fmt.Errorf("DesiredSet(%s): %w", hubID, err)
-	}
 	return set, nil
+}
+
+// desiredRegistrationRow is what a registration's hub objects are made of.
+type desiredRegistrationRow struct {
+	ID               string
+	OrgID            string
+	Name             string
+	Labels           map[string]string `gorm:"serializer:json"`
+	Generation       int64
+	Credentials      []byte
+	CredentialsKeyID *string
+}
+
+// desiredSnapshot reads, in one read-only snapshot, the hub's revision, its
+// live registrations not withdrawn, oldest first, and its policies.
+func (s *Store) desiredSnapshot(ctx context.Context, hubID, agentIdentity string) ([]desiredRegistrationRow, int64, []fleet.DesiredPolicy, error) {
+	tx := s.db.Gorm.WithContext(ctx).Begin(&sqlTxReadOnlyRepeatable)
+	if tx.Error != nil {
+		return nil, 0, nil, tx.Error
+	}
+	defer tx.Rollback()
+	hub, err := s.agentHub(tx, hubID, agentIdentity, false)
+	if err != nil {
+		return nil, 0, nil, err
+	}
+	var rows []desiredRegistrationRow
+	if err := tx.Table("registrations").Select("id, org_id, name, labels, generation, credentials, credentials_key_id").
+		Where("hub_id = ? AND deleted_at IS NULL AND withdrawn_revision IS NULL", hubID).
+		Order("created_at, id").Find(&rows).Error; err != nil {
+		return nil, 0, nil, err
+	}
+	policies, err := s.desiredPolicies(tx, hubID, hub.OwnerOrgID)
+	if err != nil {
+		return nil, 0, nil, err
+	}
+	return rows, hub.Revision, policies, nil
 }
 
 // desiredPolicyRow is a policy row with its body as stored, decoded row by

@@ -47,6 +47,8 @@ type Config struct {
 	AgentMaxBodyBytes int64
 	// AgentIngestConcurrency bounds the inventory batches handled at once.
 	AgentIngestConcurrency int
+	// AgentDesiredConcurrency bounds the desired sets read and written at once.
+	AgentDesiredConcurrency int
 	// RegistrationBatchMax is the most items of a batch create
 	// (POST /clusters:batch); RegistrationBatchMaxBodyBytes bounds its body,
 	// which carries that many registrations, credentials included.
@@ -86,29 +88,30 @@ type CORSConfig struct {
 func DefaultConfig() Config {
 	timeouts := httpserve.DefaultTimeouts()
 	return Config{
-		ServiceName:            "fleet-manager",
-		BasePath:               "/api/fleet_manager/v1",
-		ErrorCodePrefix:        "FLEET-MGMT",
-		APIBindAddress:         ":8000",
-		MetricsBindAddress:     ":8080",
-		HealthBindAddress:      ":8083",
-		ReadHeaderTimeout:      timeouts.ReadHeader,
-		ReadTimeout:            timeouts.Read,
-		WriteTimeout:           timeouts.Write,
-		IdleTimeout:            timeouts.Idle,
-		ShutdownTimeout:        30 * time.Second,
-		ReadyTimeout:           2 * time.Second,
-		RequestTimeout:         30 * time.Second,
-		MaxBodyBytes:           1 << 20,
-		AgentMaxBodyBytes:      64 << 20,
-		AgentIngestConcurrency: 8,
-		PublicPaths:            []string{"/openapi", "/errors", "/errors/{id}"},
-		AgentMaxWait:           time.Minute,
-		AgentDefaultWait:       30 * time.Second,
-		FeedMaxWait:            time.Minute,
-		AdminRoles:             []string{"fleet-admin"},
-		AdminReadRoles:         []string{"fleet-admin", "fleet-viewer"},
-		OrgRoles:               fleet.DefaultRoleMap(),
+		ServiceName:             "fleet-manager",
+		BasePath:                "/api/fleet_manager/v1",
+		ErrorCodePrefix:         "FLEET-MGMT",
+		APIBindAddress:          ":8000",
+		MetricsBindAddress:      ":8080",
+		HealthBindAddress:       ":8083",
+		ReadHeaderTimeout:       timeouts.ReadHeader,
+		ReadTimeout:             timeouts.Read,
+		WriteTimeout:            timeouts.Write,
+		IdleTimeout:             timeouts.Idle,
+		ShutdownTimeout:         30 * time.Second,
+		ReadyTimeout:            2 * time.Second,
+		RequestTimeout:          30 * time.Second,
+		MaxBodyBytes:            1 << 20,
+		AgentMaxBodyBytes:       64 << 20,
+		AgentIngestConcurrency:  8,
+		AgentDesiredConcurrency: 8,
+		PublicPaths:             []string{"/openapi", "/errors", "/errors/{id}"},
+		AgentMaxWait:            time.Minute,
+		AgentDefaultWait:        30 * time.Second,
+		FeedMaxWait:             time.Minute,
+		AdminRoles:              []string{"fleet-admin"},
+		AdminReadRoles:          []string{"fleet-admin", "fleet-viewer"},
+		OrgRoles:                fleet.DefaultRoleMap(),
 
 		// A thousand items with a kubeconfig of up to 16 KiB each.
 		RegistrationBatchMax:          1000,
@@ -142,6 +145,8 @@ func (c *Config) AddFlags(fs *pflag.FlagSet) {
 		"deadline of a request's work (a long-poll's wait comes on top); past it the answer is 503 (below --api-write-timeout)")
 	fs.Int64Var(&c.MaxBodyBytes, "api-max-body-bytes", c.MaxBodyBytes, "largest request body accepted")
 	fs.IntVar(&c.AgentIngestConcurrency, "agent-ingest-concurrency", c.AgentIngestConcurrency, "inventory batches handled at once (each holds its body in memory)")
+	fs.IntVar(&c.AgentDesiredConcurrency, "agent-desired-concurrency", c.AgentDesiredConcurrency,
+		"desired sets read and written at once (each reads its hub's registrations and renders their objects); the other agents' long-polls wait for a slot")
 	fs.Int64Var(&c.AgentMaxBodyBytes, "agent-max-body-bytes", c.AgentMaxBodyBytes, "largest request body accepted from hub agents")
 	fs.IntVar(&c.RegistrationBatchMax, "registration-batch-max", c.RegistrationBatchMax, "most clusters registered by one POST /clusters:batch")
 	fs.Int64Var(&c.RegistrationBatchMaxBodyBytes, "registration-batch-max-body-bytes", c.RegistrationBatchMaxBodyBytes,
@@ -192,6 +197,9 @@ func (c Config) Validate() error {
 	}
 	if c.MaxBodyBytes < 1024 {
 		p.Addf("api-max-body-bytes", "must be at least 1024 (got %d)", c.MaxBodyBytes)
+	}
+	if c.AgentDesiredConcurrency < 1 {
+		p.Addf("agent-desired-concurrency", "must be at least 1 (got %d)", c.AgentDesiredConcurrency)
 	}
 	if c.AgentIngestConcurrency < 1 {
 		p.Addf("agent-ingest-concurrency", "must be at least 1 (got %d)", c.AgentIngestConcurrency)

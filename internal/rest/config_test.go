@@ -37,6 +37,7 @@ func TestConfigValidate(t *testing.T) {
 			"--api-request-timeout: must be positive, and with the longest long-poll wait (1m0s) below --api-write-timeout 2m0s (got 1m0s)"}},
 		{"body", func(c *rest.Config) { c.MaxBodyBytes = 10 }, []string{"--api-max-body-bytes"}},
 		{"batch max", func(c *rest.Config) { c.RegistrationBatchMax = 0 }, []string{"--registration-batch-max: must be at least 1"}},
+		{"desired concurrency", func(c *rest.Config) { c.AgentDesiredConcurrency = 0 }, []string{"--agent-desired-concurrency: must be at least 1"}},
 		{"batch concurrency", func(c *rest.Config) { c.RegistrationBatchConcurrency = 0 }, []string{"--registration-batch-concurrency: must be at least 1"}},
 		{"batch body", func(c *rest.Config) { c.RegistrationBatchMaxBodyBytes = c.MaxBodyBytes - 1 }, []string{
 			"--registration-batch-max-body-bytes: must be at least --api-max-body-bytes"}},

@@ -62,7 +62,16 @@ func (s *Server) handleHubDesiredGet(w http.ResponseWriter, r *http.Request) err
 	}
 }
 
+// writeDesired reads and writes the hub's desired set, in one of the
+// AgentDesiredConcurrency slots: an agent whose revision moved waits for one,
+// holding no database connection, until its request ends.
 func (s *Server) writeDesired(w http.ResponseWriter, r *http.Request, hubID, agent string) error {
+	select {
+	case s.desired <- struct{}{}:
+		defer func() { <-s.desired }()
+	case <-r.Context().Done():
+		return fleet.Errorf(fleet.CodeUnavailable, "the request ended while waiting for a desired-set slot")
+	}
 	set, err := s.services.Inventory.DesiredSet(r.Context(), hubID, agent)
 	if err != nil {
 		return err

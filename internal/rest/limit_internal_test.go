@@ -55,3 +55,19 @@ func TestBatchCreatesWaitForASlot(t *testing.T) {
 	g.Expect(s.limitIngest(op(batchCreateOperation), count)(httptest.NewRecorder(), httptest.NewRequest(http.MethodPost, "/clusters:batch", nil))).To(gomega.Succeed())
 	g.Expect(calls).To(gomega.Equal(3), "the slot is free again once the first batch ended")
 }
+
+// TestDesiredSetsWaitForASlot checks that a desired set is read only in one
+// of AgentDesiredConcurrency slots: with every slot taken, an agent's read
+// waits, reads nothing, and ends with its request (code Unavailable).
+func TestDesiredSetsWaitForASlot(t *testing.T) {
+	t.Parallel()
+	g := gomega.NewWithT(t)
+	s := &Server{desired: make(chan struct{}, 1)} // no services: a read would panic
+	s.desired <- struct{}{}
+	ctx, cancel := context.WithTimeout(context.Background(), 50*time.Millisecond)
+	defer cancel()
+	r := httptest.NewRequest(http.MethodGet, "/agent-hubs/h/desired", nil).WithContext(ctx)
+	err := s.writeDesired(httptest.NewRecorder(), r, "h", "agent")
+	g.Expect(fleet.ErrorCodeOf(err)).To(gomega.Equal(fleet.CodeUnavailable))
+	g.Expect(s.desired).To(gomega.HaveLen(1), "the slot taken before is still taken, no other")
+}

@@ -52,6 +52,10 @@ type Server struct {
 	ingest chan struct{}
 	// batches bounds the batch creates read at once, for the same reason.
 	batches chan struct{}
+	// desired bounds the desired sets read and written at once: each reads a
+	// hub's registrations and renders them, and a hundred agents fetching at
+	// once would hold every pooled connection.
+	desired chan struct{}
 	// draining is closed when the server starts shutting down, so waiting
 	// long-polls answer at once instead of holding the drain.
 	draining  chan struct{}
@@ -65,7 +69,7 @@ type Server struct {
 func NewServer(ctx context.Context, cfg Config, logger *slog.Logger, auth fleet.Authenticator, metrics *HTTPMetrics, services Services) (*Server, error) {
 	s := &Server{cfg: cfg, logger: logger.With("component", "api"), auth: auth, metrics: metrics, services: services,
 		ingest: make(chan struct{}, cfg.AgentIngestConcurrency), batches: make(chan struct{}, cfg.RegistrationBatchConcurrency),
-		draining: make(chan struct{})}
+		desired: make(chan struct{}, cfg.AgentDesiredConcurrency), draining: make(chan struct{})}
 	s.builders.New = newJSONBuilder
 	s.roles = cfg.OrgRoles
 	s.roles.FleetAdmin, s.roles.FleetViewer = cfg.AdminRoles, cfg.AdminReadRoles
