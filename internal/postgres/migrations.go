@@ -43,6 +43,7 @@ func migrations() []*gormigrate.Migration {
 		migration202612011900RegistrationReads(),
 		migration202612012000RegistrationAcks(),
 		migration202612012100RegistrationLabelCounts(),
+		migration202612012200ClaimOrder(),
 	}
 }
 

@@ -42,20 +42,15 @@ func NewQueue(store *Store, cfg QueueConfig) *Queue { return &Queue{store: store
 // that a pass that outlived its lease cannot complete a later claim of the
 // same process (provisioning_mgr and deleting_mgr share the owner).
 func (q *Queue) ClaimRegistrations(ctx context.Context, kind fleet.WorkKind, owner string, limit int, lease time.Duration) ([]fleet.Claim, error) {
-	var claimed []struct{ ID, ClaimedBy string }
-	err := q.store.db.Gorm.WithContext(ctx).Raw(`
-WITH due AS (
-	SELECT id FROM registrations
-	WHERE deleted_at IS NULL AND next_attempt_at <= now()
-	  AND (deletion_requested_at IS NOT NULL) = ?
-	  AND (claimed_until IS NULL OR claimed_until < now())
-	ORDER BY next_attempt_at, id
-	LIMIT ?
-	FOR UPDATE SKIP LOCKED)
-UPDATE registrations r SET claimed_by = ? || '/' || gen_random_uuid(), claimed_until = now() + make_interval(secs => ?),
-	next_attempt_at = now() + make_interval(secs => ?)
-FROM due WHERE r.id = due.id
-RETURNING r.id, r.claimed_by`, kind == fleet.WorkDeprovision, limit, owner, lease.Seconds(), lease.Seconds()).Scan(&claimed).Error
+	// Work a user waits for first (unsettledSQL), then the rechecks of
+	// settled registrations: a backlog of rechecks never delays a new or
+	// changed registration.
+	claimed, err := q.claim(ctx, kind, owner, limit, lease, true)
+	if err == nil && len(claimed) < limit {
+		var settled []claimedRow
+		settled, err = q.claim(ctx, kind, owner, limit-len(claimed), lease, false)
+		claimed = append(claimed, settled...)
+	}
 	if err != nil || len(claimed) == 0 {
 		return nil, wrapErr("ClaimRegistrations", string(kind), err)
 	}
@@ -65,7 +60,7 @@ RETURNING r.id, r.claimed_by`, kind == fleet.WorkDeprovision, limit, owner, leas
 	}
 	var rows []registrationRow
 	err = registrations(q.store.db.Gorm.WithContext(ctx)).
-		Select("r.*, h.name AS hub_name, h.zone AS hub_zone, h.region AS hub_region, extract(epoch FROM now() - r.deletion_requested_at) AS deletion_age_seconds").
+		Select(claimColumns+", h.name AS hub_name, h.zone AS hub_zone, h.region AS hub_region, extract(epoch FROM now() - r.deletion_requested_at) AS deletion_age_seconds").
 		Where("r.id IN ?", ids).Order("r.id").Find(&rows).Error
 	if err != nil {
 		return nil, wrapErr("ClaimRegistrations", string(kind), err)
@@ -78,6 +73,44 @@ RETURNING r.id, r.claimed_by`, kind == fleet.WorkDeprovision, limit, owner, leas
 		}
 	}
 	return claims, nil
+}
+
+// claimColumns are the columns of a claimed registration: all but the import
+// material, which no reconciler reads and which an agent's report makes the
+// largest column of a row.
+const claimColumns = `r.id, r.created_at, r.updated_at, r.deletion_requested_at, r.deleted_at, r.org_id, r.owner, r.name,
+	r.display_name, r.labels, r.zone, r.region, r.product, r.credentials, r.credentials_key_id, r.hub_id, r.delivered_via,
+	r.conditions, r.phase, r.generation, r.observed_generation, r.published_revision, r.published_generation,
+	r.withdrawn_revision, r.next_attempt_at, r.attempts, r.claimed_by, r.claimed_until, r.last_error, r.hub_conditions`
+
+// unsettledSQL tells a registration a user waits for: not ready (new,
+// placed and not delivered yet, failing, being deregistered), or changed
+// since it was last reconciled. The index registrations_work_unsettled
+// (migration202612012200ClaimOrder) holds those that are due.
+const unsettledSQL = `(phase <> 'ready' OR observed_generation < generation)`
+
+// claimedRow is a registration claim leased, with its token.
+type claimedRow struct{ ID, ClaimedBy string }
+
+// claim leases up to limit registrations due for work of kind, oldest due
+// first, among the unsettled ones or among the others.
+func (q *Queue) claim(ctx context.Context, kind fleet.WorkKind, owner string, limit int, lease time.Duration, unsettled bool) ([]claimedRow, error) {
+	var claimed []claimedRow
+	err := q.store.db.Gorm.WithContext(ctx).Raw(`
+WITH due AS (
+	SELECT id FROM registrations
+	WHERE deleted_at IS NULL AND next_attempt_at <= now()
+	  AND (deletion_requested_at IS NOT NULL) = ?
+	  AND (claimed_until IS NULL OR claimed_until < now())
+	  AND `+unsettledSQL+` = ?
+	ORDER BY next_attempt_at, id
+	LIMIT ?
+	FOR UPDATE SKIP LOCKED)
+UPDATE registrations r SET claimed_by = ? || '/' || gen_random_uuid(), claimed_until = now() + make_interval(secs => ?),
+	next_attempt_at = now() + make_interval(secs => ?)
+FROM due WHERE r.id = due.id
+RETURNING r.id, r.claimed_by`, kind == fleet.WorkDeprovision, unsettled, limit, owner, lease.Seconds(), lease.Seconds()).Scan(&claimed).Error
+	return claimed, err
 }
 
 // CompleteRegistration writes a pass's outcome if the row still holds the
