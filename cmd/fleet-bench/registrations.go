@@ -349,7 +349,8 @@ func reportImports(ctx context.Context, f *fleet, ids, hubs []string) error {
 }
 
 // importManifests is import material shaped as a hub's <name>-import
-// secret gives it: the klusterlet's CRD and its import YAML, about 8 kB.
+// secret gives it: the klusterlet's CRD and its import YAML, as large as a
+// real one.
 func importManifests(id string) string {
 	var b strings.Builder
 	b.WriteString("apiVersion: apiextensions.k8s.io/v1\nkind: CustomResourceDefinition\nmetadata:\n  name: klusterlets.operator.open-cluster-management.io\nspec:\n  group: operator.open-cluster-management.io\n")

@@ -9,6 +9,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/onsi/gomega"
+
 	"github.com/fleetmanager/fleet-manager/internal/fleet"
 	"github.com/fleetmanager/fleet-manager/internal/postgres"
 	"github.com/fleetmanager/fleet-manager/internal/postgres/pgtest"
@@ -118,20 +120,13 @@ FROM registrations t, generate_series(?::int, ?::int) i WHERE t.id = ?`, from, m
 // many matched.
 func waitCount(tb testing.TB, db *postgres.DB, n int, where string) int {
 	tb.Helper()
-	deadline := time.Now().Add(30 * time.Minute)
-	for {
-		var got int
-		if err := db.Gorm.Raw(`SELECT count(*) FROM registrations WHERE deleted_at IS NULL AND ` + where).Scan(&got).Error; err != nil {
-			tb.Fatal(err)
-		}
-		if got >= n {
-			return got
-		}
-		if time.Now().After(deadline) {
-			tb.Fatalf("only %d of %d registrations match %s after 30 minutes", got, n, where)
-		}
-		time.Sleep(200 * time.Millisecond)
-	}
+	var got int
+	gomega.NewWithT(tb).Eventually(func() (int, error) {
+		err := db.Gorm.Raw(`SELECT count(*) FROM registrations WHERE deleted_at IS NULL AND ` + where).Scan(&got).Error
+		return got, err
+	}).WithTimeout(30*time.Minute).WithPolling(200*time.Millisecond).Should(gomega.BeNumerically(">=", n),
+		"registrations matching %s", where)
+	return got
 }
 
 // fakeAgents play every hub's agent: whenever a hub's revision is past what
