@@ -189,9 +189,9 @@ func (s *Store) replayKeys(tx *gorm.DB, org string, batch []batchItem, a batchAn
 	return nil
 }
 
-// batchTemplateRow is what every registration of a batch starts with, as
-// insertRegistration builds it for one.
-func (s *Store) batchTemplateRow(caller fleet.Identity) registrationRow {
+// newRegistrationTemplate is what every new registration of caller starts
+// with: accepted, waiting for placement.
+func (s *Store) newRegistrationTemplate(caller fleet.Identity) registrationRow {
 	now := s.clock.Now()
 	conds := fleet.Conditions{}.
 		MarkTrue(fleet.ConditionAccepted, fleet.ReasonValidated, "the registration passed validation, quota and access checks", 1, now).
@@ -201,8 +201,9 @@ func (s *Store) batchTemplateRow(caller fleet.Identity) registrationRow {
 	return row
 }
 
-// batchRow is the row of one accepted item, its credentials sealed to it.
-func (s *Store) batchRow(template registrationRow, create fleet.RegistrationCreate) (registrationRow, error) {
+// newRegistrationRow is the row of an accepted create, from template
+// (newRegistrationTemplate), its credentials sealed to it.
+func (s *Store) newRegistrationRow(template registrationRow, create fleet.RegistrationCreate) (registrationRow, error) {
 	row := template
 	row.ID, row.Name, row.DisplayName, row.Labels = newID(), create.Name, create.DisplayName, create.Labels
 	row.Zone, row.Region, row.Product = create.Zone, create.Region, string(create.Product)

@@ -136,7 +136,7 @@ func (s *Store) decideBatch(ctx context.Context, tx *gorm.DB, caller fleet.Ident
 		}
 	}
 	first := map[string]int{}
-	template := s.batchTemplateRow(caller)
+	template := s.newRegistrationTemplate(caller)
 	pending := int64(0)
 	for i := range batch {
 		if a.results[i].Err == nil && a.replays[i] == "" {
@@ -161,7 +161,7 @@ func (s *Store) decideBatch(ctx context.Context, tx *gorm.DB, caller fleet.Ident
 		case dup:
 			a.results[i].Err = fleet.Errorf(fleet.CodeNameTaken, "item %d of the batch registers a cluster of this name", j)
 		default:
-			row, err := s.batchRow(template, batch[i].create)
+			row, err := s.newRegistrationRow(template, batch[i].create)
 			if err != nil {
 				return err
 			}

@@ -246,29 +246,9 @@ SELECT id, created_at, updated_at, next_attempt_at FROM r`
 // key when there is one, and returns its row as written, the answer to its
 // create.
 func (s *Store) insertRegistration(tx *gorm.DB, caller fleet.Identity, create fleet.RegistrationCreate, key, hash string) (registrationRow, error) {
-	now := s.clock.Now()
-	conds := fleet.Conditions{}.
-		MarkTrue(fleet.ConditionAccepted, fleet.ReasonValidated, "the registration passed validation, quota and access checks", 1, now).
-		MarkUnknown(fleet.ConditionPlaced, fleet.ReasonNotPlaced, "waiting for placement", 1, now)
-	row := registrationRow{
-		ID: newID(), OrgID: caller.OrgID, Owner: caller.Username, Name: create.Name, DisplayName: create.DisplayName,
-		Labels: create.Labels, Zone: create.Zone, Region: create.Region, Product: string(create.Product),
-		Conditions: conds, Generation: 1, HubConditions: fleet.Conditions{},
-	}
-	row.Phase = factsOf(row).phase()
-	if row.Labels == nil {
-		row.Labels = map[string]string{}
-	}
-	if create.Credentials != nil {
-		plain, err := json.Marshal(create.Credentials)
-		if err != nil {
-			return row, err
-		}
-		sealed, err := s.seal(plain, "registrations", "credentials", row.ID)
-		if err != nil {
-			return row, err
-		}
-		row.Credentials, row.CredentialsKeyID = sealed.Data, &sealed.KeyID
+	row, err := s.newRegistrationRow(s.newRegistrationTemplate(caller), create)
+	if err != nil {
+		return row, err
 	}
 	var set struct {
 		ID                   string
@@ -280,7 +260,7 @@ func (s *Store) insertRegistration(tx *gorm.DB, caller fleet.Identity, create fl
 	if key != "" {
 		sql, args = insertRegistrationKeySQL, append(args, caller.OrgID, key, hash)
 	}
-	err := tx.Raw(sql, args...).Scan(&set).Error
+	err = tx.Raw(sql, args...).Scan(&set).Error
 	if err == nil && set.ID != row.ID {
 		err = fmt.Errorf("insertRegistration: the insert returned no row")
 	}
