@@ -195,3 +195,23 @@ func percentile(ds []time.Duration, q float64) time.Duration {
 	rank := int(q*float64(len(s))+0.999999) - 1
 	return s[min(max(rank, 0), len(s)-1)]
 }
+
+// startProber starts sampling the serve child's memory and its database
+// backends' CPU, on a background context the caller may hand to its own
+// goroutines; stop ends the sampling and that context.
+func startProber(ctx context.Context, db *benchDB, s *server) (p *prober, bg context.Context, stop func(), err error) {
+	bg, cancel := context.WithCancel(ctx)
+	rss := &rssPoller{pid: s.pid()}
+	go rss.run(bg, 100*time.Millisecond)
+	backend, err := newBackendCPU(ctx, db)
+	if err != nil {
+		cancel()
+		return nil, nil, nil, err
+	}
+	go backend.run(bg, 250*time.Millisecond)
+	stop = func() { // safe to call twice
+		cancel()
+		backend.close()
+	}
+	return &prober{db: db, server: s, rss: rss, backend: backend}, bg, stop, nil
+}

@@ -126,17 +126,11 @@ func runReads(ctx context.Context, o options, out io.Writer) error {
 // measureReads runs each scenario at --read-concurrency for --read-duration.
 func measureReads(ctx context.Context, r *readResults, db *benchDB, s *server, m *minter, out io.Writer) error {
 	o := r.opts
-	bg, stopBackground := context.WithCancel(ctx)
-	defer stopBackground()
-	rss := &rssPoller{pid: s.pid()}
-	go rss.run(bg, 100*time.Millisecond)
-	backend, err := newBackendCPU(ctx, db)
+	p, _, stopBackground, err := startProber(ctx, db, s)
 	if err != nil {
 		return err
 	}
-	defer backend.close()
-	go backend.run(bg, 250*time.Millisecond)
-	p := &prober{db: db, server: s, rss: rss, backend: backend}
+	defer stopBackground()
 	bearer, err := m.bearer(auth.TokenRequest{OrgID: "sre", Username: "bench-reader", Roles: []string{"fleet-admin"}})
 	if err != nil {
 		return err
@@ -168,7 +162,7 @@ func measureReads(ctx context.Context, r *readResults, db *benchDB, s *server, m
 			return err
 		}
 	}
-	r.peakRSS = rss.peak.Load()
+	r.peakRSS = p.rss.peak.Load()
 	r.hwm, err = procStatusKB(s.pid(), "VmHWM")
 	return err
 }

@@ -6,9 +6,6 @@ import (
 	"io"
 	"net/http"
 	"net/url"
-	"os"
-	"os/exec"
-	"runtime"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -48,40 +45,13 @@ type regResults struct {
 // its desired set and acknowledging each revision at once.
 func runRegistrations(ctx context.Context, o options, out io.Writer) error {
 	r := &regResults{opts: o, started: time.Now()}
-	r.machine = machine{cpus: runtime.NumCPU(), cpuModel: cpuModel(), goVersion: runtime.Version(), loadBefore: loadAverage()}
-	r.machine.memory, _ = fileFieldKB("/proc/meminfo", "MemTotal")
-	version, err := exec.CommandContext(ctx, o.FleetManager, "version").Output()
-	if err != nil {
-		return fmt.Errorf("%s version: %w", o.FleetManager, err)
-	}
-	r.machine.fleetManager = strings.Join(strings.Fields(string(version)), " ")
-	dir, err := os.MkdirTemp("", "fleet-bench-")
+	b, err := startBenchServer(ctx, o, out, "fleet-bench --registrations")
 	if err != nil {
 		return err
 	}
-	defer os.RemoveAll(dir)
-	db, err := createDatabase(ctx, o.DB)
-	if err != nil {
-		return err
-	}
-	defer finishDatabase(db, o.KeepDatabase, out)
-	if r.machine.postgres, err = db.serverFacts(ctx); err != nil {
-		return err
-	}
-	files, err := newServerFiles(dir, o.ServerLog)
-	if err != nil {
-		return err
-	}
-	m, err := newMinter(files.keyDir)
-	if err != nil {
-		return err
-	}
-	fmt.Fprintf(out, "fleet-bench --registrations: database %s; starting %s serve\n", db.name, o.FleetManager)
-	s, err := startServer(ctx, o, db, files)
-	if err != nil {
-		return err
-	}
-	defer s.stop()
+	defer b.close()
+	r.machine = b.machine
+	db, s, m := b.db, b.server, b.minter
 	if err := registrationScenarios(ctx, r, db, s, m, out); err != nil {
 		return err
 	}
@@ -98,17 +68,11 @@ func runRegistrations(ctx context.Context, o options, out io.Writer) error {
 // bulk onboarding.
 func registrationScenarios(ctx context.Context, r *regResults, db *benchDB, s *server, m *minter, out io.Writer) error {
 	o := r.opts
-	bg, stopBackground := context.WithCancel(ctx)
-	defer stopBackground()
-	rss := &rssPoller{pid: s.pid()}
-	go rss.run(bg, 100*time.Millisecond)
-	backend, err := newBackendCPU(ctx, db)
+	p, bg, stopBackground, err := startProber(ctx, db, s)
 	if err != nil {
 		return err
 	}
-	defer backend.close()
-	go backend.run(bg, 250*time.Millisecond)
-	p := &prober{db: db, server: s, rss: rss, backend: backend}
+	defer stopBackground()
 	f, err := setupFleet(ctx, o, s, m)
 	if err != nil {
 		return err
@@ -124,7 +88,7 @@ func registrationScenarios(ctx context.Context, r *regResults, db *benchDB, s *s
 	for _, a := range f.agents {
 		agents.Go(func() { a.longPoll(bg, o.PollWait, nil, true) })
 	}
-	watch, err := newDeliveryWatch(ctx, db, backend)
+	watch, err := newDeliveryWatch(ctx, db, p.backend)
 	if err != nil {
 		return err
 	}
@@ -180,7 +144,7 @@ func registrationScenarios(ctx context.Context, r *regResults, db *benchDB, s *s
 	if err := runBulk(ctx, r, s, p, m, watch, out); err != nil {
 		return err
 	}
-	r.beatFails, r.peakRSS = beatFailures.Load(), rss.peak.Load()
+	r.beatFails, r.peakRSS = beatFailures.Load(), p.rss.peak.Load()
 	if r.hwm, err = procStatusKB(s.pid(), "VmHWM"); err != nil {
 		return err
 	}

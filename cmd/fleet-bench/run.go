@@ -54,40 +54,13 @@ type machine struct {
 // not add up, never because a target was missed.
 func run(ctx context.Context, o options, out io.Writer) error {
 	r := &results{opts: o, started: time.Now()}
-	r.machine = machine{cpus: runtime.NumCPU(), cpuModel: cpuModel(), goVersion: runtime.Version(), loadBefore: loadAverage()}
-	r.machine.memory, _ = fileFieldKB("/proc/meminfo", "MemTotal")
-	version, err := exec.CommandContext(ctx, o.FleetManager, "version").Output()
-	if err != nil {
-		return fmt.Errorf("%s version: %w", o.FleetManager, err)
-	}
-	r.machine.fleetManager = strings.Join(strings.Fields(string(version)), " ")
-	dir, err := os.MkdirTemp("", "fleet-bench-")
+	b, err := startBenchServer(ctx, o, out, "fleet-bench")
 	if err != nil {
 		return err
 	}
-	defer os.RemoveAll(dir)
-	db, err := createDatabase(ctx, o.DB)
-	if err != nil {
-		return err
-	}
-	defer finishDatabase(db, o.KeepDatabase, out)
-	if r.machine.postgres, err = db.serverFacts(ctx); err != nil {
-		return err
-	}
-	files, err := newServerFiles(dir, o.ServerLog)
-	if err != nil {
-		return err
-	}
-	m, err := newMinter(files.keyDir)
-	if err != nil {
-		return err
-	}
-	fmt.Fprintf(out, "fleet-bench: database %s; starting %s serve\n", db.name, o.FleetManager)
-	s, err := startServer(ctx, o, db, files)
-	if err != nil {
-		return err
-	}
-	defer s.stop()
+	defer b.close()
+	r.machine = b.machine
+	db, s, m := b.db, b.server, b.minter
 	if err := runPhases(ctx, r, db, s, m, out); err != nil {
 		return err
 	}
@@ -124,17 +97,11 @@ func finishDatabase(db *benchDB, keep bool, out io.Writer) {
 // runPhases starts the samplers and the fleet, then times each phase in turn.
 func runPhases(ctx context.Context, r *results, db *benchDB, s *server, m *minter, out io.Writer) error {
 	o := r.opts
-	bg, stopBackground := context.WithCancel(ctx)
-	defer stopBackground()
-	rss := &rssPoller{pid: s.pid()}
-	go rss.run(bg, 100*time.Millisecond)
-	backend, err := newBackendCPU(ctx, db)
+	p, bg, stopBackground, err := startProber(ctx, db, s)
 	if err != nil {
 		return err
 	}
-	defer backend.close()
-	go backend.run(bg, 250*time.Millisecond)
-	p := &prober{db: db, server: s, rss: rss, backend: backend}
+	defer stopBackground()
 	f, err := setupFleet(ctx, o, s, m)
 	if err != nil {
 		return err
@@ -150,7 +117,7 @@ func runPhases(ctx context.Context, r *results, db *benchDB, s *server, m *minte
 	if err := runScenarios(ctx, r, p, f, out); err != nil {
 		return err
 	}
-	r.heartbeatFailures, r.peakRSS, r.rssSamples = beatFailures.Load(), rss.peak.Load(), rss.samples.Load()
+	r.heartbeatFailures, r.peakRSS, r.rssSamples = beatFailures.Load(), p.rss.peak.Load(), p.rss.samples.Load()
 	if r.hwm, err = procStatusKB(s.pid(), "VmHWM"); err != nil {
 		return err
 	}
@@ -224,4 +191,63 @@ func (r *results) readInventory(ctx context.Context, db *benchDB) error {
 	var err error
 	r.ingestRow, err = rowSize(ctx, db, "managed_clusters")
 	return err
+}
+
+// benchServer is what a run of the ingest or of the registrations starts
+// from: the machine's facts, a fresh database and the serve child on it.
+type benchServer struct {
+	machine machine
+	db      *benchDB
+	server  *server
+	minter  *minter
+	close   func()
+}
+
+// startBenchServer reads the machine's facts, creates the run's database
+// and starts serve on it; close stops serve and drops the database (unless
+// --keep-database). label names the run in its first line.
+func startBenchServer(ctx context.Context, o options, out io.Writer, label string) (b *benchServer, err error) {
+	b = &benchServer{machine: machine{cpus: runtime.NumCPU(), cpuModel: cpuModel(), goVersion: runtime.Version(), loadBefore: loadAverage()}}
+	b.machine.memory, _ = fileFieldKB("/proc/meminfo", "MemTotal")
+	version, err := exec.CommandContext(ctx, o.FleetManager, "version").Output()
+	if err != nil {
+		return nil, fmt.Errorf("%s version: %w", o.FleetManager, err)
+	}
+	b.machine.fleetManager = strings.Join(strings.Fields(string(version)), " ")
+	var cleanups []func()
+	b.close = func() {
+		for i := len(cleanups) - 1; i >= 0; i-- {
+			cleanups[i]()
+		}
+	}
+	defer func() {
+		if err != nil {
+			b.close()
+		}
+	}()
+	dir, err := os.MkdirTemp("", "fleet-bench-")
+	if err != nil {
+		return nil, err
+	}
+	cleanups = append(cleanups, func() { os.RemoveAll(dir) })
+	if b.db, err = createDatabase(ctx, o.DB); err != nil {
+		return nil, err
+	}
+	cleanups = append(cleanups, func() { finishDatabase(b.db, o.KeepDatabase, out) })
+	if b.machine.postgres, err = b.db.serverFacts(ctx); err != nil {
+		return nil, err
+	}
+	files, err := newServerFiles(dir, o.ServerLog)
+	if err != nil {
+		return nil, err
+	}
+	if b.minter, err = newMinter(files.keyDir); err != nil {
+		return nil, err
+	}
+	fmt.Fprintf(out, "%s: database %s; starting %s serve\n", label, b.db.name, o.FleetManager)
+	if b.server, err = startServer(ctx, o, b.db, files); err != nil {
+		return nil, err
+	}
+	cleanups = append(cleanups, b.server.stop)
+	return b, nil
 }
