@@ -266,7 +266,10 @@ WHERE id = ?`, hb.AgentVersion, hb.AgentStartGeneration, applied,
 
 // wakeAcknowledged queues the registrations whose publication or withdrawal
 // the revisions in (from, to] acknowledged: one statement for them all,
-// locking them in id order as the reconcilers' batches do.
+// locking them in id order as the reconcilers' batches do. Each is due now
+// (or when it already was) and marked woken_by_ack, so that the queue claims
+// it before other due work (claimTiers in queue.go): its pass is cheap and
+// is what the user waits for.
 func (s *Store) wakeAcknowledged(tx *gorm.DB, hubID string, from, to int64) error {
 	if to <= from {
 		return nil
@@ -274,9 +277,10 @@ func (s *Store) wakeAcknowledged(tx *gorm.DB, hubID string, from, to int64) erro
 	res := tx.Exec(`WITH due AS (SELECT id FROM registrations
 	WHERE hub_id = ? AND deleted_at IS NULL
 	  AND (published_revision > ? AND published_revision <= ? OR withdrawn_revision > ? AND withdrawn_revision <= ?)
-	  AND (next_attempt_at IS NULL OR next_attempt_at > now())
+	  AND (next_attempt_at IS NULL OR next_attempt_at > now() OR NOT woken_by_ack)
 	ORDER BY id FOR UPDATE)
-UPDATE registrations r SET next_attempt_at = now() FROM due WHERE r.id = due.id`, hubID, from, to, from, to)
+UPDATE registrations r SET next_attempt_at = least(r.next_attempt_at, now()), woken_by_ack = true FROM due WHERE r.id = due.id`,
+		hubID, from, to, from, to)
 	if res.Error != nil || res.RowsAffected == 0 {
 		return res.Error
 	}

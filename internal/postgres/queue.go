@@ -42,14 +42,19 @@ func NewQueue(store *Store, cfg QueueConfig) *Queue { return &Queue{store: store
 // that a pass that outlived its lease cannot complete a later claim of the
 // same process (provisioning_mgr and deleting_mgr share the owner).
 func (q *Queue) ClaimRegistrations(ctx context.Context, kind fleet.WorkKind, owner string, limit int, lease time.Duration) ([]fleet.Claim, error) {
-	// Work a user waits for first (unsettledSQL), then the rechecks of
-	// settled registrations: a backlog of rechecks never delays a new or
-	// changed registration.
-	claimed, err := q.claim(ctx, kind, owner, limit, lease, true)
-	if err == nil && len(claimed) < limit {
-		var settled []claimedRow
-		settled, err = q.claim(ctx, kind, owner, limit-len(claimed), lease, false)
-		claimed = append(claimed, settled...)
+	// Each tier in turn fills what the ones before it left of the batch
+	// (claimTiers).
+	var claimed []claimedRow
+	var err error
+	for _, tier := range claimTiers {
+		if len(claimed) >= limit {
+			break
+		}
+		var more []claimedRow
+		if more, err = q.claim(ctx, kind, owner, limit-len(claimed), lease, tier); err != nil {
+			break
+		}
+		claimed = append(claimed, more...)
 	}
 	if err != nil || len(claimed) == 0 {
 		return nil, wrapErr("ClaimRegistrations", string(kind), err)
@@ -89,12 +94,33 @@ const claimColumns = `r.id, r.created_at, r.updated_at, r.deletion_requested_at,
 // (migration202612012200ClaimOrder) holds those that are due.
 const unsettledSQL = `(phase <> 'ready' OR observed_generation < generation)`
 
+// claimTiers are the claim's tiers, in the order a batch is filled, each
+// the due rows a predicate holds for, oldest due first, through an index of
+// its own:
+//
+//   - woken_by_ack: registrations whose delivery or withdrawal the hub's
+//     agent acknowledged since their last pass (wakeAcknowledged). Their
+//     pass only records what the acknowledgement finished (Delivered, or
+//     the removal), and the user waits for just that. Ordered with the rest
+//     they would wait, woken at now(), behind every row that fell due before
+//     the acknowledgement: during a bulk onboarding, behind every
+//     registration not placed yet. The tier is bounded by what the agents
+//     acknowledged, which is what earlier passes published, once per
+//     publication; so it cannot starve placement: while both have work, it
+//     takes at most as many rows as placement and publication fed it.
+//     Index registrations_work_acknowledged
+//     (migration202612020200ClaimAcknowledged) holds only such rows.
+//   - unsettledSQL: the rest of the work a user waits for.
+//   - the rechecks of settled registrations, so that a backlog of them never
+//     delays a new or changed registration.
+var claimTiers = []string{`woken_by_ack`, unsettledSQL, `NOT ` + unsettledSQL}
+
 // claimedRow is a registration claim leased, with its token.
 type claimedRow struct{ ID, ClaimedBy string }
 
 // claim leases up to limit registrations due for work of kind, oldest due
-// first, among the unsettled ones or among the others.
-func (q *Queue) claim(ctx context.Context, kind fleet.WorkKind, owner string, limit int, lease time.Duration, unsettled bool) ([]claimedRow, error) {
+// first, among those tier (one of claimTiers) holds for.
+func (q *Queue) claim(ctx context.Context, kind fleet.WorkKind, owner string, limit int, lease time.Duration, tier string) ([]claimedRow, error) {
 	var claimed []claimedRow
 	err := q.store.db.Gorm.WithContext(ctx).Raw(`
 WITH due AS (
@@ -102,14 +128,14 @@ WITH due AS (
 	WHERE deleted_at IS NULL AND next_attempt_at <= now()
 	  AND (deletion_requested_at IS NOT NULL) = ?
 	  AND (claimed_until IS NULL OR claimed_until < now())
-	  AND `+unsettledSQL+` = ?
+	  AND `+tier+`
 	ORDER BY next_attempt_at, id
 	LIMIT ?
 	FOR UPDATE SKIP LOCKED)
 UPDATE registrations r SET claimed_by = ? || '/' || gen_random_uuid(), claimed_until = now() + make_interval(secs => ?),
 	next_attempt_at = now() + make_interval(secs => ?)
 FROM due WHERE r.id = due.id
-RETURNING r.id, r.claimed_by`, kind == fleet.WorkDeprovision, unsettled, limit, owner, lease.Seconds(), lease.Seconds()).Scan(&claimed).Error
+RETURNING r.id, r.claimed_by`, kind == fleet.WorkDeprovision, limit, owner, lease.Seconds(), lease.Seconds()).Scan(&claimed).Error
 	return claimed, err
 }
 

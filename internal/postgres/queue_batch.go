@@ -247,6 +247,7 @@ type completionWrite struct {
 	Failed             bool            `json:"failed"`
 	LastError          string          `json:"last_error"`
 	DueNow             bool            `json:"due_now"`
+	Woken              bool            `json:"woken"`
 	RequeueSeconds     *float64        `json:"requeue_seconds"`
 	DeliveredVia       *string         `json:"delivered_via"`
 }
@@ -254,8 +255,13 @@ type completionWrite struct {
 // CompleteRegistrations records a batch of outcomes in one transaction, each
 // as release does for CompleteRegistration: only on rows that still hold the
 // claim, with the backoff of a failure computed in the statement, and due at
-// once when the row changed or was woken during the claim. The rows are
-// locked in id order, then written with one statement.
+// once when the row changed or was woken during the claim. A row keeps
+// woken_by_ack (the claim's first tier, claimTiers) only when it was woken
+// during the claim, as an acknowledgement the pass may not have seen, or
+// when its pass failed, so that it is claimed first again after its
+// backoff; a pass that succeeded saw what the acknowledgements before it
+// finished. The rows are locked in id order, then written with one
+// statement.
 func (q *Queue) CompleteRegistrations(ctx context.Context, done []fleet.Completion) ([]bool, error) {
 	type claim struct {
 		ID    string `json:"id"`
@@ -299,9 +305,10 @@ WHERE r.deleted_at IS NULL ORDER BY r.id FOR UPDATE OF r`, jsonText(claims)).Sca
 		WHEN w.due_now THEN now()
 		WHEN w.requeue_seconds IS NOT NULL THEN now() + make_interval(secs => w.requeue_seconds)
 	END,
-	delivered_via = coalesce(w.delivered_via, r.delivered_via), claimed_by = NULL, claimed_until = NULL, updated_at = now()
+	delivered_via = coalesce(w.delivered_via, r.delivered_via), woken_by_ack = r.woken_by_ack AND (w.woken OR w.failed),
+	claimed_by = NULL, claimed_until = NULL, updated_at = now()
 FROM jsonb_to_recordset(?::jsonb) AS w(id text, conditions jsonb, phase text, observed_generation bigint, failed boolean, last_error text,
-	due_now boolean, requeue_seconds float8, delivered_via text)
+	due_now boolean, woken boolean, requeue_seconds float8, delivered_via text)
 WHERE r.id = w.id`, q.cfg.BackoffBase.Seconds(), q.cfg.BackoffMax.Seconds(), jsonText(writes)).Error
 	})
 	if err != nil {
@@ -316,7 +323,8 @@ WHERE r.id = w.id`, q.cfg.BackoffBase.Seconds(), q.cfg.BackoffMax.Seconds(), jso
 func completionOf(r registrationRow, out fleet.Outcome) completionWrite {
 	facts := factsOf(r)
 	facts.conditions = out.Conditions
-	w := completionWrite{ID: r.ID, Conditions: json.RawMessage(jsonText(out.Conditions)), Phase: facts.phase(), ObservedGeneration: out.ObservedGeneration}
+	w := completionWrite{ID: r.ID, Conditions: json.RawMessage(jsonText(out.Conditions)), Phase: facts.phase(), ObservedGeneration: out.ObservedGeneration,
+		Woken: wokenDuringClaim(r)}
 	if out.Err != nil {
 		w.Failed, w.LastError = true, storableText(out.Err.Error())
 		return w
@@ -325,7 +333,7 @@ func completionOf(r registrationRow, out fleet.Outcome) completionWrite {
 		w.RequeueSeconds = ptrTo(out.RequeueAfter.Seconds())
 	}
 	// A change or a wake-up during the pass means the pass saw stale facts.
-	w.DueNow = r.Generation != out.ObservedGeneration || wokenDuringClaim(r)
+	w.DueNow = r.Generation != out.ObservedGeneration || w.Woken
 	if out.DeliveredVia != "" {
 		w.DeliveredVia = ptrTo(string(out.DeliveredVia))
 	}
