@@ -57,6 +57,37 @@ func (a *applier) applySet(ctx context.Context, set *private.DesiredSet) (failur
 	return f.items, errors.Join(f.transient...)
 }
 
+// applyDelta applies what delta changed in set, the whole set it made of
+// the applied one: the registrations it published anew, the removal of those
+// it withdrew (when it withdrew any), and the policies, which come whole in
+// every answer. The failures of the entries it did not touch carry over from
+// before, the failures of the base set: they are still on record until a
+// retry or a later change applies them.
+func (a *applier) applyDelta(ctx context.Context, set, delta *private.DesiredSet, before []private.EntryFailure) ([]private.EntryFailure, error) {
+	var f entryFailures
+	changed := make(map[string]bool, len(delta.Registrations))
+	for _, reg := range delta.Registrations {
+		changed[reg.RegistrationId] = true
+		f.add(a.applyRegistration(ctx, reg), func(e *private.EntryFailure) { e.RegistrationId = &reg.RegistrationId })
+	}
+	want := make(map[string]bool, len(set.Registrations))
+	for _, reg := range set.Registrations {
+		want[reg.RegistrationId] = true
+	}
+	for _, e := range before {
+		if e.RegistrationId != nil && want[*e.RegistrationId] && !changed[*e.RegistrationId] {
+			f.items = append(f.items, e)
+		}
+	}
+	if delta.RemovedRegistrations != nil && len(*delta.RemovedRegistrations) > 0 {
+		if err := a.removeStale(ctx, want); err != nil {
+			f.transient = append(f.transient, err)
+		}
+	}
+	a.syncPolicies(ctx, set, &f)
+	return f.items, errors.Join(f.transient...)
+}
+
 // retryFailed applies again the entries of set that failed, and only them
 // (nothing is removed): a kind installed since, or a namespace that ended
 // its termination, lets them pass. It returns those that still fail.

@@ -52,6 +52,9 @@ type Config struct {
 	InventoryBatchDelay time.Duration
 	// ResyncInterval is how often the whole inventory is sent again.
 	ResyncInterval time.Duration
+	// FullSetInterval is how often the agent asks for the hub's whole
+	// desired set instead of the changes since the revision it applied.
+	FullSetInterval time.Duration
 	// DeletionTimeout bounds the wait for a removed ManagedCluster to be gone.
 	DeletionTimeout time.Duration
 
@@ -93,6 +96,7 @@ func DefaultConfig() Config {
 		InventoryBatchSize:  500,
 		InventoryBatchDelay: time.Second,
 		ResyncInterval:      10 * time.Minute,
+		FullSetInterval:     10 * time.Minute,
 		DeletionTimeout:     10 * time.Minute,
 		LeaseDuration:       15 * time.Second,
 		LeaseRenewDeadline:  10 * time.Second,
@@ -120,6 +124,8 @@ func (c *Config) AddFlags(fs *pflag.FlagSet) {
 	fs.IntVar(&c.InventoryBatchSize, "inventory-batch-size", c.InventoryBatchSize, "most clusters in one inventory (or registration status) batch")
 	fs.DurationVar(&c.InventoryBatchDelay, "inventory-batch-delay", c.InventoryBatchDelay, "longest a change waits for others to join its batch")
 	fs.DurationVar(&c.ResyncInterval, "resync-interval", c.ResyncInterval, "how often the whole inventory is sent again")
+	fs.DurationVar(&c.FullSetInterval, "full-set-interval", c.FullSetInterval,
+		"how often the whole desired set is asked for and applied; in between, only the changes since the applied revision")
 	fs.DurationVar(&c.DeletionTimeout, "deletion-timeout", c.DeletionTimeout, "how long a removed ManagedCluster may take to be gone before the pass fails and is retried")
 	fs.StringVar(&c.LeaseName, "lease-name", c.LeaseName, "name of the Lease that lets one agent of the hub act at a time (empty: fleetshard-sync-<hub id in lower case>)")
 	fs.StringVar(&c.LeaseNamespace, "lease-namespace", c.LeaseNamespace, "namespace of the Lease (empty: the pod's in-cluster, else the kubeconfig context's, else default)")
@@ -158,6 +164,7 @@ func (c Config) Validate() error {
 	}
 	for flag, d := range map[string]time.Duration{
 		"inventory-batch-delay": c.InventoryBatchDelay, "resync-interval": c.ResyncInterval, "deletion-timeout": c.DeletionTimeout,
+		"full-set-interval": c.FullSetInterval,
 	} {
 		if d <= 0 {
 			p.Addf(flag, "must be positive (got %s)", d)

@@ -232,7 +232,12 @@ func TestRefusedRegistrationFailsOnlyItsOwner(t *testing.T) {
 	t.Parallel()
 	e := startDeliveryEnv(t)
 	regA, regC := e.register("org-a", "tenant-a"), e.register("org-c", "tenant-c")
-	if err := e.db.Gorm.Exec(`UPDATE registrations SET labels = '{"bad key!": "x"}' WHERE id = ?`, regC.ID).Error; err != nil {
+	// Written past the API's validation, and published in a new revision
+	// as a change is: the agent takes the changes since the revision it
+	// holds (ADR 0017), so a row changed without being published again
+	// would reach it only with its next whole set.
+	if err := e.db.Gorm.Exec(`WITH h AS (UPDATE hubs SET revision = revision + 1 WHERE id = ? RETURNING revision)
+UPDATE registrations SET labels = '{"bad key!": "x"}', published_revision = h.revision FROM h WHERE registrations.id = ?`, e.hub.ID, regC.ID).Error; err != nil {
 		t.Fatal(err)
 	}
 	e.moveRevision()

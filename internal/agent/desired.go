@@ -17,16 +17,31 @@ import (
 // so it gets the newest set at once. While entries of the applied set fail,
 // the long-poll waits no longer than the backoff, and when nothing new came
 // the failed entries are tried again.
+//
+// Once a pass applied a whole set, the agent asks for the changes since its
+// revision (ADR 0017) and applies only those, holding the whole set it
+// merged them into; it asks for the whole set again after a start, every
+// --full-set-interval, and when a delta does not start where it stands.
 func (a *Agent) runDesired(ctx context.Context) {
 	b := newBackoff()
-	var held *private.DesiredSet // the applied set, while some of its entries fail
+	var (
+		held *private.DesiredSet // the applied set, while some of its entries fail
+		// have is the whole set of the applied revision, the base of the
+		// deltas; nil until a pass applied one.
+		have   *private.DesiredSet
+		fullAt time.Time // when the last whole set was applied
+	)
 	for ctx.Err() == nil {
 		after := a.applied.Load()
 		wait := a.cfg.PollWait
 		if held != nil && held.Revision == after {
 			wait = min(wait, b.next())
 		}
-		set, err := a.fleet.GetHubDesired(ctx, after, wait)
+		var since int64
+		if have != nil && have.Revision == after && a.clock.Now().Sub(fullAt) < a.cfg.FullSetInterval {
+			since = after
+		}
+		set, err := a.fleet.GetHubDesired(ctx, after, since, wait)
 		if err != nil {
 			if ctx.Err() != nil {
 				return
@@ -46,8 +61,25 @@ func (a *Agent) runDesired(ctx context.Context) {
 			if !a.retryFailed(ctx, set) {
 				continue
 			}
-		} else if !a.applyAndRecord(ctx, set, b) {
-			continue
+		} else {
+			whole, delta := set, (*private.DesiredSet)(nil)
+			if set.BaseRevision != nil {
+				if have == nil || have.Revision != *set.BaseRevision {
+					// Not the base this agent holds: ask for the whole set.
+					a.logger.Warn("desired-set delta does not start at the applied set, asking for the whole set",
+						"base_revision", *set.BaseRevision, "revision", set.Revision)
+					have = nil
+					continue
+				}
+				whole, delta = mergeDesired(have, set), set
+			}
+			if !a.applyAndRecord(ctx, whole, delta, b) {
+				continue
+			}
+			if have = whole; delta == nil {
+				fullAt = a.clock.Now()
+			}
+			set = whole
 		}
 		held = nil
 		if f, _ := a.lastPass.acknowledgedFailures(set.Revision); len(f) > 0 {
@@ -58,10 +90,46 @@ func (a *Agent) runDesired(ctx context.Context) {
 	}
 }
 
+// mergeDesired returns the whole set delta makes of base: base's entries in
+// their order, each changed one in its new version, without those removed,
+// then the new ones in the delta's order; the delta's revision and policies.
+func mergeDesired(base, delta *private.DesiredSet) *private.DesiredSet {
+	removed := map[string]bool{}
+	if delta.RemovedRegistrations != nil {
+		for _, id := range *delta.RemovedRegistrations {
+			removed[id] = true
+		}
+	}
+	changed := make(map[string]private.DesiredRegistration, len(delta.Registrations))
+	for _, r := range delta.Registrations {
+		changed[r.RegistrationId] = r
+	}
+	out := &private.DesiredSet{Kind: delta.Kind, HubId: delta.HubId, Revision: delta.Revision, Policies: delta.Policies,
+		Registrations: make([]private.DesiredRegistration, 0, len(base.Registrations)+len(delta.Registrations))}
+	for _, r := range base.Registrations {
+		if removed[r.RegistrationId] {
+			continue
+		}
+		if c, ok := changed[r.RegistrationId]; ok {
+			r = c
+			delete(changed, r.RegistrationId)
+		}
+		out.Registrations = append(out.Registrations, r)
+	}
+	for _, r := range delta.Registrations {
+		if _, ok := changed[r.RegistrationId]; ok && !removed[r.RegistrationId] {
+			out.Registrations = append(out.Registrations, r)
+		}
+	}
+	return out
+}
+
 // applyAndRecord applies a new set; it reports false when the pass failed
 // as a whole (after its backoff), true when it acknowledged the revision.
-func (a *Agent) applyAndRecord(ctx context.Context, set *private.DesiredSet, b *backoff) bool {
-	failures, err := a.apply(ctx, set)
+// With delta, set is the whole set delta made of the applied one, and only
+// what delta changed is applied.
+func (a *Agent) applyAndRecord(ctx context.Context, set, delta *private.DesiredSet, b *backoff) bool {
+	failures, err := a.apply(ctx, set, delta)
 	if err != nil {
 		if ctx.Err() != nil {
 			return false
@@ -123,9 +191,10 @@ func (a *Agent) heartbeatSoon() {
 	}
 }
 
-// apply applies one desired set and records the pass: the entry failures,
-// and err when the pass failed as a whole.
-func (a *Agent) apply(ctx context.Context, set *private.DesiredSet) ([]private.EntryFailure, error) {
+// apply applies one desired set, or only what delta changed in it, and
+// records the pass: the entry failures, and err when the pass failed as a
+// whole.
+func (a *Agent) apply(ctx context.Context, set, delta *private.DesiredSet) ([]private.EntryFailure, error) {
 	objects := 0
 	for _, r := range set.Registrations {
 		objects += len(r.Objects)
@@ -135,7 +204,18 @@ func (a *Agent) apply(ctx context.Context, set *private.DesiredSet) ([]private.E
 	}
 	a.metrics.desiredObjects.Set(float64(objects))
 	start := time.Now()
-	failures, err := a.applier.applySet(ctx, set)
+	var (
+		failures []private.EntryFailure
+		err      error
+		applied  = len(set.Registrations)
+	)
+	if delta == nil {
+		failures, err = a.applier.applySet(ctx, set)
+	} else {
+		before, _ := a.lastPass.failuresOf(*delta.BaseRevision)
+		failures, err = a.applier.applyDelta(ctx, set, delta, before)
+		applied = len(delta.Registrations)
+	}
 	a.metrics.observeApply(err, time.Since(start))
 	if err != nil {
 		return failures, err
@@ -145,7 +225,8 @@ func (a *Agent) apply(ctx context.Context, set *private.DesiredSet) ([]private.E
 		a.logger.Warn("desired set applied but for some entries, each failed alone", "revision", set.Revision, "failed", len(failures),
 			"entries", describeFailures(failures))
 	}
-	a.logger.Info("desired set applied", "revision", set.Revision, "registrations", len(set.Registrations), "policies", len(desiredPolicies(set)),
-		"objects", objects, "failed", len(failures), "duration", time.Since(start).Round(time.Millisecond))
+	a.logger.Info("desired set applied", "revision", set.Revision, "delta", delta != nil, "registrations", len(set.Registrations),
+		"registrations_applied", applied, "policies", len(desiredPolicies(set)), "objects", objects, "failed", len(failures),
+		"duration", time.Since(start).Round(time.Millisecond))
 	return failures, nil
 }

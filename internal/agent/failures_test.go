@@ -102,6 +102,23 @@ func TestRunDesiredRetriesFailedEntries(t *testing.T) {
 			gomega.HaveField("Message", gomega.ContainSubstring(lateNS)))))
 	g.Expect(testutil.ToFloat64(a.metrics.failedEntries)).To(gomega.Equal(1.0), "fleetshard_sync_desired_failed_entries")
 
+	// The next revision comes as a delta from the acknowledged one, holding
+	// only the new entry; the failure of the entry it did not touch is
+	// still reported with it.
+	more := private.DesiredRegistration{RegistrationId: "r-more-" + suffix, Generation: 1, Objects: rawObjects(t,
+		map[string]any{"apiVersion": "v1", "kind": "Namespace", "metadata": map[string]any{"name": "more-" + suffix, "labels": own("r-more-" + suffix)}})}
+	rev2 := f.setDesired(good, late, more)
+	g.Eventually(func() []any {
+		hbs := f.heartbeats()
+		l, _ := lastFailures(f)
+		ids := []string{}
+		for _, e := range l {
+			ids = append(ids, ptrValue(e.RegistrationId))
+		}
+		return []any{hbs[len(hbs)-1].AppliedRevision, ids}
+	}).WithTimeout(30*time.Second).Should(gomega.Equal([]any{rev2, []string{late.RegistrationId}}), "the failure carried over the delta")
+	g.Expect(f.desiredSinces()).To(gomega.ContainElement(rev), "the agent asked for the changes since the revision it held")
+
 	admin := hubtest.Start(t).NewDynamicFor(t)
 	if _, err := admin.Resource(namespaceGVR).Create(t.Context(), &unstructured.Unstructured{Object: map[string]any{
 		"apiVersion": "v1", "kind": "Namespace", "metadata": map[string]any{"name": lateNS}}}, metav1.CreateOptions{}); err != nil {

@@ -6,6 +6,7 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptest"
+	"reflect"
 	"slices"
 	"strconv"
 	"strings"
@@ -42,7 +43,15 @@ type fakeFleet struct {
 	mu       sync.Mutex
 	revision int64
 	regs     []private.DesiredRegistration
-	moved    chan struct{} // closed when the revision moves
+	// history holds the set of every revision, from which the fake answers
+	// an agent that names the revision it holds (since) with a delta, as
+	// the fleet manager does; sinces records the since of every request.
+	history map[int64][]private.DesiredRegistration
+	sinces  []int64
+	// wholeSets answers every request with the whole set, as a fleet
+	// manager older than deltas does.
+	wholeSets bool
+	moved     chan struct{} // closed when the revision moves
 	// waiting receives when a long-poll starts waiting, if anyone listens.
 	waiting  chan struct{}
 	applied  int64
@@ -76,7 +85,8 @@ func newFakeFleet(t testing.TB) *fakeFleet {
 // newFakeFleetFor is newFakeFleet for the hub hubID.
 func newFakeFleetFor(t testing.TB, hubID string) *fakeFleet {
 	t.Helper()
-	f := &fakeFleet{t: t, hubID: hubID, moved: make(chan struct{}), waiting: make(chan struct{}), failures: map[string]int{}}
+	f := &fakeFleet{t: t, hubID: hubID, moved: make(chan struct{}), waiting: make(chan struct{}), failures: map[string]int{},
+		history: map[int64][]private.DesiredRegistration{0: nil}}
 	mux := http.NewServeMux()
 	prefix := fakeBasePath + "/agent-hubs/{hub_id}"
 	mux.HandleFunc("GET "+prefix+"/desired", f.handle("getHubDesired", f.desired))
@@ -167,6 +177,10 @@ func writeJSONFake(w http.ResponseWriter, status int, v any) {
 
 func (f *fakeFleet) desired(w http.ResponseWriter, r *http.Request, _ []byte) {
 	after, _ := strconv.ParseInt(r.URL.Query().Get("after"), 10, 64)
+	since, _ := strconv.ParseInt(r.URL.Query().Get("since"), 10, 64)
+	f.mu.Lock()
+	f.sinces = append(f.sinces, since)
+	f.mu.Unlock()
 	wait, err := time.ParseDuration(r.URL.Query().Get("wait"))
 	if err != nil {
 		f.t.Errorf("GET desired: wait %q: %v", r.URL.Query().Get("wait"), err)
@@ -178,6 +192,9 @@ func (f *fakeFleet) desired(w http.ResponseWriter, r *http.Request, _ []byte) {
 		rev, moved := f.revision, f.moved
 		set := private.DesiredSet{Kind: private.DesiredSetKindDesiredSet, HubId: f.hubID, Revision: rev,
 			Registrations: append([]private.DesiredRegistration{}, f.regs...)}
+		if base, ok := f.history[since]; ok && since > 0 && !f.wholeSets {
+			set = desiredDelta(set, since, base)
+		}
 		f.mu.Unlock()
 		if rev != after {
 			writeJSONFake(w, http.StatusOK, set)
@@ -305,9 +322,41 @@ func (f *fakeFleet) setDesired(regs ...private.DesiredRegistration) int64 {
 	defer f.mu.Unlock()
 	f.regs = regs
 	f.revision++
+	f.history[f.revision] = slices.Clone(regs)
 	close(f.moved)
 	f.moved = make(chan struct{})
 	return f.revision
+}
+
+// desiredDelta makes whole the delta from base, the set of revision since:
+// the entries not in base as they are, the ids of base's entries whole no
+// longer holds.
+func desiredDelta(whole private.DesiredSet, since int64, base []private.DesiredRegistration) private.DesiredSet {
+	delta := whole
+	delta.BaseRevision, delta.Registrations = &since, nil
+	removed := []string{}
+	for _, b := range base {
+		if !slices.ContainsFunc(whole.Registrations, func(r private.DesiredRegistration) bool { return r.RegistrationId == b.RegistrationId }) {
+			removed = append(removed, b.RegistrationId)
+		}
+	}
+	for _, r := range whole.Registrations {
+		if !slices.ContainsFunc(base, func(b private.DesiredRegistration) bool { return reflect.DeepEqual(b, r) }) {
+			delta.Registrations = append(delta.Registrations, r)
+		}
+	}
+	if delta.Registrations == nil {
+		delta.Registrations = []private.DesiredRegistration{}
+	}
+	delta.RemovedRegistrations = &removed
+	return delta
+}
+
+// desiredSinces returns the since of every desired-set request so far.
+func (f *fakeFleet) desiredSinces() []int64 {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return slices.Clone(f.sinces)
 }
 
 func (f *fakeFleet) appliedRevision() int64 {

@@ -127,9 +127,15 @@ func waitParam(d time.Duration) string {
 
 // GetHubDesired long-polls for the hub's desired set past revision after,
 // waiting up to wait. It returns nil (and no error) when nothing changed.
-func (c *FleetClient) GetHubDesired(ctx context.Context, after int64, wait time.Duration) (*private.DesiredSet, error) {
+// With since above 0, the agent holds that revision's whole set, and the
+// answer may be the changes since it (its BaseRevision set).
+func (c *FleetClient) GetHubDesired(ctx context.Context, after, since int64, wait time.Duration) (*private.DesiredSet, error) {
 	w := waitParam(wait)
-	resp, err := c.api.GetHubDesiredWithResponse(ctx, c.hubID, &private.GetHubDesiredParams{After: &after, Wait: &w})
+	params := &private.GetHubDesiredParams{After: &after, Wait: &w}
+	if since > 0 {
+		params.Since = &since
+	}
+	resp, err := c.api.GetHubDesiredWithResponse(ctx, c.hubID, params)
 	const op = "GetHubDesired"
 	switch {
 	case err != nil:

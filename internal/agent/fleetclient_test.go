@@ -43,13 +43,13 @@ func TestFleetClientDesiredLongPoll(t *testing.T) {
 
 	rev := f.setDesired(private.DesiredRegistration{RegistrationId: "r-1", ManagedClusterName: "c1", Generation: 1,
 		Objects: rawObjects(t, map[string]any{"apiVersion": "v1", "kind": "Namespace", "metadata": map[string]any{"name": "c1"}})})
-	set, err := fc.GetHubDesired(ctx, 0, time.Second)
+	set, err := fc.GetHubDesired(ctx, 0, 0, time.Second)
 	if err != nil || set == nil || set.Revision != rev || len(set.Registrations) != 1 {
 		t.Fatalf("GetHubDesired(after=0) = %+v, %v, want revision %d with 1 registration", set, err, rev)
 	}
 	// Nothing newer: 304 after the wait.
 	start := time.Now()
-	set, err = fc.GetHubDesired(ctx, rev, 300*time.Millisecond)
+	set, err = fc.GetHubDesired(ctx, rev, 0, 300*time.Millisecond)
 	if err != nil || set != nil {
 		t.Fatalf("GetHubDesired(after=%d) = %+v, %v, want nil, nil (304)", rev, set, err)
 	}
@@ -61,7 +61,7 @@ func TestFleetClientDesiredLongPoll(t *testing.T) {
 		<-f.waiting
 		f.setDesired()
 	}()
-	set, err = fc.GetHubDesired(ctx, rev, 10*time.Second)
+	set, err = fc.GetHubDesired(ctx, rev, 0, 10*time.Second)
 	if err != nil || set == nil || set.Revision != rev+1 {
 		t.Fatalf("GetHubDesired(after=%d) with a change = %+v, %v, want revision %d", rev, set, err, rev+1)
 	}

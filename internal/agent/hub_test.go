@@ -169,6 +169,7 @@ func TestAgentAppliesAndRemovesDesiredObjects(t *testing.T) {
 		return apierrors.IsNotFound(err) || err == nil && ns.GetDeletionTimestamp() != nil
 	}).WithTimeout(30 * time.Second).Should(gomega.BeTrue())
 	g.Eventually(f.appliedRevision).WithTimeout(10 * time.Second).Should(gomega.Equal(rev2))
+	g.Expect(f.desiredSinces()).To(gomega.ContainElement(rev), "the removal came in a delta from the revision the agent held")
 	if _, err := get(ctx, admin, managedClusterGVR, "", foreign.GetName()); err != nil {
 		t.Errorf("another hub's ManagedCluster %s after the removal pass: %v, want it kept", foreign.GetName(), err)
 	}

@@ -73,6 +73,17 @@ func (p *passRecord) acknowledgedFailures(revision int64) (failures []private.En
 	return failures, true
 }
 
+// failuresOf returns every entry failure of revision, when a pass
+// acknowledged it and was the last to: those a delta from it carries over.
+func (p *passRecord) failuresOf(revision int64) (failures []private.EntryFailure, ok bool) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if !p.acked || p.ackedRevision != revision {
+		return nil, false
+	}
+	return append([]private.EntryFailure{}, p.ackedFailures...), true
+}
+
 // condition is DesiredSetApplied as of the last pass; ok is false before
 // the first.
 func (p *passRecord) condition() (c private.Condition, ok bool) {

@@ -151,9 +151,14 @@ type DesiredRegistration struct {
 
 // DesiredSet is everything a hub should hold, at one revision.
 type DesiredSet struct {
-	HubID         string
-	Revision      int64
+	HubID    string
+	Revision int64
+	// BaseRevision, when not 0, makes the set a delta from that revision:
+	// Registrations holds the entries published after it, Removed the ids of
+	// the registrations withdrawn after it.
+	BaseRevision  int64
 	Registrations []DesiredRegistration
+	Removed       []string
 	// Policies are the configuration policies placed on the hub.
 	Policies []DesiredPolicy
 }
@@ -162,6 +167,10 @@ type DesiredSet struct {
 type InventoryService interface {
 	// DesiredSet returns the hub's desired set. Errors: CodeNotFound as for FindAgentHub.
 	DesiredSet(ctx context.Context, hubID, agentIdentity string) (DesiredSet, error)
+	// DesiredChanges returns what changed in the hub's desired set since
+	// revision since, whose whole set the agent holds: a delta when since is
+	// at most the hub's revision, else the full set. Errors: as DesiredSet.
+	DesiredChanges(ctx context.Context, hubID, agentIdentity string, since int64) (DesiredSet, error)
 	// IngestInventory stores a batch. Errors: CodeNotFound as for FindAgentHub.
 	IngestInventory(ctx context.Context, hubID, agentIdentity string, batch InventoryBatch) (InventoryResult, error)
 	// RecordRegistrationStatus stores the hub's view of its registrations and

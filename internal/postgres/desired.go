@@ -22,14 +22,30 @@ var sqlTxReadOnlyRepeatable = sql.TxOptions{Isolation: sql.LevelRepeatableRead, 
 // the credentials are opened and the objects rendered, so a hub of thousands
 // of registrations holds a connection for its reads only.
 func (s *Store) DesiredSet(ctx context.Context, hubID, agentIdentity string) (fleet.DesiredSet, error) {
+	return s.desiredSet(ctx, hubID, agentIdentity, 0)
+}
+
+// DesiredChanges returns the changes to the hub's desired set since revision
+// since (ADR 0017): the live registrations published after it, rendered,
+// and the ids of those withdrawn after it. Every change to a registration's
+// entry publishes it anew (DeliverBatch) or withdraws it (Withdraw), and a
+// withdrawal is final, so the two lists hold every change; both are read
+// through an index on (hub_id, revision), so a delta costs what changed, not
+// what the hub holds. A since past the hub's revision (the database was
+// restored to an earlier point, say) gets the full set.
+func (s *Store) DesiredChanges(ctx context.Context, hubID, agentIdentity string, since int64) (fleet.DesiredSet, error) {
+	return s.desiredSet(ctx, hubID, agentIdentity, max(since, 0))
+}
+
+func (s *Store) desiredSet(ctx context.Context, hubID, agentIdentity string, since int64) (fleet.DesiredSet, error) {
 	set := fleet.DesiredSet{HubID: hubID}
-	rows, revision, policies, err := s.desiredSnapshot(ctx, hubID, agentIdentity)
+	snap, err := s.desiredSnapshot(ctx, hubID, agentIdentity, since)
 	if err != nil {
 		return set, fmt.Errorf("DesiredSet(%s): %w", hubID, err)
 	}
-	set.Revision, set.Policies = revision, policies
-	set.Registrations = make([]fleet.DesiredRegistration, 0, len(rows))
-	for _, r := range rows {
+	set.Revision, set.BaseRevision, set.Policies, set.Removed = snap.revision, snap.base, snap.policies, snap.removed
+	set.Registrations = make([]fleet.DesiredRegistration, 0, len(snap.rows))
+	for _, r := range snap.rows {
 		reg := fleet.Registration{ID: r.ID, OrgID: r.OrgID, Name: r.Name, Labels: r.Labels, Generation: r.Generation}
 		entry := fleet.DesiredRegistration{RegistrationID: reg.ID, Generation: reg.Generation, ManagedClusterName: fleet.ManagedClusterName(reg)}
 		// Credentials that cannot be opened fail this registration only.
@@ -55,29 +71,51 @@ type desiredRegistrationRow struct {
 	CredentialsKeyID *string
 }
 
+// desiredRead is what one snapshot of a hub's desired set reads.
+type desiredRead struct {
+	revision, base int64
+	rows           []desiredRegistrationRow
+	removed        []string
+	policies       []fleet.DesiredPolicy
+}
+
+// desiredColumns are the columns a registration's entry is made of.
+const desiredColumns = "id, org_id, name, labels, generation, credentials, credentials_key_id"
+
 // desiredSnapshot reads, in one read-only snapshot, the hub's revision, its
-// live registrations not withdrawn, oldest first, and its policies.
-func (s *Store) desiredSnapshot(ctx context.Context, hubID, agentIdentity string) ([]desiredRegistrationRow, int64, []fleet.DesiredPolicy, error) {
+// live registrations not withdrawn, oldest first, and its policies; with
+// since from 1 to the hub's revision, only the registrations published after
+// since, and the ids of those withdrawn after it.
+func (s *Store) desiredSnapshot(ctx context.Context, hubID, agentIdentity string, since int64) (desiredRead, error) {
+	var out desiredRead
 	tx := s.db.Gorm.WithContext(ctx).Begin(&sqlTxReadOnlyRepeatable)
 	if tx.Error != nil {
-		return nil, 0, nil, tx.Error
+		return out, tx.Error
 	}
 	defer tx.Rollback()
 	hub, err := s.agentHub(tx, hubID, agentIdentity, false)
 	if err != nil {
-		return nil, 0, nil, err
+		return out, err
 	}
-	var rows []desiredRegistrationRow
-	if err := tx.Table("registrations").Select("id, org_id, name, labels, generation, credentials, credentials_key_id").
-		Where("hub_id = ? AND deleted_at IS NULL AND withdrawn_revision IS NULL", hubID).
-		Order("created_at, id").Find(&rows).Error; err != nil {
-		return nil, 0, nil, err
+	out.revision = hub.Revision
+	live := tx.Table("registrations").Select(desiredColumns).Where("hub_id = ? AND deleted_at IS NULL AND withdrawn_revision IS NULL", hubID)
+	if since > 0 && since <= hub.Revision {
+		out.base = since
+		// The conditions repeat the partial indexes' predicates
+		// (migration202612020100DesiredChanges) so the planner takes them.
+		live = live.Where("published_revision IS NOT NULL AND published_revision > ?", since)
+		if err := tx.Raw(`SELECT id FROM registrations WHERE hub_id = ? AND withdrawn_revision IS NOT NULL AND withdrawn_revision > ?
+ORDER BY id`, hubID, since).Scan(&out.removed).Error; err != nil {
+			return out, err
+		}
 	}
-	policies, err := s.desiredPolicies(tx, hubID, hub.OwnerOrgID)
-	if err != nil {
-		return nil, 0, nil, err
+	if err := live.Order("created_at, id").Find(&out.rows).Error; err != nil {
+		return out, err
 	}
-	return rows, hub.Revision, policies, nil
+	if out.policies, err = s.desiredPolicies(tx, hubID, hub.OwnerOrgID); err != nil {
+		return out, err
+	}
+	return out, nil
 }
 
 // desiredPolicyRow is a policy row with its body as stored, decoded row by

@@ -44,6 +44,7 @@ func migrations() []*gormigrate.Migration {
 		migration202612012000RegistrationAcks(),
 		migration202612012100RegistrationLabelCounts(),
 		migration202612012200ClaimOrder(),
+		migration202612020100DesiredChanges(),
 		migration202612020200ClaimAcknowledged(),
 	}
 }

@@ -29,6 +29,6 @@ func TestAcknowledgementFindsItsRegistrationsByIndex(t *testing.T) {
 	  AND (next_attempt_at IS NULL OR next_attempt_at > now())
 	ORDER BY id FOR UPDATE`)
 	g.Expect(plan).To(gomega.ContainSubstring("registrations_hub_published"))
-	g.Expect(plan).To(gomega.ContainSubstring("registrations_hub_withdrawn"))
+	g.Expect(plan).To(gomega.ContainSubstring("registrations_hub_withdrawals"))
 	g.Expect(plan).NotTo(gomega.ContainSubstring("Seq Scan"))
 }

@@ -101,3 +101,100 @@ func TestDesiredWithoutAfterAndOnDrain(t *testing.T) {
 		t.Errorf("a waiting long-poll on drain = %d after %s; want 304 at once", got, time.Since(start))
 	}
 }
+
+// TestDesiredDeltaMakesTheWholeSet: an agent that holds the set of one
+// revision and asks for the changes since it (`since`) gets a delta whose
+// entries, merged into the set it holds, make the whole set of the delta's
+// revision: new registrations, a changed one in its new version, and a
+// deregistered one removed. A `since` past the hub's revision gets the whole
+// set.
+func TestDesiredDeltaMakesTheWholeSet(t *testing.T) {
+	t.Parallel()
+	g := gomega.NewWithT(t)
+	e := newStackEnv(t, flavours()[0])
+	ctx := context.Background()
+	hub := e.createAgentHub(t, "hub-delta", "eu", 10)
+	agent := agentAuth(e.agentToken(t, *hub.AgentIdentity))
+	e.heartbeat(t, hub, 0)
+	e.startReconcilers(t)
+	tok := e.userToken(t, "org-delta", "ann")
+	create := func(name string) public.Cluster {
+		return e.createCluster(t, tok, public.ClusterCreate{Name: name, Product: public.OCP, Zone: ptr("eu")})
+	}
+	fetch := func(params private.GetHubDesiredParams) *private.DesiredSet {
+		params.Wait = ptr("100ms")
+		resp, err := e.agent.GetHubDesiredWithResponse(ctx, hub.Id, &params, agent)
+		g.Expect(err).NotTo(gomega.HaveOccurred())
+		g.Expect(resp.JSON200).NotTo(gomega.BeNil(), "GetHubDesired(%+v) = %s", params, resp.Status())
+		return resp.JSON200
+	}
+	kept, changed, gone := create("kept"), create("changed"), create("gone")
+	var base *private.DesiredSet
+	g.Eventually(func() []private.DesiredRegistration {
+		base = fetch(private.GetHubDesiredParams{})
+		if base.Revision == 0 { // placed, not published yet
+			return nil
+		}
+		return base.Registrations
+	}).WithTimeout(30 * time.Second).Should(gomega.HaveLen(3))
+	g.Expect(base.BaseRevision).To(gomega.BeNil(), "without since, the whole set")
+
+	added := create("added")
+	labels := public.Labels{"env": "changed"}
+	if resp, err := e.client.UpdateClusterWithResponse(ctx, changed.Id, nil, public.ClusterPatch{Labels: &labels}, bearer(tok)); err != nil || resp.JSON200 == nil {
+		t.Fatalf("UpdateCluster() = %v", outcome(resp, err))
+	}
+	if resp, err := e.client.DeleteClusterWithResponse(ctx, gone.Id, bearer(tok)); err != nil || resp.StatusCode() != http.StatusAccepted {
+		t.Fatalf("DeleteCluster() = %v", outcome(resp, err))
+	}
+
+	// Once the reconcilers published all three changes, the delta since
+	// base, merged into base, is the whole set at the delta's revision.
+	type entry struct {
+		ID         string
+		Generation int64
+		Objects    int
+	}
+	entries := func(regs []private.DesiredRegistration) []entry {
+		out := []entry{}
+		for _, r := range regs {
+			out = append(out, entry{r.RegistrationId, r.Generation, len(r.Objects)})
+		}
+		return out
+	}
+	want := []entry{{kept.Id, 1, 3}, {changed.Id, 2, 3}, {added.Id, 1, 3}}
+	var delta *private.DesiredSet
+	g.Eventually(func() []entry {
+		delta = fetch(private.GetHubDesiredParams{After: &base.Revision, Since: &base.Revision})
+		if delta.BaseRevision == nil || *delta.BaseRevision != base.Revision || delta.RemovedRegistrations == nil {
+			return nil
+		}
+		merged := map[string]private.DesiredRegistration{}
+		for _, r := range base.Registrations {
+			merged[r.RegistrationId] = r
+		}
+		for _, id := range *delta.RemovedRegistrations {
+			delete(merged, id)
+		}
+		for _, r := range delta.Registrations {
+			merged[r.RegistrationId] = r
+		}
+		out := []entry{}
+		for _, r := range []string{kept.Id, changed.Id, gone.Id, added.Id} {
+			if m, ok := merged[r]; ok {
+				out = append(out, entry{m.RegistrationId, m.Generation, len(m.Objects)})
+			}
+		}
+		return out
+	}).WithTimeout(30 * time.Second).Should(gomega.Equal(want))
+	g.Expect(*delta.RemovedRegistrations).To(gomega.Equal([]string{gone.Id}))
+	g.Expect(entries(delta.Registrations)).NotTo(gomega.ContainElement(entry{kept.Id, 1, 3}), "an unchanged entry is not sent again")
+	whole := fetch(private.GetHubDesiredParams{})
+	g.Expect(whole.Revision).To(gomega.Equal(delta.Revision))
+	g.Expect(entries(whole.Registrations)).To(gomega.ConsistOf(want))
+
+	past := delta.Revision + 1
+	again := fetch(private.GetHubDesiredParams{Since: &past})
+	g.Expect(again.BaseRevision).To(gomega.BeNil(), "a since past the hub's revision gets the whole set")
+	g.Expect(entries(again.Registrations)).To(gomega.ConsistOf(want))
+}

@@ -22,6 +22,12 @@ func (s *Server) handleHubDesiredGet(w http.ResponseWriter, r *http.Request) err
 	if v := r.URL.Query().Get("after"); v != "" {
 		after, _ = strconv.ParseInt(v, 10, 64)
 	}
+	// With `since`, the agent holds that revision's whole set and takes the
+	// changes after it (ADR 0017).
+	var since int64
+	if v := r.URL.Query().Get("since"); v != "" {
+		since, _ = strconv.ParseInt(v, 10, 64)
+	}
 	wait := s.cfg.AgentDefaultWait
 	if v := r.URL.Query().Get("wait"); v != "" {
 		d, err := time.ParseDuration(v)
@@ -42,7 +48,7 @@ func (s *Server) handleHubDesiredGet(w http.ResponseWriter, r *http.Request) err
 		}
 		if hub.Revision > after {
 			stop()
-			return s.writeDesired(w, r, hubID, agent)
+			return s.writeDesired(w, r, hubID, agent, since)
 		}
 		select {
 		case <-woken:
@@ -65,19 +71,32 @@ func (s *Server) handleHubDesiredGet(w http.ResponseWriter, r *http.Request) err
 // writeDesired reads and writes the hub's desired set, in one of the
 // AgentDesiredConcurrency slots: an agent whose revision moved waits for one,
 // holding no database connection, until its request ends.
-func (s *Server) writeDesired(w http.ResponseWriter, r *http.Request, hubID, agent string) error {
+func (s *Server) writeDesired(w http.ResponseWriter, r *http.Request, hubID, agent string, since int64) error {
 	select {
 	case s.desired <- struct{}{}:
 		defer func() { <-s.desired }()
 	case <-r.Context().Done():
 		return fleet.Errorf(fleet.CodeUnavailable, "the request ended while waiting for a desired-set slot")
 	}
-	set, err := s.services.Inventory.DesiredSet(r.Context(), hubID, agent)
+	read := s.services.Inventory.DesiredSet
+	if since > 0 {
+		read = func(ctx context.Context, hubID, agent string) (fleet.DesiredSet, error) {
+			return s.services.Inventory.DesiredChanges(ctx, hubID, agent, since)
+		}
+	}
+	set, err := read(r.Context(), hubID, agent)
 	if err != nil {
 		return err
 	}
 	body := private.DesiredSet{Kind: private.DesiredSetKindDesiredSet, HubId: set.HubID, Revision: set.Revision,
 		Registrations: make([]private.DesiredRegistration, len(set.Registrations))}
+	if set.BaseRevision > 0 {
+		removed := set.Removed
+		if removed == nil {
+			removed = []string{}
+		}
+		body.BaseRevision, body.RemovedRegistrations = &set.BaseRevision, &removed
+	}
 	for i, reg := range set.Registrations {
 		objects, failure := desiredObjects(reg.Objects, reg.Failure)
 		body.Registrations[i] = private.DesiredRegistration{RegistrationId: reg.RegistrationID, Generation: reg.Generation,

@@ -67,7 +67,7 @@ func TestDesiredSetsWaitForASlot(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 50*time.Millisecond)
 	defer cancel()
 	r := httptest.NewRequest(http.MethodGet, "/agent-hubs/h/desired", nil).WithContext(ctx)
-	err := s.writeDesired(httptest.NewRecorder(), r, "h", "agent")
+	err := s.writeDesired(httptest.NewRecorder(), r, "h", "agent", 0)
 	g.Expect(fleet.ErrorCodeOf(err)).To(gomega.Equal(fleet.CodeUnavailable))
 	g.Expect(s.desired).To(gomega.HaveLen(1), "the slot taken before is still taken, no other")
 }

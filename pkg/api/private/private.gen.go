@@ -181,13 +181,18 @@ type DesiredRegistration struct {
 
 // DesiredSet defines model for DesiredSet.
 type DesiredSet struct {
-	HubId string         `json:"hub_id"`
-	Kind  DesiredSetKind `json:"kind"`
+	// BaseRevision Present when the set is a delta: the revision it starts from (the request's `since`). `registrations` then holds only the entries published after it, `removed_registrations` the ids withdrawn after it, and every other entry of the base set stays as it was. Absent: the set is whole, and what the agent applied that it does not hold is to be removed.
+	BaseRevision *int64         `json:"base_revision,omitempty"`
+	HubId        string         `json:"hub_id"`
+	Kind         DesiredSetKind `json:"kind"`
 
 	// Policies The configuration policies placed on the hub, each as the objects that carry it (absent from fleet managers older than policies: none).
 	Policies      *[]DesiredPolicy      `json:"policies,omitempty"`
 	Registrations []DesiredRegistration `json:"registrations"`
-	Revision      int64                 `json:"revision"`
+
+	// RemovedRegistrations In a delta, the ids of the registrations withdrawn since `base_revision`.
+	RemovedRegistrations *[]string `json:"removed_registrations,omitempty"`
+	Revision             int64     `json:"revision"`
 }
 
 // DesiredSetKind defines model for DesiredSet.Kind.
@@ -467,6 +472,9 @@ type GetHubDesiredParams struct {
 	// After The revision the agent has; 0 or absent for any.
 	After *int64 `form:"after,omitempty" json:"after,omitempty"`
 
+	// Since The revision whose whole set the agent holds (it applied that set and every change up to it); the answer may then carry only what changed after it. Absent, or past the hub's revision: the full set.
+	Since *int64 `form:"since,omitempty" json:"since,omitempty"`
+
 	// Wait How long to wait for a change, as a Go duration (e.g. 30s); capped by --agent-max-wait.
 	Wait *string `form:"wait,omitempty" json:"wait,omitempty"`
 }
@@ -655,7 +663,11 @@ type ClientInterface interface {
 	//
 	// Answers at once when the hub's revision is past `after`, otherwise as
 	// soon as it moves, or with 304 when `wait` passes first. The body is the
-	// hub's full desired set at that revision.
+	// hub's full desired set at that revision or, when the agent names the
+	// revision whose set it holds in full (`since`), the changes since that
+	// revision: the entries published after it and the registrations
+	// withdrawn after it (`base_revision` says which; see ADR 0017). Policies
+	// always come in full.
 	//
 	// Corresponds with GET /agent-hubs/{hub_id}/desired (the `GetHubDesired` operationId).
 	GetHubDesired(ctx context.Context, hubId HubId, params *GetHubDesiredParams, reqEditors ...RequestEditorFn) (*http.Response, error)
@@ -754,7 +766,11 @@ type ClientInterface interface {
 //
 // Answers at once when the hub's revision is past `after`, otherwise as
 // soon as it moves, or with 304 when `wait` passes first. The body is the
-// hub's full desired set at that revision.
+// hub's full desired set at that revision or, when the agent names the
+// revision whose set it holds in full (`since`), the changes since that
+// revision: the entries published after it and the registrations
+// withdrawn after it (`base_revision` says which; see ADR 0017). Policies
+// always come in full.
 //
 // Corresponds with GET /agent-hubs/{hub_id}/desired (the `GetHubDesired` operationId).
 func (c *Client) GetHubDesired(ctx context.Context, hubId HubId, params *GetHubDesiredParams, reqEditors ...RequestEditorFn) (*http.Response, error) {
@@ -986,6 +1002,18 @@ func NewGetHubDesiredRequest(server string, hubId HubId, params *GetHubDesiredPa
 		if params.After != nil {
 
 			if queryFrag, err := runtime.StyleParamWithOptions("form", true, "after", *params.After, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "integer", Format: "int64"}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
+		if params.Since != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", true, "since", *params.Since, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "integer", Format: "int64"}); err != nil {
 				return nil, err
 			} else {
 				for _, qp := range strings.Split(queryFrag, "&") {
@@ -1291,7 +1319,11 @@ type ClientWithResponsesInterface interface {
 	//
 	// Answers at once when the hub's revision is past `after`, otherwise as
 	// soon as it moves, or with 304 when `wait` passes first. The body is the
-	// hub's full desired set at that revision.
+	// hub's full desired set at that revision or, when the agent names the
+	// revision whose set it holds in full (`since`), the changes since that
+	// revision: the entries published after it and the registrations
+	// withdrawn after it (`base_revision` says which; see ADR 0017). Policies
+	// always come in full.
 	//
 	// Returns a wrapper object for the known response body format(s).
 	//
@@ -1941,7 +1973,11 @@ func (r PutHubStatusResponse) ContentType() string {
 //
 // Answers at once when the hub's revision is past `after`, otherwise as
 // soon as it moves, or with 304 when `wait` passes first. The body is the
-// hub's full desired set at that revision.
+// hub's full desired set at that revision or, when the agent names the
+// revision whose set it holds in full (`since`), the changes since that
+// revision: the entries published after it and the registrations
+// withdrawn after it (`base_revision` says which; see ADR 0017). Policies
+// always come in full.
 //
 // Returns a wrapper object for the known response body format(s).
 //
