@@ -24,6 +24,7 @@ type options struct {
 	Samples           int
 	SampleGap         time.Duration
 	PollWait          time.Duration
+	DesiredDeltas     bool
 	SampleTimeout     time.Duration
 	HeartbeatInterval time.Duration
 	HeartbeatTimeout  time.Duration
@@ -74,6 +75,7 @@ func defaultOptions() options {
 		Samples:           200,
 		SampleGap:         100 * time.Millisecond,
 		PollWait:          30 * time.Second,
+		DesiredDeltas:     true,
 		SampleTimeout:     30 * time.Second,
 		HeartbeatInterval: 15 * time.Second,
 		HeartbeatTimeout:  10 * time.Minute,
@@ -107,6 +109,8 @@ func (o *options) addFlags(fs *pflag.FlagSet) {
 	fs.IntVar(&o.Samples, "propagation-samples", o.Samples, "registrations created, one at a time, to time propagation")
 	fs.DurationVar(&o.SampleGap, "propagation-gap", o.SampleGap, "pause between two registrations")
 	fs.DurationVar(&o.PollWait, "poll-wait", o.PollWait, "wait of each agent long-poll")
+	fs.BoolVar(&o.DesiredDeltas, "desired-deltas", o.DesiredDeltas,
+		"agents ask for the changes since the revision they hold (`since`, as fleetshard-sync does) instead of the whole set each time")
 	fs.DurationVar(&o.SampleTimeout, "propagation-timeout", o.SampleTimeout, "how long after the last registration its receipt is awaited")
 	fs.DurationVar(&o.HeartbeatInterval, "heartbeat-interval", o.HeartbeatInterval, "how often each agent sends its heartbeat")
 	fs.DurationVar(&o.HeartbeatTimeout, "hub-heartbeat-timeout", o.HeartbeatTimeout, "serve's --hub-heartbeat-timeout")

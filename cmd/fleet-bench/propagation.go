@@ -62,11 +62,16 @@ func (r *receipts) missing(ids map[string]time.Time) int {
 // With ack it also acknowledges each revision at once with a heartbeat, as
 // the real agent does once it applied a set; without rec it reads only the
 // set's revision, leaving the registrations undecoded.
-func (a *agent) longPoll(ctx context.Context, wait time.Duration, rec *receipts, ack bool) {
+// With deltas, once it holds a set it asks for the changes since its
+// revision, as fleetshard-sync does.
+func (a *agent) longPoll(ctx context.Context, wait time.Duration, rec *receipts, ack, deltas bool) {
 	waitParam := fmt.Sprintf("%dms", wait.Milliseconds())
 	for ctx.Err() == nil {
 		after := a.applied.Load()
 		params := &private.GetHubDesiredParams{After: &after, Wait: &waitParam}
+		if since := after; deltas && since > 0 {
+			params.Since = &since
+		}
 		var (
 			revision int64
 			got      bool
@@ -146,7 +151,7 @@ func propagation(o options, f *fleet) func(context.Context, *phase) error {
 		pollCtx, stopPolls := context.WithCancel(ctx)
 		var polls sync.WaitGroup
 		for _, a := range f.agents {
-			polls.Go(func() { a.longPoll(pollCtx, o.PollWait, rec, false) })
+			polls.Go(func() { a.longPoll(pollCtx, o.PollWait, rec, false, o.DesiredDeltas) })
 		}
 		defer polls.Wait()
 		defer stopPolls()

@@ -86,7 +86,7 @@ func registrationScenarios(ctx context.Context, r *regResults, db *benchDB, s *s
 	defer stopBackground()
 	agents.Go(func() { f.keepBeating(bg, o.HeartbeatInterval, &beatFailures) })
 	for _, a := range f.agents {
-		agents.Go(func() { a.longPoll(bg, o.PollWait, nil, true) })
+		agents.Go(func() { a.longPoll(bg, o.PollWait, nil, true, o.DesiredDeltas) })
 	}
 	watch, err := newDeliveryWatch(ctx, db, p.backend)
 	if err != nil {
