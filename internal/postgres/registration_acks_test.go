@@ -26,7 +26,7 @@ func TestAcknowledgementFindsItsRegistrationsByIndex(t *testing.T) {
 	plan := explain(t, db, `SELECT id FROM registrations
 	WHERE hub_id = 'hub-a' AND deleted_at IS NULL
 	  AND (published_revision > 40 AND published_revision <= 41 OR withdrawn_revision > 40 AND withdrawn_revision <= 41)
-	  AND (next_attempt_at IS NULL OR next_attempt_at > now())
+	  AND (next_attempt_at IS NULL OR next_attempt_at > now() OR NOT woken_by_ack)
 	ORDER BY id FOR UPDATE`)
 	g.Expect(plan).To(gomega.ContainSubstring("registrations_hub_published"))
 	g.Expect(plan).To(gomega.ContainSubstring("registrations_hub_withdrawals"))
