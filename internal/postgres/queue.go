@@ -95,8 +95,8 @@ const claimColumns = `r.id, r.created_at, r.updated_at, r.deletion_requested_at,
 const unsettledSQL = `(phase <> 'ready' OR observed_generation < generation)`
 
 // claimTiers are the claim's tiers, in the order a batch is filled, each
-// the due rows a predicate holds for, oldest due first, through an index of
-// its own:
+// the due rows a predicate holds for, oldest due first, found through an
+// index (the first two through partial indexes of their own):
 //
 //   - woken_by_ack: registrations whose delivery or withdrawal the hub's
 //     agent acknowledged since their last pass (wakeAcknowledged). Their
