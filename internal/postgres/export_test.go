@@ -5,6 +5,8 @@ import (
 
 	"github.com/jackc/pgx/v5"
 	"gorm.io/gorm"
+
+	"github.com/fleetmanager/fleet-manager/internal/fleet"
 )
 
 // NewStatementForTest makes a statement of a round trip, for the external
@@ -35,4 +37,13 @@ func SealedColumnsForTest() []string {
 func FindHubForTest(tx *gorm.DB, id string, lock bool) error {
 	_, err := findHub(tx, id, lock)
 	return err
+}
+
+// ClaimStatementsForTest returns the statements a claim of kind runs, one
+// per tier, in order, and its NextDue statement.
+func ClaimStatementsForTest(kind fleet.WorkKind) (claims []string, nextDue string) {
+	for _, tier := range claimTiers {
+		claims = append(claims, claimStatement(kind, tier))
+	}
+	return claims, nextDueStatement(kind)
 }

@@ -46,6 +46,7 @@ func migrations() []*gormigrate.Migration {
 		migration202612012200ClaimOrder(),
 		migration202612020100DesiredChanges(),
 		migration202612020200ClaimAcknowledged(),
+		migration202612020300DeprovisionWork(),
 	}
 }
 

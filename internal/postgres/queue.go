@@ -115,6 +115,44 @@ const unsettledSQL = `(phase <> 'ready' OR observed_generation < generation)`
 //     delays a new or changed registration.
 var claimTiers = []string{`woken_by_ack`, unsettledSQL, `NOT ` + unsettledSQL}
 
+// claimStatement leases the due rows of kind that tier holds for; its
+// parameters are the limit, the owner and the lease in seconds (twice).
+func claimStatement(kind fleet.WorkKind, tier string) string {
+	return `
+WITH due AS (
+	SELECT id FROM registrations
+	WHERE deleted_at IS NULL AND next_attempt_at <= now()
+	  AND ` + workKindSQL(kind) + `
+	  AND (claimed_until IS NULL OR claimed_until < now())
+	  AND ` + tier + `
+	ORDER BY next_attempt_at, id
+	LIMIT ?
+	FOR UPDATE SKIP LOCKED)
+UPDATE registrations r SET claimed_by = ? || '/' || gen_random_uuid(), claimed_until = now() + make_interval(secs => ?),
+	next_attempt_at = now() + make_interval(secs => ?)
+FROM due WHERE r.id = due.id
+RETURNING r.id, r.claimed_by`
+}
+
+// nextDueStatement reads in how many seconds the next row of kind is due.
+func nextDueStatement(kind fleet.WorkKind) string {
+	return `SELECT extract(epoch FROM min(next_attempt_at) - now())
+FROM registrations WHERE deleted_at IS NULL AND next_attempt_at IS NOT NULL AND ` + workKindSQL(kind)
+}
+
+// workKindSQL selects the registrations of one kind of work: those being
+// deregistered for deleting_mgr, the others for provisioning_mgr. It is
+// written out, not compared with a parameter, so that the planner can take
+// the partial index of the registrations being deregistered
+// (migration202612020300DeprovisionWork): a deregistration's claim and
+// NextDue then read the few such rows, not every due registration.
+func workKindSQL(kind fleet.WorkKind) string {
+	if kind == fleet.WorkDeprovision {
+		return "deletion_requested_at IS NOT NULL"
+	}
+	return "deletion_requested_at IS NULL"
+}
+
 // claimedRow is a registration claim leased, with its token.
 type claimedRow struct{ ID, ClaimedBy string }
 
@@ -122,20 +160,7 @@ type claimedRow struct{ ID, ClaimedBy string }
 // first, among those tier (one of claimTiers) holds for.
 func (q *Queue) claim(ctx context.Context, kind fleet.WorkKind, owner string, limit int, lease time.Duration, tier string) ([]claimedRow, error) {
 	var claimed []claimedRow
-	err := q.store.db.Gorm.WithContext(ctx).Raw(`
-WITH due AS (
-	SELECT id FROM registrations
-	WHERE deleted_at IS NULL AND next_attempt_at <= now()
-	  AND (deletion_requested_at IS NOT NULL) = ?
-	  AND (claimed_until IS NULL OR claimed_until < now())
-	  AND `+tier+`
-	ORDER BY next_attempt_at, id
-	LIMIT ?
-	FOR UPDATE SKIP LOCKED)
-UPDATE registrations r SET claimed_by = ? || '/' || gen_random_uuid(), claimed_until = now() + make_interval(secs => ?),
-	next_attempt_at = now() + make_interval(secs => ?)
-FROM due WHERE r.id = due.id
-RETURNING r.id, r.claimed_by`, kind == fleet.WorkDeprovision, limit, owner, lease.Seconds(), lease.Seconds()).Scan(&claimed).Error
+	err := q.store.db.Gorm.WithContext(ctx).Raw(claimStatement(kind, tier), limit, owner, lease.Seconds(), lease.Seconds()).Scan(&claimed).Error
 	return claimed, err
 }
 
@@ -220,9 +245,7 @@ func (q *Queue) FindHub(ctx context.Context, id string) (fleet.Hub, error) {
 // NextDue returns the wait until the next scheduled registration of kind.
 func (q *Queue) NextDue(ctx context.Context, kind fleet.WorkKind) (time.Duration, bool, error) {
 	var secs *float64
-	err := q.store.db.Gorm.WithContext(ctx).Raw(`SELECT extract(epoch FROM min(next_attempt_at) - now())
-FROM registrations WHERE deleted_at IS NULL AND next_attempt_at IS NOT NULL AND (deletion_requested_at IS NOT NULL) = ?`,
-		kind == fleet.WorkDeprovision).Scan(&secs).Error
+	err := q.store.db.Gorm.WithContext(ctx).Raw(nextDueStatement(kind)).Scan(&secs).Error
 	if err != nil || secs == nil {
 		return 0, false, wrapErr("NextDue", string(kind), err)
 	}
