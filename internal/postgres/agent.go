@@ -79,7 +79,7 @@ FROM registrations WHERE id IN ? AND hub_id = ?`, ids, hub.ID).Scan(&rows).Error
 		// The hub first, then its registrations in id order, as the
 		// agent's heartbeat locks them: the two cannot deadlock.
 		var err error
-		if revision, applied, err = bumpRevision(tx, hub.ID); err != nil {
+		if revision, applied, err = moveRevision(tx, hub.ID); err != nil {
 			return err
 		}
 		slices.Sort(stale)
@@ -89,6 +89,9 @@ UPDATE registrations r SET published_revision = ?, published_generation = r.gene
 	})
 	if err != nil {
 		return nil, fmt.Errorf("DeliverBatch(%d to %s): %w", len(regs), hub.Name, err)
+	}
+	if revision > 0 {
+		d.store.wakeHub(hub.ID)
 	}
 	byID := make(map[string]publishRow, len(rows))
 	for _, r := range rows {
@@ -133,7 +136,9 @@ func publishedReport(hub fleet.Hub, published, applied int64, failure *storedFai
 // the agent acknowledged a revision without it.
 func (d *AgentDelivery) Withdraw(ctx context.Context, hub fleet.Hub, reg fleet.Registration) (fleet.DeliveryReport, error) {
 	var withdrawn, applied int64
+	moved := false
 	err := d.store.transact(ctx, func(tx *gorm.DB) error {
+		moved = false
 		row, err := lockPlaced(tx, reg.ID, hub.ID)
 		if err != nil {
 			return err
@@ -143,14 +148,18 @@ func (d *AgentDelivery) Withdraw(ctx context.Context, hub fleet.Hub, reg fleet.R
 			applied, err = appliedRevision(tx, hub.ID)
 			return err
 		}
-		withdrawn, applied, err = bumpRevision(tx, hub.ID)
+		withdrawn, applied, err = moveRevision(tx, hub.ID)
 		if err != nil {
 			return err
 		}
+		moved = true
 		return tx.Exec(`UPDATE registrations SET withdrawn_revision = ? WHERE id = ?`, withdrawn, reg.ID).Error
 	})
 	if err != nil {
 		return fleet.DeliveryReport{}, fmt.Errorf("Withdraw(%s from %s): %w", reg.ID, hub.Name, err)
+	}
+	if moved {
+		d.store.wakeHub(hub.ID)
 	}
 	if applied >= withdrawn {
 		return fleet.DeliveryReport{Done: true, Reason: fleet.ReasonRemoved,
@@ -169,14 +178,23 @@ func lockPlaced(tx *gorm.DB, id, hubID string) (registrationRow, error) {
 	return row, err
 }
 
-// bumpRevision moves a hub's desired-set revision and wakes its agent.
+// bumpRevision moves a hub's desired-set revision and wakes its agent in
+// the transaction.
 func bumpRevision(tx *gorm.DB, hubID string) (revision, applied int64, err error) {
-	var r struct{ Revision, AppliedRevision int64 }
-	err = tx.Raw(`UPDATE hubs SET revision = revision + 1 WHERE id = ? RETURNING revision, applied_revision`, hubID).Scan(&r).Error
-	if err != nil {
+	if revision, applied, err = moveRevision(tx, hubID); err != nil {
 		return 0, 0, err
 	}
-	return r.Revision, r.AppliedRevision, notify(tx, ChannelHubRevision, hubID)
+	return revision, applied, notify(tx, ChannelHubRevision, hubID)
+}
+
+// moveRevision moves a hub's desired-set revision; the caller wakes its
+// agent after the commit (Store.wakeHub). The deliveries do so: a NOTIFY in
+// their transactions made the provisioning's publications, one per hub of a
+// batch, commit one at a time (ADR 0016).
+func moveRevision(tx *gorm.DB, hubID string) (revision, applied int64, err error) {
+	var r struct{ Revision, AppliedRevision int64 }
+	err = tx.Raw(`UPDATE hubs SET revision = revision + 1 WHERE id = ? RETURNING revision, applied_revision`, hubID).Scan(&r).Error
+	return r.Revision, r.AppliedRevision, err
 }
 
 func appliedRevision(tx *gorm.DB, hubID string) (int64, error) {
@@ -227,6 +245,7 @@ func (s *Store) FindAgentHub(ctx context.Context, hubID, agentIdentity string) (
 // revision wakes the registrations it delivers or withdraws; a hub that comes
 // back from silence wakes hub_mgr, so waiting registrations are placed.
 func (s *Store) RecordHubHeartbeat(ctx context.Context, hubID, agentIdentity string, hb fleet.HubHeartbeat) (fleet.Hub, error) {
+	woken := false
 	err := s.transact(ctx, func(tx *gorm.DB) error {
 		old, err := s.agentHub(tx, hubID, agentIdentity, true)
 		if err != nil {
@@ -248,7 +267,7 @@ WHERE id = ?`, hb.AgentVersion, hb.AgentStartGeneration, applied,
 				return err
 			}
 		}
-		if err := s.wakeAcknowledged(tx, hubID, old.AppliedRevision, applied); err != nil {
+		if woken, err = s.wakeAcknowledged(tx, hubID, old.AppliedRevision, applied); err != nil {
 			return err
 		}
 		// A hub back from silence, or whose agent's own readiness moved,
@@ -261,6 +280,9 @@ WHERE id = ?`, hb.AgentVersion, hb.AgentStartGeneration, applied,
 	if err != nil {
 		return fleet.Hub{}, fmt.Errorf("RecordHubHeartbeat(%s): %w", hubID, err)
 	}
+	if woken {
+		s.wake(ChannelRegistrations)
+	}
 	return s.FindHub(ctx, hubID)
 }
 
@@ -269,10 +291,11 @@ WHERE id = ?`, hb.AgentVersion, hb.AgentStartGeneration, applied,
 // locking them in id order as the reconcilers' batches do. Each is due now
 // (or when it already was) and marked woken_by_ack, so that the queue claims
 // it before other due work (claimTiers in queue.go): its pass is cheap and
-// is what the user waits for.
-func (s *Store) wakeAcknowledged(tx *gorm.DB, hubID string, from, to int64) error {
+// is what the user waits for. It reports whether it queued any: the caller
+// wakes the reconcilers after the commit (Store.wake, ADR 0016).
+func (s *Store) wakeAcknowledged(tx *gorm.DB, hubID string, from, to int64) (bool, error) {
 	if to <= from {
-		return nil
+		return false, nil
 	}
 	res := tx.Exec(`WITH due AS (SELECT id FROM registrations
 	WHERE hub_id = ? AND deleted_at IS NULL
@@ -281,10 +304,7 @@ func (s *Store) wakeAcknowledged(tx *gorm.DB, hubID string, from, to int64) erro
 	ORDER BY id FOR UPDATE)
 UPDATE registrations r SET next_attempt_at = least(r.next_attempt_at, now()), woken_by_ack = true FROM due WHERE r.id = due.id`,
 		hubID, from, to, from, to)
-	if res.Error != nil || res.RowsAffected == 0 {
-		return res.Error
-	}
-	return notify(tx, ChannelRegistrations, hubID)
+	return res.RowsAffected > 0, res.Error
 }
 
 // mergeAgentConditions keeps the conditions an agent reports about its hub,

@@ -31,16 +31,22 @@ const wakeTimeout = 10 * time.Second
 // worker's NextDue after each pass), so it is reconciled by the next resync
 // of any replica at the latest.
 //
-// It is only for channels whose subscribers read no payload
-// (ChannelRegistrations, ChannelHubs): one notification stands for many
-// writes.
+// It is for channels whose subscribers read no payload
+// (ChannelRegistrations, ChannelHubs), where one notification stands for
+// many writes, and for ChannelHubRevision, coalesced per hub (the payload):
+// a long-poll woken re-reads its hub's revision, and one that is not (its
+// process ended between the commit and the NOTIFY) reads it at the end of
+// its wait.
 type waker struct {
 	db       *gorm.DB
 	interval time.Duration
 
 	mu       sync.Mutex
-	channels map[string]*wakeState
+	channels map[wakeKey]*wakeState
 }
+
+// wakeKey is what one notification carries.
+type wakeKey struct{ channel, payload string }
 
 // wakeState is one channel's: whether a send is scheduled and has not begun,
 // and when the last one began.
@@ -52,7 +58,7 @@ type wakeState struct {
 // newWaker returns a waker that sends on db at most once per interval and
 // channel (0: as soon as the previous send began).
 func newWaker(db *gorm.DB, interval time.Duration) *waker {
-	return &waker{db: db, interval: max(interval, 0), channels: map[string]*wakeState{}}
+	return &waker{db: db, interval: max(interval, 0), channels: map[wakeKey]*wakeState{}}
 }
 
 // wake asks for a notification on channel, after the write it announces has
@@ -60,19 +66,24 @@ func newWaker(db *gorm.DB, interval time.Duration) *waker {
 // at once when the channel's last send began an interval ago or more, else
 // when the interval ends; a wake-up that finds a send scheduled is part of
 // it.
-func (w *waker) wake(channel string) {
+func (w *waker) wake(channel string) { w.wakeWith(channel, wakePayload) }
+
+// wakeWith is wake with a payload: the notifications of one channel and
+// payload are coalesced, those of different payloads are not.
+func (w *waker) wakeWith(channel, payload string) {
+	key := wakeKey{channel, payload}
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	st := w.channels[channel]
+	st := w.channels[key]
 	if st == nil {
 		st = &wakeState{}
-		w.channels[channel] = st
+		w.channels[key] = st
 	}
 	if st.pending {
 		return
 	}
 	st.pending = true
-	time.AfterFunc(max(0, w.interval-time.Since(st.last)), func() { w.send(channel) })
+	time.AfterFunc(max(0, w.interval-time.Since(st.last)), func() { w.send(key) })
 }
 
 // send notifies on channel. The channel stops being pending before the
@@ -80,16 +91,20 @@ func (w *waker) wake(channel string) {
 // commit precedes this NOTIFY's), one that wakes after it schedules the next
 // send. A failure is logged by GORM, as every statement's; the writes it
 // would have announced are due and found by the resync.
-func (w *waker) send(channel string) {
+func (w *waker) send(key wakeKey) {
 	w.mu.Lock()
-	st := w.channels[channel]
+	st := w.channels[key]
 	st.pending, st.last = false, time.Now()
 	w.mu.Unlock()
 	ctx, cancel := context.WithTimeout(context.Background(), wakeTimeout)
 	defer cancel()
-	_ = w.db.WithContext(ctx).Exec("SELECT pg_notify(?, ?)", channel, wakePayload).Error
+	_ = w.db.WithContext(ctx).Exec("SELECT pg_notify(?, ?)", key.channel, key.payload).Error
 }
 
 // wake asks the store's waker for a wake-up on channel: call it after the
 // write it announces has committed.
 func (s *Store) wake(channel string) { s.waker.wake(channel) }
+
+// wakeHub asks the store's waker to wake the long-polls of the hub's agent:
+// call it after the write that moved the hub's revision has committed.
+func (s *Store) wakeHub(hubID string) { s.waker.wakeWith(ChannelHubRevision, hubID) }

@@ -108,3 +108,51 @@ func TestStoreConfigValidateWakeInterval(t *testing.T) {
 		}
 	}
 }
+
+// TestDeliveriesWakeTheirHubsAfterCommit: a publication and a withdrawal
+// wake the long-polls of their own hub (the hub id as the payload, one hub's
+// not coalesced with another's), and a heartbeat that acknowledges a
+// publication wakes the reconcilers, each after its transaction committed.
+func TestDeliveriesWakeTheirHubsAfterCommit(t *testing.T) {
+	t.Parallel()
+	g := gomega.NewWithT(t)
+	db, cfg := pgtest.NewMigratedDatabase(t)
+	store := postgres.NewStore(db, mustKeyring(t, masterKey(t)), fleet.SystemClock{}, postgres.DefaultStoreConfig(), quotaAuthorizer(t, 0))
+	ctx := context.Background()
+	hubs := map[string]fleet.Hub{}
+	for _, name := range []string{"hub-a", "hub-b"} {
+		h, err := store.CreateHub(ctx, fleet.HubCreate{Name: name, Zone: "eu", Region: "eu-west-1", DeliveryMode: fleet.DeliveryAgent,
+			Capacity: 10, AgentIdentity: "agent-" + name})
+		g.Expect(err).NotTo(gomega.HaveOccurred())
+		hubs[name] = h
+		g.Expect(db.Gorm.Exec(`INSERT INTO registrations (id, org_id, owner, name, zone, product, phase, hub_id, generation)
+VALUES (?, 'org-a', 'u', ?, 'eu', 'ocp', 'accepted', ?, 1)`, "r-"+name, "c-"+name, h.ID).Error).To(gomega.Succeed())
+	}
+	conn, err := pgx.Connect(ctx, cfg.DSN())
+	g.Expect(err).NotTo(gomega.HaveOccurred())
+	t.Cleanup(func() { _ = conn.Close(context.Background()) })
+	for _, ch := range []string{postgres.ChannelHubRevision, postgres.ChannelRegistrations} {
+		_, err = conn.Exec(ctx, "LISTEN "+ch)
+		g.Expect(err).NotTo(gomega.HaveOccurred())
+	}
+	next := func() string {
+		wctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+		defer cancel()
+		n, err := conn.WaitForNotification(wctx)
+		g.Expect(err).NotTo(gomega.HaveOccurred(), "a notification")
+		return n.Channel + " " + n.Payload
+	}
+
+	delivery := postgres.NewAgentDelivery(store)
+	report, err := delivery.Deliver(ctx, hubs["hub-a"], fleet.Registration{ID: "r-hub-a"})
+	g.Expect(err).NotTo(gomega.HaveOccurred())
+	g.Expect(report.Reason).To(gomega.Equal(fleet.ReasonPublished))
+	_, err = delivery.Withdraw(ctx, hubs["hub-b"], fleet.Registration{ID: "r-hub-b"})
+	g.Expect(err).NotTo(gomega.HaveOccurred())
+	g.Expect([]string{next(), next()}).To(gomega.ConsistOf(
+		postgres.ChannelHubRevision+" "+hubs["hub-a"].ID, postgres.ChannelHubRevision+" "+hubs["hub-b"].ID))
+
+	_, err = store.RecordHubHeartbeat(ctx, hubs["hub-a"].ID, "agent-hub-a", fleet.HubHeartbeat{AgentVersion: "test", AgentStartGeneration: 1, AppliedRevision: 1})
+	g.Expect(err).NotTo(gomega.HaveOccurred())
+	g.Expect(next()).To(gomega.HavePrefix(postgres.ChannelRegistrations+" "), "the acknowledgement wakes the reconcilers")
+}
