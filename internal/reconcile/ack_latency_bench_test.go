@@ -117,33 +117,19 @@ type ackRecorder struct {
 }
 
 func (a *ackRecorder) run(ctx context.Context, db *postgres.DB) {
-	tick := time.NewTicker(20 * time.Millisecond)
-	defer tick.Stop()
-	for {
-		select {
-		case <-ctx.Done():
+	pollBehindHubs(ctx, db, 1, func(ctx context.Context, hubID, identity string) {
+		set, err := a.e.store.DesiredSet(ctx, hubID, identity)
+		if err != nil {
 			return
-		case <-tick.C:
 		}
-		var behind []struct{ ID, AgentIdentity string }
-		if err := db.Gorm.WithContext(ctx).Raw(`SELECT id, agent_identity FROM hubs WHERE revision > applied_revision AND deleted_at IS NULL`).
-			Scan(&behind).Error; err != nil {
-			continue
+		if _, err := a.e.store.RecordHubHeartbeat(ctx, hubID, identity,
+			fleet.HubHeartbeat{AgentVersion: "bench", AppliedRevision: set.Revision}); err != nil {
+			return
 		}
-		for _, h := range behind {
-			set, err := a.e.store.DesiredSet(ctx, h.ID, h.AgentIdentity)
-			if err != nil {
-				continue
-			}
-			if _, err := a.e.store.RecordHubHeartbeat(ctx, h.ID, h.AgentIdentity,
-				fleet.HubHeartbeat{AgentVersion: "bench", AppliedRevision: set.Revision}); err != nil {
-				continue
-			}
-			a.mu.Lock()
-			a.acks[h.ID] = append(a.acks[h.ID], ackAt{revision: set.Revision, at: time.Now()})
-			a.mu.Unlock()
-		}
-	}
+		a.mu.Lock()
+		a.acks[hubID] = append(a.acks[hubID], ackAt{revision: set.Revision, at: time.Now()})
+		a.mu.Unlock()
+	})
 }
 
 // ackedAt is when the agent of hub first acknowledged revision or a later one.
