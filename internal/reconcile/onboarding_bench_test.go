@@ -130,12 +130,16 @@ func waitCount(tb testing.TB, db *postgres.DB, n int, where string) int {
 }
 
 // fakeAgents play every hub's agent: whenever a hub's revision is past what
-// it applied, the agent reads its desired set, as fleetshard-sync does, and
+// it applied, the agent reads its desired set (the whole set first, then the
+// changes since the revision it holds), as fleetshard-sync does, and
 // acknowledges the revision it read with a heartbeat.
 type fakeAgents struct {
 	e                                          *env
 	db                                         *postgres.DB
 	desiredReads, desiredEntries, desiredNanos atomic.Int64
+	// applied is each hub's revision its agent acknowledged: as
+	// fleetshard-sync, an agent that holds a set takes the changes since.
+	applied sync.Map
 }
 
 func (a *fakeAgents) run(ctx context.Context) {
@@ -144,10 +148,19 @@ func (a *fakeAgents) run(ctx context.Context) {
 
 func (a *fakeAgents) apply(ctx context.Context, hubID, identity string) {
 	start := time.Now()
-	set, err := a.e.store.DesiredSet(ctx, hubID, identity)
+	var (
+		set fleet.DesiredSet
+		err error
+	)
+	if since, ok := a.applied.Load(hubID); ok {
+		set, err = a.e.store.DesiredChanges(ctx, hubID, identity, since.(int64))
+	} else {
+		set, err = a.e.store.DesiredSet(ctx, hubID, identity)
+	}
 	if err != nil {
 		return
 	}
+	a.applied.Store(hubID, set.Revision)
 	a.desiredNanos.Add(int64(time.Since(start)))
 	a.desiredReads.Add(1)
 	a.desiredEntries.Add(int64(len(set.Registrations)))
@@ -156,36 +169,55 @@ func (a *fakeAgents) apply(ctx context.Context, hubID, identity string) {
 
 // BenchmarkDesiredSetOfAFullHub measures one read of the desired set of a
 // hub holding -onboard-hub-set registrations (3,000: 300,000 over 100
-// hubs), which an agent does at every revision of its hub: onboarding N
-// registrations in batches of B over H hubs moves each hub about N/B times,
-// and the reads then sum to about N²/(2B) entries in all.
+// hubs): whole, as an agent reads it at a start and every
+// --full-set-interval, and as the delta of the 10 registrations published
+// in the hub's last revision, as it reads it at every other revision (ADR
+// 0017). With whole sets, onboarding N registrations in batches of B moved
+// each hub about N/B times and the reads summed to about N²/(2B) entries.
 //
 //	go test -run '^$' -bench DesiredSetOfAFullHub ./internal/reconcile
 func BenchmarkDesiredSetOfAFullHub(b *testing.B) {
 	n := *onboardHubSet
+	const changed = 10
 	e := newEnv(b)
 	db := pgtest.Open(b, e.cfg)
 	hub := e.hub("hub-full", "eu", "eu-west-1", n+10)
 	insertRegistrations(b, e, db, n, "eu")
-	if err := db.Gorm.Exec(`UPDATE registrations SET hub_id = ?, published_revision = 1, published_generation = generation`, hub.ID).Error; err != nil {
+	for _, sql := range []string{
+		`UPDATE registrations SET hub_id = ?, published_revision = 1, published_generation = generation`,
+		`UPDATE registrations SET published_revision = 2 WHERE id IN (SELECT id FROM registrations ORDER BY id LIMIT ` + fmt.Sprint(changed) + `) AND hub_id = ?`,
+	} {
+		if err := db.Gorm.Exec(sql, hub.ID).Error; err != nil {
+			b.Fatal(err)
+		}
+	}
+	if err := db.Gorm.Exec(`UPDATE hubs SET placed_count = ?, revision = 2 WHERE id = ?`, n, hub.ID).Error; err != nil {
 		b.Fatal(err)
 	}
-	if err := db.Gorm.Exec(`UPDATE hubs SET placed_count = ?, revision = 1 WHERE id = ?`, n, hub.ID).Error; err != nil {
+	if err := db.Gorm.Exec(`ANALYZE registrations`).Error; err != nil {
 		b.Fatal(err)
 	}
 	ctx := context.Background()
-	entries := 0
-	for b.Loop() {
-		set, err := e.store.DesiredSet(ctx, hub.ID, hub.AgentIdentity)
-		if err != nil {
-			b.Fatal(err)
-		}
-		entries = len(set.Registrations)
+	for _, c := range []struct {
+		name  string
+		since int64
+		want  int
+	}{{"whole", 0, n}, {"delta", 1, changed}} {
+		b.Run(c.name, func(b *testing.B) {
+			entries := 0
+			for b.Loop() {
+				set, err := e.store.DesiredChanges(ctx, hub.ID, hub.AgentIdentity, c.since)
+				if err != nil {
+					b.Fatal(err)
+				}
+				entries = len(set.Registrations)
+			}
+			if entries != c.want {
+				b.Fatalf("DesiredChanges(since %d) read %d registrations, want %d", c.since, entries, c.want)
+			}
+			b.ReportMetric(float64(entries), "entries")
+		})
 	}
-	if entries != n {
-		b.Fatalf("DesiredSet() read %d registrations, want %d", entries, n)
-	}
-	b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N)/float64(n), "ns/entry")
 }
 
 // pollBehindHubs calls agent, at most concurrency at once, for every hub
