@@ -52,8 +52,9 @@ type Config struct {
 	InventoryBatchDelay time.Duration
 	// ResyncInterval is how often the whole inventory is sent again.
 	ResyncInterval time.Duration
-	// FullSetInterval is how often the agent asks for the hub's whole
-	// desired set instead of the changes since the revision it applied.
+	// FullSetInterval is how long the agent takes changes since the
+	// revision it applied before it asks for the hub's whole desired set
+	// again, at the next revision.
 	FullSetInterval time.Duration
 	// DeletionTimeout bounds the wait for a removed ManagedCluster to be gone.
 	DeletionTimeout time.Duration

@@ -20,8 +20,9 @@ import (
 //
 // Once a pass applied a whole set, the agent asks for the changes since its
 // revision (ADR 0017) and applies only those, holding the whole set it
-// merged them into; it asks for the whole set again after a start, every
-// --full-set-interval, and when a delta does not start where it stands.
+// merged them into; it asks for the whole set again after a start, for the
+// first revision once --full-set-interval passed since its last whole set,
+// and when a delta does not start where it stands.
 func (a *Agent) runDesired(ctx context.Context) {
 	b := newBackoff()
 	var (
