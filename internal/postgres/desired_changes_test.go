@@ -10,7 +10,7 @@ import (
 	"github.com/fleetmanager/fleet-manager/internal/postgres/pgtest"
 )
 
-// ids returns the registration ids of a desired set's entries, in order.
+// desiredIDs returns the registration ids of a desired set's entries, in order.
 func desiredIDs(set fleet.DesiredSet) []string {
 	out := []string{}
 	for _, r := range set.Registrations {
