@@ -118,8 +118,9 @@ func (fm *fleetManager) start() {
 		}
 		_ = resp.Body.Close()
 		return resp.StatusCode
-	}).WithTimeout(30*time.Second).WithPolling(100*time.Millisecond).Should(gomega.Equal(http.StatusOK),
-		"fleet-manager never became ready; log:\n%s", fm.Logs())
+	}).WithTimeout(60*time.Second).WithPolling(100*time.Millisecond).Should(gomega.Equal(http.StatusOK),
+		// A function, so that the log is read when the wait has failed.
+		func() string { return "fleet-manager never became ready; log:\n" + fm.Logs() })
 }
 
 // stop sends SIGTERM and waits for a clean exit.
