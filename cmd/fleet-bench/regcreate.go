@@ -292,8 +292,8 @@ func (w *deliveryWatch) waitIDs(ctx context.Context, ids []string, timeout time.
 
 // waitOrgs waits until want live registrations of orgs are Delivered, or
 // timeout, and returns how many were. Each look counts the organisations'
-// rows, which takes seconds at fleet size and shares the machine's CPUs
-// with the server: it looks again after a second or five times as long as
+// rows, which grows with the fleet and shares the machine's CPUs with the
+// server (docs/performance.md has what it cost): it looks again after a second or five times as long as
 // the count took, whichever is longer, so the watch takes at most a sixth
 // of one CPU from what it measures.
 func (w *deliveryWatch) waitOrgs(ctx context.Context, orgs []string, want int, timeout time.Duration) (int, error) {

@@ -169,7 +169,7 @@ type InventoryService interface {
 	DesiredSet(ctx context.Context, hubID, agentIdentity string) (DesiredSet, error)
 	// DesiredChanges returns what changed in the hub's desired set since
 	// revision since, whose whole set the agent holds: a delta when since is
-	// at most the hub's revision, else the full set. Errors: as DesiredSet.
+	// from 1 to the hub's revision, else (0 among them) the full set. Errors: as DesiredSet.
 	DesiredChanges(ctx context.Context, hubID, agentIdentity string, since int64) (DesiredSet, error)
 	// IngestInventory stores a batch. Errors: CodeNotFound as for FindAgentHub.
 	IngestInventory(ctx context.Context, hubID, agentIdentity string, batch InventoryBatch) (InventoryResult, error)

@@ -168,9 +168,9 @@ func (a *fakeAgents) apply(ctx context.Context, hubID, identity string) {
 }
 
 // BenchmarkDesiredSetOfAFullHub measures one read of the desired set of a
-// hub holding -onboard-hub-set registrations (3,000: 300,000 over 100
-// hubs): whole, as an agent reads it at a start and every
-// --full-set-interval, and as the delta of the 10 registrations published
+// hub holding -onboard-hub-set registrations (by default a hub's share of
+// the target fleet): whole, as an agent reads it at a start and at the first
+// revision after each --full-set-interval, and as the delta of the 10 registrations published
 // in the hub's last revision, as it reads it at every other revision (ADR
 // 0017). With whole sets, onboarding N registrations in batches of B moved
 // each hub about N/B times and the reads summed to about N²/(2B) entries.

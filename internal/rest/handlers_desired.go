@@ -78,13 +78,8 @@ func (s *Server) writeDesired(w http.ResponseWriter, r *http.Request, hubID, age
 	case <-r.Context().Done():
 		return fleet.Errorf(fleet.CodeUnavailable, "the request ended while waiting for a desired-set slot")
 	}
-	read := s.services.Inventory.DesiredSet
-	if since > 0 {
-		read = func(ctx context.Context, hubID, agent string) (fleet.DesiredSet, error) {
-			return s.services.Inventory.DesiredChanges(ctx, hubID, agent, since)
-		}
-	}
-	set, err := read(r.Context(), hubID, agent)
+	// Without since (0), DesiredChanges answers the whole set.
+	set, err := s.services.Inventory.DesiredChanges(r.Context(), hubID, agent, since)
 	if err != nil {
 		return err
 	}
