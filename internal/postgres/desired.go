@@ -22,7 +22,7 @@ var sqlTxReadOnlyRepeatable = sql.TxOptions{Isolation: sql.LevelRepeatableRead, 
 // the credentials are opened and the objects rendered, so a hub of thousands
 // of registrations holds a connection for its reads only.
 func (s *Store) DesiredSet(ctx context.Context, hubID, agentIdentity string) (fleet.DesiredSet, error) {
-	return s.desiredSet(ctx, hubID, agentIdentity, 0)
+	return s.DesiredChanges(ctx, hubID, agentIdentity, 0)
 }
 
 // DesiredChanges returns the changes to the hub's desired set since revision
@@ -34,10 +34,7 @@ func (s *Store) DesiredSet(ctx context.Context, hubID, agentIdentity string) (fl
 // what the hub holds. A since past the hub's revision (the database was
 // restored to an earlier point, say) gets the full set.
 func (s *Store) DesiredChanges(ctx context.Context, hubID, agentIdentity string, since int64) (fleet.DesiredSet, error) {
-	return s.desiredSet(ctx, hubID, agentIdentity, max(since, 0))
-}
-
-func (s *Store) desiredSet(ctx context.Context, hubID, agentIdentity string, since int64) (fleet.DesiredSet, error) {
+	since = max(since, 0)
 	set := fleet.DesiredSet{HubID: hubID}
 	snap, err := s.desiredSnapshot(ctx, hubID, agentIdentity, since)
 	if err != nil {
