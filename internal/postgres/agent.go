@@ -242,10 +242,10 @@ func (s *Store) FindAgentHub(ctx context.Context, hubID, agentIdentity string) (
 }
 
 // RecordHubHeartbeat stores an agent's report. An acknowledgement of a newer
-// revision wakes the registrations it delivers or withdraws; a hub that comes
-// back from silence wakes hub_mgr, so waiting registrations are placed.
+// revision wakes the registrations it delivers or withdraws, after the
+// report's commit (wakeAcknowledged); a hub that comes back from silence
+// wakes hub_mgr, so waiting registrations are placed.
 func (s *Store) RecordHubHeartbeat(ctx context.Context, hubID, agentIdentity string, hb fleet.HubHeartbeat) (fleet.Hub, error) {
-	woken := false
 	err := s.transact(ctx, func(tx *gorm.DB) error {
 		old, err := s.agentHub(tx, hubID, agentIdentity, true)
 		if err != nil {
@@ -262,13 +262,12 @@ WHERE id = ?`, hb.AgentVersion, hb.AgentStartGeneration, applied,
 		if err != nil {
 			return err
 		}
+		// The failures commit with the revision they were reported at, so
+		// that no pass takes that revision for a clean delivery.
 		if hb.FailuresReported {
 			if err := s.recordDeliveryFailures(tx, hubID, applied, hb.Failures); err != nil {
 				return err
 			}
-		}
-		if woken, err = s.wakeAcknowledged(tx, hubID, old.AppliedRevision, applied); err != nil {
-			return err
 		}
 		// A hub back from silence, or whose agent's own readiness moved,
 		// has hub_mgr derive its Ready condition again at once.
@@ -277,34 +276,54 @@ WHERE id = ?`, hb.AgentVersion, hb.AgentStartGeneration, applied,
 		}
 		return nil
 	})
+	if err == nil {
+		err = s.wakeAcknowledged(ctx, hubID)
+	}
 	if err != nil {
 		return fleet.Hub{}, fmt.Errorf("RecordHubHeartbeat(%s): %w", hubID, err)
-	}
-	if woken {
-		s.wake(ChannelRegistrations)
 	}
 	return s.FindHub(ctx, hubID)
 }
 
 // wakeAcknowledged queues the registrations whose publication or withdrawal
-// the revisions in (from, to] acknowledged: one statement for them all,
-// locking them in id order as the reconcilers' batches do. Each is due now
-// (or when it already was) and marked woken_by_ack, so that the queue claims
-// it before other due work (claimTiers in queue.go): its pass is cheap and
-// is what the user waits for. It reports whether it queued any: the caller
-// wakes the reconcilers after the commit (Store.wake, ADR 0016).
-func (s *Store) wakeAcknowledged(tx *gorm.DB, hubID string, from, to int64) (bool, error) {
-	if to <= from {
-		return false, nil
+// the hub's agent acknowledged since the hub's woken_revision: one statement
+// for them all, locking them in id order as the reconcilers' batches do.
+// Each is due now (or when it already was) and marked woken_by_ack, so that
+// the queue claims it before other due work (claimTiers in queue.go): its
+// pass is cheap and is what the user waits for. Then it moves woken_revision
+// to the acknowledged revision, and wakes the reconcilers when it queued any
+// (Store.wake, ADR 0016).
+//
+// It runs in a transaction of its own, after the heartbeat's: the rows it
+// locks may be held by a pass recording its batch, and a wait for them
+// inside the heartbeat's transaction held the hub's row, which every
+// publication to the hub waits for. A wake-up that failed, or a crash
+// before woken_revision moved, is made again by the next heartbeat: waking
+// a row twice costs it one more pass.
+func (s *Store) wakeAcknowledged(ctx context.Context, hubID string) error {
+	var revs struct{ WokenRevision, AppliedRevision int64 }
+	db := s.db.Gorm.WithContext(ctx)
+	if err := db.Raw(`SELECT woken_revision, applied_revision FROM hubs WHERE id = ?`, hubID).Scan(&revs).Error; err != nil {
+		return err
 	}
-	res := tx.Exec(`WITH due AS (SELECT id FROM registrations
+	from, to := revs.WokenRevision, revs.AppliedRevision
+	if to <= from {
+		return nil
+	}
+	res := db.Exec(`WITH due AS (SELECT id FROM registrations
 	WHERE hub_id = ? AND deleted_at IS NULL
 	  AND (published_revision > ? AND published_revision <= ? OR withdrawn_revision > ? AND withdrawn_revision <= ?)
 	  AND (next_attempt_at IS NULL OR next_attempt_at > now() OR NOT woken_by_ack)
 	ORDER BY id FOR UPDATE)
 UPDATE registrations r SET next_attempt_at = least(r.next_attempt_at, now()), woken_by_ack = true FROM due WHERE r.id = due.id`,
 		hubID, from, to, from, to)
-	return res.RowsAffected > 0, res.Error
+	if res.Error != nil {
+		return res.Error
+	}
+	if res.RowsAffected > 0 {
+		s.wake(ChannelRegistrations)
+	}
+	return db.Exec(`UPDATE hubs SET woken_revision = ? WHERE id = ? AND woken_revision < ?`, to, hubID, to).Error
 }
 
 // mergeAgentConditions keeps the conditions an agent reports about its hub,

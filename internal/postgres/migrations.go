@@ -47,6 +47,7 @@ func migrations() []*gormigrate.Migration {
 		migration202612020100DesiredChanges(),
 		migration202612020200ClaimAcknowledged(),
 		migration202612020300DeprovisionWork(),
+		migration202612020400HubWokenRevision(),
 	}
 }
 
