@@ -3,6 +3,7 @@ package reconcile_test
 import (
 	"context"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -87,4 +88,60 @@ func TestPassEndsBeforeItsLease(t *testing.T) {
 	if leaseEnd := call.deadline.Add(cfg.Lease / 5); row.Attempts == 1 && row.UpdatedAt.After(leaseEnd) {
 		t.Errorf("the failure was recorded at %s, after the lease's end at %s", row.UpdatedAt, leaseEnd)
 	}
+}
+
+// stuckOnce never answers its first delivery (it returns when the pass's
+// deadline ends its context) and delivers every later one at once.
+type stuckOnce struct {
+	calls atomic.Int32
+}
+
+func (s *stuckOnce) Deliver(ctx context.Context, _ fleet.Hub, _ fleet.Registration) (fleet.DeliveryReport, error) {
+	if s.calls.Add(1) == 1 {
+		<-ctx.Done()
+		return fleet.DeliveryReport{}, ctx.Err()
+	}
+	return fleet.DeliveryReport{Done: true, Reason: fleet.ReasonAcknowledged, Message: "delivered"}, nil
+}
+
+func (s *stuckOnce) Withdraw(context.Context, fleet.Hub, fleet.Registration) (fleet.DeliveryReport, error) {
+	return fleet.DeliveryReport{Done: true, Reason: fleet.ReasonRemoved}, nil
+}
+
+// TestDeliveryPastThePassDeadlineIsDeferred runs a batch of two
+// registrations one delivery at a time; the first delivery never answers,
+// so the second's turn comes after the pass's deadline. The second is not
+// started, and its placement is recorded with the first's failure, due
+// again at once, instead of its claim lapsing until the lease's end; the
+// next pass delivers it.
+func TestDeliveryPastThePassDeadlineIsDeferred(t *testing.T) {
+	t.Parallel()
+	g := gomega.NewWithT(t)
+	e := newEnv(t)
+	e.hub("hub-slow", "eu", "eu-west-1", 5)
+	db := pgtest.Open(t, e.cfg)
+	first, second := e.register("first", "eu", ""), e.register("second", "eu", "")
+	cfg := defaultReconcileConfig()
+	cfg.Lease, cfg.Workers = 4*time.Second, 1
+	e.startReplica(replicaOptions{cfg: cfg, deliveries: func(*postgres.Store) map[fleet.DeliveryMode]fleet.Delivery {
+		return map[fleet.DeliveryMode]fleet.Delivery{fleet.DeliveryAgent: &stuckOnce{}}
+	}})
+
+	type recorded struct {
+		ID                 string
+		Attempts           int
+		ObservedGeneration int64
+	}
+	var rows []recorded
+	g.Eventually(func() int {
+		g.Expect(db.Gorm.Raw(`SELECT id, attempts, observed_generation FROM registrations WHERE id IN ? ORDER BY created_at`,
+			[]string{first.ID, second.ID}).Scan(&rows).Error).To(gomega.Succeed())
+		return rows[0].Attempts
+	}).WithTimeout(3*cfg.Lease).WithPolling(20*time.Millisecond).ShouldNot(gomega.BeZero(), "the stuck delivery's failure was never recorded")
+	// Recorded in the same transaction as the failure, not left to lapse.
+	g.Expect(rows[1]).To(gomega.Equal(recorded{ID: second.ID, ObservedGeneration: second.Generation}))
+	e.eventually(second.ID, 2*cfg.Lease, func(r fleet.Registration) bool {
+		c, ok := r.Conditions.Get(fleet.ConditionDelivered)
+		return ok && c.Status == fleet.ConditionTrue
+	}, "the deferred registration delivered")
 }

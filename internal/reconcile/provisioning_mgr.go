@@ -117,15 +117,20 @@ func (m *ProvisioningManager) deliverAll(ctx context.Context, claims []fleet.Cla
 	sem := make(chan struct{}, m.cfg.Workers)
 	var wg sync.WaitGroup
 	// A delivery whose turn comes after the pass's deadline is not started:
-	// its registrations keep errPassUnfinished, and their claims lapse.
-	run := func(what string, work func()) {
+	// its registrations, placed, are recorded as due again at once (deferred),
+	// so that the next pass delivers them instead of their claims lapsing.
+	run := func(what string, idx []int, work func()) {
 		sem <- struct{}{}
 		wg.Go(func() {
 			defer func() { <-sem }()
 			defer logPanic(m.logger, what)
-			if ctx.Err() == nil {
-				work()
+			if ctx.Err() != nil {
+				for _, i := range idx {
+					outs[i].Err, outs[i].RequeueAfter = nil, deferredDelivery
+				}
+				return
 			}
+			work()
 		})
 	}
 	for _, hubID := range slices.Sorted(maps.Keys(onHub)) {
@@ -142,11 +147,11 @@ func (m *ProvisioningManager) deliverAll(ctx context.Context, claims []fleet.Cla
 			continue
 		}
 		if batch, ok := delivery.(fleet.BatchDelivery); ok {
-			run("hub "+hub.Name, func() { m.deliverBatch(ctx, batch, hub, claims, idx, outs, now) })
+			run("hub "+hub.Name, idx, func() { m.deliverBatch(ctx, batch, hub, claims, idx, outs, now) })
 			continue
 		}
 		for _, i := range idx {
-			run(claims[i].Registration.ID, func() {
+			run(claims[i].Registration.ID, []int{i}, func() {
 				reg := claims[i].Registration
 				report, err := untilAnswered(ctx, func(ctx context.Context) (fleet.DeliveryReport, error) {
 					return delivery.Deliver(ctx, hub, reg)
@@ -157,6 +162,10 @@ func (m *ProvisioningManager) deliverAll(ctx context.Context, claims []fleet.Cla
 	}
 	wg.Wait()
 }
+
+// deferredDelivery is when a placed registration whose delivery did not fit
+// in its pass is due again: at once, behind the work already due.
+const deferredDelivery = time.Millisecond
 
 // deliverBatch delivers the registrations idx of the batch, all on hub, with
 // one call of its batch delivery.
