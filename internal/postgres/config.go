@@ -57,7 +57,7 @@ func DefaultConfig() Config {
 		SSLMode:         "disable",
 		ConnectTimeout:  5 * time.Second,
 		MaxOpenConns:    20,
-		MaxIdleConns:    10,
+		MaxIdleConns:    20,
 		ConnMaxLifetime: 30 * time.Minute,
 		ConnMaxIdleTime: 5 * time.Minute,
 		SlowThreshold:   time.Second,

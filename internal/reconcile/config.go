@@ -55,7 +55,7 @@ type Config struct {
 // DefaultConfig returns the reconcilers' defaults.
 func DefaultConfig() Config {
 	return Config{
-		Enabled: true, Workers: 4, BatchSize: 1000, Lease: time.Minute, Resync: 5 * time.Minute, Recheck: time.Hour,
+		Enabled: true, Workers: 8, BatchSize: 5000, Lease: time.Minute, Resync: 5 * time.Minute, Recheck: time.Hour,
 		Poll: 10 * time.Second, RemovalTimeout: 30 * time.Minute, StatsInterval: 30 * time.Second,
 		TombstoneRetention: 7 * 24 * time.Hour, TombstonePurgeBatch: 1000, PolicyResolve: 5 * time.Second,
 	}
