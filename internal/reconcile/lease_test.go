@@ -15,9 +15,12 @@ import (
 )
 
 // stuckDelivery never answers: Deliver returns only when its context ends,
-// and reports the context's deadline once.
+// and reports the context's deadline once. With onlyFirst, only its first
+// delivery is stuck, and every later one is delivered at once.
 type stuckDelivery struct {
-	calls chan stuckCall
+	calls     chan stuckCall
+	onlyFirst bool
+	deliveries atomic.Int32
 }
 
 type stuckCall struct {
@@ -27,6 +30,9 @@ type stuckCall struct {
 }
 
 func (s *stuckDelivery) Deliver(ctx context.Context, _ fleet.Hub, _ fleet.Registration) (fleet.DeliveryReport, error) {
+	if s.onlyFirst && s.deliveries.Add(1) > 1 {
+		return fleet.DeliveryReport{Done: true, Reason: fleet.ReasonAcknowledged, Message: "delivered"}, nil
+	}
 	deadline, ok := ctx.Deadline()
 	select {
 	case s.calls <- stuckCall{at: time.Now(), deadline: deadline, hasDeadline: ok}:
@@ -90,24 +96,6 @@ func TestPassEndsBeforeItsLease(t *testing.T) {
 	}
 }
 
-// stuckOnce never answers its first delivery (it returns when the pass's
-// deadline ends its context) and delivers every later one at once.
-type stuckOnce struct {
-	calls atomic.Int32
-}
-
-func (s *stuckOnce) Deliver(ctx context.Context, _ fleet.Hub, _ fleet.Registration) (fleet.DeliveryReport, error) {
-	if s.calls.Add(1) == 1 {
-		<-ctx.Done()
-		return fleet.DeliveryReport{}, ctx.Err()
-	}
-	return fleet.DeliveryReport{Done: true, Reason: fleet.ReasonAcknowledged, Message: "delivered"}, nil
-}
-
-func (s *stuckOnce) Withdraw(context.Context, fleet.Hub, fleet.Registration) (fleet.DeliveryReport, error) {
-	return fleet.DeliveryReport{Done: true, Reason: fleet.ReasonRemoved}, nil
-}
-
 // TestDeliveryPastThePassDeadlineIsDeferred runs a batch of two
 // registrations one delivery at a time; the first delivery never answers,
 // so the second's turn comes after the pass's deadline. The second is not
@@ -124,7 +112,7 @@ func TestDeliveryPastThePassDeadlineIsDeferred(t *testing.T) {
 	cfg := defaultReconcileConfig()
 	cfg.Lease, cfg.Workers = 4*time.Second, 1
 	e.startReplica(replicaOptions{cfg: cfg, deliveries: func(*postgres.Store) map[fleet.DeliveryMode]fleet.Delivery {
-		return map[fleet.DeliveryMode]fleet.Delivery{fleet.DeliveryAgent: &stuckOnce{}}
+		return map[fleet.DeliveryMode]fleet.Delivery{fleet.DeliveryAgent: &stuckDelivery{calls: make(chan stuckCall, 1), onlyFirst: true}}
 	}})
 
 	type recorded struct {
