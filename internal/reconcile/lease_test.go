@@ -18,8 +18,8 @@ import (
 // and reports the context's deadline once. With onlyFirst, only its first
 // delivery is stuck, and every later one is delivered at once.
 type stuckDelivery struct {
-	calls     chan stuckCall
-	onlyFirst bool
+	calls      chan stuckCall
+	onlyFirst  bool
 	deliveries atomic.Int32
 }
 
