@@ -246,12 +246,13 @@ func (s *Store) FindAgentHub(ctx context.Context, hubID, agentIdentity string) (
 // report's commit (wakeAcknowledged); a hub that comes back from silence
 // wakes hub_mgr, so waiting registrations are placed.
 func (s *Store) RecordHubHeartbeat(ctx context.Context, hubID, agentIdentity string, hb fleet.HubHeartbeat) (fleet.Hub, error) {
+	var woken, applied int64
 	err := s.transact(ctx, func(tx *gorm.DB) error {
 		old, err := s.agentHub(tx, hubID, agentIdentity, true)
 		if err != nil {
 			return err
 		}
-		applied := max(old.AppliedRevision, min(hb.AppliedRevision, old.Revision))
+		woken, applied = old.WokenRevision, max(old.AppliedRevision, min(hb.AppliedRevision, old.Revision))
 		// A restarted agent, or one back from silence, resends its whole inventory.
 		restarted := hb.AgentStartGeneration != old.AgentStartGeneration
 		err = tx.Exec(`UPDATE hubs SET last_heartbeat_at = now(), agent_version = ?, agent_start_generation = ?, applied_revision = ?,
@@ -277,7 +278,7 @@ WHERE id = ?`, hb.AgentVersion, hb.AgentStartGeneration, applied,
 		return nil
 	})
 	if err == nil {
-		err = s.wakeAcknowledged(ctx, hubID)
+		err = s.wakeAcknowledged(ctx, hubID, woken, applied)
 	}
 	if err != nil {
 		return fleet.Hub{}, fmt.Errorf("RecordHubHeartbeat(%s): %w", hubID, err)
@@ -286,30 +287,26 @@ WHERE id = ?`, hb.AgentVersion, hb.AgentStartGeneration, applied,
 }
 
 // wakeAcknowledged queues the registrations whose publication or withdrawal
-// the hub's agent acknowledged since the hub's woken_revision: one statement
-// for them all, locking them in id order as the reconcilers' batches do.
-// Each is due now (or when it already was) and marked woken_by_ack, so that
-// the queue claims it before other due work (claimTiers in queue.go): its
-// pass is cheap and is what the user waits for. Then it moves woken_revision
-// to the acknowledged revision, and wakes the reconcilers when it queued any
-// (Store.wake, ADR 0016).
+// the revisions in (from, to] acknowledged, from being the hub's
+// woken_revision and to its applied_revision as the heartbeat read and wrote
+// them: one statement for them all, locking them in id order as the
+// reconcilers' batches do. Each is due now (or when it already was) and
+// marked woken_by_ack, so that the queue claims it before other due work
+// (claimTiers in queue.go): its pass is cheap and is what the user waits
+// for. Then it moves woken_revision to to, and wakes the reconcilers when
+// it queued any (Store.wake, ADR 0016).
 //
-// It runs in a transaction of its own, after the heartbeat's: the rows it
-// locks may be held by a pass recording its batch, and a wait for them
-// inside the heartbeat's transaction held the hub's row, which every
+// It runs after the heartbeat's transaction, in statements of its own: the
+// rows it locks may be held by a pass recording its batch, and a wait for
+// them inside the heartbeat's transaction held the hub's row, which every
 // publication to the hub waits for. A wake-up that failed, or a crash
 // before woken_revision moved, is made again by the next heartbeat: waking
 // a row twice costs it one more pass.
-func (s *Store) wakeAcknowledged(ctx context.Context, hubID string) error {
-	var revs struct{ WokenRevision, AppliedRevision int64 }
-	db := s.db.Gorm.WithContext(ctx)
-	if err := db.Raw(`SELECT woken_revision, applied_revision FROM hubs WHERE id = ?`, hubID).Scan(&revs).Error; err != nil {
-		return err
-	}
-	from, to := revs.WokenRevision, revs.AppliedRevision
+func (s *Store) wakeAcknowledged(ctx context.Context, hubID string, from, to int64) error {
 	if to <= from {
 		return nil
 	}
+	db := s.db.Gorm.WithContext(ctx)
 	res := db.Exec(`WITH due AS (SELECT id FROM registrations
 	WHERE hub_id = ? AND deleted_at IS NULL
 	  AND (published_revision > ? AND published_revision <= ? OR withdrawn_revision > ? AND withdrawn_revision <= ?)

@@ -40,11 +40,14 @@ type hubRow struct {
 	Revision             int64
 	PlacedCount          int
 	AppliedRevision      int64
-	ResyncRequested      bool
-	LastFullGeneration   int64
-	LastInventoryAt      *time.Time
-	InventoryStale       bool
-	AgentCapacity        map[string]string `gorm:"serializer:json"`
+	// WokenRevision is read only: the acknowledgement's wake-up alone
+	// moves it (wakeAcknowledged), outside the transactions that save rows.
+	WokenRevision      int64 `gorm:"->"`
+	ResyncRequested    bool
+	LastFullGeneration int64
+	LastInventoryAt    *time.Time
+	InventoryStale     bool
+	AgentCapacity      map[string]string `gorm:"serializer:json"`
 	// HeartbeatFresh is filled only by queries that compute it.
 	HeartbeatFresh bool `gorm:"->"`
 }
