@@ -42,6 +42,17 @@ func wokenIDs(g *gomega.WithT, db *gorm.DB, ids ...string) []string {
 	return woken
 }
 
+// revisions is how far a hub's agent applied its desired set, and how far
+// the registrations that finished were woken.
+type revisions struct{ Applied, Woken int64 }
+
+func hubRevisions(g *gomega.WithT, db *gorm.DB, hubID string) revisions {
+	var r revisions
+	g.Expect(db.Raw(`SELECT applied_revision AS applied, woken_revision AS woken FROM hubs WHERE id = ?`, hubID).Scan(&r).Error).
+		To(gomega.Succeed())
+	return r
+}
+
 // TestHeartbeatWakesWithoutHoldingTheHub holds one of the acknowledged
 // registrations locked, as a pass recording its batch does, while the
 // agent's heartbeat arrives. The heartbeat's report commits, and its
@@ -67,11 +78,8 @@ func TestHeartbeatWakesWithoutHoldingTheHub(t *testing.T) {
 		answered <- err
 	}()
 	// The report is committed and the wake-up waits for pub-2.
-	g.Eventually(func() int64 {
-		var applied int64
-		g.Expect(db.Gorm.Raw(`SELECT applied_revision FROM hubs WHERE id = ?`, hub.ID).Scan(&applied).Error).To(gomega.Succeed())
-		return applied
-	}, 10*time.Second, 20*time.Millisecond).Should(gomega.Equal(int64(1)))
+	g.Eventually(func() revisions { return hubRevisions(g, db.Gorm, hub.ID) }, 10*time.Second, 20*time.Millisecond).
+		Should(gomega.Equal(revisions{Applied: 1}))
 	g.Eventually(func() int {
 		var waiting int
 		g.Expect(db.Gorm.Raw(`SELECT count(*) FROM pg_stat_activity WHERE datname = current_database() AND wait_event_type = 'Lock'
@@ -87,9 +95,7 @@ func TestHeartbeatWakesWithoutHoldingTheHub(t *testing.T) {
 	g.Expect(holder.Commit().Error).To(gomega.Succeed())
 	g.Eventually(answered, 10*time.Second).Should(gomega.Receive(gomega.BeNil()))
 	g.Expect(wokenIDs(g, db.Gorm, ids...)).To(gomega.Equal(ids))
-	var woken int64
-	g.Expect(db.Gorm.Raw(`SELECT woken_revision FROM hubs WHERE id = ?`, hub.ID).Scan(&woken).Error).To(gomega.Succeed())
-	g.Expect(woken).To(gomega.Equal(int64(1)))
+	g.Expect(hubRevisions(g, db.Gorm, hub.ID)).To(gomega.Equal(revisions{Applied: 1, Woken: 1}))
 }
 
 // TestHeartbeatWakesWhatAnEarlierOneLeft plays a wake-up lost after its
@@ -112,7 +118,5 @@ VALUES ('pub-1', 'org-a', 'u', 'pub-1', 'eu', 'ocp', 'ready', 1, 1, now() + inte
 	_, err := store.RecordHubHeartbeat(ctx, hub.ID, hub.AgentIdentity, fleet.HubHeartbeat{AgentVersion: "test", AppliedRevision: 2})
 	g.Expect(err).NotTo(gomega.HaveOccurred())
 	g.Expect(wokenIDs(g, db.Gorm, "pub-1", "pub-2a", "pub-2b")).To(gomega.Equal([]string{"pub-2a", "pub-2b"}))
-	var woken int64
-	g.Expect(db.Gorm.Raw(`SELECT woken_revision FROM hubs WHERE id = ?`, hub.ID).Scan(&woken).Error).To(gomega.Succeed())
-	g.Expect(woken).To(gomega.Equal(int64(2)))
+	g.Expect(hubRevisions(g, db.Gorm, hub.ID)).To(gomega.Equal(revisions{Applied: 2, Woken: 2}))
 }
