@@ -48,6 +48,7 @@ func migrations() []*gormigrate.Migration {
 		migration202612020200ClaimAcknowledged(),
 		migration202612020300DeprovisionWork(),
 		migration202612020400HubWokenRevision(),
+		migration202612020500RegistrationLabels(),
 	}
 }
 

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"testing"
+	"time"
 
 	"github.com/onsi/gomega"
 
@@ -109,4 +110,59 @@ func TestRegistrationLabelCountsFollowTheRows(t *testing.T) {
 	check(`'team'`)
 	g.Expect(store.SyncCountedLabels(ctx, []string{"env", "team"})).To(gomega.Succeed())
 	check(`'env', 'team'`)
+}
+
+// TestRegistrationLabelsFollowTheRows checks registration_labels, which the
+// triggers keep, against the labels of the live registrations after inserts
+// of one row and of many, label changes, a zone change, soft deletes, hard
+// deletes and TRUNCATE, and that an update which sets none of its columns
+// leaves it alone.
+func TestRegistrationLabelsFollowTheRows(t *testing.T) {
+	t.Parallel()
+	g := gomega.NewWithT(t)
+	db, _ := pgtest.NewMigratedDatabase(t)
+	exec := func(sql string) {
+		t.Helper()
+		g.Expect(db.Gorm.Exec(sql).Error).To(gomega.Succeed(), sql)
+	}
+	type label struct {
+		OrgID, Key, Value, ID, Zone string
+		CreatedAt                   time.Time
+	}
+	check := func(step string) {
+		t.Helper()
+		var want, got []label
+		g.Expect(db.Gorm.Raw(`SELECT r.org_id, l.key, l.value, r.id, r.zone, r.created_at
+			FROM registrations r CROSS JOIN LATERAL jsonb_each_text(r.labels) AS l
+			WHERE r.deleted_at IS NULL ORDER BY 1, 2, 3, 4`).Scan(&want).Error).To(gomega.Succeed())
+		g.Expect(db.Gorm.Raw(`SELECT org_id, key, value, id, zone, created_at FROM registration_labels
+			ORDER BY 1, 2, 3, 4`).Scan(&got).Error).To(gomega.Succeed())
+		g.Expect(got).To(gomega.Equal(want), step)
+	}
+	exec(`INSERT INTO registrations (id, org_id, owner, name, zone, product, phase, labels)
+		SELECT 'r-' || i, 'org-' || i % 3, 'u', 'c-' || i, (ARRAY['eu', 'us'])[1 + i % 2], 'ocp', 'accepted',
+			CASE WHEN i % 10 = 0 THEN '{}'::jsonb ELSE jsonb_build_object('env', (ARRAY['prod', 'dev'])[1 + i % 5 / 4], 'team', 't' || i % 4) END
+		FROM generate_series(1, 300) AS i`)
+	exec(`INSERT INTO registrations (id, org_id, owner, name, zone, product, phase, labels)
+		VALUES ('one', 'org-1', 'u', 'one', 'eu', 'ocp', 'accepted', '{"env": "stage", "a.b/c": "d"}')`)
+	check("after the inserts")
+	g.Expect(countRows(t, db, `SELECT count(*) FROM registration_labels`)).To(gomega.Equal(270*2 + 2))
+
+	exec(`UPDATE registrations SET labels = labels || '{"env": "prod", "new": "x"}' WHERE name LIKE 'c-1%'`)
+	exec(`UPDATE registrations SET labels = labels - 'team' WHERE name LIKE 'c-2%'`)
+	exec(`UPDATE registrations SET zone = 'ap' WHERE name LIKE 'c-3%'`)
+	exec(`UPDATE registrations SET deleted_at = now(), phase = 'deleted' WHERE name LIKE 'c-4%'`)
+	check("after the updates")
+	before := countRows(t, db, `SELECT count(*) FROM registration_labels`)
+	exec(`UPDATE registrations SET deleted_at = now() WHERE name LIKE 'c-4%'`) // deleted again: no change
+	exec(`UPDATE registrations SET phase = 'ready', updated_at = now()`)
+	exec(`UPDATE registrations SET labels = labels WHERE name LIKE 'c-5%'`)
+	g.Expect(countRows(t, db, `SELECT count(*) FROM registration_labels`)).To(gomega.Equal(before))
+	check("after updates that change none of its columns")
+
+	exec(`DELETE FROM registrations WHERE name LIKE 'c-6%' OR name = 'one'`)
+	exec(`DELETE FROM registrations WHERE name LIKE 'c-4%'`) // soft-deleted already
+	check("after the hard deletes")
+	exec(`TRUNCATE registrations CASCADE`)
+	g.Expect(countRows(t, db, `SELECT count(*) FROM registration_labels`)).To(gomega.BeZero())
 }

@@ -40,8 +40,9 @@ var registrationCountsSearch = SearchSchema{
 // total of the search, read in one round trip: the total summed from
 // registration_counts when the search is on the phase and the zone only
 // (or absent), else counted through an index; the page's ids found first
-// (an index-only scan where the order and the search allow it), then their
-// rows, so a deep page skips index entries rather than rows.
+// (an index-only scan where the order and the search allow it: of
+// registration_labels for one label's value in the default order), then
+// their rows, so a deep page skips index entries rather than rows.
 func (s *Store) ListRegistrations(ctx context.Context, org string, q fleet.ListQuery) ([]fleet.Registration, int, error) {
 	regs, total, err := s.listRegistrations(ctx, org, q)
 	if err != nil {
@@ -73,8 +74,14 @@ func (s *Store) listRegistrations(ctx context.Context, org string, q fleet.ListQ
 	if err != nil {
 		return nil, 0, err
 	}
+	var ids *gorm.DB
+	if key, value, ok := labelEquality(expr); ok && inCreationOrder(order) {
+		ids = s.orgLabelled(db, org, key, value).Select("l.id").Order("l.created_at, l.id")
+	} else {
+		ids = conds.apply(s.orgRegistrations(db, org, expr).Select("r.id")).Order(registrationOrder(order))
+	}
+	ids = ids.Offset((page - 1) * size).Limit(size)
 	order = registrationOrder(order)
-	ids := conds.apply(s.orgRegistrations(db, org, expr).Select("r.id")).Order(order).Offset((page - 1) * size).Limit(size)
 	pageQuery := db.Table("(?) AS p", ids).Joins("JOIN registrations r ON r.id = p.id").
 		Joins("LEFT JOIN hubs h ON h.id = r.hub_id").Select(registrationListColumns.sql).Order(order)
 	rows := make([]registrationListRow, 0, size)
@@ -87,7 +94,8 @@ func (s *Store) listRegistrations(ctx context.Context, org string, q fleet.ListQ
 	}
 	if !counted {
 		// The label's key left the counted set since the statement was built.
-		if err := conds.apply(s.orgRegistrations(db, org, expr)).Count(&total).Error; err != nil {
+		key, value, _ := labelEquality(expr)
+		if err := s.orgLabelled(db, org, key, value).Count(&total).Error; err != nil {
 			return nil, 0, err
 		}
 	}
@@ -130,14 +138,18 @@ func (s *Store) orgRegistrations(db *gorm.DB, org string, expr fleet.SearchExpr)
 // organisation's whole list costs the same at any size; a sum over
 // registration_label_counts when it is one equality of a label whose key
 // is counted, read with whether the key is counted (counted; when it is not,
-// the caller counts the rows); else a count of the rows, which the indexes of
-// migration202612011900RegistrationReads serve.
+// the caller counts as below); a count of registration_labels' index
+// entries when it is one equality of another label; else a count of the
+// rows, which the indexes of migration202612011900RegistrationReads serve.
 func (s *Store) registrationTotal(db *gorm.DB, org string, expr fleet.SearchExpr, conds conditions, total *int64, counted *bool) (statement, error) {
 	if facet, value, ok := countedFacet(expr); ok && strings.HasPrefix(facet, "labels.") && slices.Contains(s.cfg.CountedLabels, facet[len("labels."):]) {
 		key := facet[len("labels."):]
 		sum := s.inServedZones(db.Table("registration_label_counts AS c").Where("c.org_id = ? AND c.key = ? AND c.value = ?", org, key, value), "c.zone")
 		return built(sum.Select("coalesce(sum(c.live), 0)::bigint, EXISTS (SELECT 1 FROM inventory_counted_labels WHERE key = ?)", key),
 			func(tx *gorm.DB) *gorm.DB { return tx.Find(&[]countedSum{}) }, readOne(total, counted))
+	}
+	if key, value, ok := labelEquality(expr); ok {
+		return built(s.orgLabelled(db, org, key, value), func(tx *gorm.DB) *gorm.DB { return tx.Count(new(int64)) }, readOne(total))
 	}
 	if !searchesOnly(expr, registrationCountsSearch) {
 		return built(conds.apply(s.orgRegistrations(db, org, expr)), func(tx *gorm.DB) *gorm.DB { return tx.Count(new(int64)) }, readOne(total))
@@ -155,6 +167,31 @@ func (s *Store) registrationTotal(db *gorm.DB, org string, expr fleet.SearchExpr
 	// nothing in the plan of a sum over one org's counters: planned once.
 	stmt.generic = expr == nil
 	return stmt, err
+}
+
+// labelEquality is the key and the value of a search that is one equality
+// of a label's value and nothing else.
+func labelEquality(expr fleet.SearchExpr) (key, value string, ok bool) {
+	facet, value, ok := countedFacet(expr)
+	if !ok || !strings.HasPrefix(facet, "labels.") {
+		return "", "", false
+	}
+	return facet[len("labels."):], value, true
+}
+
+// inCreationOrder reports whether order (listOrder's) is the list's default
+// order, the one registration_labels keeps each label's registrations in.
+func inCreationOrder(order string) bool {
+	return order == registrationList.defaultOrder || order == registrationList.defaultOrder+" ASC"
+}
+
+// orgLabelled is org's live registrations in the served zones whose label
+// key has value, as the rows l of registration_labels
+// (migration202612020500RegistrationLabels): counted and paged from its
+// index alone.
+func (s *Store) orgLabelled(db *gorm.DB, org, key, value string) *gorm.DB {
+	q := db.Table("registration_labels AS l").Where("l.org_id = ? AND l.key = ? AND l.value = ?", org, key, value)
+	return s.inServedZones(q, "l.zone")
 }
 
 // searchesOnly reports whether expr reads only fields of schema (a nil
