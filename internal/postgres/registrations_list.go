@@ -75,20 +75,30 @@ func (s *Store) listRegistrations(ctx context.Context, org string, q fleet.ListQ
 		return nil, 0, err
 	}
 	var ids *gorm.DB
+	labelled := false
 	if key, value, ok := labelEquality(expr); ok && inCreationOrder(order) {
-		ids = s.orgLabelled(db, org, key, value).Select("l.id").Order("l.created_at, l.id")
+		ids, labelled = s.orgLabelled(db, org, key, value).Select("l.id").Order("l.created_at, l.id"), true
 	} else {
 		ids = conds.apply(s.orgRegistrations(db, org, expr).Select("r.id")).Order(registrationOrder(order))
 	}
-	ids = ids.Offset((page - 1) * size).Limit(size)
 	order = registrationOrder(order)
-	pageQuery := db.Table("(?) AS p", ids).Joins("JOIN registrations r ON r.id = p.id").
+	// The page's bounds are written into the statement, not bound: a generic
+	// plan (below) would otherwise guess them, and join a tenth of the
+	// organisation's registrations. Both are integers pageBounds checked.
+	bounds := fmt.Sprintf("(? LIMIT %d OFFSET %d) AS p", size, (page-1)*size)
+	pageQuery := db.Table(bounds, ids).Joins("JOIN registrations r ON r.id = p.id").
 		Joins("LEFT JOIN hubs h ON h.id = r.hub_id").Select(registrationListColumns.sql).Order(order)
 	rows := make([]registrationListRow, 0, size)
 	list, err := built(pageQuery, func(tx *gorm.DB) *gorm.DB { return tx.Find(&rows) }, readRows(&rows))
 	if err != nil {
 		return nil, 0, err
 	}
+	// Planning this statement with its values cost as much as running it.
+	// Its plan is the same for every value when the values cannot choose an
+	// index: reading registration_labels (the zone included in its key), or
+	// an organisation's registrations without a search and with no zone to
+	// test (docs/performance.md). A search's values, or the zones, can.
+	list.generic = labelled || (expr == nil && s.cfg.Zones.ServesAll())
 	if err := roundTrip(db, count, list); err != nil {
 		return nil, 0, err
 	}
@@ -149,7 +159,9 @@ func (s *Store) registrationTotal(db *gorm.DB, org string, expr fleet.SearchExpr
 			func(tx *gorm.DB) *gorm.DB { return tx.Find(&[]countedSum{}) }, readOne(total, counted))
 	}
 	if key, value, ok := labelEquality(expr); ok {
-		return built(s.orgLabelled(db, org, key, value), func(tx *gorm.DB) *gorm.DB { return tx.Count(new(int64)) }, readOne(total))
+		stmt, err := built(s.orgLabelled(db, org, key, value), func(tx *gorm.DB) *gorm.DB { return tx.Count(new(int64)) }, readOne(total))
+		stmt.generic = true // one index whatever the values
+		return stmt, err
 	}
 	if !searchesOnly(expr, registrationCountsSearch) {
 		return built(conds.apply(s.orgRegistrations(db, org, expr)), func(tx *gorm.DB) *gorm.DB { return tx.Count(new(int64)) }, readOne(total))

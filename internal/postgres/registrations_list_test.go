@@ -8,6 +8,7 @@ import (
 	"testing"
 
 	"github.com/onsi/gomega"
+	"gorm.io/gorm"
 
 	"github.com/fleetmanager/fleet-manager/internal/authz"
 	"github.com/fleetmanager/fleet-manager/internal/fleet"
@@ -196,7 +197,7 @@ func TestRegistrationListReadsNoWholeTable(t *testing.T) {
 				g.Expect(stmts).To(gomega.HaveLen(2), call)
 				for _, s := range stmts {
 					sql := db.Gorm.Dialector.Explain(s.SQL, s.Args...)
-					plan := explain(t, db, sql)
+					plan := explainObserved(t, db, s)
 					if strings.Contains(plan, "Seq Scan on registrations") {
 						t.Errorf("%s: a statement reads the whole table:\n%s\n%s", call, sql, plan)
 					}
@@ -211,6 +212,39 @@ func TestRegistrationListReadsNoWholeTable(t *testing.T) {
 			}
 		}
 	}
+}
+
+// explainObserved is the plan s runs with, its lines joined: planned with
+// its values, or the generic plan of s prepared, as the store runs it.
+func explainObserved(t *testing.T, db *postgres.DB, s postgres.ObservedStatement) string {
+	t.Helper()
+	if !s.Generic {
+		return explain(t, db, db.Gorm.Dialector.Explain(s.SQL, s.Args...))
+	}
+	params := make([]string, len(s.Args))
+	for i := range params {
+		params[i] = fmt.Sprintf("$%d", i+1)
+	}
+	execute := "EXPLAIN EXECUTE observed"
+	if len(params) > 0 {
+		execute += "(" + strings.Join(params, ", ") + ")"
+	}
+	var lines []string
+	err := db.Gorm.Connection(func(conn *gorm.DB) error {
+		for _, sql := range []string{"SET plan_cache_mode = force_generic_plan", "PREPARE observed AS " + s.SQL} {
+			if err := conn.Exec(sql).Error; err != nil {
+				return err
+			}
+		}
+		if err := conn.Raw(db.Gorm.Dialector.Explain(execute, s.Args...)).Scan(&lines).Error; err != nil {
+			return err
+		}
+		return conn.Exec("DEALLOCATE observed; RESET plan_cache_mode").Error
+	})
+	if err != nil {
+		t.Fatalf("EXPLAIN the generic plan of %s: %v", s.SQL, err)
+	}
+	return strings.Join(lines, "\n")
 }
 
 // explain is the plan of sql, its lines joined.
