@@ -20,6 +20,9 @@ func RoundTripForTest(ctx context.Context, db *DB, stmts ...statement) error {
 	return roundTrip(db.Gorm.WithContext(ctx), stmts...)
 }
 
+// ExecuteForTest is execute: the EXECUTE of a prepared statement.
+func ExecuteForTest(name string, n int) string { return execute(name, n) }
+
 // ReadOneForTest is readOne.
 func ReadOneForTest(dest ...any) func(pgx.Rows) error { return readOne(dest...) }
 

@@ -297,15 +297,20 @@ func (s statement) logged(db *gorm.DB) string {
 	if !s.generic {
 		return db.Dialector.Explain(sql, args...)
 	}
-	params := make([]string, len(s.args))
+	return "PREPARE generic AS " + sql + "; " + db.Dialector.Explain(execute("generic", len(s.args)), args...)
+}
+
+// execute is the EXECUTE of the prepared statement name with n parameters,
+// written as placeholders ($1, $2, ...).
+func execute(name string, n int) string {
+	params := make([]string, n)
 	for i := range params {
 		params[i] = fmt.Sprintf("$%d", i+1)
 	}
-	execute := "EXECUTE generic"
-	if len(params) > 0 {
-		execute += "(" + strings.Join(params, ", ") + ")"
+	if n == 0 {
+		return "EXECUTE " + name
 	}
-	return "PREPARE generic AS " + sql + "; " + db.Dialector.Explain(execute, args...)
+	return "EXECUTE " + name + "(" + strings.Join(params, ", ") + ")"
 }
 
 // sendBatch queues stmts, with the plan cache mode switched around the

@@ -49,6 +49,7 @@ func migrations() []*gormigrate.Migration {
 		migration202612020300DeprovisionWork(),
 		migration202612020400HubWokenRevision(),
 		migration202612020500RegistrationLabels(),
+		migration202612020600ListZone(),
 	}
 }
 
