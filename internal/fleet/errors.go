@@ -148,6 +148,17 @@ func (e *Error) Error() string {
 // Unwrap returns the cause.
 func (e *Error) Unwrap() error { return e.Err }
 
+// Cause returns the cause a service error keeps from its callers for the log
+// (its Err: the database's own error behind an unavailability), or err
+// itself when it keeps none.
+func Cause(err error) error {
+	var fe *Error
+	if errors.As(err, &fe) && fe.Err != nil {
+		return fe.Err
+	}
+	return err
+}
+
 // ErrorCodeOf returns the code of the first *Error in err's chain, or
 // CodeInternal for any other error (and for nil, which callers should not pass).
 func ErrorCodeOf(err error) ErrorCode {

@@ -88,3 +88,14 @@ func logPanic(logger *slog.Logger, what string) {
 		logger.Error("reconcile panicked", "object", what, "panic", p)
 	}
 }
+
+// errAttrs is err for the log: its text, and the cause a service error keeps
+// from its callers when it keeps one (fleet.Cause), so that a database's
+// unavailability says whether it was a timeout, a lock or a lost connection.
+// The attributes are inlined, as "error" and "cause".
+func errAttrs(err error) slog.Attr {
+	if cause := fleet.Cause(err); cause != err {
+		return slog.Group("", slog.Any("error", err), slog.Any("cause", cause))
+	}
+	return slog.Any("error", err)
+}

@@ -49,7 +49,7 @@ func (r *PolicyResolver) pass(ctx context.Context) (time.Duration, bool) {
 	}
 	r.last = now
 	if err := r.resolve(ctx); err != nil {
-		r.logger.Error("placing policies on hubs", "error", err)
+		r.logger.Error("placing policies on hubs", errAttrs(err))
 	}
 	return 0, false
 }

@@ -3,6 +3,7 @@ package reconcile_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"log/slog"
 	"strings"
 	"testing"
@@ -20,11 +21,13 @@ import (
 type failingPolicies struct{}
 
 func (failingPolicies) ResolvePolicies(context.Context) (int, error) {
-	return 0, errors.New("ResolvePolicies: connection refused")
+	return 0, fmt.Errorf("ResolvePolicies: %w", &fleet.Error{Code: fleet.CodeUnavailable,
+		Message: "the database is unavailable; retry later", Err: errors.New("dial tcp 127.0.0.1:5432: connection refused")})
 }
 
 // TestPolicyResolverLogsFailure checks that a pass that could not place the
-// policies is logged with its error and counted as an error.
+// policies is logged with its error and the database's cause behind it, and
+// counted as an error.
 func TestPolicyResolverLogsFailure(t *testing.T) {
 	t.Parallel()
 	g := gomega.NewWithT(t)
@@ -38,7 +41,9 @@ func TestPolicyResolverLogsFailure(t *testing.T) {
 	go func() { r.Run(ctx, nil); close(done) }()
 	t.Cleanup(func() { cancel(); <-done })
 	g.Eventually(out.String).WithTimeout(10 * time.Second).WithPolling(10 * time.Millisecond).Should(gomega.And(
-		gomega.ContainSubstring(`msg="placing policies on hubs"`), gomega.ContainSubstring("connection refused")))
+		gomega.ContainSubstring(`msg="placing policies on hubs"`),
+		gomega.ContainSubstring(`error="ResolvePolicies: the database is unavailable; retry later"`),
+		gomega.ContainSubstring(`cause="dial tcp 127.0.0.1:5432: connection refused"`)))
 	g.Eventually(func() (bool, error) {
 		families, err := reg.Gather()
 		for _, f := range families {

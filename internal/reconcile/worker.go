@@ -41,7 +41,7 @@ func (w *registrationWorker) pass(ctx context.Context) (time.Duration, bool) {
 	leaseEnd := time.Now().Add(w.cfg.Lease)
 	claims, err := w.queue.ClaimRegistrations(ctx, w.kind, w.owner, w.cfg.BatchSize, w.cfg.Lease)
 	if err != nil {
-		w.logger.Error("claiming registrations", "error", err)
+		w.logger.Error("claiming registrations", errAttrs(err))
 		return w.cfg.Resync / 10, true
 	}
 	if w.reconcileBatch != nil && len(claims) > 0 {
@@ -63,7 +63,7 @@ func (w *registrationWorker) pass(ctx context.Context) (time.Duration, bool) {
 	}
 	due, ok, err := w.queue.NextDue(ctx, w.kind)
 	if err != nil {
-		w.logger.Error("reading the next due registration", "error", err)
+		w.logger.Error("reading the next due registration", errAttrs(err))
 	}
 	return due, ok
 }
@@ -99,7 +99,7 @@ func (w *registrationWorker) handle(ctx context.Context, c fleet.Claim, leaseEnd
 	if fleet.ErrorCodeOf(out.Err) == fleet.CodeUnavailable {
 		// Out of reach for the whole pass: an outage, not the registration's
 		// failure, so no backoff; the claim lapses at its lease's end.
-		w.logger.Warn("database unavailable for the whole pass; left to the next claim", "registration", c.Registration.ID, "error", out.Err)
+		w.logger.Warn("database unavailable for the whole pass; left to the next claim", "registration", c.Registration.ID, errAttrs(out.Err))
 		w.metrics.duration.WithLabelValues(w.name, outcomeLost).Observe(time.Since(start).Seconds())
 		return
 	}
@@ -112,13 +112,13 @@ func (w *registrationWorker) handle(ctx context.Context, c fleet.Claim, leaseEnd
 	switch {
 	case err != nil:
 		outcome = outcomeError
-		w.logger.Error("recording a reconcile outcome", "registration", c.Registration.ID, "error", err)
+		w.logger.Error("recording a reconcile outcome", "registration", c.Registration.ID, errAttrs(err))
 	case !kept:
 		outcome = outcomeLost
 		w.logger.Warn("claim lost to another pass; outcome dropped", "registration", c.Registration.ID)
 	case out.Err != nil:
 		outcome = outcomeError
-		w.logger.Warn("reconcile failed, backing off", "registration", c.Registration.ID, "attempts", c.Attempts+1, "error", out.Err)
+		w.logger.Warn("reconcile failed, backing off", "registration", c.Registration.ID, "attempts", c.Attempts+1, errAttrs(out.Err))
 	case out.RequeueAfter > 0:
 		outcome = outcomeRequeued
 	}
@@ -176,7 +176,7 @@ func (w *registrationWorker) handleBatch(ctx context.Context, claims []fleet.Cla
 	each := time.Since(start) / time.Duration(len(claims))
 	w.observe(outcomeLost, each, unfinished)
 	if err != nil {
-		w.logger.Error("recording a batch of reconcile outcomes", "registrations", len(done), "error", err)
+		w.logger.Error("recording a batch of reconcile outcomes", "registrations", len(done), errAttrs(err))
 		w.observe(outcomeError, each, len(done))
 		return
 	}
@@ -188,7 +188,7 @@ func (w *registrationWorker) handleBatch(ctx context.Context, claims []fleet.Cla
 			w.logger.Warn("claim lost to another pass; outcome dropped", "registration", out.ID)
 		case out.Err != nil:
 			outcome = outcomeError
-			w.logger.Warn("reconcile failed, backing off", "registration", out.ID, "attempts", attempts[i]+1, "error", out.Err)
+			w.logger.Warn("reconcile failed, backing off", "registration", out.ID, "attempts", attempts[i]+1, errAttrs(out.Err))
 		case out.RequeueAfter > 0:
 			outcome = outcomeRequeued
 		}

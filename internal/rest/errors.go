@@ -2,7 +2,6 @@ package rest
 
 import (
 	"encoding/json"
-	"errors"
 	"fmt"
 	"net/http"
 	"strconv"
@@ -75,7 +74,7 @@ func (s *Server) writeError(w http.ResponseWriter, r *http.Request, err error) {
 	switch {
 	case entry.Kind == fleet.KindUnavailable:
 		// An outage, not a defect: the cause is logged, the client told when to retry.
-		s.logger.WarnContext(r.Context(), "request failed: unavailable", "operation_id", opID, "error", err, "cause", causeOf(err))
+		s.logger.WarnContext(r.Context(), "request failed: unavailable", "operation_id", opID, "error", err, "cause", fleet.Cause(err))
 		w.Header().Set("Retry-After", retryAfterSeconds)
 	case status >= http.StatusInternalServerError:
 		s.logger.ErrorContext(r.Context(), "request failed", "operation_id", opID, "error", err)
@@ -90,15 +89,6 @@ func (s *Server) writeError(w http.ResponseWriter, r *http.Request, err error) {
 		body.Details = &details
 	}
 	writeJSON(w, status, body)
-}
-
-// causeOf returns the cause a service error keeps for the log, or err itself.
-func causeOf(err error) error {
-	var fe *fleet.Error
-	if errors.As(err, &fe) && fe.Err != nil {
-		return fe.Err
-	}
-	return err
 }
 
 // writeJSON writes v as the JSON body of a response with status.
