@@ -93,11 +93,12 @@ func (s *Store) listRegistrations(ctx context.Context, org string, q fleet.ListQ
 	if err != nil {
 		return nil, 0, err
 	}
-	// Planning this statement with its values cost as much as running it.
-	// Its plan is the same for every value when the values cannot choose an
-	// index: reading registration_labels (the zone included in its key), or
-	// an organisation's registrations without a search and with no zone to
-	// test (docs/performance.md). A search's values, or the zones, can.
+	// Planning this statement with its values is a large part of its cost,
+	// and its plan is the same for every value when the values cannot choose
+	// an index: reading registration_labels (the zone included in its
+	// index), or an organisation's registrations without a search and with
+	// no zone to test (docs/performance.md). A search's values, or the
+	// zones, can.
 	list.generic = labelled || (expr == nil && s.cfg.Zones.ServesAll())
 	if err := roundTrip(db, count, list); err != nil {
 		return nil, 0, err
