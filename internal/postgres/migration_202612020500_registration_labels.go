@@ -23,7 +23,11 @@ func migration202612020500RegistrationLabels() *gormigrate.Migration {
 	return &gormigrate.Migration{
 		ID: "202612020500",
 		Migrate: func(tx *gorm.DB) error {
+			// Writes to registrations wait from the backfill's snapshot until
+			// the triggers exist, so that no registration written meanwhile
+			// by a replica still running is left out of both.
 			return tx.Exec(`
+LOCK TABLE registrations IN SHARE ROW EXCLUSIVE MODE;
 CREATE TABLE registration_labels (
 	org_id     text        NOT NULL,
 	key        text        NOT NULL,
