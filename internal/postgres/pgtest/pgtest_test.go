@@ -1,8 +1,11 @@
 package pgtest
 
 import (
+	"bytes"
 	"context"
 	"fmt"
+	"os"
+	"path/filepath"
 	"slices"
 	"testing"
 )
@@ -30,6 +33,36 @@ func TestNewMigratedDatabaseIsCurrent(t *testing.T) {
 	}
 	if slices.Contains(tables, "only_in_a") {
 		t.Fatalf("a table created in one test database shows in another")
+	}
+}
+
+// TestMigrationsDigestSeesAnEditedMigration checks that the template's hash
+// changes when a migration's file changes under the same ids, and when the
+// ids change, and not when another file of the package does.
+func TestMigrationsDigestSeesAnEditedMigration(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	write := func(name, text string) {
+		t.Helper()
+		if err := os.WriteFile(filepath.Join(dir, name), []byte(text), 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+	ids := []string{"202601010000"}
+	write("migration_202601010000_a.go", "CREATE TABLE a (id int)")
+	write("store.go", "package postgres")
+	first := migrationsDigest(ids, dir)
+	write("store.go", "package postgres // changed")
+	if !bytes.Equal(migrationsDigest(ids, dir), first) {
+		t.Errorf("a file that holds no migration changed the digest")
+	}
+	write("migration_202601010000_a.go", "CREATE TABLE a (id bigint)")
+	edited := migrationsDigest(ids, dir)
+	if bytes.Equal(edited, first) {
+		t.Errorf("a migration edited under its id left the digest as it was")
+	}
+	if bytes.Equal(migrationsDigest(append(ids, "202601020000"), dir), edited) {
+		t.Errorf("a new migration id left the digest as it was")
 	}
 }
 

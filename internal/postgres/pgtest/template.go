@@ -6,6 +6,9 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"os"
+	"path/filepath"
+	"runtime"
 	"strings"
 	"sync"
 	"time"
@@ -34,8 +37,9 @@ var built struct {
 
 // migratedTemplate returns the name of a database with every migration this
 // binary knows applied, building it on the server the first time. The name is
-// a hash of the migration ids, so a binary with other migrations never copies
-// a template of another schema; templates stay on the server between runs.
+// a hash of the migrations (migrationsDigest), so a binary with other
+// migrations never copies a template of another schema; templates stay on the
+// server between runs.
 // Nobody may connect to a template (ALLOW_CONNECTIONS false), since copying
 // fails while a session is connected to it.
 func migratedTemplate() (string, error) {
@@ -44,7 +48,8 @@ func migratedTemplate() (string, error) {
 	if built.name != "" {
 		return built.name, nil
 	}
-	sum := sha256.Sum256([]byte(strings.Join(postgres.MigrationIDs(), "\n")))
+	_, self, _, _ := runtime.Caller(0)
+	sum := migrationsDigest(postgres.MigrationIDs(), filepath.Join(filepath.Dir(self), ".."))
 	name := "fmtpl_" + hex.EncodeToString(sum[:8])
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
@@ -53,6 +58,24 @@ func migratedTemplate() (string, error) {
 	}
 	built.name = name
 	return name, nil
+}
+
+// migrationsDigest is the SHA-256 of the migration ids and of the files of
+// dir that hold the migrations (migration*.go), so that a migration edited
+// under its id builds a template of its own. go test builds from the source,
+// so the files are at hand; where they are not (a binary built with
+// -trimpath, run elsewhere), the ids alone are hashed.
+func migrationsDigest(ids []string, dir string) []byte {
+	h := sha256.New()
+	h.Write([]byte(strings.Join(ids, "\n")))
+	files, _ := filepath.Glob(filepath.Join(dir, "migration*.go"))
+	for _, f := range files {
+		if b, err := os.ReadFile(f); err == nil {
+			h.Write([]byte("\n" + filepath.Base(f) + "\n"))
+			h.Write(b)
+		}
+	}
+	return h.Sum(nil)
 }
 
 // buildTemplate creates and migrates the template called name unless it
