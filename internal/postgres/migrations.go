@@ -50,6 +50,7 @@ func migrations() []*gormigrate.Migration {
 		migration202612020400HubWokenRevision(),
 		migration202612020500RegistrationLabels(),
 		migration202612020600ListZone(),
+		migration202612020700RecountRegistrations(),
 	}
 }
 

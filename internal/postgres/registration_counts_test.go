@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/onsi/gomega"
+	"gorm.io/gorm"
 
 	"github.com/fleetmanager/fleet-manager/internal/postgres/pgtest"
 )
@@ -165,4 +166,56 @@ func TestRegistrationLabelsFollowTheRows(t *testing.T) {
 	check("after the hard deletes")
 	exec(`TRUNCATE registrations CASCADE`)
 	g.Expect(countRows(t, db, `SELECT count(*) FROM registration_labels`)).To(gomega.BeZero())
+}
+
+// TestRecountRepairsRegistrationCounters writes registrations that the
+// counters' triggers do not see, as a replica's write between a counting
+// migration's backfill and its triggers was not seen, then migrates on:
+// migration 202612020700 makes every counter the rows' count again.
+func TestRecountRepairsRegistrationCounters(t *testing.T) {
+	t.Parallel()
+	g := gomega.NewWithT(t)
+	ctx := context.Background()
+	db := pgtest.Open(t, pgtest.NewDatabase(t))
+	g.Expect(db.MigrateTo(ctx, "202612020600")).To(gomega.Succeed())
+	insert := `INSERT INTO registrations (id, org_id, owner, name, zone, product, phase, labels)
+		SELECT ? || i, 'org-' || i % 3, 'u', ? || i, (ARRAY['eu', 'us'])[1 + i % 2], 'ocp', (ARRAY['accepted', 'ready'])[1 + i % 2],
+			jsonb_build_object('env', (ARRAY['prod', 'dev'])[1 + i % 5 / 4])
+		FROM generate_series(1, 200) AS i`
+	g.Expect(db.Gorm.Exec(`INSERT INTO inventory_counted_labels (key) VALUES ('env')`).Error).To(gomega.Succeed())
+	g.Expect(db.Gorm.Exec(insert, "seen-", "seen-").Error).To(gomega.Succeed())
+	g.Expect(db.Gorm.Connection(func(conn *gorm.DB) error {
+		// Triggers do not fire in a replica's session.
+		if err := conn.Exec(`SET session_replication_role = replica`).Error; err != nil {
+			return err
+		}
+		if err := conn.Exec(insert, "unseen-", "unseen-").Error; err != nil {
+			return err
+		}
+		return conn.Exec(`RESET session_replication_role`).Error
+	})).To(gomega.Succeed())
+
+	counts := func() []int {
+		var n []int
+		g.Expect(db.Gorm.Raw(`SELECT (SELECT count(*) FROM registrations WHERE deleted_at IS NULL)::int
+			UNION ALL SELECT (SELECT sum(live) FROM registration_counts)::int
+			UNION ALL SELECT (SELECT sum(live) FROM registration_phase_counts)::int
+			UNION ALL SELECT (SELECT count(*) FROM registrations WHERE deleted_at IS NULL AND labels ? 'env')::int
+			UNION ALL SELECT (SELECT sum(live) FROM registration_label_counts WHERE key = 'env')::int`).Scan(&n).Error).To(gomega.Succeed())
+		return n
+	}
+	g.Expect(counts()).To(gomega.Equal([]int{400, 200, 200, 400, 200}), "the unseen rows are not counted")
+	g.Expect(db.Migrate(ctx)).To(gomega.Succeed())
+	g.Expect(counts()).To(gomega.Equal([]int{400, 400, 400, 400, 400}))
+
+	type count struct {
+		OrgID, Zone, Phase string
+		N                  int64
+	}
+	var want, got []count
+	g.Expect(db.Gorm.Raw(`SELECT org_id, zone, phase, count(*) AS n FROM registrations WHERE deleted_at IS NULL
+		GROUP BY 1, 2, 3 ORDER BY 1, 2, 3`).Scan(&want).Error).To(gomega.Succeed())
+	g.Expect(db.Gorm.Raw(`SELECT org_id, zone, phase, sum(live) AS n FROM registration_counts
+		GROUP BY 1, 2, 3 ORDER BY 1, 2, 3`).Scan(&got).Error).To(gomega.Succeed())
+	g.Expect(got).To(gomega.Equal(want))
 }
