@@ -74,14 +74,15 @@ func (s *Store) listRegistrations(ctx context.Context, org string, q fleet.ListQ
 	if err != nil {
 		return nil, 0, err
 	}
-	var ids *gorm.DB
-	labelled := false
-	if key, value, ok := labelEquality(expr); ok && inCreationOrder(order) {
-		ids, labelled = s.orgLabelled(db, org, key, value).Select("l.id").Order("l.created_at, l.id"), true
-	} else {
-		ids = conds.apply(s.orgRegistrations(db, org, expr).Select("r.id")).Order(registrationOrder(order))
-	}
+	key, value, byLabel := labelEquality(expr)
+	labelled := byLabel && inCreationOrder(order)
 	order = registrationOrder(order)
+	var ids *gorm.DB
+	if labelled {
+		ids = s.orgLabelled(db, org, key, value).Select("l.id").Order("l.created_at, l.id")
+	} else {
+		ids = conds.apply(s.orgRegistrations(db, org, expr).Select("r.id")).Order(order)
+	}
 	// The page's bounds are written into the statement, not bound: a generic
 	// plan (below) would otherwise guess them, and join a tenth of the
 	// organisation's registrations. Both are integers pageBounds checked.
@@ -105,7 +106,6 @@ func (s *Store) listRegistrations(ctx context.Context, org string, q fleet.ListQ
 	}
 	if !counted {
 		// The label's key left the counted set since the statement was built.
-		key, value, _ := labelEquality(expr)
 		if err := s.orgLabelled(db, org, key, value).Count(&total).Error; err != nil {
 			return nil, 0, err
 		}
@@ -153,13 +153,13 @@ func (s *Store) orgRegistrations(db *gorm.DB, org string, expr fleet.SearchExpr)
 // entries when it is one equality of another label; else a count of the
 // rows, which the indexes of migration202612011900RegistrationReads serve.
 func (s *Store) registrationTotal(db *gorm.DB, org string, expr fleet.SearchExpr, conds conditions, total *int64, counted *bool) (statement, error) {
-	if facet, value, ok := countedFacet(expr); ok && strings.HasPrefix(facet, "labels.") && slices.Contains(s.cfg.CountedLabels, facet[len("labels."):]) {
-		key := facet[len("labels."):]
+	key, value, byLabel := labelEquality(expr)
+	if byLabel && slices.Contains(s.cfg.CountedLabels, key) {
 		sum := s.inServedZones(db.Table("registration_label_counts AS c").Where("c.org_id = ? AND c.key = ? AND c.value = ?", org, key, value), "c.zone")
 		return built(sum.Select("coalesce(sum(c.live), 0)::bigint, EXISTS (SELECT 1 FROM inventory_counted_labels WHERE key = ?)", key),
 			func(tx *gorm.DB) *gorm.DB { return tx.Find(&[]countedSum{}) }, readOne(total, counted))
 	}
-	if key, value, ok := labelEquality(expr); ok {
+	if byLabel {
 		stmt, err := built(s.orgLabelled(db, org, key, value), func(tx *gorm.DB) *gorm.DB { return tx.Count(new(int64)) }, readOne(total))
 		stmt.generic = true // one index whatever the values
 		return stmt, err
