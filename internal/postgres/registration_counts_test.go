@@ -9,6 +9,7 @@ import (
 	"github.com/onsi/gomega"
 	"gorm.io/gorm"
 
+	"github.com/fleetmanager/fleet-manager/internal/postgres"
 	"github.com/fleetmanager/fleet-manager/internal/postgres/pgtest"
 )
 
@@ -38,19 +39,11 @@ func TestRegistrationCountsFollowTheRows(t *testing.T) {
 	exec(`DELETE FROM registrations WHERE org_id = 'org-b' AND name LIKE 'c-b-3%'`)
 	exec(`DELETE FROM registrations WHERE deleted_at IS NOT NULL AND name = 'c-a-20'`)
 
-	type count struct {
-		OrgID, Zone, Phase string
-		N                  int64
-	}
-	var want, got []count
-	g.Expect(db.Gorm.Raw(`SELECT org_id, zone, phase, count(*) AS n FROM registrations WHERE deleted_at IS NULL
-		GROUP BY 1, 2, 3 ORDER BY 1, 2, 3`).Scan(&want).Error).To(gomega.Succeed())
-	g.Expect(db.Gorm.Raw(`SELECT org_id, zone, phase, sum(live) AS n FROM registration_counts
-		GROUP BY 1, 2, 3 HAVING sum(live) <> 0 ORDER BY 1, 2, 3`).Scan(&got).Error).To(gomega.Succeed())
+	want, got := orgCounts(g, db)
 	g.Expect(want).To(gomega.HaveLen(6))
 	g.Expect(got).To(gomega.Equal(want))
 
-	var wantPhases, gotPhases []count
+	var wantPhases, gotPhases []orgCount
 	g.Expect(db.Gorm.Raw(`SELECT phase, count(*) AS n FROM registrations WHERE deleted_at IS NULL GROUP BY 1 ORDER BY 1`).
 		Scan(&wantPhases).Error).To(gomega.Succeed())
 	g.Expect(db.Gorm.Raw(`SELECT phase, sum(live) AS n FROM registration_phase_counts GROUP BY 1 HAVING sum(live) <> 0 ORDER BY 1`).
@@ -66,6 +59,23 @@ func TestRegistrationCountsFollowTheRows(t *testing.T) {
 	g.Expect(db.Gorm.Raw(`SELECT (SELECT count(*) FROM registration_counts) + (SELECT count(*) FROM registration_phase_counts)`).
 		Scan(&left).Error).To(gomega.Succeed())
 	g.Expect(left).To(gomega.BeZero())
+}
+
+// orgCount is the live registrations of one organisation, zone and phase.
+type orgCount struct {
+	OrgID, Zone, Phase string
+	N                  int64
+}
+
+// orgCounts returns the live registrations per organisation, zone and phase
+// as counted from the rows (want) and as registration_counts holds them
+// (got, without the counters that fell to 0), in the same order.
+func orgCounts(g *gomega.WithT, db *postgres.DB) (want, got []orgCount) {
+	g.Expect(db.Gorm.Raw(`SELECT org_id, zone, phase, count(*) AS n FROM registrations WHERE deleted_at IS NULL
+		GROUP BY 1, 2, 3 ORDER BY 1, 2, 3`).Scan(&want).Error).To(gomega.Succeed())
+	g.Expect(db.Gorm.Raw(`SELECT org_id, zone, phase, sum(live) AS n FROM registration_counts
+		GROUP BY 1, 2, 3 HAVING sum(live) <> 0 ORDER BY 1, 2, 3`).Scan(&got).Error).To(gomega.Succeed())
+	return want, got
 }
 
 // TestRegistrationLabelCountsFollowTheRows checks the counters of the
@@ -208,14 +218,6 @@ func TestRecountRepairsRegistrationCounters(t *testing.T) {
 	g.Expect(db.Migrate(ctx)).To(gomega.Succeed())
 	g.Expect(counts()).To(gomega.Equal([]int{400, 400, 400, 400, 400}))
 
-	type count struct {
-		OrgID, Zone, Phase string
-		N                  int64
-	}
-	var want, got []count
-	g.Expect(db.Gorm.Raw(`SELECT org_id, zone, phase, count(*) AS n FROM registrations WHERE deleted_at IS NULL
-		GROUP BY 1, 2, 3 ORDER BY 1, 2, 3`).Scan(&want).Error).To(gomega.Succeed())
-	g.Expect(db.Gorm.Raw(`SELECT org_id, zone, phase, sum(live) AS n FROM registration_counts
-		GROUP BY 1, 2, 3 ORDER BY 1, 2, 3`).Scan(&got).Error).To(gomega.Succeed())
+	want, got := orgCounts(g, db)
 	g.Expect(got).To(gomega.Equal(want))
 }
