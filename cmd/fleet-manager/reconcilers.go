@@ -41,9 +41,11 @@ func (b *background) goRun(runs ...func()) {
 func startReconcilers(b *background, opts serveOptions, logger *slog.Logger, listener *postgres.Listener, store *postgres.Store,
 	queue *postgres.Queue, deliveries map[fleet.DeliveryMode]fleet.Delivery, metrics *reconcile.Metrics) error {
 	running, err := reconcile.Start(b.ctx, reconcile.Set{
-		Config: opts.Reconcile, Store: store, Queue: queue, Deliveries: deliveries, TombstoneTables: postgres.TombstoneTables(),
+		Config: opts.Reconcile, Store: store, Queue: queue, Pools: store, Scaler: opts.Store.Pools.Scaler,
+		Deliveries: deliveries, TombstoneTables: postgres.TombstoneTables(),
 		Wake: reconcile.Subscribe(listener.SubscribePolling, reconcile.Channels{
-			Registrations: postgres.ChannelRegistrations, Hubs: postgres.ChannelHubs, Inventory: postgres.ChannelInventory}),
+			Registrations: postgres.ChannelRegistrations, Hubs: postgres.ChannelHubs, Inventory: postgres.ChannelInventory,
+			Pools: postgres.ChannelPools}),
 		// A silent hub must turn unready within a fraction of its timeout.
 		HeartbeatCheck: opts.Store.HeartbeatTimeout / 4,
 		Clock:          fleet.SystemClock{}, Logger: logger, Metrics: metrics,

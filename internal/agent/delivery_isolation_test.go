@@ -82,11 +82,12 @@ func startDeliveryEnv(t *testing.T) *deliveryEnv {
 	}
 	runCtx, cancel := context.WithCancel(context.Background())
 	running, err := reconcile.Start(runCtx, reconcile.Set{
-		Config: rcfg, Store: store, TombstoneTables: postgres.TombstoneTables(),
+		Config: rcfg, Store: store, Pools: store, Scaler: fleet.DefaultScalerConfig(), TombstoneTables: postgres.TombstoneTables(),
 		Queue:      postgres.NewQueue(store, postgres.QueueConfig{BackoffBase: 50 * time.Millisecond, BackoffMax: time.Second}),
 		Deliveries: map[fleet.DeliveryMode]fleet.Delivery{fleet.DeliveryAgent: postgres.NewAgentDelivery(store)},
 		Wake: reconcile.Subscribe(listener.SubscribePolling, reconcile.Channels{
-			Registrations: postgres.ChannelRegistrations, Hubs: postgres.ChannelHubs, Inventory: postgres.ChannelInventory}),
+			Registrations: postgres.ChannelRegistrations, Hubs: postgres.ChannelHubs, Inventory: postgres.ChannelInventory,
+			Pools: postgres.ChannelPools}),
 		HeartbeatCheck: time.Second, Clock: fleet.SystemClock{}, Logger: logger, Metrics: rmetrics,
 	})
 	if err != nil {

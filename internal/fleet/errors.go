@@ -60,6 +60,7 @@ const (
 	CodeZoneNotServed        ErrorCode = 25
 	CodePolicyInvalid        ErrorCode = 26
 	CodeActionForbidden      ErrorCode = 27
+	CodeCapacityExhausted    ErrorCode = 28
 )
 
 // CatalogueEntry describes one error code: its kind and the reason a client sees
@@ -101,6 +102,7 @@ func Catalogue() []CatalogueEntry {
 		{CodeZoneNotServed, KindConflict, "ZoneNotServed", "This deployment does not serve the zone; the reason names the deployment that does"},
 		{CodePolicyInvalid, KindInvalid, "PolicyInvalid", "The policy does not match the Policy CRD's schema; the reason names each field at fault"},
 		{CodeActionForbidden, KindForbidden, "ActionForbidden", "The caller's roles do not allow this action; the reason names the action"},
+		{CodeCapacityExhausted, KindConflict, "CapacityExhausted", "No cluster of the capacity pool has room for the reservation; the pool adds one unless it is at max_clusters"},
 	}
 	sort.Slice(entries, func(i, j int) bool { return entries[i].Code < entries[j].Code })
 	return entries

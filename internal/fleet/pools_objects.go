@@ -108,7 +108,7 @@ func PoolClusterObjects(reg Registration, hubID string, d PoolClusterDelivery, c
 			"baseDomain": cfg.BaseDomain, "clusterName": name,
 			"platform": map[string]any{string(d.Cloud): platform},
 			"provisioning": map[string]any{
-				"imageSetRef":           map[string]any{"name": imageSet},
+				"imageSetRef":            map[string]any{"name": imageSet},
 				"installConfigSecretRef": map[string]any{"name": name + "-install-config"},
 			},
 			"pullSecretRef": map[string]any{"name": name + "-pull-secret"},

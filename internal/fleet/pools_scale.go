@@ -1,6 +1,7 @@
 package fleet
 
 import (
+	"context"
 	"fmt"
 	"maps"
 	"sort"
@@ -93,8 +94,12 @@ func Scale(in ScalerInput, cfg ScalerConfig) []ScaleAction {
 		case PoolClusterDeprovisioning:
 			continue
 		case PoolClusterFailed:
-			out = append(out, ScaleAction{Type: PoolEventClusterRemoved, ClusterID: c.ID, Reason: "ProvisionFailed",
-				Message: "the cluster failed; a new one replaces it when the pool needs it"})
+			// A failed cluster holding reservations stays for its owners to
+			// release them; it no longer counts towards the pool.
+			if c.ReservedUnits == 0 {
+				out = append(out, ScaleAction{Type: PoolEventClusterRemoved, ClusterID: c.ID, Reason: "ProvisionFailed",
+					Message: "the cluster failed; a new one replaces it when the pool needs it"})
+			}
 			continue
 		case PoolClusterProvisioning:
 			provisioning++
@@ -264,4 +269,25 @@ func removeIdle(live []ScalerCluster, p CapacityPool, addAt int, now time.Time, 
 	}
 	return ScaleAction{Type: PoolEventClusterRemoved, ClusterID: victim.ID, Reason: "Idle",
 		Message: fmt.Sprintf("empty for %s; the pool keeps %d clusters", now.Sub(*victim.EmptySince).Round(time.Second), len(live)-1)}, true
+}
+
+// PoolClaim is a pool the pool reconciler holds until its lease ends, with
+// what the scaler decides from, read when it was claimed.
+type PoolClaim struct {
+	Input ScalerInput
+	// Token names the claim: its pass is applied only while the pool still
+	// holds it.
+	Token string
+}
+
+// PoolQueue is the pool reconciler's work queue.
+type PoolQueue interface {
+	// ClaimPools leases up to limit pools that are due, or named in woken,
+	// and reads each one's state.
+	ClaimPools(ctx context.Context, owner string, woken []string, limit int, lease time.Duration) ([]PoolClaim, error)
+	// ApplyPoolPass writes a pass's actions and their events, finishes a
+	// deleted pool whose clusters are gone and releases the claim, due again
+	// after resync (after a backoff when failed is set). It reports false,
+	// writing nothing, when the claim was lost.
+	ApplyPoolPass(ctx context.Context, claim PoolClaim, actions []ScaleAction, resync time.Duration, failed error) (bool, error)
 }

@@ -154,7 +154,9 @@ func TestBlueprintValidation(t *testing.T) {
 		"either replicas":    func(s *fleet.BlueprintSpec) { s.MachinePools[0].Autoscaling = &fleet.Autoscaling{Min: 1, Max: 2} },
 		"autoscaling needs":  func(s *fleet.BlueprintSpec) { s.MachinePools[1].Autoscaling.Min = 7 },
 		"used twice":         func(s *fleet.BlueprintSpec) { s.MachinePools[1].Name = "infra" },
-		"taints[0]":          func(s *fleet.BlueprintSpec) { s.MachinePools[0].Taints = []fleet.Taint{{Key: "k", Effect: "Sometimes"}} },
+		"taints[0]": func(s *fleet.BlueprintSpec) {
+			s.MachinePools[0].Taints = []fleet.Taint{{Key: "k", Effect: "Sometimes"}}
+		},
 		"overrides: the key": func(s *fleet.BlueprintSpec) { s.Overrides = map[fleet.Cloud]fleet.CloudOverride{"ibm": {}} },
 		"names a machine pool": func(s *fleet.BlueprintSpec) {
 			s.Overrides = map[fleet.Cloud]fleet.CloudOverride{"aws": {MachinePoolInstanceTypes: map[string]string{"gpu": "p4d.24xlarge"}}}

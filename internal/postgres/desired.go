@@ -46,7 +46,9 @@ func (s *Store) DesiredChanges(ctx context.Context, hubID, agentIdentity string,
 		reg := fleet.Registration{ID: r.ID, OrgID: r.OrgID, Name: r.Name, Labels: r.Labels, Generation: r.Generation}
 		entry := fleet.DesiredRegistration{RegistrationID: reg.ID, Generation: reg.Generation, ManagedClusterName: fleet.ManagedClusterName(reg)}
 		// Credentials that cannot be opened fail this registration only.
-		if creds, err := s.openCredentials(registrationRow{ID: r.ID, Credentials: r.Credentials, CredentialsKeyID: r.CredentialsKeyID}); err != nil {
+		if pd, ok := snap.pools[r.ID]; ok {
+			entry.Objects, entry.Failure = s.poolClusterObjects(reg, hubID, pd)
+		} else if creds, err := s.openCredentials(registrationRow{ID: r.ID, Credentials: r.Credentials, CredentialsKeyID: r.CredentialsKeyID}); err != nil {
 			entry.Failure = &fleet.DeliveryFailure{RegistrationID: reg.ID, Reason: fleet.ReasonCredentialsUnreadable,
 				Message: "the fleet manager cannot open the registration's import credentials"}
 		} else {
@@ -74,6 +76,8 @@ type desiredRead struct {
 	rows           []desiredRegistrationRow
 	removed        []string
 	policies       []fleet.DesiredPolicy
+	// pools holds what the hub's pool clusters are made of, by registration.
+	pools map[string]poolDeliveryRow
 }
 
 // desiredColumns are the columns a registration's entry is made of.
@@ -110,6 +114,9 @@ ORDER BY id`, hubID, since).Scan(&out.removed).Error; err != nil {
 		return out, err
 	}
 	if out.policies, err = s.desiredPolicies(tx, hubID, hub.OwnerOrgID); err != nil {
+		return out, err
+	}
+	if out.pools, err = poolDeliveries(tx, hubID); err != nil {
 		return out, err
 	}
 	return out, nil

@@ -51,6 +51,7 @@ func migrations() []*gormigrate.Migration {
 		migration202612020500RegistrationLabels(),
 		migration202612020600ListZone(),
 		migration202612020700RecountRegistrations(),
+		migration202612020800CapacityPools(),
 	}
 }
 

@@ -131,6 +131,9 @@ func (s *Store) UpdateRegistration(ctx context.Context, org, id string, ifMatch 
 		if row.DeletionRequestedAt != nil {
 			return fleet.Errorf(fleet.CodeConflict, "cluster %s is being deregistered", id)
 		}
+		if err := refusePoolCluster(tx, id); err != nil {
+			return err
+		}
 		labels, display := row.Labels, row.DisplayName
 		if update.Labels != nil {
 			labels = derefMap(update.Labels)
@@ -158,6 +161,9 @@ func (s *Store) RequestRegistrationDeletion(ctx context.Context, org, id string)
 	err := s.transact(ctx, func(tx *gorm.DB) error {
 		row, err := s.lockRegistration(tx, org, id)
 		if err == nil && row.DeletionRequestedAt == nil {
+			err = refusePoolCluster(tx, id)
+		}
+		if err == nil && row.DeletionRequestedAt == nil {
 			facts := factsOf(row)
 			facts.deletionRequested = true
 			err = writeFacts(tx, id, facts, map[string]any{"updated_at": gorm.Expr("now()"), "next_attempt_at": gorm.Expr("now()"), "attempts": 0})
@@ -176,6 +182,19 @@ func (s *Store) RequestRegistrationDeletion(ctx context.Context, org, id string)
 		s.wake(ChannelRegistrations)
 	}
 	return answer.toRegistration(), nil
+}
+
+// refusePoolCluster refuses a caller's change to a cluster a capacity pool
+// made: the pool owns its labels and its life (ADR 0018).
+func refusePoolCluster(tx *gorm.DB, id string) error {
+	var pool string
+	if err := tx.Raw(`SELECT pool_id FROM pool_clusters WHERE registration_id = ?`, id).Scan(&pool).Error; err != nil {
+		return err
+	}
+	if pool != "" {
+		return fleet.Errorf(fleet.CodeConflict, "the cluster belongs to capacity pool %s; change the pool instead", pool)
+	}
+	return nil
 }
 
 // jsonText renders a value for a jsonb parameter.

@@ -17,6 +17,7 @@ var sealedColumns = [][2]string{
 	{"hubs", "credentials"},
 	{"registrations", "credentials"},
 	{"registrations", "import_material"},
+	{"capacity_pools", "credentials"},
 }
 
 // RewrapSecrets re-wraps every stored secret not under the keyring's primary

@@ -41,6 +41,8 @@ type StoreConfig struct {
 	HeartbeatTimeout time.Duration
 	// Policies is where configuration policies go on the hubs.
 	Policies fleet.PolicyHubConfig
+	// Pools is what capacity pools' clusters are made with.
+	Pools fleet.PoolConfig
 	// CountedLabels are the label keys whose values the inventory counts per
 	// hub, so that a search by one of them answers its total from a counter.
 	CountedLabels []string

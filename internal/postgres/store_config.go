@@ -23,6 +23,7 @@ func DefaultStoreConfig() StoreConfig {
 		Policies:          fleet.PolicyHubConfig{Namespace: "fleet-policies", ClusterSet: "global"},
 		CountedLabels:     []string{"env", "environment", "cloud", "vendor", "openshiftVersion-major-minor"},
 		WakeInterval:      50 * time.Millisecond,
+		Pools:             fleet.DefaultPoolConfig(),
 	}
 }
 
@@ -38,6 +39,7 @@ func (c *StoreConfig) AddFlags(fs *pflag.FlagSet) {
 	fs.StringSliceVar(&c.CountedLabels, "inventory-counted-labels", c.CountedLabels, "label keys whose values the inventory counts per hub and the registrations per organisation, so that the total of a search by one of them is read from a counter (changing the set counts the added keys once, at start)")
 	fs.DurationVar(&c.WakeInterval, "wake-interval", c.WakeInterval, "shortest time between two wake-ups (NOTIFY) a replica sends the reconcilers after registration writes; the writes committed meanwhile share the next, so writes do not commit one at a time on the notification queue")
 	fs.StringVar(&c.Policies.ClusterSet, "policy-cluster-set", c.Policies.ClusterSet, "ManagedClusterSet the policies' Placements select from, bound into --policy-namespace")
+	c.addPoolFlags(fs)
 }
 
 // Validate reports every invalid setting, naming its flag.
@@ -69,6 +71,7 @@ func (c StoreConfig) Validate() error {
 	if !fleet.ValidDNSLabel(c.Policies.ClusterSet) {
 		p.Addf("policy-cluster-set", "%q must be a DNS label", c.Policies.ClusterSet)
 	}
+	c.validatePools(&p)
 	return p.Err()
 }
 

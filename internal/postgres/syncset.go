@@ -40,7 +40,18 @@ func (s *Store) HubCredentials(ctx context.Context, hubID string) (map[string]st
 // the hub's agent would apply. Errors: CodeNotFound.
 func (s *Store) RegistrationObjects(ctx context.Context, hubID string, reg fleet.Registration) ([]map[string]any, error) {
 	var row registrationRow
-	err := s.db.Gorm.WithContext(ctx).Select("id, credentials, credentials_key_id").
+	pools, err := poolDeliveries(s.db.Gorm.WithContext(ctx).Where("pc.registration_id = ?", reg.ID), hubID)
+	if err != nil {
+		return nil, wrapErr("RegistrationObjects", reg.ID, err)
+	}
+	if pd, ok := pools[reg.ID]; ok {
+		objects, failure := s.poolClusterObjects(reg, hubID, pd)
+		if failure != nil {
+			return nil, fmt.Errorf("RegistrationObjects(%s): %s", reg.ID, failure.Message)
+		}
+		return objects, nil
+	}
+	err = s.db.Gorm.WithContext(ctx).Select("id, credentials, credentials_key_id").
 		Where("id = ? AND deleted_at IS NULL", reg.ID).Take(&row).Error
 	if errors.Is(err, gorm.ErrRecordNotFound) {
 		err = notFound("registration", reg.ID)

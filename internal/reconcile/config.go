@@ -50,6 +50,10 @@ type Config struct {
 	// policies on hubs after the inventory moved; they are placed at every
 	// Resync too.
 	PolicyResolve time.Duration
+	// PoolResync is how often pool_mgr looks at every capacity pool without
+	// a wake-up: what the hubs report of the pools' clusters (joined,
+	// installed, scaled) reaches the scaler within it.
+	PoolResync time.Duration
 }
 
 // DefaultConfig returns the reconcilers' defaults.
@@ -58,6 +62,7 @@ func DefaultConfig() Config {
 		Enabled: true, Workers: 8, BatchSize: 5000, Lease: time.Minute, Resync: 5 * time.Minute, Recheck: time.Hour,
 		Poll: 10 * time.Second, RemovalTimeout: 30 * time.Minute, StatsInterval: 30 * time.Second,
 		TombstoneRetention: 7 * 24 * time.Hour, TombstonePurgeBatch: 1000, PolicyResolve: 5 * time.Second,
+		PoolResync: 15 * time.Second,
 	}
 }
 
@@ -77,6 +82,8 @@ func (c *Config) AddFlags(fs *pflag.FlagSet) {
 	fs.IntVar(&c.TombstonePurgeBatch, "inventory-tombstone-purge-batch", c.TombstonePurgeBatch, "tombstones one purge statement deletes")
 	fs.DurationVar(&c.PolicyResolve, "policy-resolve-interval", c.PolicyResolve,
 		"shortest time between two placements of the configuration policies on hubs after the inventory moved")
+	fs.DurationVar(&c.PoolResync, "pool-resync-interval", c.PoolResync,
+		"how often pool_mgr looks at every capacity pool without a wake-up, so what the hubs report of its clusters reaches the scaler")
 }
 
 // Validate reports every invalid setting, naming its flag.
@@ -95,6 +102,7 @@ func (c Config) Validate() error {
 		"reconcile-lease": c.Lease, "reconcile-resync-interval": c.Resync, "reconcile-recheck-interval": c.Recheck,
 		"reconcile-poll-interval": c.Poll, "reconcile-removal-timeout": c.RemovalTimeout, "reconcile-stats-interval": c.StatsInterval,
 		"inventory-tombstone-retention": c.TombstoneRetention, "policy-resolve-interval": c.PolicyResolve,
+		"pool-resync-interval": c.PoolResync,
 	} {
 		if d <= 0 {
 			p.Addf(flag, "must be positive (got %s)", d)

@@ -97,10 +97,11 @@ func (e *env) startReplica(opts replicaOptions) *replica {
 		queue = opts.queue(queue.(*postgres.Queue))
 	}
 	running, err := reconcile.Start(ctx, reconcile.Set{
-		Config: opts.cfg, Store: store, Deliveries: deliveries, TombstoneTables: postgres.TombstoneTables(),
+		Config: opts.cfg, Store: store, Pools: store, Scaler: fleet.DefaultScalerConfig(), Deliveries: deliveries, TombstoneTables: postgres.TombstoneTables(),
 		Queue: queue,
 		Wake: reconcile.Subscribe(listener.SubscribePolling, reconcile.Channels{
-			Registrations: postgres.ChannelRegistrations, Hubs: postgres.ChannelHubs, Inventory: postgres.ChannelInventory}),
+			Registrations: postgres.ChannelRegistrations, Hubs: postgres.ChannelHubs, Inventory: postgres.ChannelInventory,
+			Pools: postgres.ChannelPools}),
 		HeartbeatCheck: time.Second, Clock: fleet.SystemClock{}, Logger: logger, Metrics: metrics,
 	})
 	if err != nil {

@@ -14,6 +14,8 @@ type Metrics struct {
 	hubs       *prometheus.GaugeVec
 	// purged counts the tombstones the purge deleted, by table.
 	purged *prometheus.CounterVec
+	// poolActions counts pool_mgr's scaling decisions, by type and reason.
+	poolActions *prometheus.CounterVec
 }
 
 // Pass outcomes, the values of the outcome label.
@@ -48,8 +50,12 @@ func NewMetrics(namespace string, reg prometheus.Registerer) (*Metrics, error) {
 			Namespace: namespace, Subsystem: "inventory", Name: "tombstones_purged_total",
 			Help: "Inventory tombstones deleted after the retention, by table.",
 		}, []string{"table"}),
+		poolActions: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Namespace: namespace, Subsystem: "pool", Name: "scale_actions_total",
+			Help: "Decisions pool_mgr's scaler carried out (cluster added or removed, nodes scaled, version or add-ons applied), by type and reason.",
+		}, []string{"type", "reason"}),
 	}
-	for _, c := range []prometheus.Collector{m.duration, m.queueDepth, m.phases, m.hubs, m.purged} {
+	for _, c := range []prometheus.Collector{m.duration, m.queueDepth, m.phases, m.hubs, m.purged, m.poolActions} {
 		if err := reg.Register(c); err != nil {
 			return nil, err
 		}

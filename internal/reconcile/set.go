@@ -33,12 +33,14 @@ type Wakeups struct {
 	Hubs <-chan string
 	// Inventory receives a wake-up when the inventory moved.
 	Inventory <-chan string
+	// Pools receives a pool's id when it or its reservations changed.
+	Pools <-chan string
 }
 
 // Channels names the notification channels on which registrations, hubs
 // and the inventory change (the store's).
 type Channels struct {
-	Registrations, Hubs, Inventory string
+	Registrations, Hubs, Inventory, Pools string
 }
 
 // Subscribe returns a set's wake-ups, each its own subscription made with
@@ -46,7 +48,7 @@ type Channels struct {
 func Subscribe(subscribe func(channel string) <-chan string, ch Channels) Wakeups {
 	return Wakeups{
 		Provisioning: subscribe(ch.Registrations), Deleting: subscribe(ch.Registrations),
-		Hubs: subscribe(ch.Hubs), Inventory: subscribe(ch.Inventory),
+		Hubs: subscribe(ch.Hubs), Inventory: subscribe(ch.Inventory), Pools: subscribe(ch.Pools),
 	}
 }
 
@@ -56,6 +58,10 @@ type Set struct {
 	Config Config
 	Store  Store
 	Queue  fleet.RegistrationQueue
+	// Pools is pool_mgr's queue.
+	Pools fleet.PoolQueue
+	// Scaler is pool_mgr's scaling settings.
+	Scaler fleet.ScalerConfig
 	// Deliveries holds one Delivery per mode this deployment supports.
 	Deliveries map[fleet.DeliveryMode]fleet.Delivery
 	// TombstoneTables are the inventory tables the purge works through: the
@@ -77,7 +83,7 @@ func (s Set) validate() error {
 		name    string
 		missing bool
 	}{
-		{"Store", s.Store == nil}, {"Queue", s.Queue == nil}, {"Deliveries", len(s.Deliveries) == 0},
+		{"Store", s.Store == nil}, {"Queue", s.Queue == nil}, {"Pools", s.Pools == nil}, {"Deliveries", len(s.Deliveries) == 0},
 		{"TombstoneTables", len(s.TombstoneTables) == 0}, {"HeartbeatCheck", s.HeartbeatCheck <= 0},
 		{"Clock", s.Clock == nil}, {"Logger", s.Logger == nil}, {"Metrics", s.Metrics == nil},
 	} {
@@ -96,7 +102,7 @@ type Running struct {
 
 // Start runs every reconciler of a replica until ctx ends or Stop:
 // provisioning_mgr, deleting_mgr, hub_mgr, the housekeeping (fleet gauges,
-// idempotency keys), the tombstone purge and the policy resolver. It refuses
+// idempotency keys), the tombstone purge, the policy resolver and pool_mgr. It refuses
 // a set with a missing dependency or an invalid Config.
 func Start(ctx context.Context, s Set) (*Running, error) {
 	if err := s.validate(); err != nil {
@@ -109,6 +115,7 @@ func Start(ctx context.Context, s Set) (*Running, error) {
 	hubs := NewHubManager(cfg, s.Store, modes, clock, logger, metrics)
 	purge := NewTombstonePurge(cfg, s.Store, s.TombstoneTables, clock, logger, metrics)
 	policies := NewPolicyResolver(cfg, s.Store, clock, logger, metrics)
+	pools := NewPoolManager(cfg, s.Scaler, s.Pools, owner, logger, metrics)
 	ctx, cancel := context.WithCancel(ctx)
 	r := &Running{cancel: cancel}
 	for _, run := range []func(){
@@ -118,6 +125,7 @@ func Start(ctx context.Context, s Set) (*Running, error) {
 		func() { RunHousekeeping(ctx, cfg, s.Store, metrics, logger) },
 		func() { purge.Run(ctx) },
 		func() { policies.Run(ctx, s.Wake.Inventory) },
+		func() { pools.Run(ctx, s.Wake.Pools) },
 	} {
 		r.done.Go(run)
 	}

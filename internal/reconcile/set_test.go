@@ -64,6 +64,13 @@ func (r recorder) ResolvePolicies(context.Context) (int, error) {
 	r.record("policy_resolver")
 	return 0, nil
 }
+func (r recorder) ClaimPools(_ context.Context, _ string, woken []string, _ int, _ time.Duration) ([]fleet.PoolClaim, error) {
+	r.record("pool_mgr " + strings.Join(woken, ","))
+	return nil, nil
+}
+func (recorder) ApplyPoolPass(context.Context, fleet.PoolClaim, []fleet.ScaleAction, time.Duration, error) (bool, error) {
+	return true, nil
+}
 
 // waitCalls fails t unless every call of want arrives on calls in time.
 func waitCalls(t *testing.T, calls <-chan string, what string, want ...string) {
@@ -93,10 +100,11 @@ func TestStartRunsEveryReconciler(t *testing.T) {
 		t.Fatal(err)
 	}
 	provWake, delWake, hubWake, inventoryWake := make(chan string, 1), make(chan string, 1), make(chan string, 1), make(chan string, 1)
+	poolWake := make(chan string, 1)
 	running, err := reconcile.Start(t.Context(), reconcile.Set{
-		Config: cfg, Store: rec, Queue: rec, Deliveries: map[fleet.DeliveryMode]fleet.Delivery{fleet.DeliveryAgent: nil},
+		Config: cfg, Store: rec, Queue: rec, Pools: rec, Deliveries: map[fleet.DeliveryMode]fleet.Delivery{fleet.DeliveryAgent: nil},
 		TombstoneTables: []string{"table_a", "table_b"},
-		Wake:            reconcile.Wakeups{Provisioning: provWake, Deleting: delWake, Hubs: hubWake, Inventory: inventoryWake},
+		Wake:            reconcile.Wakeups{Provisioning: provWake, Deleting: delWake, Hubs: hubWake, Inventory: inventoryWake, Pools: poolWake},
 		// Longer than the test: hub_mgr passes again only when woken.
 		HeartbeatCheck: time.Hour,
 		Clock:          fleet.SystemClock{}, Logger: slog.New(slog.DiscardHandler), Metrics: metrics,
@@ -107,14 +115,16 @@ func TestStartRunsEveryReconciler(t *testing.T) {
 	defer running.Stop()
 
 	waitCalls(t, rec.calls, "Start()'s first passes", "claim provision", "claim deprovision", "hub_mgr", "housekeeping",
-		"tombstone_purge table_a", "tombstone_purge table_b", "policy_resolver")
+		"tombstone_purge table_a", "tombstone_purge table_b", "policy_resolver", "pool_mgr ")
 	for _, w := range []struct {
-		wake chan string
-		call string
+		wake          chan string
+		payload, call string
 	}{
-		{provWake, "claim provision"}, {delWake, "claim deprovision"}, {hubWake, "hub_mgr"}, {inventoryWake, "policy_resolver"},
+		{provWake, "", "claim provision"}, {delWake, "", "claim deprovision"}, {hubWake, "", "hub_mgr"}, {inventoryWake, "", "policy_resolver"},
+		// pool_mgr claims the pool a wake-up names, due or not.
+		{poolWake, "pool-7", "pool_mgr pool-7"},
 	} {
-		w.wake <- ""
+		w.wake <- w.payload
 		waitCalls(t, rec.calls, "a wake-up for "+w.call, w.call)
 	}
 }
@@ -147,19 +157,19 @@ func TestSubscribeGivesEachReconcilerItsOwnChannel(t *testing.T) {
 		subscribed[c] = channel
 		return c
 	}
-	w := reconcile.Subscribe(subscribe, reconcile.Channels{Registrations: "regs", Hubs: "hubs", Inventory: "inv"})
+	w := reconcile.Subscribe(subscribe, reconcile.Channels{Registrations: "regs", Hubs: "hubs", Inventory: "inv", Pools: "pools"})
 	for name, got := range map[string]struct {
 		c    <-chan string
 		want string
 	}{
 		"Provisioning": {w.Provisioning, "regs"}, "Deleting": {w.Deleting, "regs"},
-		"Hubs": {w.Hubs, "hubs"}, "Inventory": {w.Inventory, "inv"},
+		"Hubs": {w.Hubs, "hubs"}, "Inventory": {w.Inventory, "inv"}, "Pools": {w.Pools, "pools"},
 	} {
 		if ch, ok := subscribed[got.c]; !ok || ch != got.want {
 			t.Errorf("%s wake-up subscribed to %q (made by subscribe: %v), want %q", name, ch, ok, got.want)
 		}
 	}
-	if len(subscribed) != 4 || w.Provisioning == w.Deleting {
-		t.Errorf("%d subscriptions, want 4, one per wake-up", len(subscribed))
+	if len(subscribed) != 5 || w.Provisioning == w.Deleting {
+		t.Errorf("%d subscriptions, want 5, one per wake-up", len(subscribed))
 	}
 }

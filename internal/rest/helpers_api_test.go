@@ -171,11 +171,12 @@ func (e *stackEnv) startReconcilers(t *testing.T) {
 	listener := postgres.NewListener(e.dbCfg, logger, postgres.ChannelRegistrations, postgres.ChannelHubs, postgres.ChannelInventory)
 	ctx, cancel := context.WithCancel(context.Background())
 	running, err := reconcile.Start(ctx, reconcile.Set{
-		Config: cfg, Store: store, TombstoneTables: postgres.TombstoneTables(),
+		Config: cfg, Store: store, Pools: store, Scaler: fleet.DefaultScalerConfig(), TombstoneTables: postgres.TombstoneTables(),
 		Queue:      postgres.NewQueue(store, postgres.QueueConfig{BackoffBase: 50 * time.Millisecond, BackoffMax: time.Second}),
 		Deliveries: map[fleet.DeliveryMode]fleet.Delivery{fleet.DeliveryAgent: postgres.NewAgentDelivery(store)},
 		Wake: reconcile.Subscribe(listener.SubscribePolling, reconcile.Channels{
-			Registrations: postgres.ChannelRegistrations, Hubs: postgres.ChannelHubs, Inventory: postgres.ChannelInventory}),
+			Registrations: postgres.ChannelRegistrations, Hubs: postgres.ChannelHubs, Inventory: postgres.ChannelInventory,
+			Pools: postgres.ChannelPools}),
 		HeartbeatCheck: time.Second, Clock: fleet.SystemClock{}, Logger: logger, Metrics: metrics,
 	})
 	if err != nil {

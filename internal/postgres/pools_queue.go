@@ -1,0 +1,227 @@
+package postgres
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"fmt"
+	"time"
+
+	"gorm.io/gorm"
+
+	"github.com/fleetmanager/fleet-manager/internal/fleet"
+)
+
+// claimPoolsSQL leases the pools due for a pass, or named by a wake-up, that
+// no live lease holds, oldest due first.
+const claimPoolsSQL = `UPDATE capacity_pools p SET claimed_by = ?, claimed_until = now() + make_interval(secs => ?)
+WHERE p.id IN (SELECT id FROM capacity_pools WHERE deleted_at IS NULL AND (claimed_until IS NULL OR claimed_until < now())
+	AND (next_pass_at <= now() OR id = ANY(?::text[])) AND %s
+	ORDER BY next_pass_at LIMIT ? FOR UPDATE SKIP LOCKED)
+RETURNING p.*, now() AS claim_now, p.exhausted_at IS NOT NULL AND p.exhausted_at > coalesce(
+	(SELECT max(c.created_at) FROM pool_clusters c WHERE c.pool_id = p.id), '-infinity') AS exhausted`
+
+// ClaimPools leases up to limit pools that are due or named in woken, and
+// reads each one's state for the scaler.
+func (s *Store) ClaimPools(ctx context.Context, owner string, woken []string, limit int, lease time.Duration) ([]fleet.PoolClaim, error) {
+	token := owner + "/" + randomHex(8)
+	zones, zoneArgs := s.servedZonesSQL("zone")
+	var rows []poolRow
+	if woken == nil {
+		woken = []string{}
+	}
+	args := append([]any{token, lease.Seconds(), pgTextArray(woken)}, zoneArgs...)
+	if err := s.db.Gorm.WithContext(ctx).Raw(fmt.Sprintf(claimPoolsSQL, zones), append(args, limit)...).Scan(&rows).Error; err != nil {
+		return nil, fmt.Errorf("ClaimPools: %w", err)
+	}
+	out := make([]fleet.PoolClaim, 0, len(rows))
+	for _, r := range rows {
+		in := fleet.ScalerInput{Pool: r.toPool(), Exhausted: r.Exhausted, Now: r.ClaimNow}
+		db := s.db.Gorm.WithContext(ctx)
+		spec, err := s.blueprintSpec(db, r.BlueprintID, r.BlueprintVersion)
+		if err != nil {
+			return out, fmt.Errorf("ClaimPools(%s): %w", r.ID, err)
+		}
+		in.Spec = spec
+		var clusters []poolClusterRow
+		if err := db.Raw(poolClustersSQL+` ORDER BY pc.created_at, pc.registration_id`, r.ID).Scan(&clusters).Error; err != nil {
+			return out, fmt.Errorf("ClaimPools(%s): %w", r.ID, err)
+		}
+		for _, c := range clusters {
+			in.Clusters = append(in.Clusters, fleet.ScalerCluster{ID: c.ID, State: fleet.PoolClusterState(c.State), BlueprintVersion: c.BlueprintVersion,
+				Replicas: c.Replicas, CapacityUnits: c.CapacityUnits, ReservedUnits: c.ReservedUnits, Joined: c.Joined,
+				AddOnsVersion: c.AddOnsVersion, ScaledAt: c.ScaledAt, EmptySince: c.EmptySince})
+		}
+		out = append(out, fleet.PoolClaim{Input: in, Token: token})
+	}
+	return out, nil
+}
+
+// pgTextArray renders a string slice as a PostgreSQL text[] literal.
+func pgTextArray(v []string) string {
+	out := "{"
+	for i, s := range v {
+		if i > 0 {
+			out += ","
+		}
+		out += `"` + escapeArrayElem(s) + `"`
+	}
+	return out + "}"
+}
+
+func escapeArrayElem(s string) string {
+	b := make([]byte, 0, len(s))
+	for i := 0; i < len(s); i++ {
+		if s[i] == '"' || s[i] == '\\' {
+			b = append(b, '\\')
+		}
+		b = append(b, s[i])
+	}
+	return string(b)
+}
+
+func randomHex(n int) string {
+	b := make([]byte, n)
+	_, _ = rand.Read(b) // crypto/rand.Read never fails
+	return hex.EncodeToString(b)
+}
+
+// ApplyPoolPass carries out one scaler pass's actions for a claimed pool in
+// one transaction, records each as an event, finishes a deleted pool whose
+// clusters are all gone, and releases the claim with the next pass due after
+// resync (after backoff when failed is set). It reports false when the claim
+// was lost (its lease ended and another pass took the pool): nothing is
+// written then.
+func (s *Store) ApplyPoolPass(ctx context.Context, claim fleet.PoolClaim, actions []fleet.ScaleAction, resync time.Duration, failed error) (bool, error) {
+	pool := claim.Input.Pool
+	held := false
+	err := s.transact(ctx, func(tx *gorm.DB) error {
+		var ids []string
+		if err := tx.Raw(`SELECT id FROM capacity_pools WHERE id = ? AND claimed_by = ? FOR UPDATE`, pool.ID, claim.Token).Scan(&ids).Error; err != nil || len(ids) == 0 {
+			return err
+		}
+		held = true
+		if failed != nil {
+			return tx.Exec(`UPDATE capacity_pools SET claimed_by = NULL, claimed_until = NULL, attempts = attempts + 1, last_error = ?,
+	next_pass_at = now() + make_interval(secs => least(300, 2 ^ least(attempts, 8))) WHERE id = ?`, storableText(failed.Error()), pool.ID).Error
+		}
+		for _, a := range actions {
+			if err := s.applyScaleAction(tx, claim.Input, a); err != nil {
+				return fmt.Errorf("%s %s: %w", a.Type, a.ClusterID, err)
+			}
+		}
+		if pool.DeletionRequestedAt != nil {
+			if err := tx.Exec(`UPDATE capacity_pools SET deleted_at = now() WHERE id = ? AND NOT EXISTS (SELECT 1 FROM pool_clusters pc
+	JOIN registrations r ON r.id = pc.registration_id AND r.deleted_at IS NULL WHERE pc.pool_id = ?)`, pool.ID, pool.ID).Error; err != nil {
+				return err
+			}
+		}
+		return tx.Exec(`UPDATE capacity_pools SET claimed_by = NULL, claimed_until = NULL, attempts = 0, last_error = '',
+	next_pass_at = now() + make_interval(secs => ?) WHERE id = ?`, resync.Seconds(), pool.ID).Error
+	})
+	if err != nil {
+		return held, fmt.Errorf("ApplyPoolPass(%s): %w", pool.ID, err)
+	}
+	if held && len(actions) > 0 {
+		s.wake(ChannelRegistrations)
+	}
+	return held, nil
+}
+
+// applyScaleAction writes one action and its event.
+func (s *Store) applyScaleAction(tx *gorm.DB, in fleet.ScalerInput, a fleet.ScaleAction) error {
+	pool := in.Pool
+	clusterID := a.ClusterID
+	switch a.Type {
+	case fleet.PoolEventClusterAdded:
+		id, err := s.addPoolCluster(tx, in)
+		if err != nil {
+			return err
+		}
+		clusterID = id
+	case fleet.PoolEventClusterRemoved:
+		if err := s.removePoolCluster(tx, clusterID); err != nil {
+			return err
+		}
+	case fleet.PoolEventNodesScaledUp, fleet.PoolEventNodesScaledDown, fleet.PoolEventClusterUpgraded:
+		if err := tx.Exec(`UPDATE pool_clusters SET replicas = ?, blueprint_version = ?, scaled_at = now() WHERE registration_id = ?`,
+			jsonText(a.Replicas), pool.BlueprintVersion, clusterID).Error; err != nil {
+			return err
+		}
+		if err := republishRegistration(tx, clusterID); err != nil {
+			return err
+		}
+	case fleet.PoolEventAddOnsDelivered:
+		if err := tx.Exec(`UPDATE pool_clusters SET add_ons_version = ? WHERE registration_id = ?`, pool.BlueprintVersion, clusterID).Error; err != nil {
+			return err
+		}
+		if err := republishRegistration(tx, clusterID); err != nil {
+			return err
+		}
+	default:
+		return fmt.Errorf("unknown scale action %q", a.Type)
+	}
+	return tx.Exec(`INSERT INTO pool_events (pool_id, cluster_id, type, reason, message) VALUES (?, ?, ?, ?, ?)`,
+		pool.ID, clusterID, a.Type, a.Reason, storableText(a.Message)).Error
+}
+
+// republishRegistration moves a registration's generation so that
+// provisioning_mgr publishes its objects anew.
+func republishRegistration(tx *gorm.DB, id string) error {
+	return tx.Exec(`UPDATE registrations SET generation = generation + 1, updated_at = now(), next_attempt_at = now(), attempts = 0
+WHERE id = ? AND deleted_at IS NULL AND deletion_requested_at IS NULL`, id).Error
+}
+
+// addPoolCluster registers a new cluster of the pool: a registration of the
+// pool's organisation, zone and region, owned by the pool's creator and
+// labelled with the pool, which provisioning_mgr places and delivers as any
+// other, and its pool_clusters row at the pool's version and initial replicas.
+func (s *Store) addPoolCluster(tx *gorm.DB, in fleet.ScalerInput) (string, error) {
+	pool := in.Pool
+	template := s.newRegistrationTemplate(fleet.Identity{OrgID: pool.OrgID, Username: pool.Owner})
+	for range 5 {
+		row, err := s.newRegistrationRow(template, fleet.RegistrationCreate{
+			Name: pool.Name + "-" + randomHex(3), Labels: map[string]string{fleet.LabelPoolID: pool.ID},
+			Zone: pool.Zone, Region: pool.Region, Product: fleet.ProductOCP,
+		})
+		if err != nil {
+			return "", err
+		}
+		// A savepoint: a name a user's registration took fails this try only.
+		err = tx.Transaction(func(sp *gorm.DB) error {
+			var set struct{ ID string }
+			if err := sp.Raw(insertRegistrationSQL, row.ID, row.OrgID, row.Owner, row.Name, row.DisplayName, jsonText(row.Labels), row.Zone, row.Region,
+				row.Product, row.Credentials, row.CredentialsKeyID, jsonText(row.Conditions), row.Phase, row.Generation, jsonText(row.HubConditions)).
+				Scan(&set).Error; err != nil {
+				return err
+			}
+			return sp.Exec(`INSERT INTO pool_clusters (registration_id, pool_id, org_id, cluster_name, blueprint_version, replicas, capacity_units)
+VALUES (?, ?, ?, ?, ?, ?, ?)`, row.ID, pool.ID, pool.OrgID, fleet.ManagedClusterName(row.toRegistration()), pool.BlueprintVersion,
+				jsonText(in.Spec.InitialReplicas()), pool.UnitsPerCluster).Error
+		})
+		if c, ok := uniqueViolation(err); ok && c == "registrations_org_name_live" {
+			continue
+		}
+		return row.ID, err
+	}
+	return "", fmt.Errorf("addPoolCluster(%s): no free cluster name after 5 tries", pool.ID)
+}
+
+// removePoolCluster marks a pool cluster removed and asks for its
+// registration's deregistration: deleting_mgr withdraws its objects, the
+// ClusterDeployment's deletion makes Hive deprovision it.
+func (s *Store) removePoolCluster(tx *gorm.DB, id string) error {
+	if err := tx.Exec(`UPDATE pool_clusters SET removing = true WHERE registration_id = ?`, id).Error; err != nil {
+		return err
+	}
+	var row registrationRow
+	if err := tx.Raw(`SELECT * FROM registrations WHERE id = ? AND deleted_at IS NULL FOR UPDATE`, id).Scan(&row).Error; err != nil {
+		return err
+	}
+	if row.ID == "" || row.DeletionRequestedAt != nil {
+		return nil
+	}
+	facts := factsOf(row)
+	facts.deletionRequested = true
+	return writeFacts(tx, id, facts, map[string]any{"updated_at": gorm.Expr("now()"), "next_attempt_at": gorm.Expr("now()"), "attempts": 0})
+}

@@ -1,0 +1,128 @@
+package reconcile
+
+import (
+	"context"
+	"log/slog"
+	"slices"
+	"sync"
+	"time"
+
+	"github.com/fleetmanager/fleet-manager/internal/fleet"
+)
+
+// PoolManager is pool_mgr: it keeps each capacity pool's clusters as its
+// scaler decides (fleet.Scale) from the pool's state in the database. A
+// pass claims the pools that are due or were woken (a reservation, an
+// update), decides and applies each pool's actions in one transaction under
+// its claim; the registrations it adds, changes or removes go on through
+// provisioning_mgr and deleting_mgr. Any number of replicas run it side by
+// side: a pool's lease keeps them apart.
+type PoolManager struct {
+	cfg     Config
+	scaler  fleet.ScalerConfig
+	queue   fleet.PoolQueue
+	owner   string
+	logger  *slog.Logger
+	metrics *Metrics
+
+	mu    sync.Mutex
+	woken map[string]bool
+}
+
+// poolBatch is how many pools one pass claims.
+const poolBatch = 50
+
+// NewPoolManager returns pool_mgr.
+func NewPoolManager(cfg Config, scaler fleet.ScalerConfig, queue fleet.PoolQueue, owner string, logger *slog.Logger, metrics *Metrics) *PoolManager {
+	return &PoolManager{cfg: cfg, scaler: scaler, queue: queue, owner: owner, logger: logger.With("reconciler", "pool_mgr"),
+		metrics: metrics, woken: map[string]bool{}}
+}
+
+// Run passes at start, on every wake-up (its payload a pool id, claimed
+// then even if not due), when a pass left work, and every PoolResync.
+func (m *PoolManager) Run(ctx context.Context, wake <-chan string) {
+	kick := make(chan string, 1)
+	if wake != nil {
+		go func() {
+			for {
+				select {
+				case <-ctx.Done():
+					return
+				case id := <-wake:
+					if id != "" { // "" is the listener's poll while it is down
+						m.mu.Lock()
+						m.woken[id] = true
+						m.mu.Unlock()
+					}
+					select {
+					case kick <- id:
+					default:
+					}
+				}
+			}
+		}()
+	}
+	loop(ctx, kick, m.cfg.PoolResync, m.pass)
+}
+
+// takeWoken returns and forgets the pools named by wake-ups since the last pass.
+func (m *PoolManager) takeWoken() []string {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	out := make([]string, 0, len(m.woken))
+	for id := range m.woken {
+		out = append(out, id)
+	}
+	clear(m.woken)
+	slices.Sort(out)
+	return out
+}
+
+func (m *PoolManager) pass(ctx context.Context) (time.Duration, bool) {
+	woken := m.takeWoken()
+	claims, err := untilAnswered(ctx, func(ctx context.Context) ([]fleet.PoolClaim, error) {
+		return m.queue.ClaimPools(ctx, m.owner, woken, poolBatch, m.cfg.Lease)
+	})
+	if err != nil {
+		if ctx.Err() == nil {
+			m.logger.Error("claiming capacity pools", errAttrs(err))
+		}
+		return m.cfg.Poll, true
+	}
+	for _, c := range claims {
+		m.reconcilePool(ctx, c)
+	}
+	if len(claims) == poolBatch {
+		return 0, true
+	}
+	return 0, false
+}
+
+// reconcilePool decides and applies one pool's pass.
+func (m *PoolManager) reconcilePool(ctx context.Context, c fleet.PoolClaim) {
+	defer logPanic(m.logger, c.Input.Pool.ID)
+	start := time.Now()
+	actions := fleet.Scale(c.Input, m.scaler)
+	held, err := untilAnswered(ctx, func(ctx context.Context) (bool, error) {
+		return m.queue.ApplyPoolPass(ctx, c, actions, m.cfg.PoolResync, nil)
+	})
+	outcome := outcomeDone
+	switch {
+	case err != nil:
+		outcome = outcomeError
+		m.logger.Error("applying a capacity pool's scaling", "pool_id", c.Input.Pool.ID, errAttrs(err))
+		// Record the failure under the claim, so the pool backs off.
+		if _, ferr := m.queue.ApplyPoolPass(ctx, c, nil, m.cfg.PoolResync, err); ferr != nil && ctx.Err() == nil {
+			m.logger.Error("recording a capacity pool's failed pass", "pool_id", c.Input.Pool.ID, errAttrs(ferr))
+		}
+	case !held:
+		outcome = outcomeLost
+	default:
+		for _, a := range actions {
+			m.metrics.poolActions.WithLabelValues(a.Type, a.Reason).Inc()
+			m.logger.Info("capacity pool scaled", "pool_id", c.Input.Pool.ID, "action", a.Type, "reason", a.Reason,
+				"cluster_id", a.ClusterID, "message", a.Message)
+		}
+	}
+	m.metrics.duration.WithLabelValues("pool_mgr", outcome).Observe(time.Since(start).Seconds())
+}
