@@ -151,7 +151,7 @@ func serve(ctx context.Context, opts serveOptions, logger *slog.Logger) error {
 		}, di.As(new(fleet.Authenticator))),
 		di.Provide(func(cfg postgres.Config, l *slog.Logger) *postgres.Listener {
 			return postgres.NewListener(cfg, l, postgres.ChannelRegistrations, postgres.ChannelHubs, postgres.ChannelHubRevision,
-				postgres.ChannelInventory)
+				postgres.ChannelInventory, postgres.ChannelPools)
 		}),
 		di.Provide(postgres.NewRevisionWatch),
 		di.Provide(postgres.NewInventoryWatch),
@@ -160,7 +160,7 @@ func serve(ctx context.Context, opts serveOptions, logger *slog.Logger) error {
 			watch *postgres.RevisionWatch, inventory *postgres.InventoryWatch, schema fleet.PolicyValidator, decide fleet.Authorizer) (*rest.Server, error) {
 			return rest.NewServer(ctx, cfg, l, a, m, rest.Services{Registrations: store, Hubs: store, Agents: store,
 				Inventory: store, Resources: store, Revisions: watch,
-				Feed: store, InventoryChanges: inventory, Policies: store, PolicySchema: schema, Authorizer: decide})
+				Feed: store, InventoryChanges: inventory, Policies: store, PolicySchema: schema, Pools: store, Authorizer: decide})
 		}),
 	)
 	if err != nil {

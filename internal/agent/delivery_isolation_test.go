@@ -55,7 +55,7 @@ func startDeliveryEnv(t *testing.T) *deliveryEnv {
 	}
 	logger := slog.New(slog.DiscardHandler)
 	listener := postgres.NewListener(dbCfg, logger, postgres.ChannelHubRevision, postgres.ChannelRegistrations,
-		postgres.ChannelHubs, postgres.ChannelInventory)
+		postgres.ChannelHubs, postgres.ChannelInventory, postgres.ChannelPools)
 	watch := postgres.NewRevisionWatch(listener)
 	cfg := rest.DefaultConfig()
 	metrics, err := rest.NewHTTPMetrics(cfg, prometheus.NewRegistry())

@@ -155,7 +155,7 @@ func DefaultRoleMap() RoleMap {
 }
 
 // The actions the code asks about: "<resource>:<verb>". The policy also
-// names the coming ones (pools, reservations, metrics, DNS records).
+// names the coming ones (metrics, DNS records).
 const (
 	ActionClustersList       = "clusters:list"
 	ActionClustersGet        = "clusters:get"
@@ -186,4 +186,18 @@ const (
 	ActionAgentInventory     = "agent:inventory"
 	ActionAgentResources     = "agent:resources"
 	ActionAgentRegistrations = "agent:registrations"
+	ActionBlueprintsList     = "blueprints:list"
+	ActionBlueprintsGet      = "blueprints:get"
+	ActionBlueprintsCreate   = "blueprints:create"
+	ActionBlueprintsUpdate   = "blueprints:update"
+	ActionBlueprintsDelete   = "blueprints:delete"
+	ActionPoolsList          = "pools:list"
+	ActionPoolsGet           = "pools:get"
+	ActionPoolsCreate        = "pools:create"
+	ActionPoolsUpdate        = "pools:update"
+	ActionPoolsDelete        = "pools:delete"
+	ActionReservationsList   = "reservations:list"
+	ActionReservationsGet    = "reservations:get"
+	ActionReservationsCreate = "reservations:create"
+	ActionReservationsDelete = "reservations:delete"
 )

@@ -1,6 +1,7 @@
 package fleet
 
 import (
+	"context"
 	"encoding/json"
 	"fmt"
 	"regexp"
@@ -569,3 +570,44 @@ const (
 	PoolEventAddOnsDelivered   = "AddOnsDelivered"
 	PoolEventCapacityExhausted = "CapacityExhausted"
 )
+
+// PoolService keeps an organisation's blueprints, capacity pools and
+// reservations; every call is scoped to the caller's organisation.
+type PoolService interface {
+	// CreateBlueprint stores a blueprint and its version 1. Errors:
+	// CodeValidation, CodeNameTaken, CodeOrgNotAllowed.
+	CreateBlueprint(ctx context.Context, caller Identity, name string, spec BlueprintSpec) (Blueprint, error)
+	ListBlueprints(ctx context.Context, org string, q ListQuery) ([]Blueprint, int, error)
+	FindBlueprint(ctx context.Context, org, id string) (Blueprint, error)
+	// DeleteBlueprint deletes a blueprint no live pool uses. Errors:
+	// CodeNotFound, CodeConflict.
+	DeleteBlueprint(ctx context.Context, org, id string) error
+	// CreateBlueprintVersion stores a blueprint's next version.
+	CreateBlueprintVersion(ctx context.Context, caller Identity, id string, spec BlueprintSpec) (BlueprintVersion, error)
+	ListBlueprintVersions(ctx context.Context, org, id string, q ListQuery) ([]BlueprintVersion, int, error)
+	FindBlueprintVersion(ctx context.Context, org, id string, version int) (BlueprintVersion, error)
+	// DeleteBlueprintVersion deletes a version no live pool uses, not the
+	// latest. Errors: CodeNotFound, CodeConflict.
+	DeleteBlueprintVersion(ctx context.Context, org, id string, version int) error
+	// CreatePool stores a pool. Errors: CodeValidation, CodeNameTaken,
+	// CodeZoneNotServed, CodeOrgNotAllowed.
+	CreatePool(ctx context.Context, caller Identity, create PoolCreate) (CapacityPool, error)
+	ListPools(ctx context.Context, org string, q ListQuery) ([]CapacityPool, int, error)
+	FindPool(ctx context.Context, org, id string) (CapacityPool, error)
+	// UpdatePool changes a pool under If-Match. Errors: CodeNotFound,
+	// CodeValidation, CodePreconditionFailed, CodeConflict (being deleted).
+	UpdatePool(ctx context.Context, org, id string, match *int64, update PoolUpdate) (CapacityPool, error)
+	// RequestPoolDeletion starts a pool's deletion. Errors: CodeNotFound,
+	// CodePreconditionFailed, CodeConflict (reservations held).
+	RequestPoolDeletion(ctx context.Context, org, id string, match *int64) error
+	ListPoolClusters(ctx context.Context, org, poolID string, q ListQuery) ([]PoolCluster, int, error)
+	ListPoolEvents(ctx context.Context, org, poolID string, q ListQuery) ([]PoolEvent, int, error)
+	// CreateReservation books units on the fullest cluster with room.
+	// Errors: CodeValidation, CodeNotFound, CodeCapacityExhausted,
+	// CodeConflict (pool being deleted).
+	CreateReservation(ctx context.Context, caller Identity, poolID string, create ReservationCreate) (Reservation, error)
+	ListReservations(ctx context.Context, org, poolID string, q ListQuery) ([]Reservation, int, error)
+	FindReservation(ctx context.Context, org, poolID, id string) (Reservation, error)
+	// DeleteReservation releases a reservation. Errors: CodeNotFound.
+	DeleteReservation(ctx context.Context, org, poolID, id string) error
+}

@@ -89,7 +89,8 @@ func (e *env) startReplica(opts replicaOptions) *replica {
 		e.t.Fatal(err)
 	}
 	logger := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
-	listener := postgres.NewListener(e.cfg, logger, postgres.ChannelRegistrations, postgres.ChannelHubs, postgres.ChannelInventory)
+	listener := postgres.NewListener(e.cfg, logger, postgres.ChannelRegistrations, postgres.ChannelHubs, postgres.ChannelInventory,
+		postgres.ChannelPools)
 	ctx, cancel := context.WithCancel(context.Background())
 	r := &replica{store: store, cancel: cancel}
 	var queue fleet.RegistrationQueue = postgres.NewQueue(store, postgres.QueueConfig{BackoffBase: 50 * time.Millisecond, BackoffMax: time.Second})

@@ -94,7 +94,7 @@ func newStackEnvWith(t testing.TB, f flavour, storeCfg postgres.StoreConfig) *st
 	store := postgres.NewStore(db, keyring, fleet.SystemClock{}, storeCfg, authorizer)
 	srv, err := rest.NewServer(context.Background(), f.http, logger, verifier, metrics,
 		rest.Services{Registrations: store, Hubs: store, Agents: store, Inventory: store, Resources: store, Revisions: startRevisionWatch(t, dbCfg),
-			Feed: store, InventoryChanges: startInventoryWatch(t, dbCfg), Policies: store, PolicySchema: policySchema(t),
+			Feed: store, InventoryChanges: startInventoryWatch(t, dbCfg), Policies: store, PolicySchema: policySchema(t), Pools: store,
 			Authorizer: authorizer})
 	if err != nil {
 		t.Fatalf("NewServer(): %v", err)
@@ -161,14 +161,15 @@ func (e *stackEnv) startReconcilers(t *testing.T) {
 	t.Helper()
 	store := postgres.NewStore(pgtest.Open(t, e.dbCfg), e.keyring, fleet.SystemClock{}, e.storeCfg, authz.MustDefault())
 	cfg := reconcile.DefaultConfig()
-	cfg.Lease, cfg.RemovalTimeout, cfg.StatsInterval = 10*time.Second, time.Hour, time.Second
+	cfg.Lease, cfg.RemovalTimeout, cfg.StatsInterval, cfg.PoolResync = 10*time.Second, time.Hour, time.Second, 200*time.Millisecond
 	metrics, err := reconcile.NewMetrics("test", prometheus.NewRegistry())
 	if err != nil {
 		t.Fatalf("reconcile.NewMetrics(): %v", err)
 	}
 	logs := &logtest.Buffer{}
 	logger := slog.New(slog.NewTextHandler(logs, &slog.HandlerOptions{Level: slog.LevelInfo}))
-	listener := postgres.NewListener(e.dbCfg, logger, postgres.ChannelRegistrations, postgres.ChannelHubs, postgres.ChannelInventory)
+	listener := postgres.NewListener(e.dbCfg, logger, postgres.ChannelRegistrations, postgres.ChannelHubs, postgres.ChannelInventory,
+		postgres.ChannelPools)
 	ctx, cancel := context.WithCancel(context.Background())
 	running, err := reconcile.Start(ctx, reconcile.Set{
 		Config: cfg, Store: store, Pools: store, Scaler: fleet.DefaultScalerConfig(), TombstoneTables: postgres.TombstoneTables(),

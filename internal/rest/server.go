@@ -31,6 +31,8 @@ type Services struct {
 	// Policies keeps configuration policies; PolicySchema checks their bodies.
 	Policies     fleet.PolicyService
 	PolicySchema fleet.PolicyValidator
+	// Pools keeps blueprints, capacity pools and reservations.
+	Pools fleet.PoolService
 	// Authorizer is the one decision point every handler asks.
 	Authorizer fleet.Authorizer
 }
@@ -128,6 +130,27 @@ func (s *Server) handlers() map[string]handlerFunc {
 		"deletePolicy":         s.handlePolicyDelete,
 		"listPolicyCompliance": s.can(fleet.ActionPoliciesCompliance, "policy", s.handlePolicyComplianceList),
 		"getComplianceSummary": s.can(fleet.ActionComplianceSummary, "policy", s.handleComplianceSummaryGet),
+
+		// Blueprints, capacity pools and reservations.
+		"listBlueprints":           s.can(fleet.ActionBlueprintsList, "blueprint", s.handleBlueprintList),
+		"createBlueprint":          s.can(fleet.ActionBlueprintsCreate, "blueprint", s.handleBlueprintCreate),
+		"getBlueprint":             s.can(fleet.ActionBlueprintsGet, "blueprint", s.handleBlueprintGet),
+		"deleteBlueprint":          s.handleBlueprintDelete,
+		"listBlueprintVersions":    s.can(fleet.ActionBlueprintsGet, "blueprint", s.handleBlueprintVersionList),
+		"createBlueprintVersion":   s.handleBlueprintVersionCreate,
+		"getBlueprintVersion":      s.can(fleet.ActionBlueprintsGet, "blueprint", s.handleBlueprintVersionGet),
+		"deleteBlueprintVersion":   s.handleBlueprintVersionDelete,
+		"listCapacityPools":        s.can(fleet.ActionPoolsList, "pool", s.handlePoolList),
+		"createCapacityPool":       s.can(fleet.ActionPoolsCreate, "pool", s.handlePoolCreate),
+		"getCapacityPool":          s.can(fleet.ActionPoolsGet, "pool", s.handlePoolGet),
+		"updateCapacityPool":       s.handlePoolUpdate,
+		"deleteCapacityPool":       s.handlePoolDelete,
+		"listCapacityPoolClusters": s.can(fleet.ActionPoolsGet, "pool", s.handlePoolClusterList),
+		"listCapacityPoolEvents":   s.can(fleet.ActionPoolsGet, "pool", s.handlePoolEventList),
+		"listReservations":         s.can(fleet.ActionReservationsList, "reservation", s.handleReservationList),
+		"createReservation":        s.can(fleet.ActionReservationsCreate, "reservation", s.handleReservationCreate),
+		"getReservation":           s.can(fleet.ActionReservationsGet, "reservation", s.handleReservationGet),
+		"deleteReservation":        s.handleReservationDelete,
 	}
 }
 

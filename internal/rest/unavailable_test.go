@@ -59,7 +59,7 @@ func newOutageEnv(t *testing.T, httpCfg rest.Config) *outageEnv {
 	store := postgres.NewStore(pgtest.Open(t, cfg), newTestKeyring(t), fleet.SystemClock{}, testStoreConfig(), authorizer)
 	srv, err := rest.NewServer(context.Background(), f.http, logger, verifier, metrics,
 		rest.Services{Registrations: store, Hubs: store, Agents: store, Inventory: store, Resources: store, Revisions: startRevisionWatch(t, direct),
-			Feed: store, InventoryChanges: startInventoryWatch(t, direct), Policies: store, PolicySchema: policySchema(t),
+			Feed: store, InventoryChanges: startInventoryWatch(t, direct), Policies: store, PolicySchema: policySchema(t), Pools: store,
 			Authorizer: authorizer})
 	if err != nil {
 		t.Fatalf("NewServer(): %v", err)

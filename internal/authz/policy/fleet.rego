@@ -24,7 +24,7 @@ family := parts[0]
 verb := parts[1]
 
 # Families whose resources belong to an organisation.
-org_families := {"clusters", "policies", "compliance", "inventory", "pools", "reservations", "dns_records"}
+org_families := {"clusters", "policies", "compliance", "inventory", "blueprints", "pools", "reservations", "dns_records"}
 
 # Families of the fleet's own resources, for fleet admins and viewers.
 fleet_families := {"hubs", "resources", "metrics"}
@@ -38,7 +38,7 @@ owner_verbs := {"update", "delete", "import", "cancel"}
 fleet_viewer_actions := {
 	"hubs:list", "hubs:get", "resources:list", "resources:watch",
 	"inventory:list", "inventory:get", "inventory:watch", "metrics:read",
-	"pools:list", "pools:get", "reservations:list", "reservations:get",
+	"blueprints:list", "blueprints:get", "pools:list", "pools:get", "reservations:list", "reservations:get",
 }
 
 own_org if {

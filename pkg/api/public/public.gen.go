@@ -17,6 +17,135 @@ import (
 	"github.com/oapi-codegen/runtime"
 )
 
+// Defines values for BlueprintKind.
+const (
+	BlueprintKindBlueprint BlueprintKind = "Blueprint"
+)
+
+// Valid indicates whether the value is a known member of the BlueprintKind enum.
+func (e BlueprintKind) Valid() bool {
+	switch e {
+	case BlueprintKindBlueprint:
+		return true
+	default:
+		return false
+	}
+}
+
+// Defines values for BlueprintListKind.
+const (
+	BlueprintListKindBlueprintList BlueprintListKind = "BlueprintList"
+)
+
+// Valid indicates whether the value is a known member of the BlueprintListKind enum.
+func (e BlueprintListKind) Valid() bool {
+	switch e {
+	case BlueprintListKindBlueprintList:
+		return true
+	default:
+		return false
+	}
+}
+
+// Defines values for BlueprintVersionKind.
+const (
+	BlueprintVersionKindBlueprintVersion BlueprintVersionKind = "BlueprintVersion"
+)
+
+// Valid indicates whether the value is a known member of the BlueprintVersionKind enum.
+func (e BlueprintVersionKind) Valid() bool {
+	switch e {
+	case BlueprintVersionKindBlueprintVersion:
+		return true
+	default:
+		return false
+	}
+}
+
+// Defines values for BlueprintVersionListKind.
+const (
+	BlueprintVersionListKindBlueprintVersionList BlueprintVersionListKind = "BlueprintVersionList"
+)
+
+// Valid indicates whether the value is a known member of the BlueprintVersionListKind enum.
+func (e BlueprintVersionListKind) Valid() bool {
+	switch e {
+	case BlueprintVersionListKindBlueprintVersionList:
+		return true
+	default:
+		return false
+	}
+}
+
+// Defines values for CapacityPoolKind.
+const (
+	CapacityPoolKindCapacityPool CapacityPoolKind = "CapacityPool"
+)
+
+// Valid indicates whether the value is a known member of the CapacityPoolKind enum.
+func (e CapacityPoolKind) Valid() bool {
+	switch e {
+	case CapacityPoolKindCapacityPool:
+		return true
+	default:
+		return false
+	}
+}
+
+// Defines values for CapacityPoolPhase.
+const (
+	CapacityPoolActive   CapacityPoolPhase = "active"
+	CapacityPoolDeleting CapacityPoolPhase = "deleting"
+)
+
+// Valid indicates whether the value is a known member of the CapacityPoolPhase enum.
+func (e CapacityPoolPhase) Valid() bool {
+	switch e {
+	case CapacityPoolActive:
+		return true
+	case CapacityPoolDeleting:
+		return true
+	default:
+		return false
+	}
+}
+
+// Defines values for CapacityPoolListKind.
+const (
+	CapacityPoolListKindCapacityPoolList CapacityPoolListKind = "CapacityPoolList"
+)
+
+// Valid indicates whether the value is a known member of the CapacityPoolListKind enum.
+func (e CapacityPoolListKind) Valid() bool {
+	switch e {
+	case CapacityPoolListKindCapacityPoolList:
+		return true
+	default:
+		return false
+	}
+}
+
+// Defines values for Cloud.
+const (
+	CloudAWS   Cloud = "aws"
+	CloudAzure Cloud = "azure"
+	CloudGCP   Cloud = "gcp"
+)
+
+// Valid indicates whether the value is a known member of the Cloud enum.
+func (e Cloud) Valid() bool {
+	switch e {
+	case CloudAWS:
+		return true
+	case CloudAzure:
+		return true
+	case CloudGCP:
+		return true
+	default:
+		return false
+	}
+}
+
 // Defines values for ClusterKind.
 const (
 	ClusterKindCluster ClusterKind = "Cluster"
@@ -383,6 +512,93 @@ func (e PolicyListKind) Valid() bool {
 	}
 }
 
+// Defines values for PoolClusterKind.
+const (
+	PoolClusterKindPoolCluster PoolClusterKind = "PoolCluster"
+)
+
+// Valid indicates whether the value is a known member of the PoolClusterKind enum.
+func (e PoolClusterKind) Valid() bool {
+	switch e {
+	case PoolClusterKindPoolCluster:
+		return true
+	default:
+		return false
+	}
+}
+
+// Defines values for PoolClusterListKind.
+const (
+	PoolClusterListKindPoolClusterList PoolClusterListKind = "PoolClusterList"
+)
+
+// Valid indicates whether the value is a known member of the PoolClusterListKind enum.
+func (e PoolClusterListKind) Valid() bool {
+	switch e {
+	case PoolClusterListKindPoolClusterList:
+		return true
+	default:
+		return false
+	}
+}
+
+// Defines values for PoolClusterState.
+const (
+	PoolClusterDeprovisioning PoolClusterState = "deprovisioning"
+	PoolClusterFailed         PoolClusterState = "failed"
+	PoolClusterProvisioning   PoolClusterState = "provisioning"
+	PoolClusterReady          PoolClusterState = "ready"
+	PoolClusterScaling        PoolClusterState = "scaling"
+)
+
+// Valid indicates whether the value is a known member of the PoolClusterState enum.
+func (e PoolClusterState) Valid() bool {
+	switch e {
+	case PoolClusterDeprovisioning:
+		return true
+	case PoolClusterFailed:
+		return true
+	case PoolClusterProvisioning:
+		return true
+	case PoolClusterReady:
+		return true
+	case PoolClusterScaling:
+		return true
+	default:
+		return false
+	}
+}
+
+// Defines values for PoolEventKind.
+const (
+	PoolEventKindPoolEvent PoolEventKind = "PoolEvent"
+)
+
+// Valid indicates whether the value is a known member of the PoolEventKind enum.
+func (e PoolEventKind) Valid() bool {
+	switch e {
+	case PoolEventKindPoolEvent:
+		return true
+	default:
+		return false
+	}
+}
+
+// Defines values for PoolEventListKind.
+const (
+	PoolEventListKindPoolEventList PoolEventListKind = "PoolEventList"
+)
+
+// Valid indicates whether the value is a known member of the PoolEventListKind enum.
+func (e PoolEventListKind) Valid() bool {
+	switch e {
+	case PoolEventListKindPoolEventList:
+		return true
+	default:
+		return false
+	}
+}
+
 // Defines values for Product.
 const (
 	AKS        Product = "AKS"
@@ -420,6 +636,274 @@ func (e Product) Valid() bool {
 	default:
 		return false
 	}
+}
+
+// Defines values for ReservationKind.
+const (
+	ReservationKindReservation ReservationKind = "Reservation"
+)
+
+// Valid indicates whether the value is a known member of the ReservationKind enum.
+func (e ReservationKind) Valid() bool {
+	switch e {
+	case ReservationKindReservation:
+		return true
+	default:
+		return false
+	}
+}
+
+// Defines values for ReservationListKind.
+const (
+	ReservationListKindReservationList ReservationListKind = "ReservationList"
+)
+
+// Valid indicates whether the value is a known member of the ReservationListKind enum.
+func (e ReservationListKind) Valid() bool {
+	switch e {
+	case ReservationListKindReservationList:
+		return true
+	default:
+		return false
+	}
+}
+
+// Defines values for SizeClass.
+const (
+	SizeLarge  SizeClass = "large"
+	SizeMedium SizeClass = "medium"
+	SizeSmall  SizeClass = "small"
+	SizeXLarge SizeClass = "xlarge"
+)
+
+// Valid indicates whether the value is a known member of the SizeClass enum.
+func (e SizeClass) Valid() bool {
+	switch e {
+	case SizeLarge:
+		return true
+	case SizeMedium:
+		return true
+	case SizeSmall:
+		return true
+	case SizeXLarge:
+		return true
+	default:
+		return false
+	}
+}
+
+// Defines values for TaintEffect.
+const (
+	TaintNoExecute        TaintEffect = "NoExecute"
+	TaintNoSchedule       TaintEffect = "NoSchedule"
+	TaintPreferNoSchedule TaintEffect = "PreferNoSchedule"
+)
+
+// Valid indicates whether the value is a known member of the TaintEffect enum.
+func (e TaintEffect) Valid() bool {
+	switch e {
+	case TaintNoExecute:
+		return true
+	case TaintNoSchedule:
+		return true
+	case TaintPreferNoSchedule:
+		return true
+	default:
+		return false
+	}
+}
+
+// AddOn Kubernetes manifests delivered, as one ManifestWork, to every cluster of a pool once it has joined its hub.
+type AddOn struct {
+	Manifests []map[string]interface{} `json:"manifests"`
+	Name      string                   `json:"name"`
+}
+
+// Blueprint defines model for Blueprint.
+type Blueprint struct {
+	CreatedAt     time.Time     `json:"created_at"`
+	CreatedBy     *string       `json:"created_by,omitempty"`
+	Href          string        `json:"href"`
+	Id            string        `json:"id"`
+	Kind          BlueprintKind `json:"kind"`
+	LatestVersion int           `json:"latest_version"`
+	Name          string        `json:"name"`
+	Spec          BlueprintSpec `json:"spec"`
+	UpdatedAt     time.Time     `json:"updated_at"`
+}
+
+// BlueprintKind defines model for Blueprint.Kind.
+type BlueprintKind string
+
+// BlueprintCreate defines model for BlueprintCreate.
+type BlueprintCreate struct {
+	Name string        `json:"name"`
+	Spec BlueprintSpec `json:"spec"`
+}
+
+// BlueprintList defines model for BlueprintList.
+type BlueprintList struct {
+	Items []Blueprint       `json:"items"`
+	Kind  BlueprintListKind `json:"kind"`
+	Page  int               `json:"page"`
+	Size  int               `json:"size"`
+	Total int               `json:"total"`
+}
+
+// BlueprintListKind defines model for BlueprintList.Kind.
+type BlueprintListKind string
+
+// BlueprintSpec defines model for BlueprintSpec.
+type BlueprintSpec struct {
+	AddOns *[]AddOn `json:"add_ons,omitempty"`
+
+	// ControlPlaneSize A node size; each deployment maps it to each cloud's instance type (`--pool-instance-types`).
+	ControlPlaneSize SizeClass     `json:"control_plane_size"`
+	MachinePools     []MachinePool `json:"machine_pools"`
+
+	// Overrides Per-cloud instance types; never required.
+	Overrides *struct {
+		// Aws Instance types that replace, on one cloud, what the size classes map to.
+		Aws *CloudOverride `json:"aws,omitempty"`
+
+		// Azure Instance types that replace, on one cloud, what the size classes map to.
+		Azure *CloudOverride `json:"azure,omitempty"`
+
+		// Gcp Instance types that replace, on one cloud, what the size classes map to.
+		Gcp *CloudOverride `json:"gcp,omitempty"`
+	} `json:"overrides,omitempty"`
+
+	// Release The OpenShift release, e.g. 4.16.3.
+	Release string `json:"release"`
+}
+
+// BlueprintVersion defines model for BlueprintVersion.
+type BlueprintVersion struct {
+	BlueprintId string               `json:"blueprint_id"`
+	CreatedAt   time.Time            `json:"created_at"`
+	Href        string               `json:"href"`
+	Kind        BlueprintVersionKind `json:"kind"`
+
+	// PoolCount How many pools are on this version.
+	PoolCount int           `json:"pool_count"`
+	Spec      BlueprintSpec `json:"spec"`
+	Version   int           `json:"version"`
+}
+
+// BlueprintVersionKind defines model for BlueprintVersion.Kind.
+type BlueprintVersionKind string
+
+// BlueprintVersionCreate defines model for BlueprintVersionCreate.
+type BlueprintVersionCreate struct {
+	Spec BlueprintSpec `json:"spec"`
+}
+
+// BlueprintVersionList defines model for BlueprintVersionList.
+type BlueprintVersionList struct {
+	Items []BlueprintVersion       `json:"items"`
+	Kind  BlueprintVersionListKind `json:"kind"`
+	Page  int                      `json:"page"`
+	Size  int                      `json:"size"`
+	Total int                      `json:"total"`
+}
+
+// BlueprintVersionListKind defines model for BlueprintVersionList.Kind.
+type BlueprintVersionListKind string
+
+// CapacityPool defines model for CapacityPool.
+type CapacityPool struct {
+	// AddClusterPercent 0 when the pool uses the deployment's default.
+	AddClusterPercent *int   `json:"add_cluster_percent,omitempty"`
+	BlueprintId       string `json:"blueprint_id"`
+	BlueprintVersion  int    `json:"blueprint_version"`
+	Cloud             Cloud  `json:"cloud"`
+
+	// ClusterCount The pool's clusters not being removed.
+	ClusterCount  int               `json:"cluster_count"`
+	CreatedAt     time.Time         `json:"created_at"`
+	CreatedBy     *string           `json:"created_by,omitempty"`
+	Generation    int64             `json:"generation"`
+	Href          string            `json:"href"`
+	Id            string            `json:"id"`
+	Kind          CapacityPoolKind  `json:"kind"`
+	MaxClusters   int               `json:"max_clusters"`
+	MinClusters   int               `json:"min_clusters"`
+	Name          string            `json:"name"`
+	Phase         CapacityPoolPhase `json:"phase"`
+	Region        string            `json:"region"`
+	ReservedUnits int64             `json:"reserved_units"`
+
+	// ScaleUpPercent 0 when the pool uses the deployment's default.
+	ScaleUpPercent  *int      `json:"scale_up_percent,omitempty"`
+	UnitsPerCluster int       `json:"units_per_cluster"`
+	UpdatedAt       time.Time `json:"updated_at"`
+	Zone            string    `json:"zone"`
+}
+
+// CapacityPoolKind defines model for CapacityPool.Kind.
+type CapacityPoolKind string
+
+// CapacityPoolPhase defines model for CapacityPool.Phase.
+type CapacityPoolPhase string
+
+// CapacityPoolCreate defines model for CapacityPoolCreate.
+type CapacityPoolCreate struct {
+	// AddClusterPercent When every cluster has reserved this share of its capacity, a cluster is added (the deployment's default when absent).
+	AddClusterPercent *int   `json:"add_cluster_percent,omitempty"`
+	BlueprintId       string `json:"blueprint_id"`
+	BlueprintVersion  int    `json:"blueprint_version"`
+	Cloud             Cloud  `json:"cloud"`
+
+	// Credentials What Hive installs the pool's clusters with: the cloud account's secret keys (e.g. aws_access_key_id and aws_secret_access_key) and the pull secret. Write-only.
+	Credentials PoolCredentials `json:"credentials"`
+	MaxClusters int             `json:"max_clusters"`
+	MinClusters int             `json:"min_clusters"`
+	Name        string          `json:"name"`
+	Region      string          `json:"region"`
+
+	// ScaleUpPercent A cluster whose reservations reach this share of what its nodes hold gets a step more nodes (the deployment's default when absent).
+	ScaleUpPercent *int `json:"scale_up_percent,omitempty"`
+
+	// UnitsPerCluster A cluster's capacity in the service's own units (kas counts streaming units), at its scaled machine pools' maximum.
+	UnitsPerCluster int `json:"units_per_cluster"`
+
+	// Zone The data-sovereignty zone; the deployment's default zone when absent.
+	Zone *string `json:"zone,omitempty"`
+}
+
+// CapacityPoolList defines model for CapacityPoolList.
+type CapacityPoolList struct {
+	Items []CapacityPool       `json:"items"`
+	Kind  CapacityPoolListKind `json:"kind"`
+	Page  int                  `json:"page"`
+	Size  int                  `json:"size"`
+	Total int                  `json:"total"`
+}
+
+// CapacityPoolListKind defines model for CapacityPoolList.Kind.
+type CapacityPoolListKind string
+
+// CapacityPoolPatch defines model for CapacityPoolPatch.
+type CapacityPoolPatch struct {
+	AddClusterPercent *int `json:"add_cluster_percent,omitempty"`
+	BlueprintVersion  *int `json:"blueprint_version,omitempty"`
+
+	// Credentials What Hive installs the pool's clusters with: the cloud account's secret keys (e.g. aws_access_key_id and aws_secret_access_key) and the pull secret. Write-only.
+	Credentials    *PoolCredentials `json:"credentials,omitempty"`
+	MaxClusters    *int             `json:"max_clusters,omitempty"`
+	MinClusters    *int             `json:"min_clusters,omitempty"`
+	ScaleUpPercent *int             `json:"scale_up_percent,omitempty"`
+}
+
+// Cloud defines model for Cloud.
+type Cloud string
+
+// CloudOverride Instance types that replace, on one cloud, what the size classes map to.
+type CloudOverride struct {
+	ControlPlaneInstanceType *string `json:"control_plane_instance_type,omitempty"`
+
+	// MachinePoolInstanceTypes Machine pool name to instance type.
+	MachinePoolInstanceTypes *map[string]string `json:"machine_pool_instance_types,omitempty"`
 }
 
 // Cluster defines model for Cluster.
@@ -708,6 +1192,23 @@ type LabelSelectorMatchExpressionsOperator string
 // Labels Kubernetes labels; they end up on the hub's ManagedCluster.
 type Labels map[string]string
 
+// MachinePool A pool of worker nodes: fixed `replicas`, or `autoscaling` bounds within which the pool manager sizes it as reservations fill the cluster (one of the two).
+type MachinePool struct {
+	Autoscaling *struct {
+		MaxReplicas int `json:"max_replicas"`
+		MinReplicas int `json:"min_replicas"`
+	} `json:"autoscaling,omitempty"`
+
+	// Labels Kubernetes labels; they end up on the hub's ManagedCluster.
+	Labels   *Labels `json:"labels,omitempty"`
+	Name     string  `json:"name"`
+	Replicas *int    `json:"replicas,omitempty"`
+
+	// Size A node size; each deployment maps it to each cloud's instance type (`--pool-instance-types`).
+	Size   SizeClass `json:"size"`
+	Taints *[]Taint  `json:"taints,omitempty"`
+}
+
 // ManagedCluster defines model for ManagedCluster.
 type ManagedCluster struct {
 	Allocatable StringMap               `json:"allocatable"`
@@ -871,11 +1372,151 @@ type PolicyUpdate struct {
 	Policy PolicyBody `json:"policy"`
 }
 
+// PoolCluster defines model for PoolCluster.
+type PoolCluster struct {
+	Allocatable *StringMap `json:"allocatable,omitempty"`
+	ApiUrl      *string    `json:"api_url,omitempty"`
+
+	// BlueprintVersion The blueprint version the cluster runs.
+	BlueprintVersion int        `json:"blueprint_version"`
+	Capacity         *StringMap `json:"capacity,omitempty"`
+	CapacityUnits    int        `json:"capacity_units"`
+	ConsoleUrl       *string    `json:"console_url,omitempty"`
+	CreatedAt        time.Time  `json:"created_at"`
+	FreeUnits        int        `json:"free_units"`
+
+	// HoldableUnits The units the cluster's current nodes hold.
+	HoldableUnits int     `json:"holdable_units"`
+	Href          string  `json:"href"`
+	Hub           *HubRef `json:"hub,omitempty"`
+
+	// Id The cluster's registration id (`GET /clusters/{id}`).
+	Id           string          `json:"id"`
+	Kind         PoolClusterKind `json:"kind"`
+	MachinePools []struct {
+		Name string `json:"name"`
+
+		// Nodes The nodes the hub reports (absent until reported).
+		Nodes *int `json:"nodes,omitempty"`
+
+		// Replicas The nodes asked for.
+		Replicas int `json:"replicas"`
+	} `json:"machine_pools"`
+	Name          string           `json:"name"`
+	PoolId        string           `json:"pool_id"`
+	ReservedUnits int              `json:"reserved_units"`
+	ScaledAt      *time.Time       `json:"scaled_at,omitempty"`
+	State         PoolClusterState `json:"state"`
+}
+
+// PoolClusterKind defines model for PoolCluster.Kind.
+type PoolClusterKind string
+
+// PoolClusterList defines model for PoolClusterList.
+type PoolClusterList struct {
+	Items []PoolCluster       `json:"items"`
+	Kind  PoolClusterListKind `json:"kind"`
+	Page  int                 `json:"page"`
+	Size  int                 `json:"size"`
+	Total int                 `json:"total"`
+}
+
+// PoolClusterListKind defines model for PoolClusterList.Kind.
+type PoolClusterListKind string
+
+// PoolClusterState defines model for PoolClusterState.
+type PoolClusterState string
+
+// PoolCredentials What Hive installs the pool's clusters with: the cloud account's secret keys (e.g. aws_access_key_id and aws_secret_access_key) and the pull secret. Write-only.
+type PoolCredentials struct {
+	Cloud      map[string]string `json:"cloud"`
+	PullSecret string            `json:"pull_secret"`
+}
+
+// PoolEvent defines model for PoolEvent.
+type PoolEvent struct {
+	At        time.Time     `json:"at"`
+	ClusterId *string       `json:"cluster_id,omitempty"`
+	Id        string        `json:"id"`
+	Kind      PoolEventKind `json:"kind"`
+	Message   string        `json:"message"`
+
+	// Reason Why, e.g. BelowMinimum, PoolFull, NoRoomForReservation, ThresholdReached, Idle, PoolDeleted.
+	Reason string `json:"reason"`
+
+	// Type ClusterAdded, ClusterRemoved, NodesScaledUp, NodesScaledDown, BlueprintVersionApplied or AddOnsDelivered.
+	Type string `json:"type"`
+}
+
+// PoolEventKind defines model for PoolEvent.Kind.
+type PoolEventKind string
+
+// PoolEventList defines model for PoolEventList.
+type PoolEventList struct {
+	Items []PoolEvent       `json:"items"`
+	Kind  PoolEventListKind `json:"kind"`
+	Page  int               `json:"page"`
+	Size  int               `json:"size"`
+	Total int               `json:"total"`
+}
+
+// PoolEventListKind defines model for PoolEventList.Kind.
+type PoolEventListKind string
+
 // Product defines model for Product.
 type Product string
 
+// Reservation defines model for Reservation.
+type Reservation struct {
+	// ClusterId The pool cluster the instance goes to.
+	ClusterId  string          `json:"cluster_id"`
+	CreatedAt  time.Time       `json:"created_at"`
+	CreatedBy  *string         `json:"created_by,omitempty"`
+	Href       string          `json:"href"`
+	Id         string          `json:"id"`
+	InstanceId *string         `json:"instance_id,omitempty"`
+	Kind       ReservationKind `json:"kind"`
+	PoolId     string          `json:"pool_id"`
+	Units      int             `json:"units"`
+}
+
+// ReservationKind defines model for Reservation.Kind.
+type ReservationKind string
+
+// ReservationCreate defines model for ReservationCreate.
+type ReservationCreate struct {
+	// InstanceId The service instance the room is for, for the service's own books.
+	InstanceId *string `json:"instance_id,omitempty"`
+	Units      int     `json:"units"`
+}
+
+// ReservationList defines model for ReservationList.
+type ReservationList struct {
+	Items []Reservation       `json:"items"`
+	Kind  ReservationListKind `json:"kind"`
+	Page  int                 `json:"page"`
+	Size  int                 `json:"size"`
+	Total int                 `json:"total"`
+}
+
+// ReservationListKind defines model for ReservationList.Kind.
+type ReservationListKind string
+
+// SizeClass A node size; each deployment maps it to each cloud's instance type (`--pool-instance-types`).
+type SizeClass string
+
 // StringMap defines model for StringMap.
 type StringMap map[string]string
+
+// Taint defines model for Taint.
+type Taint struct {
+	Effect TaintEffect `json:"effect"`
+	Key    string      `json:"key"`
+	Value  *string     `json:"value,omitempty"`
+}
+
+// TaintEffect defines model for Taint.Effect.
+type TaintEffect string
 
 // Id defines model for id.
 type Id = string
@@ -889,11 +1530,17 @@ type OrderBy = string
 // Page defines model for page.
 type Page = int
 
+// ReservationId defines model for reservationId.
+type ReservationId = string
+
 // Search defines model for search.
 type Search = string
 
 // Size defines model for size.
 type Size = int
+
+// Version defines model for version.
+type Version = int
 
 // BadRequest The OCM error body. `code` is stable; `reason` is for people.
 type BadRequest = Error
@@ -921,6 +1568,114 @@ type Unauthenticated = Error
 
 // Unavailable The OCM error body. `code` is stable; `reason` is for people.
 type Unavailable = Error
+
+// ListBlueprintsParams defines parameters for ListBlueprints.
+type ListBlueprintsParams struct {
+	// Page The page to return, from 1.
+	Page *Page `form:"page,omitempty" json:"page,omitempty"`
+
+	// Size How many items a page holds.
+	Size *Size `form:"size,omitempty" json:"size,omitempty"`
+
+	// Search A filter in the search language, e.g. `name = 'a' and region in ('x','y') and labels.env = 'prod'`:
+	// comparisons (=, !=, <, <=, >, >=), in, not in, like, ilike, is null, and, or, not, parentheses.
+	Search *Search `form:"search,omitempty" json:"search,omitempty"`
+
+	// OrderBy Comma-separated fields, each optionally followed by asc or desc, e.g. `name asc, created_at desc`.
+	OrderBy *OrderBy `form:"orderBy,omitempty" json:"orderBy,omitempty"`
+}
+
+// ListBlueprintVersionsParams defines parameters for ListBlueprintVersions.
+type ListBlueprintVersionsParams struct {
+	// Page The page to return, from 1.
+	Page *Page `form:"page,omitempty" json:"page,omitempty"`
+
+	// Size How many items a page holds.
+	Size *Size `form:"size,omitempty" json:"size,omitempty"`
+
+	// Search A filter in the search language, e.g. `name = 'a' and region in ('x','y') and labels.env = 'prod'`:
+	// comparisons (=, !=, <, <=, >, >=), in, not in, like, ilike, is null, and, or, not, parentheses.
+	Search *Search `form:"search,omitempty" json:"search,omitempty"`
+
+	// OrderBy Comma-separated fields, each optionally followed by asc or desc, e.g. `name asc, created_at desc`.
+	OrderBy *OrderBy `form:"orderBy,omitempty" json:"orderBy,omitempty"`
+}
+
+// ListCapacityPoolsParams defines parameters for ListCapacityPools.
+type ListCapacityPoolsParams struct {
+	// Page The page to return, from 1.
+	Page *Page `form:"page,omitempty" json:"page,omitempty"`
+
+	// Size How many items a page holds.
+	Size *Size `form:"size,omitempty" json:"size,omitempty"`
+
+	// Search A filter in the search language, e.g. `name = 'a' and region in ('x','y') and labels.env = 'prod'`:
+	// comparisons (=, !=, <, <=, >, >=), in, not in, like, ilike, is null, and, or, not, parentheses.
+	Search *Search `form:"search,omitempty" json:"search,omitempty"`
+
+	// OrderBy Comma-separated fields, each optionally followed by asc or desc, e.g. `name asc, created_at desc`.
+	OrderBy *OrderBy `form:"orderBy,omitempty" json:"orderBy,omitempty"`
+}
+
+// DeleteCapacityPoolParams defines parameters for DeleteCapacityPool.
+type DeleteCapacityPoolParams struct {
+	// IfMatch The ETag of the version the change is based on; a mismatch answers 412.
+	IfMatch *IfMatch `json:"If-Match,omitempty"`
+}
+
+// UpdateCapacityPoolParams defines parameters for UpdateCapacityPool.
+type UpdateCapacityPoolParams struct {
+	// IfMatch The ETag of the version the change is based on; a mismatch answers 412.
+	IfMatch *IfMatch `json:"If-Match,omitempty"`
+}
+
+// ListCapacityPoolClustersParams defines parameters for ListCapacityPoolClusters.
+type ListCapacityPoolClustersParams struct {
+	// Page The page to return, from 1.
+	Page *Page `form:"page,omitempty" json:"page,omitempty"`
+
+	// Size How many items a page holds.
+	Size *Size `form:"size,omitempty" json:"size,omitempty"`
+
+	// Search A filter in the search language, e.g. `name = 'a' and region in ('x','y') and labels.env = 'prod'`:
+	// comparisons (=, !=, <, <=, >, >=), in, not in, like, ilike, is null, and, or, not, parentheses.
+	Search *Search `form:"search,omitempty" json:"search,omitempty"`
+
+	// OrderBy Comma-separated fields, each optionally followed by asc or desc, e.g. `name asc, created_at desc`.
+	OrderBy *OrderBy `form:"orderBy,omitempty" json:"orderBy,omitempty"`
+}
+
+// ListCapacityPoolEventsParams defines parameters for ListCapacityPoolEvents.
+type ListCapacityPoolEventsParams struct {
+	// Page The page to return, from 1.
+	Page *Page `form:"page,omitempty" json:"page,omitempty"`
+
+	// Size How many items a page holds.
+	Size *Size `form:"size,omitempty" json:"size,omitempty"`
+
+	// Search A filter in the search language, e.g. `name = 'a' and region in ('x','y') and labels.env = 'prod'`:
+	// comparisons (=, !=, <, <=, >, >=), in, not in, like, ilike, is null, and, or, not, parentheses.
+	Search *Search `form:"search,omitempty" json:"search,omitempty"`
+
+	// OrderBy Comma-separated fields, each optionally followed by asc or desc, e.g. `name asc, created_at desc`.
+	OrderBy *OrderBy `form:"orderBy,omitempty" json:"orderBy,omitempty"`
+}
+
+// ListReservationsParams defines parameters for ListReservations.
+type ListReservationsParams struct {
+	// Page The page to return, from 1.
+	Page *Page `form:"page,omitempty" json:"page,omitempty"`
+
+	// Size How many items a page holds.
+	Size *Size `form:"size,omitempty" json:"size,omitempty"`
+
+	// Search A filter in the search language, e.g. `name = 'a' and region in ('x','y') and labels.env = 'prod'`:
+	// comparisons (=, !=, <, <=, >, >=), in, not in, like, ilike, is null, and, or, not, parentheses.
+	Search *Search `form:"search,omitempty" json:"search,omitempty"`
+
+	// OrderBy Comma-separated fields, each optionally followed by asc or desc, e.g. `name asc, created_at desc`.
+	OrderBy *OrderBy `form:"orderBy,omitempty" json:"orderBy,omitempty"`
+}
 
 // ListClustersParams defines parameters for ListClusters.
 type ListClustersParams struct {
@@ -1043,6 +1798,21 @@ type ListPolicyComplianceParams struct {
 	OrderBy *OrderBy `form:"orderBy,omitempty" json:"orderBy,omitempty"`
 }
 
+// CreateBlueprintJSONRequestBody defines body for CreateBlueprint for application/json ContentType.
+type CreateBlueprintJSONRequestBody = BlueprintCreate
+
+// CreateBlueprintVersionJSONRequestBody defines body for CreateBlueprintVersion for application/json ContentType.
+type CreateBlueprintVersionJSONRequestBody = BlueprintVersionCreate
+
+// CreateCapacityPoolJSONRequestBody defines body for CreateCapacityPool for application/json ContentType.
+type CreateCapacityPoolJSONRequestBody = CapacityPoolCreate
+
+// UpdateCapacityPoolJSONRequestBody defines body for UpdateCapacityPool for application/json ContentType.
+type UpdateCapacityPoolJSONRequestBody = CapacityPoolPatch
+
+// CreateReservationJSONRequestBody defines body for CreateReservation for application/json ContentType.
+type CreateReservationJSONRequestBody = ReservationCreate
+
 // CreateClusterJSONRequestBody defines body for CreateCluster for application/json ContentType.
 type CreateClusterJSONRequestBody = ClusterCreate
 
@@ -1131,6 +1901,204 @@ func WithRequestEditorFn(fn RequestEditorFn) ClientOption {
 
 // The interface specification for the client above.
 type ClientInterface interface {
+
+	// ListBlueprints The caller's organisation's blueprints, a page at a time, each with its latest version.
+	//
+	// Search fields: `id`, `name`, `latest_version`, `created_by`, `created_at`, `updated_at`; order by `name`, `created_at` (default), `updated_at`.
+	//
+	// Corresponds with GET /blueprints (the `ListBlueprints` operationId).
+	ListBlueprints(ctx context.Context, params *ListBlueprintsParams, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// CreateBlueprintWithBody Create a blueprint and its version 1.
+	//
+	// A blueprint is cloud-agnostic: machine pools name a size class, which this
+	// deployment maps to each cloud's instance type (`--pool-instance-types`);
+	// `overrides` may name instance types per cloud. Add-ons are Kubernetes
+	// manifests delivered to every cluster of a pool once it has joined its hub;
+	// each is checked as an API server checks any object before its schema
+	// (apiVersion, kind, metadata names), its kind's schema by the cluster itself.
+	//
+	// Takes any type of body and a specified content type.
+	//
+	// Corresponds with POST /blueprints (the `CreateBlueprint` operationId).
+	CreateBlueprintWithBody(ctx context.Context, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// CreateBlueprint Create a blueprint and its version 1.
+	//
+	// A blueprint is cloud-agnostic: machine pools name a size class, which this
+	// deployment maps to each cloud's instance type (`--pool-instance-types`);
+	// `overrides` may name instance types per cloud. Add-ons are Kubernetes
+	// manifests delivered to every cluster of a pool once it has joined its hub;
+	// each is checked as an API server checks any object before its schema
+	// (apiVersion, kind, metadata names), its kind's schema by the cluster itself.
+	//
+	// Takes a body of the `application/json` content type.
+	//
+	// Corresponds with POST /blueprints (the `CreateBlueprint` operationId).
+	CreateBlueprint(ctx context.Context, body CreateBlueprintJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// DeleteBlueprint Delete a blueprint and its versions; refused (409) while a pool uses one.
+	//
+	// Corresponds with DELETE /blueprints/{id} (the `DeleteBlueprint` operationId).
+	DeleteBlueprint(ctx context.Context, id Id, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// GetBlueprint One blueprint, with its latest version's spec.
+	//
+	// Corresponds with GET /blueprints/{id} (the `GetBlueprint` operationId).
+	GetBlueprint(ctx context.Context, id Id, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// ListBlueprintVersions A blueprint's versions, newest first.
+	//
+	// Search fields: `version`, `created_at`; order by `version` (default: `version desc`), `created_at`.
+	//
+	// Corresponds with GET /blueprints/{id}/versions (the `ListBlueprintVersions` operationId).
+	ListBlueprintVersions(ctx context.Context, id Id, params *ListBlueprintVersionsParams, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// CreateBlueprintVersionWithBody Change a blueprint by creating its next version; the versions before stay as they were.
+	//
+	// Pools stay on their version until they are moved to this one (`PATCH /capacity_pools/{id}`).
+	//
+	// Takes any type of body and a specified content type.
+	//
+	// Corresponds with POST /blueprints/{id}/versions (the `CreateBlueprintVersion` operationId).
+	CreateBlueprintVersionWithBody(ctx context.Context, id Id, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// CreateBlueprintVersion Change a blueprint by creating its next version; the versions before stay as they were.
+	//
+	// Pools stay on their version until they are moved to this one (`PATCH /capacity_pools/{id}`).
+	//
+	// Takes a body of the `application/json` content type.
+	//
+	// Corresponds with POST /blueprints/{id}/versions (the `CreateBlueprintVersion` operationId).
+	CreateBlueprintVersion(ctx context.Context, id Id, body CreateBlueprintVersionJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// DeleteBlueprintVersion Delete a version no pool uses; the latest version stays (delete the blueprint).
+	//
+	// Corresponds with DELETE /blueprints/{id}/versions/{version} (the `DeleteBlueprintVersion` operationId).
+	DeleteBlueprintVersion(ctx context.Context, id Id, version Version, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// GetBlueprintVersion One version of a blueprint.
+	//
+	// Corresponds with GET /blueprints/{id}/versions/{version} (the `GetBlueprintVersion` operationId).
+	GetBlueprintVersion(ctx context.Context, id Id, version Version, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// ListCapacityPools The caller's organisation's capacity pools, a page at a time.
+	//
+	// Search fields: `id`, `name`, `zone`, `cloud`, `region`, `blueprint_id`, `blueprint_version`, `created_by`, `created_at`, `updated_at`; order by `name`, `created_at` (default), `updated_at`.
+	//
+	// Corresponds with GET /capacity_pools (the `ListCapacityPools` operationId).
+	ListCapacityPools(ctx context.Context, params *ListCapacityPoolsParams, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// CreateCapacityPoolWithBody Create a pool of data-plane clusters from a blueprint version; the pool manager makes its minimum at once.
+	//
+	// The pool's clusters are registrations of the organisation, labelled
+	// `fleet-manager.io/pool-id`, placed on hubs of the pool's zone and made by
+	// Hive there; they are changed and removed through the pool, never directly.
+	// `credentials` are write-only and stored encrypted.
+	//
+	// Takes any type of body and a specified content type.
+	//
+	// Corresponds with POST /capacity_pools (the `CreateCapacityPool` operationId).
+	CreateCapacityPoolWithBody(ctx context.Context, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// CreateCapacityPool Create a pool of data-plane clusters from a blueprint version; the pool manager makes its minimum at once.
+	//
+	// The pool's clusters are registrations of the organisation, labelled
+	// `fleet-manager.io/pool-id`, placed on hubs of the pool's zone and made by
+	// Hive there; they are changed and removed through the pool, never directly.
+	// `credentials` are write-only and stored encrypted.
+	//
+	// Takes a body of the `application/json` content type.
+	//
+	// Corresponds with POST /capacity_pools (the `CreateCapacityPool` operationId).
+	CreateCapacityPool(ctx context.Context, body CreateCapacityPoolJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// DeleteCapacityPool Delete a pool; its clusters are deprovisioned, then the pool goes. Refused (409) while it holds reservations.
+	//
+	// Corresponds with DELETE /capacity_pools/{id} (the `DeleteCapacityPool` operationId).
+	DeleteCapacityPool(ctx context.Context, id Id, params *DeleteCapacityPoolParams, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// GetCapacityPool One capacity pool.
+	//
+	// Corresponds with GET /capacity_pools/{id} (the `GetCapacityPool` operationId).
+	GetCapacityPool(ctx context.Context, id Id, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// UpdateCapacityPoolWithBody Move a pool to another blueprint version, or change its bounds, thresholds or credentials.
+	//
+	// New clusters use the pool's version; existing ones are moved to it (their
+	// machine pools and add-ons change; each cluster reports the version it runs).
+	//
+	// Takes any type of body and a specified content type.
+	//
+	// Corresponds with PATCH /capacity_pools/{id} (the `UpdateCapacityPool` operationId).
+	UpdateCapacityPoolWithBody(ctx context.Context, id Id, params *UpdateCapacityPoolParams, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// UpdateCapacityPool Move a pool to another blueprint version, or change its bounds, thresholds or credentials.
+	//
+	// New clusters use the pool's version; existing ones are moved to it (their
+	// machine pools and add-ons change; each cluster reports the version it runs).
+	//
+	// Takes a body of the `application/json` content type.
+	//
+	// Corresponds with PATCH /capacity_pools/{id} (the `UpdateCapacityPool` operationId).
+	UpdateCapacityPool(ctx context.Context, id Id, params *UpdateCapacityPoolParams, body UpdateCapacityPoolJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// ListCapacityPoolClusters A pool's clusters, with their state, hub, URLs, nodes, capacity and units, to choose where instances go.
+	//
+	// Search fields: `id`, `name`, `state`, `hub_id`, `hub_name`, `blueprint_version`, `capacity_units`, `reserved_units`, `free_units`, `created_at`; order by `name`, `state`, `free_units`, `reserved_units`, `hub_name`, `created_at` (default).
+	//
+	// Corresponds with GET /capacity_pools/{id}/clusters (the `ListCapacityPoolClusters` operationId).
+	ListCapacityPoolClusters(ctx context.Context, id Id, params *ListCapacityPoolClustersParams, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// ListCapacityPoolEvents Every decision the pool manager took for the pool (what, why, when), newest first.
+	//
+	// Search fields: `type`, `reason`, `cluster_id`, `at`; order by `at` (default: `at desc`), `type`.
+	//
+	// Corresponds with GET /capacity_pools/{id}/events (the `ListCapacityPoolEvents` operationId).
+	ListCapacityPoolEvents(ctx context.Context, id Id, params *ListCapacityPoolEventsParams, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// ListReservations A pool's reservations, a page at a time.
+	//
+	// Search fields: `id`, `cluster_id`, `instance_id`, `units`, `created_by`, `created_at`; order by `created_at` (default), `units`.
+	//
+	// Corresponds with GET /capacity_pools/{id}/reservations (the `ListReservations` operationId).
+	ListReservations(ctx context.Context, id Id, params *ListReservationsParams, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// CreateReservationWithBody Book room for a service instance; the answer names the cluster chosen.
+	//
+	// The booking goes to the fullest of the pool's joined clusters that still
+	// has room for it (bin-packing). Under any concurrency no cluster is booked
+	// past its capacity. The scaler sees the cluster's new load at once: past its
+	// node threshold the cluster gets more nodes; when every cluster is full a
+	// cluster is added.
+	//
+	// Takes any type of body and a specified content type.
+	//
+	// Corresponds with POST /capacity_pools/{id}/reservations (the `CreateReservation` operationId).
+	CreateReservationWithBody(ctx context.Context, id Id, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// CreateReservation Book room for a service instance; the answer names the cluster chosen.
+	//
+	// The booking goes to the fullest of the pool's joined clusters that still
+	// has room for it (bin-packing). Under any concurrency no cluster is booked
+	// past its capacity. The scaler sees the cluster's new load at once: past its
+	// node threshold the cluster gets more nodes; when every cluster is full a
+	// cluster is added.
+	//
+	// Takes a body of the `application/json` content type.
+	//
+	// Corresponds with POST /capacity_pools/{id}/reservations (the `CreateReservation` operationId).
+	CreateReservation(ctx context.Context, id Id, body CreateReservationJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// DeleteReservation Release a reservation; its units go back to its cluster.
+	//
+	// Corresponds with DELETE /capacity_pools/{id}/reservations/{reservation_id} (the `DeleteReservation` operationId).
+	DeleteReservation(ctx context.Context, id Id, reservationId ReservationId, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// GetReservation One reservation.
+	//
+	// Corresponds with GET /capacity_pools/{id}/reservations/{reservation_id} (the `GetReservation` operationId).
+	GetReservation(ctx context.Context, id Id, reservationId ReservationId, reqEditors ...RequestEditorFn) (*http.Response, error)
 
 	// ListClusters The caller's organisation's registered clusters, a page at a time.
 	//
@@ -1383,6 +2351,444 @@ type ClientInterface interface {
 	//
 	// Corresponds with GET /policies/{id}/compliance (the `ListPolicyCompliance` operationId).
 	ListPolicyCompliance(ctx context.Context, id Id, params *ListPolicyComplianceParams, reqEditors ...RequestEditorFn) (*http.Response, error)
+}
+
+// ListBlueprints The caller's organisation's blueprints, a page at a time, each with its latest version.
+//
+// Search fields: `id`, `name`, `latest_version`, `created_by`, `created_at`, `updated_at`; order by `name`, `created_at` (default), `updated_at`.
+//
+// Corresponds with GET /blueprints (the `ListBlueprints` operationId).
+func (c *Client) ListBlueprints(ctx context.Context, params *ListBlueprintsParams, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewListBlueprintsRequest(c.Server, params)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// CreateBlueprintWithBody Create a blueprint and its version 1.
+//
+// A blueprint is cloud-agnostic: machine pools name a size class, which this
+// deployment maps to each cloud's instance type (`--pool-instance-types`);
+// `overrides` may name instance types per cloud. Add-ons are Kubernetes
+// manifests delivered to every cluster of a pool once it has joined its hub;
+// each is checked as an API server checks any object before its schema
+// (apiVersion, kind, metadata names), its kind's schema by the cluster itself.
+//
+// Takes any type of body and a specified content type.
+//
+// Corresponds with POST /blueprints (the `CreateBlueprint` operationId).
+func (c *Client) CreateBlueprintWithBody(ctx context.Context, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewCreateBlueprintRequestWithBody(c.Server, contentType, body)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// CreateBlueprint Create a blueprint and its version 1.
+//
+// A blueprint is cloud-agnostic: machine pools name a size class, which this
+// deployment maps to each cloud's instance type (`--pool-instance-types`);
+// `overrides` may name instance types per cloud. Add-ons are Kubernetes
+// manifests delivered to every cluster of a pool once it has joined its hub;
+// each is checked as an API server checks any object before its schema
+// (apiVersion, kind, metadata names), its kind's schema by the cluster itself.
+//
+// Takes a body of the `application/json` content type.
+//
+// Corresponds with POST /blueprints (the `CreateBlueprint` operationId).
+func (c *Client) CreateBlueprint(ctx context.Context, body CreateBlueprintJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewCreateBlueprintRequest(c.Server, body)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// DeleteBlueprint Delete a blueprint and its versions; refused (409) while a pool uses one.
+//
+// Corresponds with DELETE /blueprints/{id} (the `DeleteBlueprint` operationId).
+func (c *Client) DeleteBlueprint(ctx context.Context, id Id, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewDeleteBlueprintRequest(c.Server, id)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// GetBlueprint One blueprint, with its latest version's spec.
+//
+// Corresponds with GET /blueprints/{id} (the `GetBlueprint` operationId).
+func (c *Client) GetBlueprint(ctx context.Context, id Id, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewGetBlueprintRequest(c.Server, id)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// ListBlueprintVersions A blueprint's versions, newest first.
+//
+// Search fields: `version`, `created_at`; order by `version` (default: `version desc`), `created_at`.
+//
+// Corresponds with GET /blueprints/{id}/versions (the `ListBlueprintVersions` operationId).
+func (c *Client) ListBlueprintVersions(ctx context.Context, id Id, params *ListBlueprintVersionsParams, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewListBlueprintVersionsRequest(c.Server, id, params)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// CreateBlueprintVersionWithBody Change a blueprint by creating its next version; the versions before stay as they were.
+//
+// Pools stay on their version until they are moved to this one (`PATCH /capacity_pools/{id}`).
+//
+// Takes any type of body and a specified content type.
+//
+// Corresponds with POST /blueprints/{id}/versions (the `CreateBlueprintVersion` operationId).
+func (c *Client) CreateBlueprintVersionWithBody(ctx context.Context, id Id, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewCreateBlueprintVersionRequestWithBody(c.Server, id, contentType, body)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// CreateBlueprintVersion Change a blueprint by creating its next version; the versions before stay as they were.
+//
+// Pools stay on their version until they are moved to this one (`PATCH /capacity_pools/{id}`).
+//
+// Takes a body of the `application/json` content type.
+//
+// Corresponds with POST /blueprints/{id}/versions (the `CreateBlueprintVersion` operationId).
+func (c *Client) CreateBlueprintVersion(ctx context.Context, id Id, body CreateBlueprintVersionJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewCreateBlueprintVersionRequest(c.Server, id, body)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// DeleteBlueprintVersion Delete a version no pool uses; the latest version stays (delete the blueprint).
+//
+// Corresponds with DELETE /blueprints/{id}/versions/{version} (the `DeleteBlueprintVersion` operationId).
+func (c *Client) DeleteBlueprintVersion(ctx context.Context, id Id, version Version, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewDeleteBlueprintVersionRequest(c.Server, id, version)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// GetBlueprintVersion One version of a blueprint.
+//
+// Corresponds with GET /blueprints/{id}/versions/{version} (the `GetBlueprintVersion` operationId).
+func (c *Client) GetBlueprintVersion(ctx context.Context, id Id, version Version, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewGetBlueprintVersionRequest(c.Server, id, version)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// ListCapacityPools The caller's organisation's capacity pools, a page at a time.
+//
+// Search fields: `id`, `name`, `zone`, `cloud`, `region`, `blueprint_id`, `blueprint_version`, `created_by`, `created_at`, `updated_at`; order by `name`, `created_at` (default), `updated_at`.
+//
+// Corresponds with GET /capacity_pools (the `ListCapacityPools` operationId).
+func (c *Client) ListCapacityPools(ctx context.Context, params *ListCapacityPoolsParams, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewListCapacityPoolsRequest(c.Server, params)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// CreateCapacityPoolWithBody Create a pool of data-plane clusters from a blueprint version; the pool manager makes its minimum at once.
+//
+// The pool's clusters are registrations of the organisation, labelled
+// `fleet-manager.io/pool-id`, placed on hubs of the pool's zone and made by
+// Hive there; they are changed and removed through the pool, never directly.
+// `credentials` are write-only and stored encrypted.
+//
+// Takes any type of body and a specified content type.
+//
+// Corresponds with POST /capacity_pools (the `CreateCapacityPool` operationId).
+func (c *Client) CreateCapacityPoolWithBody(ctx context.Context, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewCreateCapacityPoolRequestWithBody(c.Server, contentType, body)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// CreateCapacityPool Create a pool of data-plane clusters from a blueprint version; the pool manager makes its minimum at once.
+//
+// The pool's clusters are registrations of the organisation, labelled
+// `fleet-manager.io/pool-id`, placed on hubs of the pool's zone and made by
+// Hive there; they are changed and removed through the pool, never directly.
+// `credentials` are write-only and stored encrypted.
+//
+// Takes a body of the `application/json` content type.
+//
+// Corresponds with POST /capacity_pools (the `CreateCapacityPool` operationId).
+func (c *Client) CreateCapacityPool(ctx context.Context, body CreateCapacityPoolJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewCreateCapacityPoolRequest(c.Server, body)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// DeleteCapacityPool Delete a pool; its clusters are deprovisioned, then the pool goes. Refused (409) while it holds reservations.
+//
+// Corresponds with DELETE /capacity_pools/{id} (the `DeleteCapacityPool` operationId).
+func (c *Client) DeleteCapacityPool(ctx context.Context, id Id, params *DeleteCapacityPoolParams, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewDeleteCapacityPoolRequest(c.Server, id, params)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// GetCapacityPool One capacity pool.
+//
+// Corresponds with GET /capacity_pools/{id} (the `GetCapacityPool` operationId).
+func (c *Client) GetCapacityPool(ctx context.Context, id Id, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewGetCapacityPoolRequest(c.Server, id)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// UpdateCapacityPoolWithBody Move a pool to another blueprint version, or change its bounds, thresholds or credentials.
+//
+// New clusters use the pool's version; existing ones are moved to it (their
+// machine pools and add-ons change; each cluster reports the version it runs).
+//
+// Takes any type of body and a specified content type.
+//
+// Corresponds with PATCH /capacity_pools/{id} (the `UpdateCapacityPool` operationId).
+func (c *Client) UpdateCapacityPoolWithBody(ctx context.Context, id Id, params *UpdateCapacityPoolParams, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewUpdateCapacityPoolRequestWithBody(c.Server, id, params, contentType, body)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// UpdateCapacityPool Move a pool to another blueprint version, or change its bounds, thresholds or credentials.
+//
+// New clusters use the pool's version; existing ones are moved to it (their
+// machine pools and add-ons change; each cluster reports the version it runs).
+//
+// Takes a body of the `application/json` content type.
+//
+// Corresponds with PATCH /capacity_pools/{id} (the `UpdateCapacityPool` operationId).
+func (c *Client) UpdateCapacityPool(ctx context.Context, id Id, params *UpdateCapacityPoolParams, body UpdateCapacityPoolJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewUpdateCapacityPoolRequest(c.Server, id, params, body)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// ListCapacityPoolClusters A pool's clusters, with their state, hub, URLs, nodes, capacity and units, to choose where instances go.
+//
+// Search fields: `id`, `name`, `state`, `hub_id`, `hub_name`, `blueprint_version`, `capacity_units`, `reserved_units`, `free_units`, `created_at`; order by `name`, `state`, `free_units`, `reserved_units`, `hub_name`, `created_at` (default).
+//
+// Corresponds with GET /capacity_pools/{id}/clusters (the `ListCapacityPoolClusters` operationId).
+func (c *Client) ListCapacityPoolClusters(ctx context.Context, id Id, params *ListCapacityPoolClustersParams, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewListCapacityPoolClustersRequest(c.Server, id, params)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// ListCapacityPoolEvents Every decision the pool manager took for the pool (what, why, when), newest first.
+//
+// Search fields: `type`, `reason`, `cluster_id`, `at`; order by `at` (default: `at desc`), `type`.
+//
+// Corresponds with GET /capacity_pools/{id}/events (the `ListCapacityPoolEvents` operationId).
+func (c *Client) ListCapacityPoolEvents(ctx context.Context, id Id, params *ListCapacityPoolEventsParams, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewListCapacityPoolEventsRequest(c.Server, id, params)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// ListReservations A pool's reservations, a page at a time.
+//
+// Search fields: `id`, `cluster_id`, `instance_id`, `units`, `created_by`, `created_at`; order by `created_at` (default), `units`.
+//
+// Corresponds with GET /capacity_pools/{id}/reservations (the `ListReservations` operationId).
+func (c *Client) ListReservations(ctx context.Context, id Id, params *ListReservationsParams, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewListReservationsRequest(c.Server, id, params)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// CreateReservationWithBody Book room for a service instance; the answer names the cluster chosen.
+//
+// The booking goes to the fullest of the pool's joined clusters that still
+// has room for it (bin-packing). Under any concurrency no cluster is booked
+// past its capacity. The scaler sees the cluster's new load at once: past its
+// node threshold the cluster gets more nodes; when every cluster is full a
+// cluster is added.
+//
+// Takes any type of body and a specified content type.
+//
+// Corresponds with POST /capacity_pools/{id}/reservations (the `CreateReservation` operationId).
+func (c *Client) CreateReservationWithBody(ctx context.Context, id Id, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewCreateReservationRequestWithBody(c.Server, id, contentType, body)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// CreateReservation Book room for a service instance; the answer names the cluster chosen.
+//
+// The booking goes to the fullest of the pool's joined clusters that still
+// has room for it (bin-packing). Under any concurrency no cluster is booked
+// past its capacity. The scaler sees the cluster's new load at once: past its
+// node threshold the cluster gets more nodes; when every cluster is full a
+// cluster is added.
+//
+// Takes a body of the `application/json` content type.
+//
+// Corresponds with POST /capacity_pools/{id}/reservations (the `CreateReservation` operationId).
+func (c *Client) CreateReservation(ctx context.Context, id Id, body CreateReservationJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewCreateReservationRequest(c.Server, id, body)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// DeleteReservation Release a reservation; its units go back to its cluster.
+//
+// Corresponds with DELETE /capacity_pools/{id}/reservations/{reservation_id} (the `DeleteReservation` operationId).
+func (c *Client) DeleteReservation(ctx context.Context, id Id, reservationId ReservationId, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewDeleteReservationRequest(c.Server, id, reservationId)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// GetReservation One reservation.
+//
+// Corresponds with GET /capacity_pools/{id}/reservations/{reservation_id} (the `GetReservation` operationId).
+func (c *Client) GetReservation(ctx context.Context, id Id, reservationId ReservationId, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewGetReservationRequest(c.Server, id, reservationId)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
 }
 
 // ListClusters The caller's organisation's registered clusters, a page at a time.
@@ -1895,6 +3301,1125 @@ func (c *Client) ListPolicyCompliance(ctx context.Context, id Id, params *ListPo
 		return nil, err
 	}
 	return c.Client.Do(req)
+}
+
+// NewListBlueprintsRequest constructs an http.Request for the ListBlueprints method
+func NewListBlueprintsRequest(server string, params *ListBlueprintsParams) (*http.Request, error) {
+	var err error
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/blueprints")
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	if params != nil {
+		// queryValues collects non-styled parameters (passthrough, JSON)
+		// that are safe to round-trip through url.Values.Encode().
+		queryValues := queryURL.Query()
+		// rawQueryFragments collects pre-encoded query fragments from
+		// styled parameters, preserving literal commas as delimiters
+		// per the OpenAPI spec (e.g. "color=blue,black,brown").
+		var rawQueryFragments []string
+
+		if params.Page != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", true, "page", *params.Page, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
+		if params.Size != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", true, "size", *params.Size, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
+		if params.Search != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", true, "search", *params.Search, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
+		if params.OrderBy != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", true, "orderBy", *params.OrderBy, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
+		if encoded := queryValues.Encode(); encoded != "" {
+			rawQueryFragments = append(rawQueryFragments, encoded)
+		}
+		queryURL.RawQuery = strings.Join(rawQueryFragments, "&")
+	}
+
+	req, err := http.NewRequest(http.MethodGet, queryURL.String(), nil)
+	if err != nil {
+		return nil, err
+	}
+
+	return req, nil
+}
+
+// NewCreateBlueprintRequest calls the generic CreateBlueprint builder with application/json body
+func NewCreateBlueprintRequest(server string, body CreateBlueprintJSONRequestBody) (*http.Request, error) {
+	var bodyReader io.Reader
+	buf, err := json.Marshal(body)
+	if err != nil {
+		return nil, err
+	}
+	bodyReader = bytes.NewReader(buf)
+	return NewCreateBlueprintRequestWithBody(server, "application/json", bodyReader)
+}
+
+// NewCreateBlueprintRequestWithBody constructs an http.Request for the CreateBlueprint method, with any body, and a specified content type
+func NewCreateBlueprintRequestWithBody(server string, contentType string, body io.Reader) (*http.Request, error) {
+	var err error
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/blueprints")
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	req, err := http.NewRequest(http.MethodPost, queryURL.String(), body)
+	if err != nil {
+		return nil, err
+	}
+
+	req.Header.Add("Content-Type", contentType)
+
+	return req, nil
+}
+
+// NewDeleteBlueprintRequest constructs an http.Request for the DeleteBlueprint method
+func NewDeleteBlueprintRequest(server string, id Id) (*http.Request, error) {
+	var err error
+
+	var pathParam0 string
+
+	pathParam0, err = runtime.StyleParamWithOptions("simple", false, "id", id, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationPath, Type: "string", Format: ""})
+	if err != nil {
+		return nil, err
+	}
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/blueprints/%s", pathParam0)
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	req, err := http.NewRequest(http.MethodDelete, queryURL.String(), nil)
+	if err != nil {
+		return nil, err
+	}
+
+	return req, nil
+}
+
+// NewGetBlueprintRequest constructs an http.Request for the GetBlueprint method
+func NewGetBlueprintRequest(server string, id Id) (*http.Request, error) {
+	var err error
+
+	var pathParam0 string
+
+	pathParam0, err = runtime.StyleParamWithOptions("simple", false, "id", id, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationPath, Type: "string", Format: ""})
+	if err != nil {
+		return nil, err
+	}
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/blueprints/%s", pathParam0)
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	req, err := http.NewRequest(http.MethodGet, queryURL.String(), nil)
+	if err != nil {
+		return nil, err
+	}
+
+	return req, nil
+}
+
+// NewListBlueprintVersionsRequest constructs an http.Request for the ListBlueprintVersions method
+func NewListBlueprintVersionsRequest(server string, id Id, params *ListBlueprintVersionsParams) (*http.Request, error) {
+	var err error
+
+	var pathParam0 string
+
+	pathParam0, err = runtime.StyleParamWithOptions("simple", false, "id", id, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationPath, Type: "string", Format: ""})
+	if err != nil {
+		return nil, err
+	}
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/blueprints/%s/versions", pathParam0)
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	if params != nil {
+		// queryValues collects non-styled parameters (passthrough, JSON)
+		// that are safe to round-trip through url.Values.Encode().
+		queryValues := queryURL.Query()
+		// rawQueryFragments collects pre-encoded query fragments from
+		// styled parameters, preserving literal commas as delimiters
+		// per the OpenAPI spec (e.g. "color=blue,black,brown").
+		var rawQueryFragments []string
+
+		if params.Page != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", true, "page", *params.Page, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
+		if params.Size != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", true, "size", *params.Size, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
+		if params.Search != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", true, "search", *params.Search, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
+		if params.OrderBy != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", true, "orderBy", *params.OrderBy, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
+		if encoded := queryValues.Encode(); encoded != "" {
+			rawQueryFragments = append(rawQueryFragments, encoded)
+		}
+		queryURL.RawQuery = strings.Join(rawQueryFragments, "&")
+	}
+
+	req, err := http.NewRequest(http.MethodGet, queryURL.String(), nil)
+	if err != nil {
+		return nil, err
+	}
+
+	return req, nil
+}
+
+// NewCreateBlueprintVersionRequest calls the generic CreateBlueprintVersion builder with application/json body
+func NewCreateBlueprintVersionRequest(server string, id Id, body CreateBlueprintVersionJSONRequestBody) (*http.Request, error) {
+	var bodyReader io.Reader
+	buf, err := json.Marshal(body)
+	if err != nil {
+		return nil, err
+	}
+	bodyReader = bytes.NewReader(buf)
+	return NewCreateBlueprintVersionRequestWithBody(server, id, "application/json", bodyReader)
+}
+
+// NewCreateBlueprintVersionRequestWithBody constructs an http.Request for the CreateBlueprintVersion method, with any body, and a specified content type
+func NewCreateBlueprintVersionRequestWithBody(server string, id Id, contentType string, body io.Reader) (*http.Request, error) {
+	var err error
+
+	var pathParam0 string
+
+	pathParam0, err = runtime.StyleParamWithOptions("simple", false, "id", id, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationPath, Type: "string", Format: ""})
+	if err != nil {
+		return nil, err
+	}
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/blueprints/%s/versions", pathParam0)
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	req, err := http.NewRequest(http.MethodPost, queryURL.String(), body)
+	if err != nil {
+		return nil, err
+	}
+
+	req.Header.Add("Content-Type", contentType)
+
+	return req, nil
+}
+
+// NewDeleteBlueprintVersionRequest constructs an http.Request for the DeleteBlueprintVersion method
+func NewDeleteBlueprintVersionRequest(server string, id Id, version Version) (*http.Request, error) {
+	var err error
+
+	var pathParam0 string
+
+	pathParam0, err = runtime.StyleParamWithOptions("simple", false, "id", id, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationPath, Type: "string", Format: ""})
+	if err != nil {
+		return nil, err
+	}
+
+	var pathParam1 string
+
+	pathParam1, err = runtime.StyleParamWithOptions("simple", false, "version", version, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationPath, Type: "integer", Format: ""})
+	if err != nil {
+		return nil, err
+	}
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/blueprints/%s/versions/%s", pathParam0, pathParam1)
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	req, err := http.NewRequest(http.MethodDelete, queryURL.String(), nil)
+	if err != nil {
+		return nil, err
+	}
+
+	return req, nil
+}
+
+// NewGetBlueprintVersionRequest constructs an http.Request for the GetBlueprintVersion method
+func NewGetBlueprintVersionRequest(server string, id Id, version Version) (*http.Request, error) {
+	var err error
+
+	var pathParam0 string
+
+	pathParam0, err = runtime.StyleParamWithOptions("simple", false, "id", id, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationPath, Type: "string", Format: ""})
+	if err != nil {
+		return nil, err
+	}
+
+	var pathParam1 string
+
+	pathParam1, err = runtime.StyleParamWithOptions("simple", false, "version", version, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationPath, Type: "integer", Format: ""})
+	if err != nil {
+		return nil, err
+	}
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/blueprints/%s/versions/%s", pathParam0, pathParam1)
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	req, err := http.NewRequest(http.MethodGet, queryURL.String(), nil)
+	if err != nil {
+		return nil, err
+	}
+
+	return req, nil
+}
+
+// NewListCapacityPoolsRequest constructs an http.Request for the ListCapacityPools method
+func NewListCapacityPoolsRequest(server string, params *ListCapacityPoolsParams) (*http.Request, error) {
+	var err error
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/capacity_pools")
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	if params != nil {
+		// queryValues collects non-styled parameters (passthrough, JSON)
+		// that are safe to round-trip through url.Values.Encode().
+		queryValues := queryURL.Query()
+		// rawQueryFragments collects pre-encoded query fragments from
+		// styled parameters, preserving literal commas as delimiters
+		// per the OpenAPI spec (e.g. "color=blue,black,brown").
+		var rawQueryFragments []string
+
+		if params.Page != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", true, "page", *params.Page, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
+		if params.Size != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", true, "size", *params.Size, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
+		if params.Search != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", true, "search", *params.Search, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
+		if params.OrderBy != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", true, "orderBy", *params.OrderBy, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
+		if encoded := queryValues.Encode(); encoded != "" {
+			rawQueryFragments = append(rawQueryFragments, encoded)
+		}
+		queryURL.RawQuery = strings.Join(rawQueryFragments, "&")
+	}
+
+	req, err := http.NewRequest(http.MethodGet, queryURL.String(), nil)
+	if err != nil {
+		return nil, err
+	}
+
+	return req, nil
+}
+
+// NewCreateCapacityPoolRequest calls the generic CreateCapacityPool builder with application/json body
+func NewCreateCapacityPoolRequest(server string, body CreateCapacityPoolJSONRequestBody) (*http.Request, error) {
+	var bodyReader io.Reader
+	buf, err := json.Marshal(body)
+	if err != nil {
+		return nil, err
+	}
+	bodyReader = bytes.NewReader(buf)
+	return NewCreateCapacityPoolRequestWithBody(server, "application/json", bodyReader)
+}
+
+// NewCreateCapacityPoolRequestWithBody constructs an http.Request for the CreateCapacityPool method, with any body, and a specified content type
+func NewCreateCapacityPoolRequestWithBody(server string, contentType string, body io.Reader) (*http.Request, error) {
+	var err error
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/capacity_pools")
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	req, err := http.NewRequest(http.MethodPost, queryURL.String(), body)
+	if err != nil {
+		return nil, err
+	}
+
+	req.Header.Add("Content-Type", contentType)
+
+	return req, nil
+}
+
+// NewDeleteCapacityPoolRequest constructs an http.Request for the DeleteCapacityPool method
+func NewDeleteCapacityPoolRequest(server string, id Id, params *DeleteCapacityPoolParams) (*http.Request, error) {
+	var err error
+
+	var pathParam0 string
+
+	pathParam0, err = runtime.StyleParamWithOptions("simple", false, "id", id, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationPath, Type: "string", Format: ""})
+	if err != nil {
+		return nil, err
+	}
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/capacity_pools/%s", pathParam0)
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	req, err := http.NewRequest(http.MethodDelete, queryURL.String(), nil)
+	if err != nil {
+		return nil, err
+	}
+
+	if params != nil {
+
+		if params.IfMatch != nil {
+			var headerParam0 string
+
+			headerParam0, err = runtime.StyleParamWithOptions("simple", false, "If-Match", *params.IfMatch, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationHeader, Type: "string", Format: ""})
+			if err != nil {
+				return nil, err
+			}
+
+			req.Header.Set("If-Match", headerParam0)
+		}
+
+	}
+
+	return req, nil
+}
+
+// NewGetCapacityPoolRequest constructs an http.Request for the GetCapacityPool method
+func NewGetCapacityPoolRequest(server string, id Id) (*http.Request, error) {
+	var err error
+
+	var pathParam0 string
+
+	pathParam0, err = runtime.StyleParamWithOptions("simple", false, "id", id, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationPath, Type: "string", Format: ""})
+	if err != nil {
+		return nil, err
+	}
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/capacity_pools/%s", pathParam0)
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	req, err := http.NewRequest(http.MethodGet, queryURL.String(), nil)
+	if err != nil {
+		return nil, err
+	}
+
+	return req, nil
+}
+
+// NewUpdateCapacityPoolRequest calls the generic UpdateCapacityPool builder with application/json body
+func NewUpdateCapacityPoolRequest(server string, id Id, params *UpdateCapacityPoolParams, body UpdateCapacityPoolJSONRequestBody) (*http.Request, error) {
+	var bodyReader io.Reader
+	buf, err := json.Marshal(body)
+	if err != nil {
+		return nil, err
+	}
+	bodyReader = bytes.NewReader(buf)
+	return NewUpdateCapacityPoolRequestWithBody(server, id, params, "application/json", bodyReader)
+}
+
+// NewUpdateCapacityPoolRequestWithBody constructs an http.Request for the UpdateCapacityPool method, with any body, and a specified content type
+func NewUpdateCapacityPoolRequestWithBody(server string, id Id, params *UpdateCapacityPoolParams, contentType string, body io.Reader) (*http.Request, error) {
+	var err error
+
+	var pathParam0 string
+
+	pathParam0, err = runtime.StyleParamWithOptions("simple", false, "id", id, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationPath, Type: "string", Format: ""})
+	if err != nil {
+		return nil, err
+	}
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/capacity_pools/%s", pathParam0)
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	req, err := http.NewRequest(http.MethodPatch, queryURL.String(), body)
+	if err != nil {
+		return nil, err
+	}
+
+	req.Header.Add("Content-Type", contentType)
+
+	if params != nil {
+
+		if params.IfMatch != nil {
+			var headerParam0 string
+
+			headerParam0, err = runtime.StyleParamWithOptions("simple", false, "If-Match", *params.IfMatch, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationHeader, Type: "string", Format: ""})
+			if err != nil {
+				return nil, err
+			}
+
+			req.Header.Set("If-Match", headerParam0)
+		}
+
+	}
+
+	return req, nil
+}
+
+// NewListCapacityPoolClustersRequest constructs an http.Request for the ListCapacityPoolClusters method
+func NewListCapacityPoolClustersRequest(server string, id Id, params *ListCapacityPoolClustersParams) (*http.Request, error) {
+	var err error
+
+	var pathParam0 string
+
+	pathParam0, err = runtime.StyleParamWithOptions("simple", false, "id", id, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationPath, Type: "string", Format: ""})
+	if err != nil {
+		return nil, err
+	}
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/capacity_pools/%s/clusters", pathParam0)
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	if params != nil {
+		// queryValues collects non-styled parameters (passthrough, JSON)
+		// that are safe to round-trip through url.Values.Encode().
+		queryValues := queryURL.Query()
+		// rawQueryFragments collects pre-encoded query fragments from
+		// styled parameters, preserving literal commas as delimiters
+		// per the OpenAPI spec (e.g. "color=blue,black,brown").
+		var rawQueryFragments []string
+
+		if params.Page != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", true, "page", *params.Page, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
+		if params.Size != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", true, "size", *params.Size, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
+		if params.Search != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", true, "search", *params.Search, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
+		if params.OrderBy != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", true, "orderBy", *params.OrderBy, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
+		if encoded := queryValues.Encode(); encoded != "" {
+			rawQueryFragments = append(rawQueryFragments, encoded)
+		}
+		queryURL.RawQuery = strings.Join(rawQueryFragments, "&")
+	}
+
+	req, err := http.NewRequest(http.MethodGet, queryURL.String(), nil)
+	if err != nil {
+		return nil, err
+	}
+
+	return req, nil
+}
+
+// NewListCapacityPoolEventsRequest constructs an http.Request for the ListCapacityPoolEvents method
+func NewListCapacityPoolEventsRequest(server string, id Id, params *ListCapacityPoolEventsParams) (*http.Request, error) {
+	var err error
+
+	var pathParam0 string
+
+	pathParam0, err = runtime.StyleParamWithOptions("simple", false, "id", id, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationPath, Type: "string", Format: ""})
+	if err != nil {
+		return nil, err
+	}
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/capacity_pools/%s/events", pathParam0)
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	if params != nil {
+		// queryValues collects non-styled parameters (passthrough, JSON)
+		// that are safe to round-trip through url.Values.Encode().
+		queryValues := queryURL.Query()
+		// rawQueryFragments collects pre-encoded query fragments from
+		// styled parameters, preserving literal commas as delimiters
+		// per the OpenAPI spec (e.g. "color=blue,black,brown").
+		var rawQueryFragments []string
+
+		if params.Page != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", true, "page", *params.Page, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
+		if params.Size != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", true, "size", *params.Size, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
+		if params.Search != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", true, "search", *params.Search, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
+		if params.OrderBy != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", true, "orderBy", *params.OrderBy, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
+		if encoded := queryValues.Encode(); encoded != "" {
+			rawQueryFragments = append(rawQueryFragments, encoded)
+		}
+		queryURL.RawQuery = strings.Join(rawQueryFragments, "&")
+	}
+
+	req, err := http.NewRequest(http.MethodGet, queryURL.String(), nil)
+	if err != nil {
+		return nil, err
+	}
+
+	return req, nil
+}
+
+// NewListReservationsRequest constructs an http.Request for the ListReservations method
+func NewListReservationsRequest(server string, id Id, params *ListReservationsParams) (*http.Request, error) {
+	var err error
+
+	var pathParam0 string
+
+	pathParam0, err = runtime.StyleParamWithOptions("simple", false, "id", id, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationPath, Type: "string", Format: ""})
+	if err != nil {
+		return nil, err
+	}
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/capacity_pools/%s/reservations", pathParam0)
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	if params != nil {
+		// queryValues collects non-styled parameters (passthrough, JSON)
+		// that are safe to round-trip through url.Values.Encode().
+		queryValues := queryURL.Query()
+		// rawQueryFragments collects pre-encoded query fragments from
+		// styled parameters, preserving literal commas as delimiters
+		// per the OpenAPI spec (e.g. "color=blue,black,brown").
+		var rawQueryFragments []string
+
+		if params.Page != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", true, "page", *params.Page, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
+		if params.Size != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", true, "size", *params.Size, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
+		if params.Search != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", true, "search", *params.Search, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
+		if params.OrderBy != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", true, "orderBy", *params.OrderBy, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
+		if encoded := queryValues.Encode(); encoded != "" {
+			rawQueryFragments = append(rawQueryFragments, encoded)
+		}
+		queryURL.RawQuery = strings.Join(rawQueryFragments, "&")
+	}
+
+	req, err := http.NewRequest(http.MethodGet, queryURL.String(), nil)
+	if err != nil {
+		return nil, err
+	}
+
+	return req, nil
+}
+
+// NewCreateReservationRequest calls the generic CreateReservation builder with application/json body
+func NewCreateReservationRequest(server string, id Id, body CreateReservationJSONRequestBody) (*http.Request, error) {
+	var bodyReader io.Reader
+	buf, err := json.Marshal(body)
+	if err != nil {
+		return nil, err
+	}
+	bodyReader = bytes.NewReader(buf)
+	return NewCreateReservationRequestWithBody(server, id, "application/json", bodyReader)
+}
+
+// NewCreateReservationRequestWithBody constructs an http.Request for the CreateReservation method, with any body, and a specified content type
+func NewCreateReservationRequestWithBody(server string, id Id, contentType string, body io.Reader) (*http.Request, error) {
+	var err error
+
+	var pathParam0 string
+
+	pathParam0, err = runtime.StyleParamWithOptions("simple", false, "id", id, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationPath, Type: "string", Format: ""})
+	if err != nil {
+		return nil, err
+	}
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/capacity_pools/%s/reservations", pathParam0)
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	req, err := http.NewRequest(http.MethodPost, queryURL.String(), body)
+	if err != nil {
+		return nil, err
+	}
+
+	req.Header.Add("Content-Type", contentType)
+
+	return req, nil
+}
+
+// NewDeleteReservationRequest constructs an http.Request for the DeleteReservation method
+func NewDeleteReservationRequest(server string, id Id, reservationId ReservationId) (*http.Request, error) {
+	var err error
+
+	var pathParam0 string
+
+	pathParam0, err = runtime.StyleParamWithOptions("simple", false, "id", id, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationPath, Type: "string", Format: ""})
+	if err != nil {
+		return nil, err
+	}
+
+	var pathParam1 string
+
+	pathParam1, err = runtime.StyleParamWithOptions("simple", false, "reservation_id", reservationId, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationPath, Type: "string", Format: ""})
+	if err != nil {
+		return nil, err
+	}
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/capacity_pools/%s/reservations/%s", pathParam0, pathParam1)
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	req, err := http.NewRequest(http.MethodDelete, queryURL.String(), nil)
+	if err != nil {
+		return nil, err
+	}
+
+	return req, nil
+}
+
+// NewGetReservationRequest constructs an http.Request for the GetReservation method
+func NewGetReservationRequest(server string, id Id, reservationId ReservationId) (*http.Request, error) {
+	var err error
+
+	var pathParam0 string
+
+	pathParam0, err = runtime.StyleParamWithOptions("simple", false, "id", id, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationPath, Type: "string", Format: ""})
+	if err != nil {
+		return nil, err
+	}
+
+	var pathParam1 string
+
+	pathParam1, err = runtime.StyleParamWithOptions("simple", false, "reservation_id", reservationId, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationPath, Type: "string", Format: ""})
+	if err != nil {
+		return nil, err
+	}
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/capacity_pools/%s/reservations/%s", pathParam0, pathParam1)
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	req, err := http.NewRequest(http.MethodGet, queryURL.String(), nil)
+	if err != nil {
+		return nil, err
+	}
+
+	return req, nil
 }
 
 // NewListClustersRequest constructs an http.Request for the ListClusters method
@@ -3087,6 +5612,232 @@ func WithBaseURL(baseURL string) ClientOption {
 // ClientWithResponsesInterface is the interface specification for the client with responses above.
 type ClientWithResponsesInterface interface {
 
+	// ListBlueprintsWithResponse The caller's organisation's blueprints, a page at a time, each with its latest version.
+	//
+	// Search fields: `id`, `name`, `latest_version`, `created_by`, `created_at`, `updated_at`; order by `name`, `created_at` (default), `updated_at`.
+	//
+	// Returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with GET /blueprints (the `ListBlueprints` operationId).
+	ListBlueprintsWithResponse(ctx context.Context, params *ListBlueprintsParams, reqEditors ...RequestEditorFn) (*ListBlueprintsResponse, error)
+
+	// CreateBlueprintWithBodyWithResponse Create a blueprint and its version 1.
+	//
+	// A blueprint is cloud-agnostic: machine pools name a size class, which this
+	// deployment maps to each cloud's instance type (`--pool-instance-types`);
+	// `overrides` may name instance types per cloud. Add-ons are Kubernetes
+	// manifests delivered to every cluster of a pool once it has joined its hub;
+	// each is checked as an API server checks any object before its schema
+	// (apiVersion, kind, metadata names), its kind's schema by the cluster itself.
+	//
+	// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with POST /blueprints (the `CreateBlueprint` operationId).
+	CreateBlueprintWithBodyWithResponse(ctx context.Context, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*CreateBlueprintResponse, error)
+
+	// CreateBlueprintWithResponse Create a blueprint and its version 1.
+	//
+	// A blueprint is cloud-agnostic: machine pools name a size class, which this
+	// deployment maps to each cloud's instance type (`--pool-instance-types`);
+	// `overrides` may name instance types per cloud. Add-ons are Kubernetes
+	// manifests delivered to every cluster of a pool once it has joined its hub;
+	// each is checked as an API server checks any object before its schema
+	// (apiVersion, kind, metadata names), its kind's schema by the cluster itself.
+	//
+	// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with POST /blueprints (the `CreateBlueprint` operationId).
+	CreateBlueprintWithResponse(ctx context.Context, body CreateBlueprintJSONRequestBody, reqEditors ...RequestEditorFn) (*CreateBlueprintResponse, error)
+
+	// DeleteBlueprintWithResponse Delete a blueprint and its versions; refused (409) while a pool uses one.
+	//
+	// Returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with DELETE /blueprints/{id} (the `DeleteBlueprint` operationId).
+	DeleteBlueprintWithResponse(ctx context.Context, id Id, reqEditors ...RequestEditorFn) (*DeleteBlueprintResponse, error)
+
+	// GetBlueprintWithResponse One blueprint, with its latest version's spec.
+	//
+	// Returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with GET /blueprints/{id} (the `GetBlueprint` operationId).
+	GetBlueprintWithResponse(ctx context.Context, id Id, reqEditors ...RequestEditorFn) (*GetBlueprintResponse, error)
+
+	// ListBlueprintVersionsWithResponse A blueprint's versions, newest first.
+	//
+	// Search fields: `version`, `created_at`; order by `version` (default: `version desc`), `created_at`.
+	//
+	// Returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with GET /blueprints/{id}/versions (the `ListBlueprintVersions` operationId).
+	ListBlueprintVersionsWithResponse(ctx context.Context, id Id, params *ListBlueprintVersionsParams, reqEditors ...RequestEditorFn) (*ListBlueprintVersionsResponse, error)
+
+	// CreateBlueprintVersionWithBodyWithResponse Change a blueprint by creating its next version; the versions before stay as they were.
+	//
+	// Pools stay on their version until they are moved to this one (`PATCH /capacity_pools/{id}`).
+	//
+	// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with POST /blueprints/{id}/versions (the `CreateBlueprintVersion` operationId).
+	CreateBlueprintVersionWithBodyWithResponse(ctx context.Context, id Id, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*CreateBlueprintVersionResponse, error)
+
+	// CreateBlueprintVersionWithResponse Change a blueprint by creating its next version; the versions before stay as they were.
+	//
+	// Pools stay on their version until they are moved to this one (`PATCH /capacity_pools/{id}`).
+	//
+	// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with POST /blueprints/{id}/versions (the `CreateBlueprintVersion` operationId).
+	CreateBlueprintVersionWithResponse(ctx context.Context, id Id, body CreateBlueprintVersionJSONRequestBody, reqEditors ...RequestEditorFn) (*CreateBlueprintVersionResponse, error)
+
+	// DeleteBlueprintVersionWithResponse Delete a version no pool uses; the latest version stays (delete the blueprint).
+	//
+	// Returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with DELETE /blueprints/{id}/versions/{version} (the `DeleteBlueprintVersion` operationId).
+	DeleteBlueprintVersionWithResponse(ctx context.Context, id Id, version Version, reqEditors ...RequestEditorFn) (*DeleteBlueprintVersionResponse, error)
+
+	// GetBlueprintVersionWithResponse One version of a blueprint.
+	//
+	// Returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with GET /blueprints/{id}/versions/{version} (the `GetBlueprintVersion` operationId).
+	GetBlueprintVersionWithResponse(ctx context.Context, id Id, version Version, reqEditors ...RequestEditorFn) (*GetBlueprintVersionResponse, error)
+
+	// ListCapacityPoolsWithResponse The caller's organisation's capacity pools, a page at a time.
+	//
+	// Search fields: `id`, `name`, `zone`, `cloud`, `region`, `blueprint_id`, `blueprint_version`, `created_by`, `created_at`, `updated_at`; order by `name`, `created_at` (default), `updated_at`.
+	//
+	// Returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with GET /capacity_pools (the `ListCapacityPools` operationId).
+	ListCapacityPoolsWithResponse(ctx context.Context, params *ListCapacityPoolsParams, reqEditors ...RequestEditorFn) (*ListCapacityPoolsResponse, error)
+
+	// CreateCapacityPoolWithBodyWithResponse Create a pool of data-plane clusters from a blueprint version; the pool manager makes its minimum at once.
+	//
+	// The pool's clusters are registrations of the organisation, labelled
+	// `fleet-manager.io/pool-id`, placed on hubs of the pool's zone and made by
+	// Hive there; they are changed and removed through the pool, never directly.
+	// `credentials` are write-only and stored encrypted.
+	//
+	// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with POST /capacity_pools (the `CreateCapacityPool` operationId).
+	CreateCapacityPoolWithBodyWithResponse(ctx context.Context, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*CreateCapacityPoolResponse, error)
+
+	// CreateCapacityPoolWithResponse Create a pool of data-plane clusters from a blueprint version; the pool manager makes its minimum at once.
+	//
+	// The pool's clusters are registrations of the organisation, labelled
+	// `fleet-manager.io/pool-id`, placed on hubs of the pool's zone and made by
+	// Hive there; they are changed and removed through the pool, never directly.
+	// `credentials` are write-only and stored encrypted.
+	//
+	// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with POST /capacity_pools (the `CreateCapacityPool` operationId).
+	CreateCapacityPoolWithResponse(ctx context.Context, body CreateCapacityPoolJSONRequestBody, reqEditors ...RequestEditorFn) (*CreateCapacityPoolResponse, error)
+
+	// DeleteCapacityPoolWithResponse Delete a pool; its clusters are deprovisioned, then the pool goes. Refused (409) while it holds reservations.
+	//
+	// Returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with DELETE /capacity_pools/{id} (the `DeleteCapacityPool` operationId).
+	DeleteCapacityPoolWithResponse(ctx context.Context, id Id, params *DeleteCapacityPoolParams, reqEditors ...RequestEditorFn) (*DeleteCapacityPoolResponse, error)
+
+	// GetCapacityPoolWithResponse One capacity pool.
+	//
+	// Returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with GET /capacity_pools/{id} (the `GetCapacityPool` operationId).
+	GetCapacityPoolWithResponse(ctx context.Context, id Id, reqEditors ...RequestEditorFn) (*GetCapacityPoolResponse, error)
+
+	// UpdateCapacityPoolWithBodyWithResponse Move a pool to another blueprint version, or change its bounds, thresholds or credentials.
+	//
+	// New clusters use the pool's version; existing ones are moved to it (their
+	// machine pools and add-ons change; each cluster reports the version it runs).
+	//
+	// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with PATCH /capacity_pools/{id} (the `UpdateCapacityPool` operationId).
+	UpdateCapacityPoolWithBodyWithResponse(ctx context.Context, id Id, params *UpdateCapacityPoolParams, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*UpdateCapacityPoolResponse, error)
+
+	// UpdateCapacityPoolWithResponse Move a pool to another blueprint version, or change its bounds, thresholds or credentials.
+	//
+	// New clusters use the pool's version; existing ones are moved to it (their
+	// machine pools and add-ons change; each cluster reports the version it runs).
+	//
+	// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with PATCH /capacity_pools/{id} (the `UpdateCapacityPool` operationId).
+	UpdateCapacityPoolWithResponse(ctx context.Context, id Id, params *UpdateCapacityPoolParams, body UpdateCapacityPoolJSONRequestBody, reqEditors ...RequestEditorFn) (*UpdateCapacityPoolResponse, error)
+
+	// ListCapacityPoolClustersWithResponse A pool's clusters, with their state, hub, URLs, nodes, capacity and units, to choose where instances go.
+	//
+	// Search fields: `id`, `name`, `state`, `hub_id`, `hub_name`, `blueprint_version`, `capacity_units`, `reserved_units`, `free_units`, `created_at`; order by `name`, `state`, `free_units`, `reserved_units`, `hub_name`, `created_at` (default).
+	//
+	// Returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with GET /capacity_pools/{id}/clusters (the `ListCapacityPoolClusters` operationId).
+	ListCapacityPoolClustersWithResponse(ctx context.Context, id Id, params *ListCapacityPoolClustersParams, reqEditors ...RequestEditorFn) (*ListCapacityPoolClustersResponse, error)
+
+	// ListCapacityPoolEventsWithResponse Every decision the pool manager took for the pool (what, why, when), newest first.
+	//
+	// Search fields: `type`, `reason`, `cluster_id`, `at`; order by `at` (default: `at desc`), `type`.
+	//
+	// Returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with GET /capacity_pools/{id}/events (the `ListCapacityPoolEvents` operationId).
+	ListCapacityPoolEventsWithResponse(ctx context.Context, id Id, params *ListCapacityPoolEventsParams, reqEditors ...RequestEditorFn) (*ListCapacityPoolEventsResponse, error)
+
+	// ListReservationsWithResponse A pool's reservations, a page at a time.
+	//
+	// Search fields: `id`, `cluster_id`, `instance_id`, `units`, `created_by`, `created_at`; order by `created_at` (default), `units`.
+	//
+	// Returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with GET /capacity_pools/{id}/reservations (the `ListReservations` operationId).
+	ListReservationsWithResponse(ctx context.Context, id Id, params *ListReservationsParams, reqEditors ...RequestEditorFn) (*ListReservationsResponse, error)
+
+	// CreateReservationWithBodyWithResponse Book room for a service instance; the answer names the cluster chosen.
+	//
+	// The booking goes to the fullest of the pool's joined clusters that still
+	// has room for it (bin-packing). Under any concurrency no cluster is booked
+	// past its capacity. The scaler sees the cluster's new load at once: past its
+	// node threshold the cluster gets more nodes; when every cluster is full a
+	// cluster is added.
+	//
+	// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with POST /capacity_pools/{id}/reservations (the `CreateReservation` operationId).
+	CreateReservationWithBodyWithResponse(ctx context.Context, id Id, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*CreateReservationResponse, error)
+
+	// CreateReservationWithResponse Book room for a service instance; the answer names the cluster chosen.
+	//
+	// The booking goes to the fullest of the pool's joined clusters that still
+	// has room for it (bin-packing). Under any concurrency no cluster is booked
+	// past its capacity. The scaler sees the cluster's new load at once: past its
+	// node threshold the cluster gets more nodes; when every cluster is full a
+	// cluster is added.
+	//
+	// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with POST /capacity_pools/{id}/reservations (the `CreateReservation` operationId).
+	CreateReservationWithResponse(ctx context.Context, id Id, body CreateReservationJSONRequestBody, reqEditors ...RequestEditorFn) (*CreateReservationResponse, error)
+
+	// DeleteReservationWithResponse Release a reservation; its units go back to its cluster.
+	//
+	// Returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with DELETE /capacity_pools/{id}/reservations/{reservation_id} (the `DeleteReservation` operationId).
+	DeleteReservationWithResponse(ctx context.Context, id Id, reservationId ReservationId, reqEditors ...RequestEditorFn) (*DeleteReservationResponse, error)
+
+	// GetReservationWithResponse One reservation.
+	//
+	// Returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with GET /capacity_pools/{id}/reservations/{reservation_id} (the `GetReservation` operationId).
+	GetReservationWithResponse(ctx context.Context, id Id, reservationId ReservationId, reqEditors ...RequestEditorFn) (*GetReservationResponse, error)
+
 	// ListClustersWithResponse The caller's organisation's registered clusters, a page at a time.
 	//
 	// Returns a wrapper object for the known response body format(s).
@@ -3372,6 +6123,1836 @@ type ClientWithResponsesInterface interface {
 	ListPolicyComplianceWithResponse(ctx context.Context, id Id, params *ListPolicyComplianceParams, reqEditors ...RequestEditorFn) (*ListPolicyComplianceResponse, error)
 }
 
+// ListBlueprintsResponse503Headers the declared response headers of an HTTP 503 response for ListBlueprints
+type ListBlueprintsResponse503Headers struct {
+	RetryAfter *int
+}
+
+type ListBlueprintsResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// JSON200 the response for an HTTP 200 `application/json` response
+	JSON200 *BlueprintList
+	// JSON400 the response for an HTTP 400 `application/json` response
+	JSON400 *BadRequest
+	// JSON401 the response for an HTTP 401 `application/json` response
+	JSON401 *Unauthenticated
+	// JSON403 the response for an HTTP 403 `application/json` response
+	JSON403 *Forbidden
+	// JSON500 the response for an HTTP 500 `application/json` response
+	JSON500 *InternalError
+	// JSON503 the response for an HTTP 503 `application/json` response
+	JSON503 *Unavailable
+	// Headers503 the parsed response headers for an HTTP 503 response
+	Headers503 *ListBlueprintsResponse503Headers
+}
+
+// GetJSON200 returns the response for an HTTP 200 `application/json` response
+func (r ListBlueprintsResponse) GetJSON200() *BlueprintList {
+	return r.JSON200
+}
+
+// GetJSON400 returns the response for an HTTP 400 `application/json` response
+func (r ListBlueprintsResponse) GetJSON400() *BadRequest {
+	return r.JSON400
+}
+
+// GetJSON401 returns the response for an HTTP 401 `application/json` response
+func (r ListBlueprintsResponse) GetJSON401() *Unauthenticated {
+	return r.JSON401
+}
+
+// GetJSON403 returns the response for an HTTP 403 `application/json` response
+func (r ListBlueprintsResponse) GetJSON403() *Forbidden {
+	return r.JSON403
+}
+
+// GetJSON500 returns the response for an HTTP 500 `application/json` response
+func (r ListBlueprintsResponse) GetJSON500() *InternalError {
+	return r.JSON500
+}
+
+// GetJSON503 returns the response for an HTTP 503 `application/json` response
+func (r ListBlueprintsResponse) GetJSON503() *Unavailable {
+	return r.JSON503
+}
+
+// GetBody returns the raw response body bytes
+func (r ListBlueprintsResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r ListBlueprintsResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r ListBlueprintsResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r ListBlueprintsResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
+// CreateBlueprintResponse201Headers the declared response headers of an HTTP 201 response for CreateBlueprint
+type CreateBlueprintResponse201Headers struct {
+	Location *string
+}
+
+// CreateBlueprintResponse503Headers the declared response headers of an HTTP 503 response for CreateBlueprint
+type CreateBlueprintResponse503Headers struct {
+	RetryAfter *int
+}
+
+type CreateBlueprintResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// JSON201 the response for an HTTP 201 `application/json` response
+	JSON201 *Blueprint
+	// JSON400 the response for an HTTP 400 `application/json` response
+	JSON400 *BadRequest
+	// JSON401 the response for an HTTP 401 `application/json` response
+	JSON401 *Unauthenticated
+	// JSON403 the response for an HTTP 403 `application/json` response
+	JSON403 *Forbidden
+	// JSON409 the response for an HTTP 409 `application/json` response
+	JSON409 *Conflict
+	// JSON413 the response for an HTTP 413 `application/json` response
+	JSON413 *BadRequest
+	// JSON415 the response for an HTTP 415 `application/json` response
+	JSON415 *BadRequest
+	// JSON500 the response for an HTTP 500 `application/json` response
+	JSON500 *InternalError
+	// JSON503 the response for an HTTP 503 `application/json` response
+	JSON503 *Unavailable
+	// Headers201 the parsed response headers for an HTTP 201 response
+	Headers201 *CreateBlueprintResponse201Headers
+	// Headers503 the parsed response headers for an HTTP 503 response
+	Headers503 *CreateBlueprintResponse503Headers
+}
+
+// GetJSON201 returns the response for an HTTP 201 `application/json` response
+func (r CreateBlueprintResponse) GetJSON201() *Blueprint {
+	return r.JSON201
+}
+
+// GetJSON400 returns the response for an HTTP 400 `application/json` response
+func (r CreateBlueprintResponse) GetJSON400() *BadRequest {
+	return r.JSON400
+}
+
+// GetJSON401 returns the response for an HTTP 401 `application/json` response
+func (r CreateBlueprintResponse) GetJSON401() *Unauthenticated {
+	return r.JSON401
+}
+
+// GetJSON403 returns the response for an HTTP 403 `application/json` response
+func (r CreateBlueprintResponse) GetJSON403() *Forbidden {
+	return r.JSON403
+}
+
+// GetJSON409 returns the response for an HTTP 409 `application/json` response
+func (r CreateBlueprintResponse) GetJSON409() *Conflict {
+	return r.JSON409
+}
+
+// GetJSON413 returns the response for an HTTP 413 `application/json` response
+func (r CreateBlueprintResponse) GetJSON413() *BadRequest {
+	return r.JSON413
+}
+
+// GetJSON415 returns the response for an HTTP 415 `application/json` response
+func (r CreateBlueprintResponse) GetJSON415() *BadRequest {
+	return r.JSON415
+}
+
+// GetJSON500 returns the response for an HTTP 500 `application/json` response
+func (r CreateBlueprintResponse) GetJSON500() *InternalError {
+	return r.JSON500
+}
+
+// GetJSON503 returns the response for an HTTP 503 `application/json` response
+func (r CreateBlueprintResponse) GetJSON503() *Unavailable {
+	return r.JSON503
+}
+
+// GetBody returns the raw response body bytes
+func (r CreateBlueprintResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r CreateBlueprintResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r CreateBlueprintResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r CreateBlueprintResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
+// DeleteBlueprintResponse503Headers the declared response headers of an HTTP 503 response for DeleteBlueprint
+type DeleteBlueprintResponse503Headers struct {
+	RetryAfter *int
+}
+
+type DeleteBlueprintResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// JSON400 the response for an HTTP 400 `application/json` response
+	JSON400 *BadRequest
+	// JSON401 the response for an HTTP 401 `application/json` response
+	JSON401 *Unauthenticated
+	// JSON403 the response for an HTTP 403 `application/json` response
+	JSON403 *Forbidden
+	// JSON404 the response for an HTTP 404 `application/json` response
+	JSON404 *NotFound
+	// JSON409 the response for an HTTP 409 `application/json` response
+	JSON409 *Conflict
+	// JSON500 the response for an HTTP 500 `application/json` response
+	JSON500 *InternalError
+	// JSON503 the response for an HTTP 503 `application/json` response
+	JSON503 *Unavailable
+	// Headers503 the parsed response headers for an HTTP 503 response
+	Headers503 *DeleteBlueprintResponse503Headers
+}
+
+// GetJSON400 returns the response for an HTTP 400 `application/json` response
+func (r DeleteBlueprintResponse) GetJSON400() *BadRequest {
+	return r.JSON400
+}
+
+// GetJSON401 returns the response for an HTTP 401 `application/json` response
+func (r DeleteBlueprintResponse) GetJSON401() *Unauthenticated {
+	return r.JSON401
+}
+
+// GetJSON403 returns the response for an HTTP 403 `application/json` response
+func (r DeleteBlueprintResponse) GetJSON403() *Forbidden {
+	return r.JSON403
+}
+
+// GetJSON404 returns the response for an HTTP 404 `application/json` response
+func (r DeleteBlueprintResponse) GetJSON404() *NotFound {
+	return r.JSON404
+}
+
+// GetJSON409 returns the response for an HTTP 409 `application/json` response
+func (r DeleteBlueprintResponse) GetJSON409() *Conflict {
+	return r.JSON409
+}
+
+// GetJSON500 returns the response for an HTTP 500 `application/json` response
+func (r DeleteBlueprintResponse) GetJSON500() *InternalError {
+	return r.JSON500
+}
+
+// GetJSON503 returns the response for an HTTP 503 `application/json` response
+func (r DeleteBlueprintResponse) GetJSON503() *Unavailable {
+	return r.JSON503
+}
+
+// GetBody returns the raw response body bytes
+func (r DeleteBlueprintResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r DeleteBlueprintResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r DeleteBlueprintResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r DeleteBlueprintResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
+// GetBlueprintResponse503Headers the declared response headers of an HTTP 503 response for GetBlueprint
+type GetBlueprintResponse503Headers struct {
+	RetryAfter *int
+}
+
+type GetBlueprintResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// JSON200 the response for an HTTP 200 `application/json` response
+	JSON200 *Blueprint
+	// JSON400 the response for an HTTP 400 `application/json` response
+	JSON400 *BadRequest
+	// JSON401 the response for an HTTP 401 `application/json` response
+	JSON401 *Unauthenticated
+	// JSON403 the response for an HTTP 403 `application/json` response
+	JSON403 *Forbidden
+	// JSON404 the response for an HTTP 404 `application/json` response
+	JSON404 *NotFound
+	// JSON500 the response for an HTTP 500 `application/json` response
+	JSON500 *InternalError
+	// JSON503 the response for an HTTP 503 `application/json` response
+	JSON503 *Unavailable
+	// Headers503 the parsed response headers for an HTTP 503 response
+	Headers503 *GetBlueprintResponse503Headers
+}
+
+// GetJSON200 returns the response for an HTTP 200 `application/json` response
+func (r GetBlueprintResponse) GetJSON200() *Blueprint {
+	return r.JSON200
+}
+
+// GetJSON400 returns the response for an HTTP 400 `application/json` response
+func (r GetBlueprintResponse) GetJSON400() *BadRequest {
+	return r.JSON400
+}
+
+// GetJSON401 returns the response for an HTTP 401 `application/json` response
+func (r GetBlueprintResponse) GetJSON401() *Unauthenticated {
+	return r.JSON401
+}
+
+// GetJSON403 returns the response for an HTTP 403 `application/json` response
+func (r GetBlueprintResponse) GetJSON403() *Forbidden {
+	return r.JSON403
+}
+
+// GetJSON404 returns the response for an HTTP 404 `application/json` response
+func (r GetBlueprintResponse) GetJSON404() *NotFound {
+	return r.JSON404
+}
+
+// GetJSON500 returns the response for an HTTP 500 `application/json` response
+func (r GetBlueprintResponse) GetJSON500() *InternalError {
+	return r.JSON500
+}
+
+// GetJSON503 returns the response for an HTTP 503 `application/json` response
+func (r GetBlueprintResponse) GetJSON503() *Unavailable {
+	return r.JSON503
+}
+
+// GetBody returns the raw response body bytes
+func (r GetBlueprintResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r GetBlueprintResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r GetBlueprintResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r GetBlueprintResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
+// ListBlueprintVersionsResponse503Headers the declared response headers of an HTTP 503 response for ListBlueprintVersions
+type ListBlueprintVersionsResponse503Headers struct {
+	RetryAfter *int
+}
+
+type ListBlueprintVersionsResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// JSON200 the response for an HTTP 200 `application/json` response
+	JSON200 *BlueprintVersionList
+	// JSON400 the response for an HTTP 400 `application/json` response
+	JSON400 *BadRequest
+	// JSON401 the response for an HTTP 401 `application/json` response
+	JSON401 *Unauthenticated
+	// JSON403 the response for an HTTP 403 `application/json` response
+	JSON403 *Forbidden
+	// JSON404 the response for an HTTP 404 `application/json` response
+	JSON404 *NotFound
+	// JSON500 the response for an HTTP 500 `application/json` response
+	JSON500 *InternalError
+	// JSON503 the response for an HTTP 503 `application/json` response
+	JSON503 *Unavailable
+	// Headers503 the parsed response headers for an HTTP 503 response
+	Headers503 *ListBlueprintVersionsResponse503Headers
+}
+
+// GetJSON200 returns the response for an HTTP 200 `application/json` response
+func (r ListBlueprintVersionsResponse) GetJSON200() *BlueprintVersionList {
+	return r.JSON200
+}
+
+// GetJSON400 returns the response for an HTTP 400 `application/json` response
+func (r ListBlueprintVersionsResponse) GetJSON400() *BadRequest {
+	return r.JSON400
+}
+
+// GetJSON401 returns the response for an HTTP 401 `application/json` response
+func (r ListBlueprintVersionsResponse) GetJSON401() *Unauthenticated {
+	return r.JSON401
+}
+
+// GetJSON403 returns the response for an HTTP 403 `application/json` response
+func (r ListBlueprintVersionsResponse) GetJSON403() *Forbidden {
+	return r.JSON403
+}
+
+// GetJSON404 returns the response for an HTTP 404 `application/json` response
+func (r ListBlueprintVersionsResponse) GetJSON404() *NotFound {
+	return r.JSON404
+}
+
+// GetJSON500 returns the response for an HTTP 500 `application/json` response
+func (r ListBlueprintVersionsResponse) GetJSON500() *InternalError {
+	return r.JSON500
+}
+
+// GetJSON503 returns the response for an HTTP 503 `application/json` response
+func (r ListBlueprintVersionsResponse) GetJSON503() *Unavailable {
+	return r.JSON503
+}
+
+// GetBody returns the raw response body bytes
+func (r ListBlueprintVersionsResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r ListBlueprintVersionsResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r ListBlueprintVersionsResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r ListBlueprintVersionsResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
+// CreateBlueprintVersionResponse201Headers the declared response headers of an HTTP 201 response for CreateBlueprintVersion
+type CreateBlueprintVersionResponse201Headers struct {
+	Location *string
+}
+
+// CreateBlueprintVersionResponse503Headers the declared response headers of an HTTP 503 response for CreateBlueprintVersion
+type CreateBlueprintVersionResponse503Headers struct {
+	RetryAfter *int
+}
+
+type CreateBlueprintVersionResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// JSON201 the response for an HTTP 201 `application/json` response
+	JSON201 *BlueprintVersion
+	// JSON400 the response for an HTTP 400 `application/json` response
+	JSON400 *BadRequest
+	// JSON401 the response for an HTTP 401 `application/json` response
+	JSON401 *Unauthenticated
+	// JSON403 the response for an HTTP 403 `application/json` response
+	JSON403 *Forbidden
+	// JSON404 the response for an HTTP 404 `application/json` response
+	JSON404 *NotFound
+	// JSON413 the response for an HTTP 413 `application/json` response
+	JSON413 *BadRequest
+	// JSON415 the response for an HTTP 415 `application/json` response
+	JSON415 *BadRequest
+	// JSON500 the response for an HTTP 500 `application/json` response
+	JSON500 *InternalError
+	// JSON503 the response for an HTTP 503 `application/json` response
+	JSON503 *Unavailable
+	// Headers201 the parsed response headers for an HTTP 201 response
+	Headers201 *CreateBlueprintVersionResponse201Headers
+	// Headers503 the parsed response headers for an HTTP 503 response
+	Headers503 *CreateBlueprintVersionResponse503Headers
+}
+
+// GetJSON201 returns the response for an HTTP 201 `application/json` response
+func (r CreateBlueprintVersionResponse) GetJSON201() *BlueprintVersion {
+	return r.JSON201
+}
+
+// GetJSON400 returns the response for an HTTP 400 `application/json` response
+func (r CreateBlueprintVersionResponse) GetJSON400() *BadRequest {
+	return r.JSON400
+}
+
+// GetJSON401 returns the response for an HTTP 401 `application/json` response
+func (r CreateBlueprintVersionResponse) GetJSON401() *Unauthenticated {
+	return r.JSON401
+}
+
+// GetJSON403 returns the response for an HTTP 403 `application/json` response
+func (r CreateBlueprintVersionResponse) GetJSON403() *Forbidden {
+	return r.JSON403
+}
+
+// GetJSON404 returns the response for an HTTP 404 `application/json` response
+func (r CreateBlueprintVersionResponse) GetJSON404() *NotFound {
+	return r.JSON404
+}
+
+// GetJSON413 returns the response for an HTTP 413 `application/json` response
+func (r CreateBlueprintVersionResponse) GetJSON413() *BadRequest {
+	return r.JSON413
+}
+
+// GetJSON415 returns the response for an HTTP 415 `application/json` response
+func (r CreateBlueprintVersionResponse) GetJSON415() *BadRequest {
+	return r.JSON415
+}
+
+// GetJSON500 returns the response for an HTTP 500 `application/json` response
+func (r CreateBlueprintVersionResponse) GetJSON500() *InternalError {
+	return r.JSON500
+}
+
+// GetJSON503 returns the response for an HTTP 503 `application/json` response
+func (r CreateBlueprintVersionResponse) GetJSON503() *Unavailable {
+	return r.JSON503
+}
+
+// GetBody returns the raw response body bytes
+func (r CreateBlueprintVersionResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r CreateBlueprintVersionResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r CreateBlueprintVersionResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r CreateBlueprintVersionResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
+// DeleteBlueprintVersionResponse503Headers the declared response headers of an HTTP 503 response for DeleteBlueprintVersion
+type DeleteBlueprintVersionResponse503Headers struct {
+	RetryAfter *int
+}
+
+type DeleteBlueprintVersionResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// JSON400 the response for an HTTP 400 `application/json` response
+	JSON400 *BadRequest
+	// JSON401 the response for an HTTP 401 `application/json` response
+	JSON401 *Unauthenticated
+	// JSON403 the response for an HTTP 403 `application/json` response
+	JSON403 *Forbidden
+	// JSON404 the response for an HTTP 404 `application/json` response
+	JSON404 *NotFound
+	// JSON409 the response for an HTTP 409 `application/json` response
+	JSON409 *Conflict
+	// JSON500 the response for an HTTP 500 `application/json` response
+	JSON500 *InternalError
+	// JSON503 the response for an HTTP 503 `application/json` response
+	JSON503 *Unavailable
+	// Headers503 the parsed response headers for an HTTP 503 response
+	Headers503 *DeleteBlueprintVersionResponse503Headers
+}
+
+// GetJSON400 returns the response for an HTTP 400 `application/json` response
+func (r DeleteBlueprintVersionResponse) GetJSON400() *BadRequest {
+	return r.JSON400
+}
+
+// GetJSON401 returns the response for an HTTP 401 `application/json` response
+func (r DeleteBlueprintVersionResponse) GetJSON401() *Unauthenticated {
+	return r.JSON401
+}
+
+// GetJSON403 returns the response for an HTTP 403 `application/json` response
+func (r DeleteBlueprintVersionResponse) GetJSON403() *Forbidden {
+	return r.JSON403
+}
+
+// GetJSON404 returns the response for an HTTP 404 `application/json` response
+func (r DeleteBlueprintVersionResponse) GetJSON404() *NotFound {
+	return r.JSON404
+}
+
+// GetJSON409 returns the response for an HTTP 409 `application/json` response
+func (r DeleteBlueprintVersionResponse) GetJSON409() *Conflict {
+	return r.JSON409
+}
+
+// GetJSON500 returns the response for an HTTP 500 `application/json` response
+func (r DeleteBlueprintVersionResponse) GetJSON500() *InternalError {
+	return r.JSON500
+}
+
+// GetJSON503 returns the response for an HTTP 503 `application/json` response
+func (r DeleteBlueprintVersionResponse) GetJSON503() *Unavailable {
+	return r.JSON503
+}
+
+// GetBody returns the raw response body bytes
+func (r DeleteBlueprintVersionResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r DeleteBlueprintVersionResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r DeleteBlueprintVersionResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r DeleteBlueprintVersionResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
+// GetBlueprintVersionResponse503Headers the declared response headers of an HTTP 503 response for GetBlueprintVersion
+type GetBlueprintVersionResponse503Headers struct {
+	RetryAfter *int
+}
+
+type GetBlueprintVersionResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// JSON200 the response for an HTTP 200 `application/json` response
+	JSON200 *BlueprintVersion
+	// JSON400 the response for an HTTP 400 `application/json` response
+	JSON400 *BadRequest
+	// JSON401 the response for an HTTP 401 `application/json` response
+	JSON401 *Unauthenticated
+	// JSON403 the response for an HTTP 403 `application/json` response
+	JSON403 *Forbidden
+	// JSON404 the response for an HTTP 404 `application/json` response
+	JSON404 *NotFound
+	// JSON500 the response for an HTTP 500 `application/json` response
+	JSON500 *InternalError
+	// JSON503 the response for an HTTP 503 `application/json` response
+	JSON503 *Unavailable
+	// Headers503 the parsed response headers for an HTTP 503 response
+	Headers503 *GetBlueprintVersionResponse503Headers
+}
+
+// GetJSON200 returns the response for an HTTP 200 `application/json` response
+func (r GetBlueprintVersionResponse) GetJSON200() *BlueprintVersion {
+	return r.JSON200
+}
+
+// GetJSON400 returns the response for an HTTP 400 `application/json` response
+func (r GetBlueprintVersionResponse) GetJSON400() *BadRequest {
+	return r.JSON400
+}
+
+// GetJSON401 returns the response for an HTTP 401 `application/json` response
+func (r GetBlueprintVersionResponse) GetJSON401() *Unauthenticated {
+	return r.JSON401
+}
+
+// GetJSON403 returns the response for an HTTP 403 `application/json` response
+func (r GetBlueprintVersionResponse) GetJSON403() *Forbidden {
+	return r.JSON403
+}
+
+// GetJSON404 returns the response for an HTTP 404 `application/json` response
+func (r GetBlueprintVersionResponse) GetJSON404() *NotFound {
+	return r.JSON404
+}
+
+// GetJSON500 returns the response for an HTTP 500 `application/json` response
+func (r GetBlueprintVersionResponse) GetJSON500() *InternalError {
+	return r.JSON500
+}
+
+// GetJSON503 returns the response for an HTTP 503 `application/json` response
+func (r GetBlueprintVersionResponse) GetJSON503() *Unavailable {
+	return r.JSON503
+}
+
+// GetBody returns the raw response body bytes
+func (r GetBlueprintVersionResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r GetBlueprintVersionResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r GetBlueprintVersionResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r GetBlueprintVersionResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
+// ListCapacityPoolsResponse503Headers the declared response headers of an HTTP 503 response for ListCapacityPools
+type ListCapacityPoolsResponse503Headers struct {
+	RetryAfter *int
+}
+
+type ListCapacityPoolsResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// JSON200 the response for an HTTP 200 `application/json` response
+	JSON200 *CapacityPoolList
+	// JSON400 the response for an HTTP 400 `application/json` response
+	JSON400 *BadRequest
+	// JSON401 the response for an HTTP 401 `application/json` response
+	JSON401 *Unauthenticated
+	// JSON403 the response for an HTTP 403 `application/json` response
+	JSON403 *Forbidden
+	// JSON500 the response for an HTTP 500 `application/json` response
+	JSON500 *InternalError
+	// JSON503 the response for an HTTP 503 `application/json` response
+	JSON503 *Unavailable
+	// Headers503 the parsed response headers for an HTTP 503 response
+	Headers503 *ListCapacityPoolsResponse503Headers
+}
+
+// GetJSON200 returns the response for an HTTP 200 `application/json` response
+func (r ListCapacityPoolsResponse) GetJSON200() *CapacityPoolList {
+	return r.JSON200
+}
+
+// GetJSON400 returns the response for an HTTP 400 `application/json` response
+func (r ListCapacityPoolsResponse) GetJSON400() *BadRequest {
+	return r.JSON400
+}
+
+// GetJSON401 returns the response for an HTTP 401 `application/json` response
+func (r ListCapacityPoolsResponse) GetJSON401() *Unauthenticated {
+	return r.JSON401
+}
+
+// GetJSON403 returns the response for an HTTP 403 `application/json` response
+func (r ListCapacityPoolsResponse) GetJSON403() *Forbidden {
+	return r.JSON403
+}
+
+// GetJSON500 returns the response for an HTTP 500 `application/json` response
+func (r ListCapacityPoolsResponse) GetJSON500() *InternalError {
+	return r.JSON500
+}
+
+// GetJSON503 returns the response for an HTTP 503 `application/json` response
+func (r ListCapacityPoolsResponse) GetJSON503() *Unavailable {
+	return r.JSON503
+}
+
+// GetBody returns the raw response body bytes
+func (r ListCapacityPoolsResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r ListCapacityPoolsResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r ListCapacityPoolsResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r ListCapacityPoolsResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
+// CreateCapacityPoolResponse201Headers the declared response headers of an HTTP 201 response for CreateCapacityPool
+type CreateCapacityPoolResponse201Headers struct {
+	ETag     *string
+	Location *string
+}
+
+// CreateCapacityPoolResponse503Headers the declared response headers of an HTTP 503 response for CreateCapacityPool
+type CreateCapacityPoolResponse503Headers struct {
+	RetryAfter *int
+}
+
+type CreateCapacityPoolResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// JSON201 the response for an HTTP 201 `application/json` response
+	JSON201 *CapacityPool
+	// JSON400 the response for an HTTP 400 `application/json` response
+	JSON400 *BadRequest
+	// JSON401 the response for an HTTP 401 `application/json` response
+	JSON401 *Unauthenticated
+	// JSON403 the response for an HTTP 403 `application/json` response
+	JSON403 *Forbidden
+	// JSON409 the response for an HTTP 409 `application/json` response
+	JSON409 *Conflict
+	// JSON413 the response for an HTTP 413 `application/json` response
+	JSON413 *BadRequest
+	// JSON415 the response for an HTTP 415 `application/json` response
+	JSON415 *BadRequest
+	// JSON500 the response for an HTTP 500 `application/json` response
+	JSON500 *InternalError
+	// JSON503 the response for an HTTP 503 `application/json` response
+	JSON503 *Unavailable
+	// Headers201 the parsed response headers for an HTTP 201 response
+	Headers201 *CreateCapacityPoolResponse201Headers
+	// Headers503 the parsed response headers for an HTTP 503 response
+	Headers503 *CreateCapacityPoolResponse503Headers
+}
+
+// GetJSON201 returns the response for an HTTP 201 `application/json` response
+func (r CreateCapacityPoolResponse) GetJSON201() *CapacityPool {
+	return r.JSON201
+}
+
+// GetJSON400 returns the response for an HTTP 400 `application/json` response
+func (r CreateCapacityPoolResponse) GetJSON400() *BadRequest {
+	return r.JSON400
+}
+
+// GetJSON401 returns the response for an HTTP 401 `application/json` response
+func (r CreateCapacityPoolResponse) GetJSON401() *Unauthenticated {
+	return r.JSON401
+}
+
+// GetJSON403 returns the response for an HTTP 403 `application/json` response
+func (r CreateCapacityPoolResponse) GetJSON403() *Forbidden {
+	return r.JSON403
+}
+
+// GetJSON409 returns the response for an HTTP 409 `application/json` response
+func (r CreateCapacityPoolResponse) GetJSON409() *Conflict {
+	return r.JSON409
+}
+
+// GetJSON413 returns the response for an HTTP 413 `application/json` response
+func (r CreateCapacityPoolResponse) GetJSON413() *BadRequest {
+	return r.JSON413
+}
+
+// GetJSON415 returns the response for an HTTP 415 `application/json` response
+func (r CreateCapacityPoolResponse) GetJSON415() *BadRequest {
+	return r.JSON415
+}
+
+// GetJSON500 returns the response for an HTTP 500 `application/json` response
+func (r CreateCapacityPoolResponse) GetJSON500() *InternalError {
+	return r.JSON500
+}
+
+// GetJSON503 returns the response for an HTTP 503 `application/json` response
+func (r CreateCapacityPoolResponse) GetJSON503() *Unavailable {
+	return r.JSON503
+}
+
+// GetBody returns the raw response body bytes
+func (r CreateCapacityPoolResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r CreateCapacityPoolResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r CreateCapacityPoolResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r CreateCapacityPoolResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
+// DeleteCapacityPoolResponse503Headers the declared response headers of an HTTP 503 response for DeleteCapacityPool
+type DeleteCapacityPoolResponse503Headers struct {
+	RetryAfter *int
+}
+
+type DeleteCapacityPoolResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// JSON400 the response for an HTTP 400 `application/json` response
+	JSON400 *BadRequest
+	// JSON401 the response for an HTTP 401 `application/json` response
+	JSON401 *Unauthenticated
+	// JSON403 the response for an HTTP 403 `application/json` response
+	JSON403 *Forbidden
+	// JSON404 the response for an HTTP 404 `application/json` response
+	JSON404 *NotFound
+	// JSON409 the response for an HTTP 409 `application/json` response
+	JSON409 *Conflict
+	// JSON412 the response for an HTTP 412 `application/json` response
+	JSON412 *PreconditionFailed
+	// JSON500 the response for an HTTP 500 `application/json` response
+	JSON500 *InternalError
+	// JSON503 the response for an HTTP 503 `application/json` response
+	JSON503 *Unavailable
+	// Headers503 the parsed response headers for an HTTP 503 response
+	Headers503 *DeleteCapacityPoolResponse503Headers
+}
+
+// GetJSON400 returns the response for an HTTP 400 `application/json` response
+func (r DeleteCapacityPoolResponse) GetJSON400() *BadRequest {
+	return r.JSON400
+}
+
+// GetJSON401 returns the response for an HTTP 401 `application/json` response
+func (r DeleteCapacityPoolResponse) GetJSON401() *Unauthenticated {
+	return r.JSON401
+}
+
+// GetJSON403 returns the response for an HTTP 403 `application/json` response
+func (r DeleteCapacityPoolResponse) GetJSON403() *Forbidden {
+	return r.JSON403
+}
+
+// GetJSON404 returns the response for an HTTP 404 `application/json` response
+func (r DeleteCapacityPoolResponse) GetJSON404() *NotFound {
+	return r.JSON404
+}
+
+// GetJSON409 returns the response for an HTTP 409 `application/json` response
+func (r DeleteCapacityPoolResponse) GetJSON409() *Conflict {
+	return r.JSON409
+}
+
+// GetJSON412 returns the response for an HTTP 412 `application/json` response
+func (r DeleteCapacityPoolResponse) GetJSON412() *PreconditionFailed {
+	return r.JSON412
+}
+
+// GetJSON500 returns the response for an HTTP 500 `application/json` response
+func (r DeleteCapacityPoolResponse) GetJSON500() *InternalError {
+	return r.JSON500
+}
+
+// GetJSON503 returns the response for an HTTP 503 `application/json` response
+func (r DeleteCapacityPoolResponse) GetJSON503() *Unavailable {
+	return r.JSON503
+}
+
+// GetBody returns the raw response body bytes
+func (r DeleteCapacityPoolResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r DeleteCapacityPoolResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r DeleteCapacityPoolResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r DeleteCapacityPoolResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
+// GetCapacityPoolResponse200Headers the declared response headers of an HTTP 200 response for GetCapacityPool
+type GetCapacityPoolResponse200Headers struct {
+	ETag *string
+}
+
+// GetCapacityPoolResponse503Headers the declared response headers of an HTTP 503 response for GetCapacityPool
+type GetCapacityPoolResponse503Headers struct {
+	RetryAfter *int
+}
+
+type GetCapacityPoolResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// JSON200 the response for an HTTP 200 `application/json` response
+	JSON200 *CapacityPool
+	// JSON400 the response for an HTTP 400 `application/json` response
+	JSON400 *BadRequest
+	// JSON401 the response for an HTTP 401 `application/json` response
+	JSON401 *Unauthenticated
+	// JSON403 the response for an HTTP 403 `application/json` response
+	JSON403 *Forbidden
+	// JSON404 the response for an HTTP 404 `application/json` response
+	JSON404 *NotFound
+	// JSON500 the response for an HTTP 500 `application/json` response
+	JSON500 *InternalError
+	// JSON503 the response for an HTTP 503 `application/json` response
+	JSON503 *Unavailable
+	// Headers200 the parsed response headers for an HTTP 200 response
+	Headers200 *GetCapacityPoolResponse200Headers
+	// Headers503 the parsed response headers for an HTTP 503 response
+	Headers503 *GetCapacityPoolResponse503Headers
+}
+
+// GetJSON200 returns the response for an HTTP 200 `application/json` response
+func (r GetCapacityPoolResponse) GetJSON200() *CapacityPool {
+	return r.JSON200
+}
+
+// GetJSON400 returns the response for an HTTP 400 `application/json` response
+func (r GetCapacityPoolResponse) GetJSON400() *BadRequest {
+	return r.JSON400
+}
+
+// GetJSON401 returns the response for an HTTP 401 `application/json` response
+func (r GetCapacityPoolResponse) GetJSON401() *Unauthenticated {
+	return r.JSON401
+}
+
+// GetJSON403 returns the response for an HTTP 403 `application/json` response
+func (r GetCapacityPoolResponse) GetJSON403() *Forbidden {
+	return r.JSON403
+}
+
+// GetJSON404 returns the response for an HTTP 404 `application/json` response
+func (r GetCapacityPoolResponse) GetJSON404() *NotFound {
+	return r.JSON404
+}
+
+// GetJSON500 returns the response for an HTTP 500 `application/json` response
+func (r GetCapacityPoolResponse) GetJSON500() *InternalError {
+	return r.JSON500
+}
+
+// GetJSON503 returns the response for an HTTP 503 `application/json` response
+func (r GetCapacityPoolResponse) GetJSON503() *Unavailable {
+	return r.JSON503
+}
+
+// GetBody returns the raw response body bytes
+func (r GetCapacityPoolResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r GetCapacityPoolResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r GetCapacityPoolResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r GetCapacityPoolResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
+// UpdateCapacityPoolResponse200Headers the declared response headers of an HTTP 200 response for UpdateCapacityPool
+type UpdateCapacityPoolResponse200Headers struct {
+	ETag *string
+}
+
+// UpdateCapacityPoolResponse503Headers the declared response headers of an HTTP 503 response for UpdateCapacityPool
+type UpdateCapacityPoolResponse503Headers struct {
+	RetryAfter *int
+}
+
+type UpdateCapacityPoolResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// JSON200 the response for an HTTP 200 `application/json` response
+	JSON200 *CapacityPool
+	// JSON400 the response for an HTTP 400 `application/json` response
+	JSON400 *BadRequest
+	// JSON401 the response for an HTTP 401 `application/json` response
+	JSON401 *Unauthenticated
+	// JSON403 the response for an HTTP 403 `application/json` response
+	JSON403 *Forbidden
+	// JSON404 the response for an HTTP 404 `application/json` response
+	JSON404 *NotFound
+	// JSON409 the response for an HTTP 409 `application/json` response
+	JSON409 *Conflict
+	// JSON412 the response for an HTTP 412 `application/json` response
+	JSON412 *PreconditionFailed
+	// JSON413 the response for an HTTP 413 `application/json` response
+	JSON413 *BadRequest
+	// JSON415 the response for an HTTP 415 `application/json` response
+	JSON415 *BadRequest
+	// JSON500 the response for an HTTP 500 `application/json` response
+	JSON500 *InternalError
+	// JSON503 the response for an HTTP 503 `application/json` response
+	JSON503 *Unavailable
+	// Headers200 the parsed response headers for an HTTP 200 response
+	Headers200 *UpdateCapacityPoolResponse200Headers
+	// Headers503 the parsed response headers for an HTTP 503 response
+	Headers503 *UpdateCapacityPoolResponse503Headers
+}
+
+// GetJSON200 returns the response for an HTTP 200 `application/json` response
+func (r UpdateCapacityPoolResponse) GetJSON200() *CapacityPool {
+	return r.JSON200
+}
+
+// GetJSON400 returns the response for an HTTP 400 `application/json` response
+func (r UpdateCapacityPoolResponse) GetJSON400() *BadRequest {
+	return r.JSON400
+}
+
+// GetJSON401 returns the response for an HTTP 401 `application/json` response
+func (r UpdateCapacityPoolResponse) GetJSON401() *Unauthenticated {
+	return r.JSON401
+}
+
+// GetJSON403 returns the response for an HTTP 403 `application/json` response
+func (r UpdateCapacityPoolResponse) GetJSON403() *Forbidden {
+	return r.JSON403
+}
+
+// GetJSON404 returns the response for an HTTP 404 `application/json` response
+func (r UpdateCapacityPoolResponse) GetJSON404() *NotFound {
+	return r.JSON404
+}
+
+// GetJSON409 returns the response for an HTTP 409 `application/json` response
+func (r UpdateCapacityPoolResponse) GetJSON409() *Conflict {
+	return r.JSON409
+}
+
+// GetJSON412 returns the response for an HTTP 412 `application/json` response
+func (r UpdateCapacityPoolResponse) GetJSON412() *PreconditionFailed {
+	return r.JSON412
+}
+
+// GetJSON413 returns the response for an HTTP 413 `application/json` response
+func (r UpdateCapacityPoolResponse) GetJSON413() *BadRequest {
+	return r.JSON413
+}
+
+// GetJSON415 returns the response for an HTTP 415 `application/json` response
+func (r UpdateCapacityPoolResponse) GetJSON415() *BadRequest {
+	return r.JSON415
+}
+
+// GetJSON500 returns the response for an HTTP 500 `application/json` response
+func (r UpdateCapacityPoolResponse) GetJSON500() *InternalError {
+	return r.JSON500
+}
+
+// GetJSON503 returns the response for an HTTP 503 `application/json` response
+func (r UpdateCapacityPoolResponse) GetJSON503() *Unavailable {
+	return r.JSON503
+}
+
+// GetBody returns the raw response body bytes
+func (r UpdateCapacityPoolResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r UpdateCapacityPoolResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r UpdateCapacityPoolResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r UpdateCapacityPoolResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
+// ListCapacityPoolClustersResponse503Headers the declared response headers of an HTTP 503 response for ListCapacityPoolClusters
+type ListCapacityPoolClustersResponse503Headers struct {
+	RetryAfter *int
+}
+
+type ListCapacityPoolClustersResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// JSON200 the response for an HTTP 200 `application/json` response
+	JSON200 *PoolClusterList
+	// JSON400 the response for an HTTP 400 `application/json` response
+	JSON400 *BadRequest
+	// JSON401 the response for an HTTP 401 `application/json` response
+	JSON401 *Unauthenticated
+	// JSON403 the response for an HTTP 403 `application/json` response
+	JSON403 *Forbidden
+	// JSON404 the response for an HTTP 404 `application/json` response
+	JSON404 *NotFound
+	// JSON500 the response for an HTTP 500 `application/json` response
+	JSON500 *InternalError
+	// JSON503 the response for an HTTP 503 `application/json` response
+	JSON503 *Unavailable
+	// Headers503 the parsed response headers for an HTTP 503 response
+	Headers503 *ListCapacityPoolClustersResponse503Headers
+}
+
+// GetJSON200 returns the response for an HTTP 200 `application/json` response
+func (r ListCapacityPoolClustersResponse) GetJSON200() *PoolClusterList {
+	return r.JSON200
+}
+
+// GetJSON400 returns the response for an HTTP 400 `application/json` response
+func (r ListCapacityPoolClustersResponse) GetJSON400() *BadRequest {
+	return r.JSON400
+}
+
+// GetJSON401 returns the response for an HTTP 401 `application/json` response
+func (r ListCapacityPoolClustersResponse) GetJSON401() *Unauthenticated {
+	return r.JSON401
+}
+
+// GetJSON403 returns the response for an HTTP 403 `application/json` response
+func (r ListCapacityPoolClustersResponse) GetJSON403() *Forbidden {
+	return r.JSON403
+}
+
+// GetJSON404 returns the response for an HTTP 404 `application/json` response
+func (r ListCapacityPoolClustersResponse) GetJSON404() *NotFound {
+	return r.JSON404
+}
+
+// GetJSON500 returns the response for an HTTP 500 `application/json` response
+func (r ListCapacityPoolClustersResponse) GetJSON500() *InternalError {
+	return r.JSON500
+}
+
+// GetJSON503 returns the response for an HTTP 503 `application/json` response
+func (r ListCapacityPoolClustersResponse) GetJSON503() *Unavailable {
+	return r.JSON503
+}
+
+// GetBody returns the raw response body bytes
+func (r ListCapacityPoolClustersResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r ListCapacityPoolClustersResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r ListCapacityPoolClustersResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r ListCapacityPoolClustersResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
+// ListCapacityPoolEventsResponse503Headers the declared response headers of an HTTP 503 response for ListCapacityPoolEvents
+type ListCapacityPoolEventsResponse503Headers struct {
+	RetryAfter *int
+}
+
+type ListCapacityPoolEventsResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// JSON200 the response for an HTTP 200 `application/json` response
+	JSON200 *PoolEventList
+	// JSON400 the response for an HTTP 400 `application/json` response
+	JSON400 *BadRequest
+	// JSON401 the response for an HTTP 401 `application/json` response
+	JSON401 *Unauthenticated
+	// JSON403 the response for an HTTP 403 `application/json` response
+	JSON403 *Forbidden
+	// JSON404 the response for an HTTP 404 `application/json` response
+	JSON404 *NotFound
+	// JSON500 the response for an HTTP 500 `application/json` response
+	JSON500 *InternalError
+	// JSON503 the response for an HTTP 503 `application/json` response
+	JSON503 *Unavailable
+	// Headers503 the parsed response headers for an HTTP 503 response
+	Headers503 *ListCapacityPoolEventsResponse503Headers
+}
+
+// GetJSON200 returns the response for an HTTP 200 `application/json` response
+func (r ListCapacityPoolEventsResponse) GetJSON200() *PoolEventList {
+	return r.JSON200
+}
+
+// GetJSON400 returns the response for an HTTP 400 `application/json` response
+func (r ListCapacityPoolEventsResponse) GetJSON400() *BadRequest {
+	return r.JSON400
+}
+
+// GetJSON401 returns the response for an HTTP 401 `application/json` response
+func (r ListCapacityPoolEventsResponse) GetJSON401() *Unauthenticated {
+	return r.JSON401
+}
+
+// GetJSON403 returns the response for an HTTP 403 `application/json` response
+func (r ListCapacityPoolEventsResponse) GetJSON403() *Forbidden {
+	return r.JSON403
+}
+
+// GetJSON404 returns the response for an HTTP 404 `application/json` response
+func (r ListCapacityPoolEventsResponse) GetJSON404() *NotFound {
+	return r.JSON404
+}
+
+// GetJSON500 returns the response for an HTTP 500 `application/json` response
+func (r ListCapacityPoolEventsResponse) GetJSON500() *InternalError {
+	return r.JSON500
+}
+
+// GetJSON503 returns the response for an HTTP 503 `application/json` response
+func (r ListCapacityPoolEventsResponse) GetJSON503() *Unavailable {
+	return r.JSON503
+}
+
+// GetBody returns the raw response body bytes
+func (r ListCapacityPoolEventsResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r ListCapacityPoolEventsResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r ListCapacityPoolEventsResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r ListCapacityPoolEventsResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
+// ListReservationsResponse503Headers the declared response headers of an HTTP 503 response for ListReservations
+type ListReservationsResponse503Headers struct {
+	RetryAfter *int
+}
+
+type ListReservationsResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// JSON200 the response for an HTTP 200 `application/json` response
+	JSON200 *ReservationList
+	// JSON400 the response for an HTTP 400 `application/json` response
+	JSON400 *BadRequest
+	// JSON401 the response for an HTTP 401 `application/json` response
+	JSON401 *Unauthenticated
+	// JSON403 the response for an HTTP 403 `application/json` response
+	JSON403 *Forbidden
+	// JSON404 the response for an HTTP 404 `application/json` response
+	JSON404 *NotFound
+	// JSON500 the response for an HTTP 500 `application/json` response
+	JSON500 *InternalError
+	// JSON503 the response for an HTTP 503 `application/json` response
+	JSON503 *Unavailable
+	// Headers503 the parsed response headers for an HTTP 503 response
+	Headers503 *ListReservationsResponse503Headers
+}
+
+// GetJSON200 returns the response for an HTTP 200 `application/json` response
+func (r ListReservationsResponse) GetJSON200() *ReservationList {
+	return r.JSON200
+}
+
+// GetJSON400 returns the response for an HTTP 400 `application/json` response
+func (r ListReservationsResponse) GetJSON400() *BadRequest {
+	return r.JSON400
+}
+
+// GetJSON401 returns the response for an HTTP 401 `application/json` response
+func (r ListReservationsResponse) GetJSON401() *Unauthenticated {
+	return r.JSON401
+}
+
+// GetJSON403 returns the response for an HTTP 403 `application/json` response
+func (r ListReservationsResponse) GetJSON403() *Forbidden {
+	return r.JSON403
+}
+
+// GetJSON404 returns the response for an HTTP 404 `application/json` response
+func (r ListReservationsResponse) GetJSON404() *NotFound {
+	return r.JSON404
+}
+
+// GetJSON500 returns the response for an HTTP 500 `application/json` response
+func (r ListReservationsResponse) GetJSON500() *InternalError {
+	return r.JSON500
+}
+
+// GetJSON503 returns the response for an HTTP 503 `application/json` response
+func (r ListReservationsResponse) GetJSON503() *Unavailable {
+	return r.JSON503
+}
+
+// GetBody returns the raw response body bytes
+func (r ListReservationsResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r ListReservationsResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r ListReservationsResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r ListReservationsResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
+// CreateReservationResponse201Headers the declared response headers of an HTTP 201 response for CreateReservation
+type CreateReservationResponse201Headers struct {
+	Location *string
+}
+
+// CreateReservationResponse503Headers the declared response headers of an HTTP 503 response for CreateReservation
+type CreateReservationResponse503Headers struct {
+	RetryAfter *int
+}
+
+type CreateReservationResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// JSON201 the response for an HTTP 201 `application/json` response
+	JSON201 *Reservation
+	// JSON400 the response for an HTTP 400 `application/json` response
+	JSON400 *BadRequest
+	// JSON401 the response for an HTTP 401 `application/json` response
+	JSON401 *Unauthenticated
+	// JSON403 the response for an HTTP 403 `application/json` response
+	JSON403 *Forbidden
+	// JSON404 the response for an HTTP 404 `application/json` response
+	JSON404 *NotFound
+	// JSON409 the response for an HTTP 409 `application/json` response
+	JSON409 *Error
+	// JSON413 the response for an HTTP 413 `application/json` response
+	JSON413 *BadRequest
+	// JSON415 the response for an HTTP 415 `application/json` response
+	JSON415 *BadRequest
+	// JSON500 the response for an HTTP 500 `application/json` response
+	JSON500 *InternalError
+	// JSON503 the response for an HTTP 503 `application/json` response
+	JSON503 *Unavailable
+	// Headers201 the parsed response headers for an HTTP 201 response
+	Headers201 *CreateReservationResponse201Headers
+	// Headers503 the parsed response headers for an HTTP 503 response
+	Headers503 *CreateReservationResponse503Headers
+}
+
+// GetJSON201 returns the response for an HTTP 201 `application/json` response
+func (r CreateReservationResponse) GetJSON201() *Reservation {
+	return r.JSON201
+}
+
+// GetJSON400 returns the response for an HTTP 400 `application/json` response
+func (r CreateReservationResponse) GetJSON400() *BadRequest {
+	return r.JSON400
+}
+
+// GetJSON401 returns the response for an HTTP 401 `application/json` response
+func (r CreateReservationResponse) GetJSON401() *Unauthenticated {
+	return r.JSON401
+}
+
+// GetJSON403 returns the response for an HTTP 403 `application/json` response
+func (r CreateReservationResponse) GetJSON403() *Forbidden {
+	return r.JSON403
+}
+
+// GetJSON404 returns the response for an HTTP 404 `application/json` response
+func (r CreateReservationResponse) GetJSON404() *NotFound {
+	return r.JSON404
+}
+
+// GetJSON409 returns the response for an HTTP 409 `application/json` response
+func (r CreateReservationResponse) GetJSON409() *Error {
+	return r.JSON409
+}
+
+// GetJSON413 returns the response for an HTTP 413 `application/json` response
+func (r CreateReservationResponse) GetJSON413() *BadRequest {
+	return r.JSON413
+}
+
+// GetJSON415 returns the response for an HTTP 415 `application/json` response
+func (r CreateReservationResponse) GetJSON415() *BadRequest {
+	return r.JSON415
+}
+
+// GetJSON500 returns the response for an HTTP 500 `application/json` response
+func (r CreateReservationResponse) GetJSON500() *InternalError {
+	return r.JSON500
+}
+
+// GetJSON503 returns the response for an HTTP 503 `application/json` response
+func (r CreateReservationResponse) GetJSON503() *Unavailable {
+	return r.JSON503
+}
+
+// GetBody returns the raw response body bytes
+func (r CreateReservationResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r CreateReservationResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r CreateReservationResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r CreateReservationResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
+// DeleteReservationResponse503Headers the declared response headers of an HTTP 503 response for DeleteReservation
+type DeleteReservationResponse503Headers struct {
+	RetryAfter *int
+}
+
+type DeleteReservationResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// JSON400 the response for an HTTP 400 `application/json` response
+	JSON400 *BadRequest
+	// JSON401 the response for an HTTP 401 `application/json` response
+	JSON401 *Unauthenticated
+	// JSON403 the response for an HTTP 403 `application/json` response
+	JSON403 *Forbidden
+	// JSON404 the response for an HTTP 404 `application/json` response
+	JSON404 *NotFound
+	// JSON500 the response for an HTTP 500 `application/json` response
+	JSON500 *InternalError
+	// JSON503 the response for an HTTP 503 `application/json` response
+	JSON503 *Unavailable
+	// Headers503 the parsed response headers for an HTTP 503 response
+	Headers503 *DeleteReservationResponse503Headers
+}
+
+// GetJSON400 returns the response for an HTTP 400 `application/json` response
+func (r DeleteReservationResponse) GetJSON400() *BadRequest {
+	return r.JSON400
+}
+
+// GetJSON401 returns the response for an HTTP 401 `application/json` response
+func (r DeleteReservationResponse) GetJSON401() *Unauthenticated {
+	return r.JSON401
+}
+
+// GetJSON403 returns the response for an HTTP 403 `application/json` response
+func (r DeleteReservationResponse) GetJSON403() *Forbidden {
+	return r.JSON403
+}
+
+// GetJSON404 returns the response for an HTTP 404 `application/json` response
+func (r DeleteReservationResponse) GetJSON404() *NotFound {
+	return r.JSON404
+}
+
+// GetJSON500 returns the response for an HTTP 500 `application/json` response
+func (r DeleteReservationResponse) GetJSON500() *InternalError {
+	return r.JSON500
+}
+
+// GetJSON503 returns the response for an HTTP 503 `application/json` response
+func (r DeleteReservationResponse) GetJSON503() *Unavailable {
+	return r.JSON503
+}
+
+// GetBody returns the raw response body bytes
+func (r DeleteReservationResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r DeleteReservationResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r DeleteReservationResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r DeleteReservationResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
+// GetReservationResponse503Headers the declared response headers of an HTTP 503 response for GetReservation
+type GetReservationResponse503Headers struct {
+	RetryAfter *int
+}
+
+type GetReservationResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// JSON200 the response for an HTTP 200 `application/json` response
+	JSON200 *Reservation
+	// JSON400 the response for an HTTP 400 `application/json` response
+	JSON400 *BadRequest
+	// JSON401 the response for an HTTP 401 `application/json` response
+	JSON401 *Unauthenticated
+	// JSON403 the response for an HTTP 403 `application/json` response
+	JSON403 *Forbidden
+	// JSON404 the response for an HTTP 404 `application/json` response
+	JSON404 *NotFound
+	// JSON500 the response for an HTTP 500 `application/json` response
+	JSON500 *InternalError
+	// JSON503 the response for an HTTP 503 `application/json` response
+	JSON503 *Unavailable
+	// Headers503 the parsed response headers for an HTTP 503 response
+	Headers503 *GetReservationResponse503Headers
+}
+
+// GetJSON200 returns the response for an HTTP 200 `application/json` response
+func (r GetReservationResponse) GetJSON200() *Reservation {
+	return r.JSON200
+}
+
+// GetJSON400 returns the response for an HTTP 400 `application/json` response
+func (r GetReservationResponse) GetJSON400() *BadRequest {
+	return r.JSON400
+}
+
+// GetJSON401 returns the response for an HTTP 401 `application/json` response
+func (r GetReservationResponse) GetJSON401() *Unauthenticated {
+	return r.JSON401
+}
+
+// GetJSON403 returns the response for an HTTP 403 `application/json` response
+func (r GetReservationResponse) GetJSON403() *Forbidden {
+	return r.JSON403
+}
+
+// GetJSON404 returns the response for an HTTP 404 `application/json` response
+func (r GetReservationResponse) GetJSON404() *NotFound {
+	return r.JSON404
+}
+
+// GetJSON500 returns the response for an HTTP 500 `application/json` response
+func (r GetReservationResponse) GetJSON500() *InternalError {
+	return r.JSON500
+}
+
+// GetJSON503 returns the response for an HTTP 503 `application/json` response
+func (r GetReservationResponse) GetJSON503() *Unavailable {
+	return r.JSON503
+}
+
+// GetBody returns the raw response body bytes
+func (r GetReservationResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r GetReservationResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r GetReservationResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r GetReservationResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
 // ListClustersResponse503Headers the declared response headers of an HTTP 503 response for ListClusters
 type ListClustersResponse503Headers struct {
 	RetryAfter *int
@@ -3586,6 +8167,8 @@ type DeleteClusterResponse struct {
 	JSON403 *Forbidden
 	// JSON404 the response for an HTTP 404 `application/json` response
 	JSON404 *NotFound
+	// JSON409 the response for an HTTP 409 `application/json` response
+	JSON409 *Error
 	// JSON500 the response for an HTTP 500 `application/json` response
 	JSON500 *InternalError
 	// JSON503 the response for an HTTP 503 `application/json` response
@@ -3617,6 +8200,11 @@ func (r DeleteClusterResponse) GetJSON403() *Forbidden {
 // GetJSON404 returns the response for an HTTP 404 `application/json` response
 func (r DeleteClusterResponse) GetJSON404() *NotFound {
 	return r.JSON404
+}
+
+// GetJSON409 returns the response for an HTTP 409 `application/json` response
+func (r DeleteClusterResponse) GetJSON409() *Error {
+	return r.JSON409
 }
 
 // GetJSON500 returns the response for an HTTP 500 `application/json` response
@@ -5293,6 +9881,376 @@ func (r ListPolicyComplianceResponse) ContentType() string {
 	return ""
 }
 
+// ListBlueprintsWithResponse The caller's organisation's blueprints, a page at a time, each with its latest version.
+//
+// Search fields: `id`, `name`, `latest_version`, `created_by`, `created_at`, `updated_at`; order by `name`, `created_at` (default), `updated_at`.
+//
+// Returns a wrapper object for the known response body format(s).
+//
+// Corresponds with GET /blueprints (the `ListBlueprints` operationId).
+func (c *ClientWithResponses) ListBlueprintsWithResponse(ctx context.Context, params *ListBlueprintsParams, reqEditors ...RequestEditorFn) (*ListBlueprintsResponse, error) {
+	rsp, err := c.ListBlueprints(ctx, params, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseListBlueprintsResponse(rsp)
+}
+
+// CreateBlueprintWithBodyWithResponse Create a blueprint and its version 1.
+//
+// A blueprint is cloud-agnostic: machine pools name a size class, which this
+// deployment maps to each cloud's instance type (`--pool-instance-types`);
+// `overrides` may name instance types per cloud. Add-ons are Kubernetes
+// manifests delivered to every cluster of a pool once it has joined its hub;
+// each is checked as an API server checks any object before its schema
+// (apiVersion, kind, metadata names), its kind's schema by the cluster itself.
+//
+// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
+//
+// Corresponds with POST /blueprints (the `CreateBlueprint` operationId).
+func (c *ClientWithResponses) CreateBlueprintWithBodyWithResponse(ctx context.Context, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*CreateBlueprintResponse, error) {
+	rsp, err := c.CreateBlueprintWithBody(ctx, contentType, body, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseCreateBlueprintResponse(rsp)
+}
+
+// CreateBlueprintWithResponse Create a blueprint and its version 1.
+//
+// A blueprint is cloud-agnostic: machine pools name a size class, which this
+// deployment maps to each cloud's instance type (`--pool-instance-types`);
+// `overrides` may name instance types per cloud. Add-ons are Kubernetes
+// manifests delivered to every cluster of a pool once it has joined its hub;
+// each is checked as an API server checks any object before its schema
+// (apiVersion, kind, metadata names), its kind's schema by the cluster itself.
+//
+// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
+//
+// Corresponds with POST /blueprints (the `CreateBlueprint` operationId).
+func (c *ClientWithResponses) CreateBlueprintWithResponse(ctx context.Context, body CreateBlueprintJSONRequestBody, reqEditors ...RequestEditorFn) (*CreateBlueprintResponse, error) {
+	rsp, err := c.CreateBlueprint(ctx, body, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseCreateBlueprintResponse(rsp)
+}
+
+// DeleteBlueprintWithResponse Delete a blueprint and its versions; refused (409) while a pool uses one.
+//
+// Returns a wrapper object for the known response body format(s).
+//
+// Corresponds with DELETE /blueprints/{id} (the `DeleteBlueprint` operationId).
+func (c *ClientWithResponses) DeleteBlueprintWithResponse(ctx context.Context, id Id, reqEditors ...RequestEditorFn) (*DeleteBlueprintResponse, error) {
+	rsp, err := c.DeleteBlueprint(ctx, id, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseDeleteBlueprintResponse(rsp)
+}
+
+// GetBlueprintWithResponse One blueprint, with its latest version's spec.
+//
+// Returns a wrapper object for the known response body format(s).
+//
+// Corresponds with GET /blueprints/{id} (the `GetBlueprint` operationId).
+func (c *ClientWithResponses) GetBlueprintWithResponse(ctx context.Context, id Id, reqEditors ...RequestEditorFn) (*GetBlueprintResponse, error) {
+	rsp, err := c.GetBlueprint(ctx, id, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseGetBlueprintResponse(rsp)
+}
+
+// ListBlueprintVersionsWithResponse A blueprint's versions, newest first.
+//
+// Search fields: `version`, `created_at`; order by `version` (default: `version desc`), `created_at`.
+//
+// Returns a wrapper object for the known response body format(s).
+//
+// Corresponds with GET /blueprints/{id}/versions (the `ListBlueprintVersions` operationId).
+func (c *ClientWithResponses) ListBlueprintVersionsWithResponse(ctx context.Context, id Id, params *ListBlueprintVersionsParams, reqEditors ...RequestEditorFn) (*ListBlueprintVersionsResponse, error) {
+	rsp, err := c.ListBlueprintVersions(ctx, id, params, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseListBlueprintVersionsResponse(rsp)
+}
+
+// CreateBlueprintVersionWithBodyWithResponse Change a blueprint by creating its next version; the versions before stay as they were.
+//
+// Pools stay on their version until they are moved to this one (`PATCH /capacity_pools/{id}`).
+//
+// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
+//
+// Corresponds with POST /blueprints/{id}/versions (the `CreateBlueprintVersion` operationId).
+func (c *ClientWithResponses) CreateBlueprintVersionWithBodyWithResponse(ctx context.Context, id Id, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*CreateBlueprintVersionResponse, error) {
+	rsp, err := c.CreateBlueprintVersionWithBody(ctx, id, contentType, body, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseCreateBlueprintVersionResponse(rsp)
+}
+
+// CreateBlueprintVersionWithResponse Change a blueprint by creating its next version; the versions before stay as they were.
+//
+// Pools stay on their version until they are moved to this one (`PATCH /capacity_pools/{id}`).
+//
+// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
+//
+// Corresponds with POST /blueprints/{id}/versions (the `CreateBlueprintVersion` operationId).
+func (c *ClientWithResponses) CreateBlueprintVersionWithResponse(ctx context.Context, id Id, body CreateBlueprintVersionJSONRequestBody, reqEditors ...RequestEditorFn) (*CreateBlueprintVersionResponse, error) {
+	rsp, err := c.CreateBlueprintVersion(ctx, id, body, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseCreateBlueprintVersionResponse(rsp)
+}
+
+// DeleteBlueprintVersionWithResponse Delete a version no pool uses; the latest version stays (delete the blueprint).
+//
+// Returns a wrapper object for the known response body format(s).
+//
+// Corresponds with DELETE /blueprints/{id}/versions/{version} (the `DeleteBlueprintVersion` operationId).
+func (c *ClientWithResponses) DeleteBlueprintVersionWithResponse(ctx context.Context, id Id, version Version, reqEditors ...RequestEditorFn) (*DeleteBlueprintVersionResponse, error) {
+	rsp, err := c.DeleteBlueprintVersion(ctx, id, version, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseDeleteBlueprintVersionResponse(rsp)
+}
+
+// GetBlueprintVersionWithResponse One version of a blueprint.
+//
+// Returns a wrapper object for the known response body format(s).
+//
+// Corresponds with GET /blueprints/{id}/versions/{version} (the `GetBlueprintVersion` operationId).
+func (c *ClientWithResponses) GetBlueprintVersionWithResponse(ctx context.Context, id Id, version Version, reqEditors ...RequestEditorFn) (*GetBlueprintVersionResponse, error) {
+	rsp, err := c.GetBlueprintVersion(ctx, id, version, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseGetBlueprintVersionResponse(rsp)
+}
+
+// ListCapacityPoolsWithResponse The caller's organisation's capacity pools, a page at a time.
+//
+// Search fields: `id`, `name`, `zone`, `cloud`, `region`, `blueprint_id`, `blueprint_version`, `created_by`, `created_at`, `updated_at`; order by `name`, `created_at` (default), `updated_at`.
+//
+// Returns a wrapper object for the known response body format(s).
+//
+// Corresponds with GET /capacity_pools (the `ListCapacityPools` operationId).
+func (c *ClientWithResponses) ListCapacityPoolsWithResponse(ctx context.Context, params *ListCapacityPoolsParams, reqEditors ...RequestEditorFn) (*ListCapacityPoolsResponse, error) {
+	rsp, err := c.ListCapacityPools(ctx, params, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseListCapacityPoolsResponse(rsp)
+}
+
+// CreateCapacityPoolWithBodyWithResponse Create a pool of data-plane clusters from a blueprint version; the pool manager makes its minimum at once.
+//
+// The pool's clusters are registrations of the organisation, labelled
+// `fleet-manager.io/pool-id`, placed on hubs of the pool's zone and made by
+// Hive there; they are changed and removed through the pool, never directly.
+// `credentials` are write-only and stored encrypted.
+//
+// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
+//
+// Corresponds with POST /capacity_pools (the `CreateCapacityPool` operationId).
+func (c *ClientWithResponses) CreateCapacityPoolWithBodyWithResponse(ctx context.Context, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*CreateCapacityPoolResponse, error) {
+	rsp, err := c.CreateCapacityPoolWithBody(ctx, contentType, body, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseCreateCapacityPoolResponse(rsp)
+}
+
+// CreateCapacityPoolWithResponse Create a pool of data-plane clusters from a blueprint version; the pool manager makes its minimum at once.
+//
+// The pool's clusters are registrations of the organisation, labelled
+// `fleet-manager.io/pool-id`, placed on hubs of the pool's zone and made by
+// Hive there; they are changed and removed through the pool, never directly.
+// `credentials` are write-only and stored encrypted.
+//
+// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
+//
+// Corresponds with POST /capacity_pools (the `CreateCapacityPool` operationId).
+func (c *ClientWithResponses) CreateCapacityPoolWithResponse(ctx context.Context, body CreateCapacityPoolJSONRequestBody, reqEditors ...RequestEditorFn) (*CreateCapacityPoolResponse, error) {
+	rsp, err := c.CreateCapacityPool(ctx, body, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseCreateCapacityPoolResponse(rsp)
+}
+
+// DeleteCapacityPoolWithResponse Delete a pool; its clusters are deprovisioned, then the pool goes. Refused (409) while it holds reservations.
+//
+// Returns a wrapper object for the known response body format(s).
+//
+// Corresponds with DELETE /capacity_pools/{id} (the `DeleteCapacityPool` operationId).
+func (c *ClientWithResponses) DeleteCapacityPoolWithResponse(ctx context.Context, id Id, params *DeleteCapacityPoolParams, reqEditors ...RequestEditorFn) (*DeleteCapacityPoolResponse, error) {
+	rsp, err := c.DeleteCapacityPool(ctx, id, params, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseDeleteCapacityPoolResponse(rsp)
+}
+
+// GetCapacityPoolWithResponse One capacity pool.
+//
+// Returns a wrapper object for the known response body format(s).
+//
+// Corresponds with GET /capacity_pools/{id} (the `GetCapacityPool` operationId).
+func (c *ClientWithResponses) GetCapacityPoolWithResponse(ctx context.Context, id Id, reqEditors ...RequestEditorFn) (*GetCapacityPoolResponse, error) {
+	rsp, err := c.GetCapacityPool(ctx, id, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseGetCapacityPoolResponse(rsp)
+}
+
+// UpdateCapacityPoolWithBodyWithResponse Move a pool to another blueprint version, or change its bounds, thresholds or credentials.
+//
+// New clusters use the pool's version; existing ones are moved to it (their
+// machine pools and add-ons change; each cluster reports the version it runs).
+//
+// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
+//
+// Corresponds with PATCH /capacity_pools/{id} (the `UpdateCapacityPool` operationId).
+func (c *ClientWithResponses) UpdateCapacityPoolWithBodyWithResponse(ctx context.Context, id Id, params *UpdateCapacityPoolParams, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*UpdateCapacityPoolResponse, error) {
+	rsp, err := c.UpdateCapacityPoolWithBody(ctx, id, params, contentType, body, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseUpdateCapacityPoolResponse(rsp)
+}
+
+// UpdateCapacityPoolWithResponse Move a pool to another blueprint version, or change its bounds, thresholds or credentials.
+//
+// New clusters use the pool's version; existing ones are moved to it (their
+// machine pools and add-ons change; each cluster reports the version it runs).
+//
+// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
+//
+// Corresponds with PATCH /capacity_pools/{id} (the `UpdateCapacityPool` operationId).
+func (c *ClientWithResponses) UpdateCapacityPoolWithResponse(ctx context.Context, id Id, params *UpdateCapacityPoolParams, body UpdateCapacityPoolJSONRequestBody, reqEditors ...RequestEditorFn) (*UpdateCapacityPoolResponse, error) {
+	rsp, err := c.UpdateCapacityPool(ctx, id, params, body, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseUpdateCapacityPoolResponse(rsp)
+}
+
+// ListCapacityPoolClustersWithResponse A pool's clusters, with their state, hub, URLs, nodes, capacity and units, to choose where instances go.
+//
+// Search fields: `id`, `name`, `state`, `hub_id`, `hub_name`, `blueprint_version`, `capacity_units`, `reserved_units`, `free_units`, `created_at`; order by `name`, `state`, `free_units`, `reserved_units`, `hub_name`, `created_at` (default).
+//
+// Returns a wrapper object for the known response body format(s).
+//
+// Corresponds with GET /capacity_pools/{id}/clusters (the `ListCapacityPoolClusters` operationId).
+func (c *ClientWithResponses) ListCapacityPoolClustersWithResponse(ctx context.Context, id Id, params *ListCapacityPoolClustersParams, reqEditors ...RequestEditorFn) (*ListCapacityPoolClustersResponse, error) {
+	rsp, err := c.ListCapacityPoolClusters(ctx, id, params, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseListCapacityPoolClustersResponse(rsp)
+}
+
+// ListCapacityPoolEventsWithResponse Every decision the pool manager took for the pool (what, why, when), newest first.
+//
+// Search fields: `type`, `reason`, `cluster_id`, `at`; order by `at` (default: `at desc`), `type`.
+//
+// Returns a wrapper object for the known response body format(s).
+//
+// Corresponds with GET /capacity_pools/{id}/events (the `ListCapacityPoolEvents` operationId).
+func (c *ClientWithResponses) ListCapacityPoolEventsWithResponse(ctx context.Context, id Id, params *ListCapacityPoolEventsParams, reqEditors ...RequestEditorFn) (*ListCapacityPoolEventsResponse, error) {
+	rsp, err := c.ListCapacityPoolEvents(ctx, id, params, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseListCapacityPoolEventsResponse(rsp)
+}
+
+// ListReservationsWithResponse A pool's reservations, a page at a time.
+//
+// Search fields: `id`, `cluster_id`, `instance_id`, `units`, `created_by`, `created_at`; order by `created_at` (default), `units`.
+//
+// Returns a wrapper object for the known response body format(s).
+//
+// Corresponds with GET /capacity_pools/{id}/reservations (the `ListReservations` operationId).
+func (c *ClientWithResponses) ListReservationsWithResponse(ctx context.Context, id Id, params *ListReservationsParams, reqEditors ...RequestEditorFn) (*ListReservationsResponse, error) {
+	rsp, err := c.ListReservations(ctx, id, params, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseListReservationsResponse(rsp)
+}
+
+// CreateReservationWithBodyWithResponse Book room for a service instance; the answer names the cluster chosen.
+//
+// The booking goes to the fullest of the pool's joined clusters that still
+// has room for it (bin-packing). Under any concurrency no cluster is booked
+// past its capacity. The scaler sees the cluster's new load at once: past its
+// node threshold the cluster gets more nodes; when every cluster is full a
+// cluster is added.
+//
+// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
+//
+// Corresponds with POST /capacity_pools/{id}/reservations (the `CreateReservation` operationId).
+func (c *ClientWithResponses) CreateReservationWithBodyWithResponse(ctx context.Context, id Id, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*CreateReservationResponse, error) {
+	rsp, err := c.CreateReservationWithBody(ctx, id, contentType, body, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseCreateReservationResponse(rsp)
+}
+
+// CreateReservationWithResponse Book room for a service instance; the answer names the cluster chosen.
+//
+// The booking goes to the fullest of the pool's joined clusters that still
+// has room for it (bin-packing). Under any concurrency no cluster is booked
+// past its capacity. The scaler sees the cluster's new load at once: past its
+// node threshold the cluster gets more nodes; when every cluster is full a
+// cluster is added.
+//
+// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
+//
+// Corresponds with POST /capacity_pools/{id}/reservations (the `CreateReservation` operationId).
+func (c *ClientWithResponses) CreateReservationWithResponse(ctx context.Context, id Id, body CreateReservationJSONRequestBody, reqEditors ...RequestEditorFn) (*CreateReservationResponse, error) {
+	rsp, err := c.CreateReservation(ctx, id, body, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseCreateReservationResponse(rsp)
+}
+
+// DeleteReservationWithResponse Release a reservation; its units go back to its cluster.
+//
+// Returns a wrapper object for the known response body format(s).
+//
+// Corresponds with DELETE /capacity_pools/{id}/reservations/{reservation_id} (the `DeleteReservation` operationId).
+func (c *ClientWithResponses) DeleteReservationWithResponse(ctx context.Context, id Id, reservationId ReservationId, reqEditors ...RequestEditorFn) (*DeleteReservationResponse, error) {
+	rsp, err := c.DeleteReservation(ctx, id, reservationId, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseDeleteReservationResponse(rsp)
+}
+
+// GetReservationWithResponse One reservation.
+//
+// Returns a wrapper object for the known response body format(s).
+//
+// Corresponds with GET /capacity_pools/{id}/reservations/{reservation_id} (the `GetReservation` operationId).
+func (c *ClientWithResponses) GetReservationWithResponse(ctx context.Context, id Id, reservationId ReservationId, reqEditors ...RequestEditorFn) (*GetReservationResponse, error) {
+	rsp, err := c.GetReservation(ctx, id, reservationId, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseGetReservationResponse(rsp)
+}
+
 // ListClustersWithResponse The caller's organisation's registered clusters, a page at a time.
 //
 // Returns a wrapper object for the known response body format(s).
@@ -5733,6 +10691,1701 @@ func (c *ClientWithResponses) ListPolicyComplianceWithResponse(ctx context.Conte
 	return ParseListPolicyComplianceResponse(rsp)
 }
 
+// ParseListBlueprintsResponse parses an HTTP response from a ListBlueprintsWithResponse call
+func ParseListBlueprintsResponse(rsp *http.Response) (*ListBlueprintsResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &ListBlueprintsResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 200:
+		var dest BlueprintList
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON200 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 400:
+		var dest BadRequest
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON400 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 401:
+		var dest Unauthenticated
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON401 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 403:
+		var dest Forbidden
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON403 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 500:
+		var dest InternalError
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON500 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 503:
+		var dest Unavailable
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON503 = &dest
+
+	}
+
+	switch {
+	case rsp.StatusCode == 503:
+		var headers ListBlueprintsResponse503Headers
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = &value
+		}
+		response.Headers503 = &headers
+	}
+
+	return response, nil
+}
+
+// ParseCreateBlueprintResponse parses an HTTP response from a CreateBlueprintWithResponse call
+func ParseCreateBlueprintResponse(rsp *http.Response) (*CreateBlueprintResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &CreateBlueprintResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 201:
+		var dest Blueprint
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON201 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 400:
+		var dest BadRequest
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON400 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 401:
+		var dest Unauthenticated
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON401 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 403:
+		var dest Forbidden
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON403 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 409:
+		var dest Conflict
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON409 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 413:
+		var dest BadRequest
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON413 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 415:
+		var dest BadRequest
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON415 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 500:
+		var dest InternalError
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON500 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 503:
+		var dest Unavailable
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON503 = &dest
+
+	}
+
+	switch {
+	case rsp.StatusCode == 201:
+		var headers CreateBlueprintResponse201Headers
+		if values := rsp.Header.Values("Location"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "Location", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.Location = &value
+		}
+		response.Headers201 = &headers
+	case rsp.StatusCode == 503:
+		var headers CreateBlueprintResponse503Headers
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = &value
+		}
+		response.Headers503 = &headers
+	}
+
+	return response, nil
+}
+
+// ParseDeleteBlueprintResponse parses an HTTP response from a DeleteBlueprintWithResponse call
+func ParseDeleteBlueprintResponse(rsp *http.Response) (*DeleteBlueprintResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &DeleteBlueprintResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case rsp.StatusCode == 204:
+		break // No content-type
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 400:
+		var dest BadRequest
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON400 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 401:
+		var dest Unauthenticated
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON401 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 403:
+		var dest Forbidden
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON403 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 404:
+		var dest NotFound
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON404 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 409:
+		var dest Conflict
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON409 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 500:
+		var dest InternalError
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON500 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 503:
+		var dest Unavailable
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON503 = &dest
+
+	}
+
+	switch {
+	case rsp.StatusCode == 503:
+		var headers DeleteBlueprintResponse503Headers
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = &value
+		}
+		response.Headers503 = &headers
+	}
+
+	return response, nil
+}
+
+// ParseGetBlueprintResponse parses an HTTP response from a GetBlueprintWithResponse call
+func ParseGetBlueprintResponse(rsp *http.Response) (*GetBlueprintResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &GetBlueprintResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 200:
+		var dest Blueprint
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON200 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 400:
+		var dest BadRequest
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON400 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 401:
+		var dest Unauthenticated
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON401 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 403:
+		var dest Forbidden
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON403 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 404:
+		var dest NotFound
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON404 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 500:
+		var dest InternalError
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON500 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 503:
+		var dest Unavailable
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON503 = &dest
+
+	}
+
+	switch {
+	case rsp.StatusCode == 503:
+		var headers GetBlueprintResponse503Headers
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = &value
+		}
+		response.Headers503 = &headers
+	}
+
+	return response, nil
+}
+
+// ParseListBlueprintVersionsResponse parses an HTTP response from a ListBlueprintVersionsWithResponse call
+func ParseListBlueprintVersionsResponse(rsp *http.Response) (*ListBlueprintVersionsResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &ListBlueprintVersionsResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 200:
+		var dest BlueprintVersionList
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON200 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 400:
+		var dest BadRequest
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON400 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 401:
+		var dest Unauthenticated
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON401 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 403:
+		var dest Forbidden
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON403 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 404:
+		var dest NotFound
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON404 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 500:
+		var dest InternalError
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON500 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 503:
+		var dest Unavailable
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON503 = &dest
+
+	}
+
+	switch {
+	case rsp.StatusCode == 503:
+		var headers ListBlueprintVersionsResponse503Headers
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = &value
+		}
+		response.Headers503 = &headers
+	}
+
+	return response, nil
+}
+
+// ParseCreateBlueprintVersionResponse parses an HTTP response from a CreateBlueprintVersionWithResponse call
+func ParseCreateBlueprintVersionResponse(rsp *http.Response) (*CreateBlueprintVersionResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &CreateBlueprintVersionResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 201:
+		var dest BlueprintVersion
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON201 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 400:
+		var dest BadRequest
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON400 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 401:
+		var dest Unauthenticated
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON401 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 403:
+		var dest Forbidden
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON403 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 404:
+		var dest NotFound
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON404 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 413:
+		var dest BadRequest
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON413 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 415:
+		var dest BadRequest
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON415 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 500:
+		var dest InternalError
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON500 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 503:
+		var dest Unavailable
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON503 = &dest
+
+	}
+
+	switch {
+	case rsp.StatusCode == 201:
+		var headers CreateBlueprintVersionResponse201Headers
+		if values := rsp.Header.Values("Location"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "Location", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.Location = &value
+		}
+		response.Headers201 = &headers
+	case rsp.StatusCode == 503:
+		var headers CreateBlueprintVersionResponse503Headers
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = &value
+		}
+		response.Headers503 = &headers
+	}
+
+	return response, nil
+}
+
+// ParseDeleteBlueprintVersionResponse parses an HTTP response from a DeleteBlueprintVersionWithResponse call
+func ParseDeleteBlueprintVersionResponse(rsp *http.Response) (*DeleteBlueprintVersionResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &DeleteBlueprintVersionResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case rsp.StatusCode == 204:
+		break // No content-type
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 400:
+		var dest BadRequest
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON400 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 401:
+		var dest Unauthenticated
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON401 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 403:
+		var dest Forbidden
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON403 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 404:
+		var dest NotFound
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON404 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 409:
+		var dest Conflict
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON409 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 500:
+		var dest InternalError
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON500 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 503:
+		var dest Unavailable
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON503 = &dest
+
+	}
+
+	switch {
+	case rsp.StatusCode == 503:
+		var headers DeleteBlueprintVersionResponse503Headers
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = &value
+		}
+		response.Headers503 = &headers
+	}
+
+	return response, nil
+}
+
+// ParseGetBlueprintVersionResponse parses an HTTP response from a GetBlueprintVersionWithResponse call
+func ParseGetBlueprintVersionResponse(rsp *http.Response) (*GetBlueprintVersionResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &GetBlueprintVersionResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 200:
+		var dest BlueprintVersion
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON200 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 400:
+		var dest BadRequest
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON400 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 401:
+		var dest Unauthenticated
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON401 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 403:
+		var dest Forbidden
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON403 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 404:
+		var dest NotFound
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON404 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 500:
+		var dest InternalError
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON500 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 503:
+		var dest Unavailable
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON503 = &dest
+
+	}
+
+	switch {
+	case rsp.StatusCode == 503:
+		var headers GetBlueprintVersionResponse503Headers
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = &value
+		}
+		response.Headers503 = &headers
+	}
+
+	return response, nil
+}
+
+// ParseListCapacityPoolsResponse parses an HTTP response from a ListCapacityPoolsWithResponse call
+func ParseListCapacityPoolsResponse(rsp *http.Response) (*ListCapacityPoolsResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &ListCapacityPoolsResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 200:
+		var dest CapacityPoolList
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON200 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 400:
+		var dest BadRequest
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON400 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 401:
+		var dest Unauthenticated
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON401 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 403:
+		var dest Forbidden
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON403 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 500:
+		var dest InternalError
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON500 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 503:
+		var dest Unavailable
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON503 = &dest
+
+	}
+
+	switch {
+	case rsp.StatusCode == 503:
+		var headers ListCapacityPoolsResponse503Headers
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = &value
+		}
+		response.Headers503 = &headers
+	}
+
+	return response, nil
+}
+
+// ParseCreateCapacityPoolResponse parses an HTTP response from a CreateCapacityPoolWithResponse call
+func ParseCreateCapacityPoolResponse(rsp *http.Response) (*CreateCapacityPoolResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &CreateCapacityPoolResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 201:
+		var dest CapacityPool
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON201 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 400:
+		var dest BadRequest
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON400 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 401:
+		var dest Unauthenticated
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON401 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 403:
+		var dest Forbidden
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON403 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 409:
+		var dest Conflict
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON409 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 413:
+		var dest BadRequest
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON413 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 415:
+		var dest BadRequest
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON415 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 500:
+		var dest InternalError
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON500 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 503:
+		var dest Unavailable
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON503 = &dest
+
+	}
+
+	switch {
+	case rsp.StatusCode == 201:
+		var headers CreateCapacityPoolResponse201Headers
+		if values := rsp.Header.Values("ETag"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "ETag", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.ETag = &value
+		}
+		if values := rsp.Header.Values("Location"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "Location", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.Location = &value
+		}
+		response.Headers201 = &headers
+	case rsp.StatusCode == 503:
+		var headers CreateCapacityPoolResponse503Headers
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = &value
+		}
+		response.Headers503 = &headers
+	}
+
+	return response, nil
+}
+
+// ParseDeleteCapacityPoolResponse parses an HTTP response from a DeleteCapacityPoolWithResponse call
+func ParseDeleteCapacityPoolResponse(rsp *http.Response) (*DeleteCapacityPoolResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &DeleteCapacityPoolResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case rsp.StatusCode == 202:
+		break // No content-type
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 400:
+		var dest BadRequest
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON400 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 401:
+		var dest Unauthenticated
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON401 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 403:
+		var dest Forbidden
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON403 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 404:
+		var dest NotFound
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON404 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 409:
+		var dest Conflict
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON409 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 412:
+		var dest PreconditionFailed
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON412 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 500:
+		var dest InternalError
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON500 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 503:
+		var dest Unavailable
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON503 = &dest
+
+	}
+
+	switch {
+	case rsp.StatusCode == 503:
+		var headers DeleteCapacityPoolResponse503Headers
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = &value
+		}
+		response.Headers503 = &headers
+	}
+
+	return response, nil
+}
+
+// ParseGetCapacityPoolResponse parses an HTTP response from a GetCapacityPoolWithResponse call
+func ParseGetCapacityPoolResponse(rsp *http.Response) (*GetCapacityPoolResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &GetCapacityPoolResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 200:
+		var dest CapacityPool
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON200 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 400:
+		var dest BadRequest
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON400 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 401:
+		var dest Unauthenticated
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON401 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 403:
+		var dest Forbidden
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON403 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 404:
+		var dest NotFound
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON404 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 500:
+		var dest InternalError
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON500 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 503:
+		var dest Unavailable
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON503 = &dest
+
+	}
+
+	switch {
+	case rsp.StatusCode == 200:
+		var headers GetCapacityPoolResponse200Headers
+		if values := rsp.Header.Values("ETag"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "ETag", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.ETag = &value
+		}
+		response.Headers200 = &headers
+	case rsp.StatusCode == 503:
+		var headers GetCapacityPoolResponse503Headers
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = &value
+		}
+		response.Headers503 = &headers
+	}
+
+	return response, nil
+}
+
+// ParseUpdateCapacityPoolResponse parses an HTTP response from a UpdateCapacityPoolWithResponse call
+func ParseUpdateCapacityPoolResponse(rsp *http.Response) (*UpdateCapacityPoolResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &UpdateCapacityPoolResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 200:
+		var dest CapacityPool
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON200 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 400:
+		var dest BadRequest
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON400 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 401:
+		var dest Unauthenticated
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON401 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 403:
+		var dest Forbidden
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON403 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 404:
+		var dest NotFound
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON404 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 409:
+		var dest Conflict
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON409 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 412:
+		var dest PreconditionFailed
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON412 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 413:
+		var dest BadRequest
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON413 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 415:
+		var dest BadRequest
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON415 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 500:
+		var dest InternalError
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON500 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 503:
+		var dest Unavailable
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON503 = &dest
+
+	}
+
+	switch {
+	case rsp.StatusCode == 200:
+		var headers UpdateCapacityPoolResponse200Headers
+		if values := rsp.Header.Values("ETag"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "ETag", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.ETag = &value
+		}
+		response.Headers200 = &headers
+	case rsp.StatusCode == 503:
+		var headers UpdateCapacityPoolResponse503Headers
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = &value
+		}
+		response.Headers503 = &headers
+	}
+
+	return response, nil
+}
+
+// ParseListCapacityPoolClustersResponse parses an HTTP response from a ListCapacityPoolClustersWithResponse call
+func ParseListCapacityPoolClustersResponse(rsp *http.Response) (*ListCapacityPoolClustersResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &ListCapacityPoolClustersResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 200:
+		var dest PoolClusterList
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON200 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 400:
+		var dest BadRequest
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON400 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 401:
+		var dest Unauthenticated
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON401 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 403:
+		var dest Forbidden
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON403 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 404:
+		var dest NotFound
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON404 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 500:
+		var dest InternalError
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON500 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 503:
+		var dest Unavailable
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON503 = &dest
+
+	}
+
+	switch {
+	case rsp.StatusCode == 503:
+		var headers ListCapacityPoolClustersResponse503Headers
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = &value
+		}
+		response.Headers503 = &headers
+	}
+
+	return response, nil
+}
+
+// ParseListCapacityPoolEventsResponse parses an HTTP response from a ListCapacityPoolEventsWithResponse call
+func ParseListCapacityPoolEventsResponse(rsp *http.Response) (*ListCapacityPoolEventsResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &ListCapacityPoolEventsResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 200:
+		var dest PoolEventList
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON200 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 400:
+		var dest BadRequest
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON400 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 401:
+		var dest Unauthenticated
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON401 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 403:
+		var dest Forbidden
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON403 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 404:
+		var dest NotFound
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON404 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 500:
+		var dest InternalError
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON500 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 503:
+		var dest Unavailable
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON503 = &dest
+
+	}
+
+	switch {
+	case rsp.StatusCode == 503:
+		var headers ListCapacityPoolEventsResponse503Headers
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = &value
+		}
+		response.Headers503 = &headers
+	}
+
+	return response, nil
+}
+
+// ParseListReservationsResponse parses an HTTP response from a ListReservationsWithResponse call
+func ParseListReservationsResponse(rsp *http.Response) (*ListReservationsResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &ListReservationsResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 200:
+		var dest ReservationList
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON200 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 400:
+		var dest BadRequest
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON400 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 401:
+		var dest Unauthenticated
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON401 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 403:
+		var dest Forbidden
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON403 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 404:
+		var dest NotFound
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON404 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 500:
+		var dest InternalError
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON500 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 503:
+		var dest Unavailable
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON503 = &dest
+
+	}
+
+	switch {
+	case rsp.StatusCode == 503:
+		var headers ListReservationsResponse503Headers
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = &value
+		}
+		response.Headers503 = &headers
+	}
+
+	return response, nil
+}
+
+// ParseCreateReservationResponse parses an HTTP response from a CreateReservationWithResponse call
+func ParseCreateReservationResponse(rsp *http.Response) (*CreateReservationResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &CreateReservationResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 201:
+		var dest Reservation
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON201 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 400:
+		var dest BadRequest
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON400 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 401:
+		var dest Unauthenticated
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON401 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 403:
+		var dest Forbidden
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON403 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 404:
+		var dest NotFound
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON404 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 409:
+		var dest Error
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON409 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 413:
+		var dest BadRequest
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON413 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 415:
+		var dest BadRequest
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON415 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 500:
+		var dest InternalError
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON500 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 503:
+		var dest Unavailable
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON503 = &dest
+
+	}
+
+	switch {
+	case rsp.StatusCode == 201:
+		var headers CreateReservationResponse201Headers
+		if values := rsp.Header.Values("Location"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "Location", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.Location = &value
+		}
+		response.Headers201 = &headers
+	case rsp.StatusCode == 503:
+		var headers CreateReservationResponse503Headers
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = &value
+		}
+		response.Headers503 = &headers
+	}
+
+	return response, nil
+}
+
+// ParseDeleteReservationResponse parses an HTTP response from a DeleteReservationWithResponse call
+func ParseDeleteReservationResponse(rsp *http.Response) (*DeleteReservationResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &DeleteReservationResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case rsp.StatusCode == 204:
+		break // No content-type
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 400:
+		var dest BadRequest
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON400 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 401:
+		var dest Unauthenticated
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON401 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 403:
+		var dest Forbidden
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON403 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 404:
+		var dest NotFound
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON404 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 500:
+		var dest InternalError
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON500 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 503:
+		var dest Unavailable
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON503 = &dest
+
+	}
+
+	switch {
+	case rsp.StatusCode == 503:
+		var headers DeleteReservationResponse503Headers
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = &value
+		}
+		response.Headers503 = &headers
+	}
+
+	return response, nil
+}
+
+// ParseGetReservationResponse parses an HTTP response from a GetReservationWithResponse call
+func ParseGetReservationResponse(rsp *http.Response) (*GetReservationResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &GetReservationResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 200:
+		var dest Reservation
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON200 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 400:
+		var dest BadRequest
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON400 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 401:
+		var dest Unauthenticated
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON401 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 403:
+		var dest Forbidden
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON403 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 404:
+		var dest NotFound
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON404 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 500:
+		var dest InternalError
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON500 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 503:
+		var dest Unavailable
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON503 = &dest
+
+	}
+
+	switch {
+	case rsp.StatusCode == 503:
+		var headers GetReservationResponse503Headers
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = &value
+		}
+		response.Headers503 = &headers
+	}
+
+	return response, nil
+}
+
 // ParseListClustersResponse parses an HTTP response from a ListClustersWithResponse call
 func ParseListClustersResponse(rsp *http.Response) (*ListClustersResponse, error) {
 	bodyBytes, err := io.ReadAll(rsp.Body)
@@ -5974,6 +12627,13 @@ func ParseDeleteClusterResponse(rsp *http.Response) (*DeleteClusterResponse, err
 			return nil, err
 		}
 		response.JSON404 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 409:
+		var dest Error
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON409 = &dest
 
 	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 500:
 		var dest InternalError
