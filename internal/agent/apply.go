@@ -14,6 +14,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/selection"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/dynamic"
@@ -215,38 +216,67 @@ func ownedSelector(hubID string) string {
 	return labels.NewSelector().Add(*managed, *hub, *withID).String()
 }
 
-// removeStale deletes the ManagedClusters of registrations that left the set
-// and waits until they are gone (RHACM's finalizers detach the cluster
-// first), then deletes their namespaces, which hold the rest of their objects.
+// removeStale takes off the hub what registrations that left the set had
+// there. A capacity pool's cluster goes first: its ClusterDeployments are
+// deleted and waited for until Hive has deprovisioned the cluster (their
+// namespace keeps the credentials Hive needs for it meanwhile). Then the
+// ManagedClusters are deleted and waited for (RHACM's finalizers detach
+// the cluster first), the cluster-scoped ClusterImageSets deleted, and last
+// the namespaces, which hold the rest of their objects.
 func (a *applier) removeStale(ctx context.Context, want map[string]bool) error {
 	sel := metav1.ListOptions{LabelSelector: ownedSelector(a.hubID)}
+	stale := func(items []unstructured.Unstructured) []unstructured.Unstructured {
+		var out []unstructured.Unstructured
+		for _, o := range items {
+			if !want[o.GetLabels()[fleet.LabelRegistrationID]] {
+				out = append(out, o)
+			}
+		}
+		return out
+	}
+	cds, err := a.hub.Dynamic.Resource(clusterDeploymentGVR).List(ctx, sel)
+	if err != nil && !meta.IsNoMatchError(err) && !apierrors.IsNotFound(err) {
+		return fmt.Errorf("removeStale: list ClusterDeployments: %w", err)
+	}
+	var cdsGone []string
+	if cds != nil {
+		if cdsGone, err = a.deleteAndWait(ctx, clusterDeploymentGVR, "ClusterDeployment", stale(cds.Items)); err != nil {
+			return err
+		}
+	}
 	mcs, err := a.hub.Dynamic.Resource(managedClusterGVR).List(ctx, sel)
 	if err != nil && !meta.IsNoMatchError(err) && !apierrors.IsNotFound(err) {
 		return fmt.Errorf("removeStale: list ManagedClusters: %w", err)
 	}
 	var gone []string
 	if mcs != nil {
-		var stale []unstructured.Unstructured
-		for _, mc := range mcs.Items {
-			if !want[mc.GetLabels()[fleet.LabelRegistrationID]] {
-				stale = append(stale, mc)
-			}
-		}
-		if gone, err = a.deleteClusters(ctx, stale); err != nil {
+		if gone, err = a.deleteAndWait(ctx, managedClusterGVR, "ManagedCluster", stale(mcs.Items)); err != nil {
 			return err
 		}
+	}
+	var errs []error
+	if sets, err := a.hub.Dynamic.Resource(clusterImageSetGVR).List(ctx, sel); err == nil {
+		for _, set := range stale(sets.Items) {
+			if err := a.hub.Dynamic.Resource(clusterImageSetGVR).Delete(ctx, set.GetName(), metav1.DeleteOptions{}); err != nil && !apierrors.IsNotFound(err) {
+				errs = append(errs, fmt.Errorf("removeStale: delete ClusterImageSet %s: %w", set.GetName(), err))
+			}
+		}
+	} else if !meta.IsNoMatchError(err) && !apierrors.IsNotFound(err) {
+		errs = append(errs, fmt.Errorf("removeStale: list ClusterImageSets: %w", err))
 	}
 	nss, err := a.hub.Dynamic.Resource(namespaceGVR).List(ctx, sel)
 	if err != nil {
 		return fmt.Errorf("removeStale: list namespaces: %w", err)
 	}
-	var errs []error
 	for _, ns := range nss.Items {
 		if want[ns.GetLabels()[fleet.LabelRegistrationID]] || ns.GetDeletionTimestamp() != nil {
 			continue
 		}
 		if mcs != nil && !slices.Contains(gone, ns.GetName()) && hasItem(mcs.Items, ns.GetName()) {
 			continue // its cluster is still there
+		}
+		if cds != nil && !slices.Contains(cdsGone, ns.GetName()) && hasNamespaced(cds.Items, ns.GetName()) {
+			continue // Hive is still deprovisioning its cluster
 		}
 		a.logger.Info("deleting namespace of a removed registration", "namespace", ns.GetName(), "registration_id", ns.GetLabels()[fleet.LabelRegistrationID])
 		if err := a.hub.Dynamic.Resource(namespaceGVR).Delete(ctx, ns.GetName(), metav1.DeleteOptions{}); err != nil && !apierrors.IsNotFound(err) {
@@ -256,58 +286,79 @@ func (a *applier) removeStale(ctx context.Context, want map[string]bool) error {
 	return errors.Join(errs...)
 }
 
+// hasNamespaced reports whether an object of items lives in namespace ns.
+func hasNamespaced(items []unstructured.Unstructured, ns string) bool {
+	return slices.ContainsFunc(items, func(u unstructured.Unstructured) bool { return u.GetNamespace() == ns })
+}
+
 func hasItem(items []unstructured.Unstructured, name string) bool {
 	return slices.ContainsFunc(items, func(u unstructured.Unstructured) bool { return u.GetName() == name })
 }
 
-// deleteClusters deletes the stale ManagedClusters, then waits for all of
-// them together until gone. Each may take the deletion timeout from when its
-// deletion began, so a cluster whose detach is stuck costs a later pass one
-// look, not another full wait, and new registrations keep being applied. It
-// returns the names of those gone.
-func (a *applier) deleteClusters(ctx context.Context, stale []unstructured.Unstructured) ([]string, error) {
+// deleteAndWait deletes the stale objects of one kind (ManagedClusters,
+// ClusterDeployments), then waits for all of them together until gone. Each
+// may take the deletion timeout from when its deletion began, so one whose
+// detach or deprovision is stuck costs a later pass one look, not another
+// full wait, and new registrations keep being applied. It returns the names
+// (of a namespaced kind, the namespaces) of those gone.
+func (a *applier) deleteAndWait(ctx context.Context, gvr schema.GroupVersionResource, kind string, stale []unstructured.Unstructured) ([]string, error) {
 	if len(stale) == 0 {
 		return nil, nil
 	}
-	res := a.hub.Dynamic.Resource(managedClusterGVR)
+	res := func(o unstructured.Unstructured) dynamic.ResourceInterface {
+		if o.GetNamespace() != "" {
+			return a.hub.Dynamic.Resource(gvr).Namespace(o.GetNamespace())
+		}
+		return a.hub.Dynamic.Resource(gvr)
+	}
+	key := func(o unstructured.Unstructured) string {
+		if o.GetNamespace() != "" {
+			return o.GetNamespace()
+		}
+		return o.GetName()
+	}
 	now := time.Now()
 	var (
-		pending []string
+		pending []unstructured.Unstructured
 		began   []time.Time
 	)
-	for _, mc := range stale {
-		pending = append(pending, mc.GetName())
-		if ts := mc.GetDeletionTimestamp(); ts != nil {
+	for _, o := range stale {
+		pending = append(pending, o)
+		if ts := o.GetDeletionTimestamp(); ts != nil {
 			began = append(began, ts.Time)
 			continue
 		}
-		a.logger.Info("deleting ManagedCluster of a removed registration", "managed_cluster", mc.GetName(),
-			"registration_id", mc.GetLabels()[fleet.LabelRegistrationID])
-		if err := res.Delete(ctx, mc.GetName(), metav1.DeleteOptions{}); err != nil && !apierrors.IsNotFound(err) {
-			return nil, fmt.Errorf("deleteClusters: delete ManagedCluster %s: %w", mc.GetName(), err)
+		a.logger.Info("deleting "+kind+" of a removed registration", "name", o.GetName(), "namespace", o.GetNamespace(),
+			"registration_id", o.GetLabels()[fleet.LabelRegistrationID])
+		if err := res(o).Delete(ctx, o.GetName(), metav1.DeleteOptions{}); err != nil && !apierrors.IsNotFound(err) {
+			return nil, fmt.Errorf("deleteAndWait: delete %s %s: %w", kind, o.GetName(), err)
 		}
 		began = append(began, now)
 	}
 	deadline := now.Add(deletionWait(now, a.deletionTimeout, began))
 	var gone []string
 	for {
-		var still []string
-		for _, name := range pending {
-			_, err := res.Get(ctx, name, metav1.GetOptions{})
+		var still []unstructured.Unstructured
+		for _, o := range pending {
+			_, err := res(o).Get(ctx, o.GetName(), metav1.GetOptions{})
 			switch {
 			case apierrors.IsNotFound(err):
-				gone = append(gone, name)
+				gone = append(gone, key(o))
 			case err != nil:
-				return gone, fmt.Errorf("deleteClusters: get ManagedCluster %s: %w", name, err)
+				return gone, fmt.Errorf("deleteAndWait: get %s %s: %w", kind, o.GetName(), err)
 			default:
-				still = append(still, name)
+				still = append(still, o)
 			}
 		}
 		if pending = still; len(pending) == 0 {
 			return gone, nil
 		}
 		if !time.Now().Before(deadline) {
-			return gone, fmt.Errorf("deleteClusters: ManagedClusters %v not gone within %s of their deletion", pending, a.deletionTimeout)
+			names := make([]string, len(pending))
+			for i, o := range pending {
+				names[i] = o.GetName()
+			}
+			return gone, fmt.Errorf("deleteAndWait: %ss %v not gone within %s of their deletion", kind, names, a.deletionTimeout)
 		}
 		if !sleep(ctx, min(deletionPoll, time.Until(deadline))) {
 			return gone, ctx.Err()

@@ -22,7 +22,11 @@ import (
 var (
 	managedClusterGVR = hubkind.ManagedCluster.GVR()
 	namespaceGVR      = hubkind.Namespace.GVR()
-	secretGVR         = hubkind.Secret.GVR()
+	// A capacity pool's cluster: what the agent removes of it beyond the
+	// namespace's contents.
+	clusterDeploymentGVR = hubkind.ClusterDeployment.GVR()
+	clusterImageSetGVR   = hubkind.ClusterImageSet.GVR()
+	secretGVR            = hubkind.Secret.GVR()
 )
 
 // Hub is the agent's access to the hub's API server: a dynamic client, and a

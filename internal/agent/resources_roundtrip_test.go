@@ -50,6 +50,12 @@ func sampleObjects(ns, name string) map[string]map[string]any {
 			"metadata": meta(true), "spec": map[string]any{"clusterSets": []any{"default"}}},
 		"PlacementDecision": {"apiVersion": "cluster.open-cluster-management.io/v1beta1", "kind": "PlacementDecision",
 			"metadata": meta(true)},
+		"ClusterDeployment": {"apiVersion": "hive.openshift.io/v1", "kind": "ClusterDeployment", "metadata": meta(true),
+			"spec": map[string]any{"baseDomain": "example.com", "clusterName": name,
+				"platform": map[string]any{"aws": map[string]any{"region": "eu-west-1"}}}},
+		"MachinePool": {"apiVersion": "hive.openshift.io/v1", "kind": "MachinePool", "metadata": meta(true),
+			"spec": map[string]any{"clusterDeploymentRef": map[string]any{"name": name}, "name": "workers", "replicas": int64(2),
+				"platform": map[string]any{"aws": map[string]any{"type": "m6i.xlarge", "rootVolume": map[string]any{"size": int64(120), "type": "gp3"}}}}},
 		"Policy": {"apiVersion": "policy.open-cluster-management.io/v1", "kind": "Policy", "metadata": meta(true),
 			"spec": map[string]any{"disabled": false, "remediationAction": "inform", "policy-templates": []any{}}},
 	}

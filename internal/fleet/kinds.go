@@ -74,6 +74,21 @@ func ResourceKinds() []ResourceKind {
 			Group: "cluster.open-cluster-management.io", Version: "v1beta1", Kind: "PlacementDecision",
 			Resource: "placementdecisions", Namespaced: true,
 		},
+		// A capacity pool's clusters as Hive reports them (docs/capacity-pools.md).
+		{
+			Group: "hive.openshift.io", Version: "v1", Kind: "ClusterDeployment",
+			Resource: "clusterdeployments", Namespaced: true, ClusterNamespace: true,
+			Fields: []ResourceField{
+				{Name: "installed", Path: []string{"spec", "installed"}},
+				{Name: "power_state", Path: []string{"status", "powerState"}},
+				{Name: "api_url", Path: []string{"status", "apiURL"}},
+			},
+		},
+		{
+			Group: "hive.openshift.io", Version: "v1", Kind: "MachinePool",
+			Resource: "machinepools", Namespaced: true, ClusterNamespace: true,
+			Fields:   []ResourceField{{Name: "pool", Path: []string{"spec", "name"}}},
+		},
 		{
 			Group: "policy.open-cluster-management.io", Version: "v1", Kind: "Policy",
 			Resource: "policies", Namespaced: true,

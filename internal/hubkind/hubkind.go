@@ -72,7 +72,8 @@ var (
 		Resource: "placementbindings", Namespaced: true}
 )
 
-// The kinds of Hive, on the cluster that provisioned a syncset-hive hub.
+// The kinds of Hive: on the cluster that provisioned a syncset-hive hub, and
+// on a hub that makes capacity pools' clusters.
 var (
 	// SyncSet carries a registration's objects to the hub.
 	SyncSet = Kind{Group: "hive.openshift.io", Version: "v1", Kind: "SyncSet", Resource: "syncsets", Namespaced: true}
@@ -83,6 +84,13 @@ var (
 	// ClusterSync records what Hive applied of each SyncSet.
 	ClusterSync = Kind{Group: "hiveinternal.openshift.io", Version: "v1alpha1", Kind: "ClusterSync",
 		Resource: "clustersyncs", Namespaced: true}
+	// MachinePool is a pool cluster's worker nodes, named <cluster>-<pool>.
+	MachinePool = Kind{Group: "hive.openshift.io", Version: "v1", Kind: "MachinePool", Resource: "machinepools", Namespaced: true}
+	// ClusterImageSet names the release a pool cluster installs.
+	ClusterImageSet = Kind{Group: "hive.openshift.io", Version: "v1", Kind: "ClusterImageSet", Resource: "clusterimagesets"}
+	// ManifestWork puts a pool's add-ons on its joined clusters.
+	ManifestWork = Kind{Group: "work.open-cluster-management.io", Version: "v1", Kind: "ManifestWork", Resource: "manifestworks",
+		Namespaced: true}
 )
 
 // All returns every kind declared above, for the checks that hold them to
@@ -92,7 +100,7 @@ func All() []Kind {
 		Namespace, Secret, CustomResourceDefinition,
 		ManagedCluster, ManagedClusterInfo, ManagedClusterSet, ManagedClusterSetBinding,
 		Placement, PlacementDecision, KlusterletAddonConfig, Policy, PlacementBinding,
-		SyncSet, ClusterDeployment, ClusterSync,
+		SyncSet, ClusterDeployment, ClusterSync, MachinePool, ClusterImageSet, ManifestWork,
 	}
 }
 
