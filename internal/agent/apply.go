@@ -221,8 +221,9 @@ func ownedSelector(hubID string) string {
 // deleted and waited for until Hive has deprovisioned the cluster (their
 // namespace keeps the credentials Hive needs for it meanwhile). Then the
 // ManagedClusters are deleted and waited for (RHACM's finalizers detach
-// the cluster first), the cluster-scoped ClusterImageSets deleted, and last
-// the namespaces, which hold the rest of their objects.
+// the cluster first), the MachinePools of deprovisioned clusters and the
+// cluster-scoped ClusterImageSets deleted, and last the namespaces, which
+// hold the rest of their objects.
 func (a *applier) removeStale(ctx context.Context, want map[string]bool) error {
 	sel := metav1.ListOptions{LabelSelector: ownedSelector(a.hubID)}
 	stale := func(items []unstructured.Unstructured) []unstructured.Unstructured {
@@ -255,6 +256,20 @@ func (a *applier) removeStale(ctx context.Context, want map[string]bool) error {
 		}
 	}
 	var errs []error
+	// Hive deletes a deprovisioned cluster's MachinePools only with their
+	// namespace; deleted here, they leave the hub with their cluster.
+	if pools, err := a.hub.Dynamic.Resource(machinePoolGVR).List(ctx, sel); err == nil {
+		for _, mp := range stale(pools.Items) {
+			if cds != nil && !slices.Contains(cdsGone, mp.GetNamespace()) && hasNamespaced(cds.Items, mp.GetNamespace()) {
+				continue // its cluster is still being deprovisioned
+			}
+			if err := a.hub.Dynamic.Resource(machinePoolGVR).Namespace(mp.GetNamespace()).Delete(ctx, mp.GetName(), metav1.DeleteOptions{}); err != nil && !apierrors.IsNotFound(err) {
+				errs = append(errs, fmt.Errorf("removeStale: delete MachinePool %s: %w", mp.GetName(), err))
+			}
+		}
+	} else if !meta.IsNoMatchError(err) && !apierrors.IsNotFound(err) {
+		errs = append(errs, fmt.Errorf("removeStale: list MachinePools: %w", err))
+	}
 	if sets, err := a.hub.Dynamic.Resource(clusterImageSetGVR).List(ctx, sel); err == nil {
 		for _, set := range stale(sets.Items) {
 			if err := a.hub.Dynamic.Resource(clusterImageSetGVR).Delete(ctx, set.GetName(), metav1.DeleteOptions{}); err != nil && !apierrors.IsNotFound(err) {

@@ -38,7 +38,7 @@ func TestRunDesiredAsksForTheWholeSetAfterTheInterval(t *testing.T) {
 	hub := &Hub{Dynamic: dynamicfake.NewSimpleDynamicClientWithCustomListKinds(runtime.NewScheme(), map[schema.GroupVersionResource]string{
 		managedClusterGVR: "ManagedClusterList", namespaceGVR: "NamespaceList", hubkind.PlacementBinding.GVR(): "PlacementBindingList",
 		hubkind.Placement.GVR(): "PlacementList", hubkind.Policy.GVR(): "PolicyList",
-		clusterDeploymentGVR: "ClusterDeploymentList", clusterImageSetGVR: "ClusterImageSetList",
+		clusterDeploymentGVR: "ClusterDeploymentList", clusterImageSetGVR: "ClusterImageSetList", machinePoolGVR: "MachinePoolList",
 	})}
 	a := New(cfg, fc, hub, Options{Version: "v-test", StartGeneration: 1, Logger: testLogger(), Metrics: newTestMetrics(t), Clock: clock})
 	done := make(chan struct{})

@@ -26,6 +26,7 @@ var (
 	// namespace's contents.
 	clusterDeploymentGVR = hubkind.ClusterDeployment.GVR()
 	clusterImageSetGVR   = hubkind.ClusterImageSet.GVR()
+	machinePoolGVR       = hubkind.MachinePool.GVR()
 	secretGVR            = hubkind.Secret.GVR()
 )
 

@@ -22,7 +22,7 @@ import (
 func newFakeHub(objs ...runtime.Object) *Hub {
 	lists := map[schema.GroupVersionResource]string{
 		managedClusterGVR: "ManagedClusterList", namespaceGVR: "NamespaceList", secretGVR: "SecretList",
-		clusterDeploymentGVR: "ClusterDeploymentList", clusterImageSetGVR: "ClusterImageSetList",
+		clusterDeploymentGVR: "ClusterDeploymentList", clusterImageSetGVR: "ClusterImageSetList", machinePoolGVR: "MachinePoolList",
 	}
 	return &Hub{Dynamic: dynamicfake.NewSimpleDynamicClientWithCustomListKinds(runtime.NewScheme(), lists, objs...)}
 }

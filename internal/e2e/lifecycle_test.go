@@ -34,9 +34,15 @@ type stack struct {
 
 func newStack(t *testing.T, name string) *stack {
 	t.Helper()
+	return newStackArgs(t, name)
+}
+
+// newStackArgs is newStack with fleet-manager serving with extra flags.
+func newStackArgs(t *testing.T, name string, extra ...string) *stack {
+	t.Helper()
 	hydra := hydratest.Start(t)
 	hub := hubtest.Start(t)
-	fm := startFleetManager(t, hydra)
+	fm := startFleetManager(t, hydra, extra...)
 	s := &stack{t: t, g: gomega.NewWithT(t), fm: fm, hub: hub,
 		admin: fm.token("sre", "bob", "fleet-admin"), user: fm.token("org-"+name, "ann")}
 	s.creds = newAgentCredentials(t, hydra, name+"-agent")

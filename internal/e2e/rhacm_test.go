@@ -28,7 +28,8 @@ const rhacmFinalizer = "cluster.open-cluster-management.io/api-resource-cleanup"
 // playRHACM does, for the ManagedClusters of one hub id, what RHACM's
 // controllers do on a real hub: it accepts each new cluster (finalizer, the
 // HubAccepted/Joined/Available conditions and cluster claims in its status),
-// writes the <name>-import secret, and on deletion removes the finalizer. It
+// writes the <name>-import secret, and on deletion removes the finalizer. A
+// capacity pool's cluster is left to provisiontest, but for its deletion. It
 // polls until the test ends.
 func playRHACM(t *testing.T, dyn dynamic.Interface, hubID string) {
 	t.Helper()
@@ -70,6 +71,8 @@ func rhacmPass(ctx context.Context, t *testing.T, dyn dynamic.Interface, hubID s
 				mc.SetFinalizers(nil)
 				_, _ = dyn.Resource(managedClusters).Update(ctx, mc, metav1.UpdateOptions{})
 			}
+		case mc.GetLabels()[fleet.LabelPoolID] != "":
+			// A capacity pool's cluster joins once Hive installed it: provisiontest plays it.
 		case len(mc.GetFinalizers()) == 0:
 			mc.SetFinalizers([]string{rhacmFinalizer})
 			if _, err := dyn.Resource(managedClusters).Update(ctx, mc, metav1.UpdateOptions{}); err != nil && !errors.IsConflict(err) {

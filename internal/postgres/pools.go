@@ -329,23 +329,26 @@ type poolClusterRow struct {
 }
 
 // poolClustersSQL reads a pool's clusters: the pool's columns, the
-// registration's phase and hub, what the hub reports of the cluster's Hive
-// objects (a MachinePool's status.replicas, the ClusterDeployment's URLs and
-// ProvisionFailed condition) and its ManagedCluster's capacity. The state is
-// derived here, once, so lists search and order by it.
+// registration's phase, hub and whether the hub reports it joined, what the
+// hub reports of the cluster's Hive objects (a MachinePool's
+// status.replicas, the ClusterDeployment's URLs and ProvisionFailed
+// condition) and its ManagedCluster's capacity. The state is derived here,
+// once, so lists search and order by it. A joined cluster stays ready (or
+// scaling) while a change of its objects is being delivered, as it serves
+// meanwhile.
 const poolClustersSQL = `SELECT pc.registration_id AS id, pc.pool_id, pc.cluster_name, r.name, r.hub_id, h.name AS hub_name,
 	h.zone AS hub_zone, h.region AS hub_region, pc.blueprint_version, pc.replicas, coalesce(mp.nodes, '{}') AS nodes,
 	pc.capacity_units, pc.reserved_units, pc.capacity_units - pc.reserved_units AS free_units, pc.add_ons_version,
-	coalesce(mc.joined = 'True', false) AS joined, pc.scaled_at, pc.empty_since, pc.created_at,
+	r.hub_conditions @> '[{"type": "Joined", "status": "True"}]' AS joined, pc.scaled_at, pc.empty_since, pc.created_at,
 	coalesce(cd.body #>> '{status,apiURL}', '') AS api_url, coalesce(cd.body #>> '{status,webConsoleURL}', '') AS console_url,
 	coalesce(mc.capacity, '{}') AS capacity, coalesce(mc.allocatable, '{}') AS allocatable,
 	CASE WHEN pc.removing OR r.deletion_requested_at IS NOT NULL THEN 'deprovisioning'
 		WHEN r.phase = 'failed' OR EXISTS (SELECT 1 FROM jsonb_array_elements(CASE WHEN jsonb_typeof(cd.body #> '{status,conditions}') = 'array'
 			THEN cd.body #> '{status,conditions}' ELSE '[]' END) k WHERE k ->> 'type' = 'ProvisionFailed' AND k ->> 'status' = 'True') THEN 'failed'
-		WHEN r.phase = 'ready' AND EXISTS (SELECT 1 FROM jsonb_each_text(pc.replicas) d
+		WHEN NOT r.hub_conditions @> '[{"type": "Joined", "status": "True"}]' THEN 'provisioning'
+		WHEN EXISTS (SELECT 1 FROM jsonb_each_text(pc.replicas) d
 			WHERE (mp.nodes ->> d.key) IS NOT NULL AND (mp.nodes ->> d.key) <> d.value) THEN 'scaling'
-		WHEN r.phase = 'ready' THEN 'ready'
-		ELSE 'provisioning' END AS state
+		ELSE 'ready' END AS state
 FROM pool_clusters pc
 JOIN registrations r ON r.id = pc.registration_id AND r.deleted_at IS NULL
 LEFT JOIN hubs h ON h.id = r.hub_id
@@ -355,7 +358,7 @@ LEFT JOIN LATERAL (SELECT jsonb_object_agg(x.body #>> '{spec,name}', least(great
 		AND jsonb_typeof(x.body #> '{status,replicas}') = 'number' AND jsonb_typeof(x.body #> '{spec,name}') = 'string') mp ON true
 LEFT JOIN resources cd ON cd.hub_id = r.hub_id AND cd.api_group = 'hive.openshift.io' AND cd.kind = 'ClusterDeployment'
 	AND cd.namespace = pc.cluster_name AND cd.name = pc.cluster_name AND cd.deleted_at IS NULL
-LEFT JOIN LATERAL (SELECT m.joined, m.capacity, m.allocatable FROM managed_clusters m
+LEFT JOIN LATERAL (SELECT m.capacity, m.allocatable FROM managed_clusters m
 	WHERE m.registration_id = pc.registration_id AND m.deleted_at IS NULL ORDER BY m.updated_at DESC LIMIT 1) mc ON true
 WHERE pc.pool_id = ?`
 

@@ -75,10 +75,11 @@ func scalePass(t *testing.T, store *postgres.Store, poolID string) []fleet.Scale
 
 // markPoolClustersReady plays what placement, delivery and the hub's agent
 // do to a pool's registrations (the reconcilers' own tests cover them):
-// they are placed on hub and ready.
+// they are placed on hub, ready, and the hub reports them joined.
 func markPoolClustersReady(t *testing.T, db *postgres.DB, poolID, hubID string) {
 	t.Helper()
-	if err := db.Gorm.Exec(`UPDATE registrations SET hub_id = ?, phase = 'ready' WHERE id IN
+	if err := db.Gorm.Exec(`UPDATE registrations SET hub_id = ?, phase = 'ready',
+	hub_conditions = '[{"type": "Joined", "status": "True", "reason": "Joined"}]' WHERE id IN
 	(SELECT registration_id FROM pool_clusters WHERE pool_id = ? AND NOT removing) AND deletion_requested_at IS NULL`, hubID, poolID).Error; err != nil {
 		t.Fatal(err)
 	}
@@ -170,7 +171,10 @@ func TestPoolMakesScalesAndRemovesItsClusters(t *testing.T) {
 	_, err = store.CreateReservation(ctx, alice, pool.ID, fleet.ReservationCreate{Units: 5})
 	g.Expect(fleet.ErrorCodeOf(err)).To(gomega.Equal(fleet.CodeCapacityExhausted))
 	markPoolClustersReady(t, db, pool.ID, hub.ID)
-	g.Expect(scalePass(t, store, pool.ID)).To(gomega.BeEmpty(), "the refusal came while clusters were provisioning: no cluster is added for it")
+	// Joined, they get their add-ons; the refusal came while they were
+	// provisioning, so no cluster is added for it.
+	g.Expect(actionTypesOf(scalePass(t, store, pool.ID))).To(gomega.Equal([]string{"AddOnsDelivered", "AddOnsDelivered"}))
+	g.Expect(scalePass(t, store, pool.ID)).To(gomega.BeEmpty())
 
 	// Bookings fill the fullest cluster that fits.
 	first, err := store.CreateReservation(ctx, alice, pool.ID, fleet.ReservationCreate{Units: 10, InstanceID: "kafka-1"})
@@ -183,8 +187,8 @@ func TestPoolMakesScalesAndRemovesItsClusters(t *testing.T) {
 	g.Expect(actionTypesOf(actions)).To(gomega.Equal([]string{"NodesScaledUp"}))
 	g.Expect(actions[0].Replicas).To(gomega.Equal(map[string]int{"infra": 2, "workers": 3}))
 
-	// The hub's desired set carries the scaled MachinePool and, for the
-	// cluster, every Hive object; the add-ons wait for it to join.
+	// The hub's desired set carries the scaled MachinePool and, for each
+	// cluster, every Hive object and its add-on.
 	set, err := store.DesiredSet(ctx, hub.ID, hub.AgentIdentity)
 	g.Expect(err).NotTo(gomega.HaveOccurred())
 	var workers map[string]any
@@ -199,7 +203,7 @@ func TestPoolMakesScalesAndRemovesItsClusters(t *testing.T) {
 		}
 	}
 	g.Expect(kinds).To(gomega.Equal(map[string]int{"Namespace": 2, "ManagedCluster": 2, "KlusterletAddonConfig": 2, "ClusterImageSet": 2,
-		"Secret": 6, "ClusterDeployment": 2, "MachinePool": 4}))
+		"Secret": 6, "ClusterDeployment": 2, "MachinePool": 4, "ManifestWork": 2}))
 	g.Expect(workers["spec"]).To(gomega.HaveKeyWithValue("replicas", int64(3)))
 
 	// A booking no cluster has room for is refused and adds a cluster.
