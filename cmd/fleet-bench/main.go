@@ -54,6 +54,14 @@
 // --bulk-registrations through POST /clusters:batch, when the server offers
 // it, until all are Delivered.
 //
+// With --pools it runs the capacity-pool benchmark instead: --pool-count pools
+// of --pool-clusters clusters (and --pool-samples pools of 2) are created
+// through the API, made by pool_mgr, published and reported joined by the
+// agents; then POST /clusters and POST reservations into random pools, each
+// at --create-concurrency for --create-duration; then, one pool at a time, a
+// booking that crosses a cluster's node threshold, timed until a long-poll of
+// its hub's desired set holds the cluster's scaled MachinePool.
+//
 // `make bench` builds bin/fleet-manager and runs it with the issue's sizes;
 // --quick (10 hubs x 300 clusters) tries it out in seconds; `make bench/reads`
 // runs the read benchmark and `make bench/registrations` the registration one.
@@ -93,6 +101,8 @@ func main() {
 		runner = runReads
 	case opts.Registrations:
 		runner = runRegistrations
+	case opts.Pools:
+		runner = runPools
 	}
 	if err := runner(ctx, opts, os.Stdout); err != nil {
 		fmt.Fprintln(os.Stderr, "Error:", err)

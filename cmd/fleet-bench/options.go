@@ -37,6 +37,12 @@ type options struct {
 	Policies        int
 
 	Registrations       bool
+	// Pools runs the capacity-pool benchmark; PoolCount pools of
+	// PoolClusters clusters, and PoolSamples pools of 2 for the scaling samples.
+	Pools        bool
+	PoolCount    int
+	PoolClusters int
+	PoolSamples  int
 	CreateDuration      time.Duration
 	CreateCount         int
 	CreateConcurrency   int
@@ -92,6 +98,9 @@ func defaultOptions() options {
 		BulkClients:         4,
 		BulkBatchSize:       1000,
 		DeliveryTimeout:     10 * time.Minute,
+		PoolCount:           200,
+		PoolClusters:        10,
+		PoolSamples:         50,
 	}
 }
 
@@ -134,6 +143,10 @@ func (o *options) addFlags(fs *pflag.FlagSet) {
 	fs.BoolVar(&o.KeepDatabase, "keep-database", o.KeepDatabase, "leave the benchmark database in place (for EXPLAIN), printing its name")
 	fs.StringVar(&o.ServerLog, "server-log", o.ServerLog, "file the serve child's log is written to (default: a temporary file, removed)")
 	fs.StringVar(&o.SamplesFile, "samples-file", o.SamplesFile, "CSV file the propagation samples are written to, one line each")
+	fs.BoolVar(&o.Pools, "pools", o.Pools, "run the capacity-pool benchmark instead of the ingest phases: --pool-count pools of --pool-clusters clusters come up, then POST /clusters and reservations at --create-concurrency for --create-duration, then bookings that cross a node threshold, timed until the scaled MachinePool is in the hub's desired set")
+	fs.IntVar(&o.PoolCount, "pool-count", o.PoolCount, "capacity pools created (--pools)")
+	fs.IntVar(&o.PoolClusters, "pool-clusters", o.PoolClusters, "clusters of each pool (--pools)")
+	fs.IntVar(&o.PoolSamples, "pool-samples", o.PoolSamples, "sample pools of 2 clusters, one booking crossing a node threshold each (--pools)")
 	fs.StringArrayVar(&o.ServeArgs, "serve-arg", o.ServeArgs, "extra flag for `serve`, e.g. --serve-arg=--db-max-open-conns=40 (repeatable)")
 	fs.StringArrayVar(&o.ServeEnv, "serve-env", o.ServeEnv, "extra environment variable for `serve`, e.g. --serve-env=GOMEMLIMIT=150MiB (repeatable)")
 }
@@ -153,6 +166,8 @@ func (o *options) applyQuick(fs *pflag.FlagSet) {
 		"loaded-registrations": func() { o.LoadedRegistrations = 3000 },
 		"bulk-registrations":   func() { o.BulkRegistrations = 3000 },
 		"delivery-timeout":     func() { o.DeliveryTimeout = 2 * time.Minute },
+		"pool-count":           func() { o.PoolCount = 20 },
+		"pool-samples":         func() { o.PoolSamples = 10 },
 	} {
 		if !fs.Changed(name) {
 			set()
@@ -180,6 +195,9 @@ func (o options) validate() error {
 	check(o.Policies >= 0, "policies", "must not be negative (got %d)", o.Policies)
 	check(o.Resources >= 0, "resources", "must not be negative (got %d)", o.Resources)
 	check(!o.Reads || !o.Registrations, "registrations", "and --reads are two benchmarks: give one")
+	check(!o.Pools || !o.Reads && !o.Registrations, "pools", "is a benchmark of its own: give one of --pools, --reads, --registrations")
+	check(o.PoolCount >= 1 && o.PoolClusters >= 1 && o.PoolClusters <= maxPoolClusters && o.PoolSamples >= 1, "pool-count",
+		"--pool-count and --pool-samples must be at least 1 and --pool-clusters 1 to %d", maxPoolClusters)
 	check(o.CreateCount >= 0, "create-count", "must not be negative (got %d)", o.CreateCount)
 	check(o.CreateCount > 0 || o.CreateDuration >= 100*time.Millisecond, "create-duration", "must be at least 100ms (got %s)", o.CreateDuration)
 	check(o.CreateConcurrency >= 1, "create-concurrency", "must be at least 1 (got %d)", o.CreateConcurrency)
@@ -198,6 +216,9 @@ func (o options) validate() error {
 	check(o.HeartbeatTimeout > 2*o.HeartbeatInterval, "hub-heartbeat-timeout", "must be more than twice --heartbeat-interval")
 	return errors.Join(errs...)
 }
+
+// maxPoolClusters is the API's bound on a pool's clusters.
+const maxPoolClusters = 100
 
 // changedPerHub is how many clusters of each hub the changes scenario changes.
 func (o options) changedPerHub() int {

@@ -87,7 +87,7 @@ func ResourceKinds() []ResourceKind {
 		{
 			Group: "hive.openshift.io", Version: "v1", Kind: "MachinePool",
 			Resource: "machinepools", Namespaced: true, ClusterNamespace: true,
-			Fields:   []ResourceField{{Name: "pool", Path: []string{"spec", "name"}}},
+			Fields: []ResourceField{{Name: "pool", Path: []string{"spec", "name"}}},
 		},
 		{
 			Group: "policy.open-cluster-management.io", Version: "v1", Kind: "Policy",
