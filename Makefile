@@ -79,6 +79,10 @@ bench/reads: build ## Benchmark inventory reads (list, search, get, change feed)
 bench/registrations: build ## Benchmark registration creates, bulk onboarding and reads at 300,000 registrations (BENCHFLAGS=--quick to try it)
 	go run ./cmd/fleet-bench --registrations --fleet-manager=$(BINARY) --db-host=$(DB_HOST) --db-port=$(DB_PORT) --db-user=$(DB_USER) $(BENCHFLAGS)
 
+.PHONY: bench/pools
+bench/pools: build ## Benchmark capacity pools: 200 pools of 10 clusters, bookings per second, threshold to scaled MachinePool (BENCHFLAGS=--quick to try it)
+	go run ./cmd/fleet-bench --pools --fleet-manager=$(BINARY) --db-host=$(DB_HOST) --db-port=$(DB_PORT) --db-user=$(DB_USER) $(BENCHFLAGS)
+
 .PHONY: bench/go
 bench/go: db/setup ## Run the Go benchmarks (go test -bench), e.g. a page of 100 clusters through the API in process
 	go test -run '^$$' -bench . -benchmem $(BENCHFLAGS) ./internal/...

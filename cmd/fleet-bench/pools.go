@@ -47,7 +47,6 @@ type poolResults struct {
 // cluster's node threshold, each timed until its hub's desired set carries
 // the cluster's scaled MachinePool.
 func runPools(ctx context.Context, o options, out io.Writer) error {
-	o.ServeArgs = append([]string{"--pool-resync-interval=2s"}, o.ServeArgs...)
 	b, err := startBenchServer(ctx, o, out, "fleet-bench --pools")
 	if err != nil {
 		return err

@@ -76,7 +76,7 @@ type desiredRead struct {
 	rows           []desiredRegistrationRow
 	removed        []string
 	policies       []fleet.DesiredPolicy
-	// pools holds what the hub's pool clusters are made of, by registration.
+	// pools holds what the rows' pool clusters are made of, by registration.
 	pools map[string]poolDeliveryRow
 }
 
@@ -116,7 +116,11 @@ ORDER BY id`, hubID, since).Scan(&out.removed).Error; err != nil {
 	if out.policies, err = s.desiredPolicies(tx, hubID, hub.OwnerOrgID); err != nil {
 		return out, err
 	}
-	if out.pools, err = poolDeliveries(tx, hubID); err != nil {
+	ids := make([]string, len(out.rows))
+	for i, r := range out.rows {
+		ids[i] = r.ID
+	}
+	if out.pools, err = poolDeliveries(tx, ids); err != nil {
 		return out, err
 	}
 	return out, nil

@@ -22,20 +22,22 @@ type poolDeliveryRow struct {
 	Spec             string
 }
 
-// poolDeliveries reads, for the live pool clusters placed on hubID (and
-// db's conditions), what their objects are made of: the cluster's version
-// and replicas, its pool's cloud, region and sealed credentials, and the
-// spec of the version it runs. The pool clusters are few beside the hub's
-// registrations: the read starts from them.
-func poolDeliveries(db *gorm.DB, hubID string) (map[string]poolDeliveryRow, error) {
+// poolDeliveries reads, for those of the registrations ids that are pool
+// clusters, what their objects are made of: the cluster's version and
+// replicas, its pool's cloud, region and sealed credentials, and the spec of
+// the version it runs. It looks the ids up by primary key, so it costs what
+// the desired set (or delta) being rendered holds, not the fleet's pools.
+func poolDeliveries(db *gorm.DB, ids []string) (map[string]poolDeliveryRow, error) {
+	if len(ids) == 0 {
+		return nil, nil
+	}
 	var rows []poolDeliveryRow
 	err := db.Table("pool_clusters AS pc").
 		Select(`pc.registration_id, pc.pool_id, pc.blueprint_version, pc.replicas, pc.add_ons_version, p.cloud, p.region,
 	p.credentials, p.credentials_key_id, v.spec::text AS spec`).
-		Joins("JOIN registrations r ON r.id = pc.registration_id").
 		Joins("JOIN capacity_pools p ON p.id = pc.pool_id").
 		Joins("JOIN blueprint_versions v ON v.blueprint_id = p.blueprint_id AND v.version = pc.blueprint_version").
-		Where("r.hub_id = ? AND r.deleted_at IS NULL", hubID).Find(&rows).Error
+		Where("pc.registration_id = ANY(?::text[])", pgTextArray(ids)).Find(&rows).Error
 	if err != nil || len(rows) == 0 {
 		return nil, err
 	}

@@ -12,12 +12,14 @@ import (
 	"github.com/fleetmanager/fleet-manager/internal/fleet"
 )
 
-// claimPoolsSQL leases the pools due for a pass, or named by a wake-up, that
-// no live lease holds, oldest due first.
-const claimPoolsSQL = `UPDATE capacity_pools p SET claimed_by = ?, claimed_until = now() + make_interval(secs => ?)
-WHERE p.id IN (SELECT id FROM capacity_pools WHERE deleted_at IS NULL AND (claimed_until IS NULL OR claimed_until < now())
-	AND (next_pass_at <= now() OR id = ANY(?::text[])) AND %s
-	ORDER BY next_pass_at LIMIT ? FOR UPDATE SKIP LOCKED)
+// claimPoolsSQL leases the pools named by a wake-up or due for a pass that
+// no live lease holds: the woken first (a booking waits on its pool's pass,
+// the resync does not), then the oldest due.
+const claimPoolsSQL = `WITH woken AS (SELECT ?::text[] AS ids)
+UPDATE capacity_pools p SET claimed_by = ?, claimed_until = now() + make_interval(secs => ?)
+WHERE p.id IN (SELECT id FROM capacity_pools, woken WHERE deleted_at IS NULL AND (claimed_until IS NULL OR claimed_until < now())
+	AND (next_pass_at <= now() OR id = ANY(woken.ids)) AND %s
+	ORDER BY id = ANY(woken.ids) DESC, next_pass_at LIMIT ? FOR UPDATE SKIP LOCKED)
 RETURNING p.*, now() AS claim_now, p.exhausted_at IS NOT NULL AND p.exhausted_at > coalesce(
 	(SELECT max(c.created_at) FROM pool_clusters c WHERE c.pool_id = p.id), '-infinity') AS exhausted`
 
@@ -30,7 +32,7 @@ func (s *Store) ClaimPools(ctx context.Context, owner string, woken []string, li
 	if woken == nil {
 		woken = []string{}
 	}
-	args := append([]any{token, lease.Seconds(), pgTextArray(woken)}, zoneArgs...)
+	args := append([]any{pgTextArray(woken), token, lease.Seconds()}, zoneArgs...)
 	if err := s.db.Gorm.WithContext(ctx).Raw(fmt.Sprintf(claimPoolsSQL, zones), append(args, limit)...).Scan(&rows).Error; err != nil {
 		return nil, fmt.Errorf("ClaimPools: %w", err)
 	}

@@ -315,3 +315,28 @@ func TestReservationRaceNeverOverbooks(t *testing.T) {
 		g.Expect(c.FreeUnits()).To(gomega.Equal(4))
 	}
 }
+
+// TestWokenPoolsAreClaimedFirst: a pool named by a wake-up (a booking) is
+// claimed before pools merely due for their resync, however many are due,
+// so a booking that crosses a threshold never waits behind the resync.
+func TestWokenPoolsAreClaimedFirst(t *testing.T) {
+	t.Parallel()
+	g := gomega.NewWithT(t)
+	ctx := context.Background()
+	store, db := newStoreOn(t, nil)
+	alice := fleet.Identity{OrgID: "org-a", Username: "alice"}
+	var ids []string
+	for i := range 3 {
+		ids = append(ids, newPool(t, store, alice, fmt.Sprintf("p%d", i), 0, 1).ID)
+	}
+	// The first two are long due; the third is not due for an hour.
+	g.Expect(db.Gorm.Exec(`UPDATE capacity_pools SET next_pass_at = now() - interval '1 hour' WHERE id IN ?`, ids[:2]).Error).To(gomega.Succeed())
+	g.Expect(db.Gorm.Exec(`UPDATE capacity_pools SET next_pass_at = now() + interval '1 hour' WHERE id = ?`, ids[2]).Error).To(gomega.Succeed())
+	claims, err := store.ClaimPools(ctx, "test", []string{ids[2]}, 1, time.Minute)
+	g.Expect(err).NotTo(gomega.HaveOccurred())
+	g.Expect(claims).To(gomega.HaveLen(1))
+	g.Expect(claims[0].Input.Pool.ID).To(gomega.Equal(ids[2]))
+	claims, err = store.ClaimPools(ctx, "test", nil, 5, time.Minute)
+	g.Expect(err).NotTo(gomega.HaveOccurred())
+	g.Expect(claims).To(gomega.HaveLen(2), "the due ones, not the one claimed already")
+}
