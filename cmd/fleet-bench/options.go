@@ -37,12 +37,6 @@ type options struct {
 	Policies        int
 
 	Registrations       bool
-	// Pools runs the capacity-pool benchmark; PoolCount pools of
-	// PoolClusters clusters, and PoolSamples pools of 2 for the scaling samples.
-	Pools        bool
-	PoolCount    int
-	PoolClusters int
-	PoolSamples  int
 	CreateDuration      time.Duration
 	CreateCount         int
 	CreateConcurrency   int
@@ -59,6 +53,13 @@ type options struct {
 	SamplesFile  string
 	ServeArgs    []string
 	ServeEnv     []string
+
+	// Pools runs the capacity-pool benchmark: PoolCount pools of
+	// PoolClusters clusters, and PoolSamples pools of 2 for the scaling samples.
+	Pools        bool
+	PoolCount    int
+	PoolClusters int
+	PoolSamples  int
 }
 
 // dbOptions names the PostgreSQL server the benchmark database is created on.
