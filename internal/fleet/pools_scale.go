@@ -291,3 +291,56 @@ type PoolQueue interface {
 	// writing nothing, when the claim was lost.
 	ApplyPoolPass(ctx context.Context, claim PoolClaim, actions []ScaleAction, resync time.Duration, failed error) (bool, error)
 }
+
+// WakePoints returns, for each cluster of a pass that stays in the pool, the
+// reserved units at which a booking on it must wake pool_mgr at once: the
+// first of its node threshold (while its scaled pools can still grow) and
+// its cluster threshold (while the pool may add a cluster), counted with the
+// replicas the pass's actions leave it; past both, never (its capacity plus
+// one). A booking below it cannot change the scaler's decision, so it waits
+// for the resync; releases always do (scale-down waits on a cool-down and
+// idle removal on the idle time anyway).
+func WakePoints(in ScalerInput, actions []ScaleAction, cfg ScalerConfig) map[string]int {
+	p := in.Pool
+	replicas := map[string]map[string]int{}
+	removed := map[string]bool{}
+	added := 0
+	for _, a := range actions {
+		switch {
+		case a.Type == PoolEventClusterRemoved:
+			removed[a.ClusterID] = true
+		case a.Type == PoolEventClusterAdded:
+			added++
+		case a.Replicas != nil:
+			replicas[a.ClusterID] = a.Replicas
+		}
+	}
+	live := added
+	for _, c := range in.Clusters {
+		if !removed[c.ID] && c.State != PoolClusterDeprovisioning && c.State != PoolClusterFailed {
+			live++
+		}
+	}
+	canAdd := p.DeletionRequestedAt == nil && live < p.MaxClusters
+	out := make(map[string]int, len(in.Clusters))
+	for _, c := range in.Clusters {
+		if removed[c.ID] || c.State == PoolClusterDeprovisioning {
+			continue
+		}
+		r := c.Replicas
+		if next, ok := replicas[c.ID]; ok {
+			r = next
+		}
+		at := c.CapacityUnits + 1
+		if _, grows := stepReplicas(in.Spec, r, 1); grows {
+			at = min(at, ceilDiv(HoldableUnits(in.Spec, r, c.CapacityUnits)*pct(p.ScaleUpPercent, cfg.ScaleUpPercent), 100))
+		}
+		if canAdd {
+			at = min(at, ceilDiv(c.CapacityUnits*pct(p.AddClusterPercent, cfg.AddClusterPercent), 100))
+		}
+		out[c.ID] = at
+	}
+	return out
+}
+
+func ceilDiv(a, b int) int { return (a + b - 1) / b }

@@ -249,3 +249,29 @@ func TestPoolRequestsValidation(t *testing.T) {
 	g.Expect(fleet.ReservationCreate{Units: 0}.Validate()).To(gomega.HaveOccurred())
 	g.Expect(fleet.ReservationCreate{Units: 3, InstanceID: "kafka-1"}.Validate()).To(gomega.Succeed())
 }
+
+func TestWakePointsAreWhereTheScalerActs(t *testing.T) {
+	t.Parallel()
+	g := gomega.NewWithT(t)
+	pool := testPool() // min 2, max 4, 60 units
+	in := fleet.ScalerInput{Pool: pool, Spec: testBlueprint(), Now: time.Now(), Clusters: []fleet.ScalerCluster{
+		readyCluster("a", 2, 10), readyCluster("b", 6, 10), readyCluster("gone", 2, 0),
+	}}
+	actions := []fleet.ScaleAction{
+		{Type: fleet.PoolEventNodesScaledUp, ClusterID: "a", Replicas: map[string]int{"infra": 2, "workers": 3}},
+		{Type: fleet.PoolEventClusterRemoved, ClusterID: "gone"},
+	}
+	// a: 3 of 6 workers hold 30, 80% of them is 24; 90% of 60 is 54.
+	// b: at its maximum nodes, only the cluster threshold is left.
+	g.Expect(fleet.WakePoints(in, actions, fleet.DefaultScalerConfig())).To(gomega.Equal(map[string]int{"a": 24, "b": 54}))
+	// At max_clusters and maximum nodes, a booking never needs the scaler.
+	in.Pool.MaxClusters = 2
+	g.Expect(fleet.WakePoints(in, actions, fleet.DefaultScalerConfig())).To(gomega.Equal(map[string]int{"a": 24, "b": 61}))
+	// The points agree with Scale: one unit below, nothing; at it, a step.
+	c := readyCluster("a", 3, 23)
+	g.Expect(fleet.Scale(fleet.ScalerInput{Pool: in.Pool, Spec: in.Spec, Now: in.Now, Clusters: []fleet.ScalerCluster{c, readyCluster("b", 2, 0)}},
+		fleet.DefaultScalerConfig())).To(gomega.BeEmpty())
+	c.ReservedUnits = 24
+	g.Expect(actionTypes(fleet.Scale(fleet.ScalerInput{Pool: in.Pool, Spec: in.Spec, Now: in.Now, Clusters: []fleet.ScalerCluster{c, readyCluster("b", 2, 0)}},
+		fleet.DefaultScalerConfig()))).To(gomega.Equal([]string{"NodesScaledUp/ThresholdReached/a"}))
+}

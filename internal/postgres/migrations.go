@@ -52,6 +52,7 @@ func migrations() []*gormigrate.Migration {
 		migration202612020600ListZone(),
 		migration202612020700RecountRegistrations(),
 		migration202612020800CapacityPools(),
+		migration202612020900PoolWake(),
 	}
 }
 

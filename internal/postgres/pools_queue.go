@@ -89,7 +89,8 @@ func randomHex(n int) string {
 }
 
 // ApplyPoolPass carries out one scaler pass's actions for a claimed pool in
-// one transaction, records each as an event, finishes a deleted pool whose
+// one transaction, records each as an event, sets its clusters' wake points
+// (fleet.WakePoints), finishes a deleted pool whose
 // clusters are all gone, and releases the claim with the next pass due after
 // resync (after backoff when failed is set). It reports false when the claim
 // was lost (its lease ended and another pass took the pool): nothing is
@@ -112,6 +113,9 @@ func (s *Store) ApplyPoolPass(ctx context.Context, claim fleet.PoolClaim, action
 				return fmt.Errorf("%s %s: %w", a.Type, a.ClusterID, err)
 			}
 		}
+		if err := setWakePoints(tx, fleet.WakePoints(claim.Input, actions, s.cfg.Pools.Scaler)); err != nil {
+			return err
+		}
 		if pool.DeletionRequestedAt != nil {
 			if err := tx.Exec(`UPDATE capacity_pools SET deleted_at = now() WHERE id = ? AND NOT EXISTS (SELECT 1 FROM pool_clusters pc
 	JOIN registrations r ON r.id = pc.registration_id AND r.deleted_at IS NULL WHERE pc.pool_id = ?)`, pool.ID, pool.ID).Error; err != nil {
@@ -128,6 +132,23 @@ func (s *Store) ApplyPoolPass(ctx context.Context, claim fleet.PoolClaim, action
 		s.wake(ChannelRegistrations)
 	}
 	return held, nil
+}
+
+// setWakePoints records each cluster's wake point where it moved.
+func setWakePoints(tx *gorm.DB, points map[string]int) error {
+	if len(points) == 0 {
+		return nil
+	}
+	type point struct {
+		ID string `json:"id"`
+		W  int    `json:"w"`
+	}
+	rows := make([]point, 0, len(points))
+	for id, w := range points {
+		rows = append(rows, point{id, w})
+	}
+	return tx.Exec(`UPDATE pool_clusters pc SET wake_at_units = x.w FROM jsonb_to_recordset(?::jsonb) AS x(id text, w integer)
+WHERE pc.registration_id = x.id AND pc.wake_at_units <> x.w`, jsonText(rows)).Error
 }
 
 // applyScaleAction writes one action and its event.

@@ -44,8 +44,9 @@ ORDER BY pc.reserved_units DESC, pc.created_at, pc.registration_id
 LIMIT 1 FOR UPDATE OF pc`
 
 // CreateReservation books units on one of the pool's clusters, the fullest
-// that still fits, and wakes the pool reconciler, whose scaler sees the
-// cluster's new load. When none fits, the pool is marked exhausted (the
+// that still fits, and wakes the pool reconciler when the cluster's load
+// reached its wake point (fleet.WakePoints), where the scaler acts. When none
+// fits, the pool is marked exhausted (the
 // scaler adds a cluster below max_clusters) and the booking is refused with
 // CodeCapacityExhausted; nothing is booked.
 func (s *Store) CreateReservation(ctx context.Context, caller fleet.Identity, poolID string, create fleet.ReservationCreate) (fleet.Reservation, error) {
@@ -54,6 +55,8 @@ func (s *Store) CreateReservation(ctx context.Context, caller fleet.Identity, po
 	}
 	id := newID()
 	exhausted := false
+	// The answer is what the transaction wrote.
+	booked := fleet.Reservation{ID: id, PoolID: poolID, OrgID: caller.OrgID, Owner: caller.Username, Units: create.Units, InstanceID: create.InstanceID}
 	err := s.transact(ctx, func(tx *gorm.DB) error {
 		// KEY SHARE: bookings of one pool do not wait on each other at the
 		// pool, only a deletion (FOR UPDATE) waits for them, and they for it.
@@ -78,13 +81,18 @@ func (s *Store) CreateReservation(ctx context.Context, caller fleet.Identity, po
 			exhausted = true
 			return fleet.Errorf(fleet.CodeCapacityExhausted, "no cluster of the capacity pool has room for %d units", create.Units)
 		}
-		if err := tx.Exec(`UPDATE pool_clusters SET reserved_units = reserved_units + ?, empty_since = NULL WHERE registration_id = ?`,
-			create.Units, cluster).Error; err != nil {
+		var wake []bool
+		if err := tx.Raw(`UPDATE pool_clusters SET reserved_units = reserved_units + ?, empty_since = NULL WHERE registration_id = ?
+RETURNING reserved_units >= wake_at_units`, create.Units, cluster).Scan(&wake).Error; err != nil {
 			return err
 		}
-		if err := tx.Exec(`INSERT INTO reservations (id, pool_id, cluster_id, org_id, units, instance_id, created_by) VALUES (?, ?, ?, ?, ?, ?, ?)`,
-			id, poolID, cluster, caller.OrgID, create.Units, create.InstanceID, caller.Username).Error; err != nil {
+		if err := tx.Raw(`INSERT INTO reservations (id, pool_id, cluster_id, org_id, units, instance_id, created_by) VALUES (?, ?, ?, ?, ?, ?, ?)
+RETURNING created_at`, id, poolID, cluster, caller.OrgID, create.Units, create.InstanceID, caller.Username).Scan(&booked.CreatedAt).Error; err != nil {
 			return err
+		}
+		booked.ClusterID = cluster
+		if len(wake) == 1 && !wake[0] {
+			return nil // below the cluster's wake point: the scaler's decision stands
 		}
 		return notify(tx, ChannelPools, poolID)
 	})
@@ -96,7 +104,7 @@ func (s *Store) CreateReservation(ctx context.Context, caller fleet.Identity, po
 	if err != nil {
 		return fleet.Reservation{}, fmt.Errorf("CreateReservation(%s/%s): %w", caller.OrgID, poolID, err)
 	}
-	return s.FindReservation(ctx, caller.OrgID, poolID, id)
+	return booked, nil
 }
 
 // markExhausted records that a booking of units found no room and wakes
@@ -167,7 +175,9 @@ func (s *Store) ListReservations(ctx context.Context, org, poolID string, q flee
 }
 
 // DeleteReservation releases a reservation: its units go back to its
-// cluster, and the pool reconciler is woken (the cluster may shrink).
+// cluster. The pool reconciler sees it at its resync: what a release allows
+// (fewer nodes, an idle cluster removed) waits on a cool-down or the idle
+// time anyway.
 func (s *Store) DeleteReservation(ctx context.Context, org, poolID, id string) error {
 	err := s.transact(ctx, func(tx *gorm.DB) error {
 		var row reservationRow
@@ -182,10 +192,7 @@ func (s *Store) DeleteReservation(ctx context.Context, org, poolID, id string) e
 	empty_since = CASE WHEN reserved_units = ? THEN now() ELSE empty_since END WHERE registration_id = ?`, row.Units, row.Units, row.ClusterID).Error; err != nil {
 			return err
 		}
-		if err := tx.Exec(`DELETE FROM reservations WHERE id = ?`, id).Error; err != nil {
-			return err
-		}
-		return notify(tx, ChannelPools, poolID)
+		return tx.Exec(`DELETE FROM reservations WHERE id = ?`, id).Error
 	})
 	if err != nil {
 		return fmt.Errorf("DeleteReservation(%s/%s/%s): %w", org, poolID, id, err)

@@ -182,10 +182,18 @@ func TestPoolMakesScalesAndRemovesItsClusters(t *testing.T) {
 	second, err := store.CreateReservation(ctx, alice, pool.ID, fleet.ReservationCreate{Units: 8, InstanceID: "kafka-2"})
 	g.Expect(err).NotTo(gomega.HaveOccurred())
 	g.Expect(second.ClusterID).To(gomega.Equal(first.ClusterID), "bin-packed onto the fuller cluster")
+	stored, err := store.FindReservation(ctx, "org-a", pool.ID, first.ID)
+	g.Expect(err).NotTo(gomega.HaveOccurred())
+	g.Expect(stored).To(gomega.Equal(first), "the answer is what was stored")
+	g.Expect(first.CreatedAt).NotTo(gomega.BeZero())
 	// 18 of the 20 units 2 of 6 workers hold: the threshold (80%) is crossed.
 	actions := scalePass(t, store, pool.ID)
 	g.Expect(actionTypesOf(actions)).To(gomega.Equal([]string{"NodesScaledUp"}))
 	g.Expect(actions[0].Replicas).To(gomega.Equal(map[string]int{"infra": 2, "workers": 3}))
+	// Its next wake-up is at 80% of the 30 units 3 workers hold; the other
+	// cluster's at 80% of 20.
+	g.Expect(countRows(t, db, `SELECT wake_at_units FROM pool_clusters WHERE registration_id = ?`, first.ClusterID)).To(gomega.Equal(24))
+	g.Expect(countRows(t, db, `SELECT min(wake_at_units) FROM pool_clusters WHERE pool_id = ?`, pool.ID)).To(gomega.Equal(16))
 
 	// The hub's desired set carries the scaled MachinePool and, for each
 	// cluster, every Hive object and its add-on.

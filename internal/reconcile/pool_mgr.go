@@ -3,6 +3,7 @@ package reconcile
 import (
 	"context"
 	"log/slog"
+	"maps"
 	"slices"
 	"sync"
 	"time"
@@ -25,17 +26,36 @@ type PoolManager struct {
 	logger  *slog.Logger
 	metrics *Metrics
 
-	mu    sync.Mutex
-	woken map[string]bool
+	mu sync.Mutex
+	// woken holds the pools named by wake-ups and not claimed yet, each with
+	// the passes left to try: a pool another pass holds (of this replica's
+	// resync, or another replica's) is tried again until that pass released
+	// it, or the wake-up would be lost to the holder's older reading.
+	woken map[string]wokenPool
+	seq   uint64
+}
+
+// wokenPool is a woken pool's tries left and its latest wake-up's number: a
+// wake-up that comes while a pass claims the pool is kept for the next one.
+type wokenPool struct {
+	left int
+	seq  uint64
 }
 
 // poolBatch is how many pools one pass claims.
 const poolBatch = 50
 
+// wokenRetries and wokenRetryDelay bound how long a woken pool another pass
+// holds is tried again: passes hold a pool for milliseconds.
+const (
+	wokenRetries    = 20
+	wokenRetryDelay = 100 * time.Millisecond
+)
+
 // NewPoolManager returns pool_mgr.
 func NewPoolManager(cfg Config, scaler fleet.ScalerConfig, queue fleet.PoolQueue, owner string, logger *slog.Logger, metrics *Metrics) *PoolManager {
 	return &PoolManager{cfg: cfg, scaler: scaler, queue: queue, owner: owner, logger: logger.With("reconciler", "pool_mgr"),
-		metrics: metrics, woken: map[string]bool{}}
+		metrics: metrics, woken: map[string]wokenPool{}}
 }
 
 // Run passes at start, on every wake-up (its payload a pool id, claimed
@@ -51,7 +71,8 @@ func (m *PoolManager) Run(ctx context.Context, wake <-chan string) {
 				case id := <-wake:
 					if id != "" { // "" is the listener's poll while it is down
 						m.mu.Lock()
-						m.woken[id] = true
+						m.seq++
+						m.woken[id] = wokenPool{left: wokenRetries, seq: m.seq}
 						m.mu.Unlock()
 					}
 					select {
@@ -65,21 +86,44 @@ func (m *PoolManager) Run(ctx context.Context, wake <-chan string) {
 	loop(ctx, kick, m.cfg.PoolResync, m.pass)
 }
 
-// takeWoken returns and forgets the pools named by wake-ups since the last pass.
-func (m *PoolManager) takeWoken() []string {
+// takeWoken returns the pools named by wake-ups and not claimed yet, with
+// the number of each one's latest wake-up.
+func (m *PoolManager) takeWoken() map[string]uint64 {
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	out := make([]string, 0, len(m.woken))
-	for id := range m.woken {
-		out = append(out, id)
+	out := make(map[string]uint64, len(m.woken))
+	for id, w := range m.woken {
+		out[id] = w.seq
 	}
-	clear(m.woken)
-	slices.Sort(out)
 	return out
 }
 
+// settleWoken forgets the woken pools that were claimed and counts down the
+// others, keeping those woken again since taken; it reports whether any is
+// left to try.
+func (m *PoolManager) settleWoken(taken map[string]uint64, claims []fleet.PoolClaim) bool {
+	claimed := make(map[string]bool, len(claims))
+	for _, c := range claims {
+		claimed[c.Input.Pool.ID] = true
+	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	for id, seq := range taken {
+		w, ok := m.woken[id]
+		switch {
+		case !ok || w.seq != seq:
+		case claimed[id] || w.left <= 1:
+			delete(m.woken, id)
+		default:
+			m.woken[id] = wokenPool{left: w.left - 1, seq: seq}
+		}
+	}
+	return len(m.woken) > 0
+}
+
 func (m *PoolManager) pass(ctx context.Context) (time.Duration, bool) {
-	woken := m.takeWoken()
+	taken := m.takeWoken()
+	woken := slices.Sorted(maps.Keys(taken))
 	claims, err := untilAnswered(ctx, func(ctx context.Context) ([]fleet.PoolClaim, error) {
 		return m.queue.ClaimPools(ctx, m.owner, woken, poolBatch, m.cfg.Lease)
 	})
@@ -92,8 +136,12 @@ func (m *PoolManager) pass(ctx context.Context) (time.Duration, bool) {
 	for _, c := range claims {
 		m.reconcilePool(ctx, c)
 	}
-	if len(claims) == poolBatch {
+	pending := m.settleWoken(taken, claims)
+	switch {
+	case len(claims) == poolBatch:
 		return 0, true
+	case pending:
+		return wokenRetryDelay, true
 	}
 	return 0, false
 }
