@@ -11,6 +11,7 @@ import (
 	"k8s.io/client-go/dynamic"
 
 	"github.com/fleetmanager/fleet-manager/internal/fleet"
+	"github.com/fleetmanager/fleet-manager/internal/hub/provisiontest"
 	"github.com/fleetmanager/fleet-manager/internal/hubkind"
 )
 
@@ -98,25 +99,8 @@ func clusterAvailable(mc *unstructured.Unstructured) bool {
 
 // acceptCluster sets the status a hub gives a joined, available cluster.
 func acceptCluster(ctx context.Context, t *testing.T, dyn dynamic.Interface, mc *unstructured.Unstructured) {
-	now := metav1.Now().UTC().Format(time.RFC3339)
-	cond := func(typ, reason string) map[string]any {
-		return map[string]any{"type": typ, "status": "True", "reason": reason, "message": typ, "lastTransitionTime": now}
-	}
-	status := map[string]any{
-		"conditions": []any{
-			cond(fleet.HubConditionAccepted, "HubClusterAdminAccepted"),
-			cond(fleet.HubConditionJoined, "ManagedClusterJoined"),
-			cond(fleet.HubConditionAvailable, "ManagedClusterAvailable"),
-		},
-		"clusterClaims": []any{
-			map[string]any{"name": fleet.ClaimID, "value": "cid-" + mc.GetName()},
-			map[string]any{"name": fleet.ClaimVersion, "value": "4.17.3"},
-			map[string]any{"name": fleet.ClaimPlatform, "value": "AWS"},
-		},
-		"capacity":    map[string]any{"cpu": "24", "memory": "96Gi", "core_worker": "16"},
-		"allocatable": map[string]any{"cpu": "22", "memory": "90Gi"},
-		"version":     map[string]any{"kubernetes": "v1.31.4"},
-	}
+	status := provisiontest.JoinedStatus(mc.GetName(), "4.17.3", map[string]any{"cpu": "24", "memory": "96Gi", "core_worker": "16"},
+		map[string]any{"cpu": "22", "memory": "90Gi"})
 	if err := unstructured.SetNestedField(mc.Object, status, "status"); err != nil {
 		t.Logf("rhacm: %v", err)
 		return

@@ -50,6 +50,17 @@ func newPool(t *testing.T, store *postgres.Store, caller fleet.Identity, name st
 	return pool
 }
 
+// poolHub registers the agent hub of zone eu the pools' clusters go to.
+func poolHub(t *testing.T, store *postgres.Store) fleet.Hub {
+	t.Helper()
+	hub, err := store.CreateHub(context.Background(), fleet.HubCreate{Name: "hub-eu-1", Zone: "eu", Region: "eu-west-1", CloudProvider: "aws",
+		DeliveryMode: fleet.DeliveryAgent, Capacity: 100, AgentIdentity: "hub-eu-1-agent"})
+	if err != nil {
+		t.Fatalf("CreateHub: %v", err)
+	}
+	return hub
+}
+
 // scalePass claims the pool, runs the scaler and applies its actions, as the
 // pool reconciler does, and returns the actions.
 func scalePass(t *testing.T, store *postgres.Store, poolID string) []fleet.ScaleAction {
@@ -146,9 +157,7 @@ func TestPoolMakesScalesAndRemovesItsClusters(t *testing.T) {
 	ctx := context.Background()
 	store, db := newStoreOn(t, nil)
 	alice := fleet.Identity{OrgID: "org-a", Username: "alice"}
-	hub, err := store.CreateHub(ctx, fleet.HubCreate{Name: "hub-eu-1", Zone: "eu", Region: "eu-west-1", CloudProvider: "aws",
-		DeliveryMode: fleet.DeliveryAgent, Capacity: 100, AgentIdentity: "hub-eu-1-agent"})
-	g.Expect(err).NotTo(gomega.HaveOccurred())
+	hub := poolHub(t, store)
 	pool := newPool(t, store, alice, "kafka-eu", 2, 3)
 
 	// The minimum comes up as registrations of the pool's organisation.
@@ -269,9 +278,7 @@ func TestReservationRaceNeverOverbooks(t *testing.T) {
 	ctx := context.Background()
 	store, db := newStoreOn(t, nil)
 	alice := fleet.Identity{OrgID: "org-a", Username: "alice"}
-	hub, err := store.CreateHub(ctx, fleet.HubCreate{Name: "hub-eu-1", Zone: "eu", Region: "eu-west-1", CloudProvider: "aws",
-		DeliveryMode: fleet.DeliveryAgent, Capacity: 100, AgentIdentity: "hub-eu-1-agent"})
-	g.Expect(err).NotTo(gomega.HaveOccurred())
+	hub := poolHub(t, store)
 	pool := newPool(t, store, alice, "race", 3, 3)
 	scalePass(t, store, pool.ID)
 	markPoolClustersReady(t, db, pool.ID, hub.ID)

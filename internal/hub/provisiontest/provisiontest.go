@@ -227,24 +227,7 @@ func importCluster(ctx context.Context, dyn dynamic.Interface, mc *unstructured.
 	if have, _, _ := unstructured.NestedMap(mc.Object, "status", "capacity"); fmt.Sprint(have) == fmt.Sprint(capacity) && joined(mc) {
 		return nil
 	}
-	now := metav1.Now().UTC().Format(time.RFC3339)
-	cond := func(typ, reason string) map[string]any {
-		return map[string]any{"type": typ, "status": "True", "reason": reason, "message": typ, "lastTransitionTime": now}
-	}
-	status := map[string]any{
-		"conditions": []any{
-			cond(fleet.HubConditionAccepted, "HubClusterAdminAccepted"),
-			cond(fleet.HubConditionJoined, "ManagedClusterJoined"),
-			cond(fleet.HubConditionAvailable, "ManagedClusterAvailable"),
-		},
-		"clusterClaims": []any{
-			map[string]any{"name": fleet.ClaimID, "value": "cid-" + name},
-			map[string]any{"name": fleet.ClaimVersion, "value": "4.16.3"},
-			map[string]any{"name": fleet.ClaimPlatform, "value": "AWS"},
-		},
-		"capacity": capacity, "allocatable": allocatable,
-		"version": map[string]any{"kubernetes": "v1.29.8"},
-	}
+	status := JoinedStatus(name, "4.16.3", capacity, allocatable)
 	_ = unstructured.SetNestedField(mc.Object, status, "status")
 	if _, err := res.UpdateStatus(ctx, mc, metav1.UpdateOptions{}); err != nil && !apierrors.IsConflict(err) {
 		return fmt.Errorf("status of ManagedCluster %s: %w", name, err)
@@ -260,4 +243,28 @@ func joined(mc *unstructured.Unstructured) bool {
 		}
 	}
 	return false
+}
+
+// JoinedStatus is the status RHACM gives a joined, available cluster named
+// name: the HubAccepted, Joined and Available conditions, its id, version
+// and platform claims, capacity and allocatable.
+func JoinedStatus(name, version string, capacity, allocatable map[string]any) map[string]any {
+	now := metav1.Now().UTC().Format(time.RFC3339)
+	cond := func(typ, reason string) map[string]any {
+		return map[string]any{"type": typ, "status": "True", "reason": reason, "message": typ, "lastTransitionTime": now}
+	}
+	return map[string]any{
+		"conditions": []any{
+			cond(fleet.HubConditionAccepted, "HubClusterAdminAccepted"),
+			cond(fleet.HubConditionJoined, "ManagedClusterJoined"),
+			cond(fleet.HubConditionAvailable, "ManagedClusterAvailable"),
+		},
+		"clusterClaims": []any{
+			map[string]any{"name": fleet.ClaimID, "value": "cid-" + name},
+			map[string]any{"name": fleet.ClaimVersion, "value": version},
+			map[string]any{"name": fleet.ClaimPlatform, "value": "AWS"},
+		},
+		"capacity": capacity, "allocatable": allocatable,
+		"version": map[string]any{"kubernetes": "v1.31.4"},
+	}
 }
