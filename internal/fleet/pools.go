@@ -337,20 +337,17 @@ type CapacityPool struct {
 	Generation        int64
 	// Clusters counts the pool's clusters not being removed; ReservedUnits
 	// the units booked on them.
-	Clusters            int
-	ReservedUnits       int64
+	Clusters      int
+	ReservedUnits int64
+	// Conditions are pool_mgr's view of the pool (PoolConditions).
+	Conditions          Conditions
 	CreatedAt           time.Time
 	UpdatedAt           time.Time
 	DeletionRequestedAt *time.Time
 }
 
-// Phase of a pool: "deleting" once deletion was asked, else "active".
-func (p CapacityPool) Phase() string {
-	if p.DeletionRequestedAt != nil {
-		return "deleting"
-	}
-	return "active"
-}
+// Phase of a pool, derived from its conditions (PoolPhase).
+func (p CapacityPool) Phase() string { return PoolPhase(p.Conditions, p.DeletionRequestedAt != nil) }
 
 // PoolCredentials are what Hive installs a pool's clusters with: the cloud
 // account's secret keys and the pull secret. Stored sealed, never returned.

@@ -344,3 +344,88 @@ func WakePoints(in ScalerInput, actions []ScaleAction, cfg ScalerConfig) map[str
 }
 
 func ceilDiv(a, b int) int { return (a + b - 1) / b }
+
+// Pool condition types and reasons.
+const (
+	// PoolConditionReady: the pool has at least min_clusters joined clusters.
+	PoolConditionReady = "Ready"
+	// PoolConditionCapacityAvailable: the pool can take more bookings or
+	// grow; False when it is at max_clusters and every cluster is past its
+	// cluster threshold.
+	PoolConditionCapacityAvailable = "CapacityAvailable"
+
+	ReasonMinimumReady = "MinimumReady"
+	ReasonBelowMinimum = "BelowMinimum"
+	ReasonPoolDeleting = "Deleting"
+	ReasonRoomLeft     = "RoomLeft"
+	ReasonAtMaximum    = "AtMaximum"
+)
+
+// PoolConditions returns the pool's conditions after a pass that took
+// actions: how many of its clusters are joined against its minimum, and
+// whether it can still take bookings or grow. Each carries the pool's
+// generation; times move only with the status (Conditions.Set).
+func PoolConditions(have Conditions, in ScalerInput, actions []ScaleAction, cfg ScalerConfig) Conditions {
+	p := in.Pool
+	removed := map[string]bool{}
+	added := 0
+	for _, a := range actions {
+		switch a.Type {
+		case PoolEventClusterRemoved:
+			removed[a.ClusterID] = true
+		case PoolEventClusterAdded:
+			added++
+		}
+	}
+	ready, live, failed, full := 0, added, 0, added == 0
+	addAt := pct(p.AddClusterPercent, cfg.AddClusterPercent)
+	for _, c := range in.Clusters {
+		switch {
+		case removed[c.ID] || c.State == PoolClusterDeprovisioning:
+			continue
+		case c.State == PoolClusterFailed:
+			failed++
+			continue
+		}
+		live++
+		if c.State == PoolClusterReady || c.State == PoolClusterScaling {
+			ready++
+		}
+		if c.State == PoolClusterProvisioning || c.ReservedUnits*100 < c.CapacityUnits*addAt {
+			full = false
+		}
+	}
+	msg := fmt.Sprintf("%d of %d clusters ready (minimum %d, maximum %d)", ready, live, p.MinClusters, p.MaxClusters)
+	if failed > 0 {
+		msg += fmt.Sprintf("; %d failed", failed)
+	}
+	readyCond := Condition{Type: PoolConditionReady, Status: ConditionTrue, Reason: ReasonMinimumReady, Message: msg, ObservedGeneration: p.Generation}
+	switch {
+	case p.DeletionRequestedAt != nil:
+		readyCond.Status, readyCond.Reason, readyCond.Message = ConditionFalse, ReasonPoolDeleting, "the pool is being deleted; "+msg
+	case ready < p.MinClusters:
+		readyCond.Status, readyCond.Reason = ConditionFalse, ReasonBelowMinimum
+	}
+	room := Condition{Type: PoolConditionCapacityAvailable, Status: ConditionTrue, Reason: ReasonRoomLeft,
+		Message: "clusters have room, or the pool may add one", ObservedGeneration: p.Generation}
+	if full && live >= p.MaxClusters {
+		room.Status, room.Reason = ConditionFalse, ReasonAtMaximum
+		room.Message = fmt.Sprintf("all %d clusters have reserved %d%% of their capacity and the pool is at max_clusters", live, addAt)
+	}
+	return have.Set(readyCond, in.Now).Set(room, in.Now)
+}
+
+// PoolPhase summarises a pool's conditions: deleting, provisioning (below
+// its minimum), full (no room and no growth left) or ready.
+func PoolPhase(cs Conditions, deletionRequested bool) string {
+	switch {
+	case deletionRequested:
+		return "deleting"
+	case !cs.IsTrue(PoolConditionReady):
+		return "provisioning"
+	case cs.Status(PoolConditionCapacityAvailable) == ConditionFalse:
+		return "full"
+	default:
+		return "ready"
+	}
+}

@@ -275,3 +275,51 @@ func TestWakePointsAreWhereTheScalerActs(t *testing.T) {
 	g.Expect(actionTypes(fleet.Scale(fleet.ScalerInput{Pool: in.Pool, Spec: in.Spec, Now: in.Now, Clusters: []fleet.ScalerCluster{c, readyCluster("b", 2, 0)}},
 		fleet.DefaultScalerConfig()))).To(gomega.Equal([]string{"NodesScaledUp/ThresholdReached/a"}))
 }
+
+func TestPoolConditionsAndPhase(t *testing.T) {
+	t.Parallel()
+	g := gomega.NewWithT(t)
+	cfg := fleet.DefaultScalerConfig()
+	now := time.Date(2026, 12, 2, 12, 0, 0, 0, time.UTC)
+	provisioning := readyCluster("c", 2, 0)
+	provisioning.State = fleet.PoolClusterProvisioning
+	failed := readyCluster("f", 2, 0)
+	failed.State = fleet.PoolClusterFailed
+	for _, tc := range []struct {
+		name     string
+		pool     func(*fleet.CapacityPool)
+		clusters []fleet.ScalerCluster
+		actions  []fleet.ScaleAction
+		phase    string
+		reason   string
+	}{
+		{name: "new", actions: []fleet.ScaleAction{{Type: fleet.PoolEventClusterAdded}, {Type: fleet.PoolEventClusterAdded}},
+			phase: "provisioning", reason: fleet.ReasonBelowMinimum},
+		{name: "one of two joined", clusters: []fleet.ScalerCluster{readyCluster("a", 2, 0), provisioning, failed},
+			phase: "provisioning", reason: fleet.ReasonBelowMinimum},
+		{name: "minimum joined", clusters: []fleet.ScalerCluster{readyCluster("a", 2, 0), readyCluster("b", 2, 0)},
+			phase: "ready", reason: fleet.ReasonMinimumReady},
+		{name: "at its maximum, every cluster full", pool: func(p *fleet.CapacityPool) { p.MaxClusters = 2 },
+			clusters: []fleet.ScalerCluster{readyCluster("a", 6, 55), readyCluster("b", 6, 57)}, phase: "full", reason: fleet.ReasonMinimumReady},
+		{name: "below its maximum, every cluster full", clusters: []fleet.ScalerCluster{readyCluster("a", 6, 55), readyCluster("b", 6, 57)},
+			phase: "ready", reason: fleet.ReasonMinimumReady},
+		{name: "deleting", pool: func(p *fleet.CapacityPool) { p.DeletionRequestedAt = &now },
+			clusters: []fleet.ScalerCluster{readyCluster("a", 2, 0), readyCluster("b", 2, 0)}, phase: "deleting", reason: fleet.ReasonPoolDeleting},
+	} {
+		pool := testPool()
+		if tc.pool != nil {
+			tc.pool(&pool)
+		}
+		cs := fleet.PoolConditions(nil, fleet.ScalerInput{Pool: pool, Spec: testBlueprint(), Clusters: tc.clusters, Now: now}, tc.actions, cfg)
+		g.Expect(fleet.PoolPhase(cs, pool.DeletionRequestedAt != nil)).To(gomega.Equal(tc.phase), tc.name)
+		g.Expect(cs.Reason(fleet.PoolConditionReady)).To(gomega.Equal(tc.reason), tc.name)
+	}
+	cs := fleet.PoolConditions(nil, fleet.ScalerInput{Pool: testPool(), Spec: testBlueprint(), Now: now,
+		Clusters: []fleet.ScalerCluster{readyCluster("a", 2, 0), provisioning, failed}}, nil, cfg)
+	ready, _ := cs.Get(fleet.PoolConditionReady)
+	g.Expect(ready.Message).To(gomega.Equal("1 of 2 clusters ready (minimum 2, maximum 4); 1 failed"))
+	// A later pass with the same view keeps the transition time.
+	later := fleet.PoolConditions(cs, fleet.ScalerInput{Pool: testPool(), Spec: testBlueprint(), Now: now.Add(time.Hour),
+		Clusters: []fleet.ScalerCluster{readyCluster("a", 2, 0), provisioning, failed}}, nil, cfg)
+	g.Expect(later.Equal(cs)).To(gomega.BeTrue())
+}

@@ -53,6 +53,7 @@ func migrations() []*gormigrate.Migration {
 		migration202612020700RecountRegistrations(),
 		migration202612020800CapacityPools(),
 		migration202612020900PoolWake(),
+		migration202612021000PoolConditions(),
 	}
 }
 

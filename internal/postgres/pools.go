@@ -39,8 +39,9 @@ type poolRow struct {
 	UpdatedAt           time.Time
 	DeletionRequestedAt *time.Time
 	ExhaustedAt         *time.Time
-	Clusters            int   `gorm:"->"`
-	ReservedUnits       int64 `gorm:"->"`
+	Conditions          fleet.Conditions `gorm:"serializer:json"`
+	Clusters            int              `gorm:"->"`
+	ReservedUnits       int64            `gorm:"->"`
 	// ClaimNow and Exhausted are filled by ClaimPools only: the database's
 	// time of the claim, and whether a booking found no room since the
 	// pool's last added cluster.
@@ -53,7 +54,8 @@ func (r poolRow) toPool() fleet.CapacityPool {
 		BlueprintVersion: r.BlueprintVersion, Cloud: fleet.Cloud(r.Cloud), Region: r.Region, Zone: r.Zone,
 		MinClusters: r.MinClusters, MaxClusters: r.MaxClusters, UnitsPerCluster: r.UnitsPerCluster,
 		ScaleUpPercent: r.ScaleUpPercent, AddClusterPercent: r.AddClusterPercent, HasCredentials: len(r.Credentials) > 0,
-		Generation: r.Generation, Clusters: r.Clusters, ReservedUnits: r.ReservedUnits, CreatedAt: r.CreatedAt, UpdatedAt: r.UpdatedAt,
+		Generation: r.Generation, Clusters: r.Clusters, ReservedUnits: r.ReservedUnits, Conditions: r.Conditions,
+		CreatedAt: r.CreatedAt, UpdatedAt: r.UpdatedAt,
 		DeletionRequestedAt: r.DeletionRequestedAt}
 }
 

@@ -90,7 +90,8 @@ func randomHex(n int) string {
 
 // ApplyPoolPass carries out one scaler pass's actions for a claimed pool in
 // one transaction, records each as an event, sets its clusters' wake points
-// (fleet.WakePoints), finishes a deleted pool whose
+// (fleet.WakePoints) and its conditions (fleet.PoolConditions), finishes a
+// deleted pool whose
 // clusters are all gone, and releases the claim with the next pass due after
 // resync (after backoff when failed is set). It reports false when the claim
 // was lost (its lease ended and another pass took the pool): nothing is
@@ -115,6 +116,11 @@ func (s *Store) ApplyPoolPass(ctx context.Context, claim fleet.PoolClaim, action
 		}
 		if err := setWakePoints(tx, fleet.WakePoints(claim.Input, actions, s.cfg.Pools.Scaler)); err != nil {
 			return err
+		}
+		if conds := fleet.PoolConditions(pool.Conditions, claim.Input, actions, s.cfg.Pools.Scaler); !conds.Equal(pool.Conditions) {
+			if err := tx.Exec(`UPDATE capacity_pools SET conditions = ? WHERE id = ?`, jsonText(conds), pool.ID).Error; err != nil {
+				return err
+			}
 		}
 		if pool.DeletionRequestedAt != nil {
 			if err := tx.Exec(`UPDATE capacity_pools SET deleted_at = now() WHERE id = ? AND NOT EXISTS (SELECT 1 FROM pool_clusters pc

@@ -167,6 +167,9 @@ func TestPoolMakesScalesAndRemovesItsClusters(t *testing.T) {
 	g.Expect(total).To(gomega.Equal(2))
 	g.Expect(clusters[0].State).To(gomega.Equal(fleet.PoolClusterProvisioning))
 	g.Expect(clusters[0].Replicas).To(gomega.Equal(map[string]int{"infra": 2, "workers": 2}))
+	got, err := store.FindPool(ctx, "org-a", pool.ID)
+	g.Expect(err).NotTo(gomega.HaveOccurred())
+	g.Expect(got.Phase()).To(gomega.Equal("provisioning"), "its clusters are being made")
 	reg, err := store.FindRegistration(ctx, "org-a", clusters[0].ID)
 	g.Expect(err).NotTo(gomega.HaveOccurred())
 	g.Expect(reg.Labels).To(gomega.HaveKeyWithValue(fleet.LabelPoolID, pool.ID))
@@ -184,6 +187,11 @@ func TestPoolMakesScalesAndRemovesItsClusters(t *testing.T) {
 	// provisioning, so no cluster is added for it.
 	g.Expect(actionTypesOf(scalePass(t, store, pool.ID))).To(gomega.Equal([]string{"AddOnsDelivered", "AddOnsDelivered"}))
 	g.Expect(scalePass(t, store, pool.ID)).To(gomega.BeEmpty())
+	got, err = store.FindPool(ctx, "org-a", pool.ID)
+	g.Expect(err).NotTo(gomega.HaveOccurred())
+	g.Expect(got.Phase()).To(gomega.Equal("ready"))
+	g.Expect(got.Conditions.IsTrue(fleet.PoolConditionReady)).To(gomega.BeTrue())
+	g.Expect(got.Conditions.IsTrue(fleet.PoolConditionCapacityAvailable)).To(gomega.BeTrue())
 
 	// Bookings fill the fullest cluster that fits.
 	first, err := store.CreateReservation(ctx, alice, pool.ID, fleet.ReservationCreate{Units: 10, InstanceID: "kafka-1"})

@@ -105,6 +105,16 @@ func (s *Server) authorizeCluster(r *http.Request, action string) error {
 	return s.authorize(r, action, fleet.AuthzResource{Kind: "cluster", ID: reg.ID, OrgID: reg.OrgID, CreatedBy: reg.Owner})
 }
 
+// presentConditions renders conditions for the public API.
+func presentConditions(cs fleet.Conditions) []public.Condition {
+	out := make([]public.Condition, len(cs))
+	for i, cond := range cs {
+		out[i] = public.Condition{Type: cond.Type, Status: public.ConditionStatus(cond.Status), Reason: cond.Reason,
+			Message: strPtr(cond.Message), ObservedGeneration: cond.ObservedGeneration, LastTransitionTime: cond.LastTransitionTime}
+	}
+	return out
+}
+
 // presentCluster renders a registration for the public API; secrets are
 // never part of it, only whether they exist.
 func (s *Server) presentCluster(reg fleet.Registration) public.Cluster {
@@ -112,13 +122,9 @@ func (s *Server) presentCluster(reg fleet.Registration) public.Cluster {
 		Kind: public.ClusterKindCluster, Id: reg.ID, Href: s.cfg.BasePath + "/clusters/" + reg.ID,
 		Name: reg.Name, DisplayName: reg.DisplayName, Labels: reg.Labels, Zone: reg.Zone, Region: reg.Region,
 		Product: public.Product(reg.Product), HasCredentials: reg.HasCredentials, Phase: public.ClusterPhase(reg.Phase),
-		Conditions: make([]public.Condition, len(reg.Conditions)), Generation: reg.Generation,
+		Conditions: presentConditions(reg.Conditions), Generation: reg.Generation,
 		ObservedGeneration: reg.ObservedGeneration, CreatedAt: reg.CreatedAt, UpdatedAt: reg.UpdatedAt,
 		DeletionRequestedAt: reg.DeletionRequestedAt, CreatedBy: strPtr(reg.Owner),
-	}
-	for i, cond := range reg.Conditions {
-		c.Conditions[i] = public.Condition{Type: cond.Type, Status: public.ConditionStatus(cond.Status), Reason: cond.Reason,
-			Message: strPtr(cond.Message), ObservedGeneration: cond.ObservedGeneration, LastTransitionTime: cond.LastTransitionTime}
 	}
 	if reg.Hub != nil {
 		c.Hub = &public.HubRef{Id: reg.Hub.ID, Name: reg.Hub.Name, Zone: reg.Hub.Zone, Region: reg.Hub.Region}

@@ -295,7 +295,7 @@ func (s *Server) presentPool(p fleet.CapacityPool) public.CapacityPool {
 		Name: p.Name, Zone: p.Zone, Cloud: public.Cloud(p.Cloud), Region: p.Region, BlueprintId: p.BlueprintID, BlueprintVersion: p.BlueprintVersion,
 		MinClusters: p.MinClusters, MaxClusters: p.MaxClusters, UnitsPerCluster: p.UnitsPerCluster,
 		ScaleUpPercent: &p.ScaleUpPercent, AddClusterPercent: &p.AddClusterPercent, ClusterCount: p.Clusters, ReservedUnits: p.ReservedUnits,
-		Phase: public.CapacityPoolPhase(p.Phase()), Generation: p.Generation, CreatedBy: strPtr(p.Owner), CreatedAt: p.CreatedAt, UpdatedAt: p.UpdatedAt}
+		Phase: public.CapacityPoolPhase(p.Phase()), Conditions: presentConditions(p.Conditions), Generation: p.Generation, CreatedBy: strPtr(p.Owner), CreatedAt: p.CreatedAt, UpdatedAt: p.UpdatedAt}
 }
 
 func (s *Server) handlePoolClusterList(w http.ResponseWriter, r *http.Request) error {

@@ -112,6 +112,12 @@ func testCapacityPoolAPI(t *testing.T, e *stackEnv) {
 		}
 		return out
 	}, 20*time.Second, 100*time.Millisecond).Should(gomega.Equal([]public.PoolClusterState{public.PoolClusterReady, public.PoolClusterReady}))
+	g.Eventually(func() public.CapacityPoolPhase {
+		resp, err := e.client.GetCapacityPoolWithResponse(ctx, pool.Id, tok)
+		g.Expect(err).NotTo(gomega.HaveOccurred())
+		g.Expect(resp.JSON200).NotTo(gomega.BeNil(), outcome(resp, err))
+		return resp.JSON200.Phase
+	}, 20*time.Second, 100*time.Millisecond).Should(gomega.Equal(public.CapacityPoolReady), "the pool's minimum is ready")
 
 	// Bookings fill the fullest cluster; past its node threshold the scaler
 	// raises its workers, and the hub's desired set carries them.

@@ -94,16 +94,22 @@ func (e CapacityPoolKind) Valid() bool {
 
 // Defines values for CapacityPoolPhase.
 const (
-	CapacityPoolActive   CapacityPoolPhase = "active"
-	CapacityPoolDeleting CapacityPoolPhase = "deleting"
+	CapacityPoolDeleting     CapacityPoolPhase = "deleting"
+	CapacityPoolFull         CapacityPoolPhase = "full"
+	CapacityPoolProvisioning CapacityPoolPhase = "provisioning"
+	CapacityPoolReady        CapacityPoolPhase = "ready"
 )
 
 // Valid indicates whether the value is a known member of the CapacityPoolPhase enum.
 func (e CapacityPoolPhase) Valid() bool {
 	switch e {
-	case CapacityPoolActive:
-		return true
 	case CapacityPoolDeleting:
+		return true
+	case CapacityPoolFull:
+		return true
+	case CapacityPoolProvisioning:
+		return true
+	case CapacityPoolReady:
 		return true
 	default:
 		return false
@@ -819,16 +825,21 @@ type CapacityPool struct {
 	Cloud             Cloud  `json:"cloud"`
 
 	// ClusterCount The pool's clusters not being removed.
-	ClusterCount  int               `json:"cluster_count"`
-	CreatedAt     time.Time         `json:"created_at"`
-	CreatedBy     *string           `json:"created_by,omitempty"`
-	Generation    int64             `json:"generation"`
-	Href          string            `json:"href"`
-	Id            string            `json:"id"`
-	Kind          CapacityPoolKind  `json:"kind"`
-	MaxClusters   int               `json:"max_clusters"`
-	MinClusters   int               `json:"min_clusters"`
-	Name          string            `json:"name"`
+	ClusterCount int `json:"cluster_count"`
+
+	// Conditions Ready (at least min_clusters clusters joined; reasons MinimumReady, BelowMinimum, Deleting) and CapacityAvailable (False, reason AtMaximum, when the pool can neither take bookings past its cluster threshold nor grow), as the pool manager last saw them.
+	Conditions  []Condition      `json:"conditions"`
+	CreatedAt   time.Time        `json:"created_at"`
+	CreatedBy   *string          `json:"created_by,omitempty"`
+	Generation  int64            `json:"generation"`
+	Href        string           `json:"href"`
+	Id          string           `json:"id"`
+	Kind        CapacityPoolKind `json:"kind"`
+	MaxClusters int              `json:"max_clusters"`
+	MinClusters int              `json:"min_clusters"`
+	Name        string           `json:"name"`
+
+	// Phase Derived from the conditions: provisioning (fewer than min_clusters ready), ready, full (at max_clusters and every cluster past its cluster threshold), deleting.
 	Phase         CapacityPoolPhase `json:"phase"`
 	Region        string            `json:"region"`
 	ReservedUnits int64             `json:"reserved_units"`
@@ -843,7 +854,7 @@ type CapacityPool struct {
 // CapacityPoolKind defines model for CapacityPool.Kind.
 type CapacityPoolKind string
 
-// CapacityPoolPhase defines model for CapacityPool.Phase.
+// CapacityPoolPhase Derived from the conditions: provisioning (fewer than min_clusters ready), ready, full (at max_clusters and every cluster past its cluster threshold), deleting.
 type CapacityPoolPhase string
 
 // CapacityPoolCreate defines model for CapacityPoolCreate.
