@@ -167,7 +167,7 @@ var wantAgentRules = []policyRule{
 	{APIGroups: []string{"policy.open-cluster-management.io"}, Resources: []string{"placementbindings"}, Verbs: []string{"list", "create", "patch", "delete"}},
 	{APIGroups: []string{"cluster.open-cluster-management.io"}, Resources: []string{"managedclustersetbindings"}, Verbs: []string{"create", "patch"}},
 	{APIGroups: []string{"cluster.open-cluster-management.io"}, Resources: []string{"managedclustersets/bind"}, Verbs: []string{"create"}},
-	{APIGroups: []string{"hive.openshift.io"}, Resources: []string{"clusterdeployments"}, Verbs: []string{"get", "list", "watch", "create", "patch", "delete"}},
+	{APIGroups: []string{"hive.openshift.io"}, Resources: []string{"clusterdeployments"}, Verbs: []string{"list", "watch", "create", "patch", "delete"}},
 	{APIGroups: []string{"hive.openshift.io"}, Resources: []string{"machinepools"}, Verbs: []string{"list", "watch", "create", "patch", "delete"}},
 	{APIGroups: []string{"hive.openshift.io"}, Resources: []string{"clusterimagesets"}, Verbs: []string{"list", "create", "patch", "delete"}},
 	{APIGroups: []string{"work.open-cluster-management.io"}, Resources: []string{"manifestworks"}, Verbs: []string{"create", "patch"}},

@@ -217,13 +217,15 @@ func ownedSelector(hubID string) string {
 }
 
 // removeStale takes off the hub what registrations that left the set had
-// there. A capacity pool's cluster goes first: its ClusterDeployments are
-// deleted and waited for until Hive has deprovisioned the cluster (their
-// namespace keeps the credentials Hive needs for it meanwhile). Then the
-// ManagedClusters are deleted and waited for (RHACM's finalizers detach
-// the cluster first), the MachinePools of deprovisioned clusters and the
-// cluster-scoped ClusterImageSets deleted, and last the namespaces, which
-// hold the rest of their objects.
+// there. A capacity pool's cluster goes first: its ClusterDeployment,
+// MachinePools and ClusterImageSet are deleted, and Hive deprovisions the
+// cluster in its own time; the agent does not wait for it (a deprovision
+// takes longer than a pass should), but keeps the cluster's namespace, which
+// holds the credentials Hive deprovisions with, until the ClusterDeployment
+// is gone. The fleet manager learns that from the resource database
+// (ClusterDeployment is a synced kind). Then the ManagedClusters are deleted
+// and waited for (RHACM's finalizers detach the cluster first), and last the
+// namespaces, which hold the rest of their objects.
 func (a *applier) removeStale(ctx context.Context, want map[string]bool) error {
 	sel := metav1.ListOptions{LabelSelector: ownedSelector(a.hubID)}
 	stale := func(items []unstructured.Unstructured) []unstructured.Unstructured {
@@ -239,10 +241,18 @@ func (a *applier) removeStale(ctx context.Context, want map[string]bool) error {
 	if err != nil && !meta.IsNoMatchError(err) && !apierrors.IsNotFound(err) {
 		return fmt.Errorf("removeStale: list ClusterDeployments: %w", err)
 	}
-	var cdsGone []string
+	var errs []error
 	if cds != nil {
-		if cdsGone, err = a.deleteAndWait(ctx, clusterDeploymentGVR, "ClusterDeployment", stale(cds.Items)); err != nil {
-			return err
+		for _, cd := range stale(cds.Items) {
+			if cd.GetDeletionTimestamp() != nil {
+				continue // Hive is deprovisioning it
+			}
+			a.logger.Info("deleting ClusterDeployment of a removed registration", "name", cd.GetName(), "namespace", cd.GetNamespace(),
+				"registration_id", cd.GetLabels()[fleet.LabelRegistrationID])
+			err := a.hub.Dynamic.Resource(clusterDeploymentGVR).Namespace(cd.GetNamespace()).Delete(ctx, cd.GetName(), metav1.DeleteOptions{})
+			if err != nil && !apierrors.IsNotFound(err) {
+				errs = append(errs, fmt.Errorf("removeStale: delete ClusterDeployment %s: %w", cd.GetName(), err))
+			}
 		}
 	}
 	mcs, err := a.hub.Dynamic.Resource(managedClusterGVR).List(ctx, sel)
@@ -255,13 +265,12 @@ func (a *applier) removeStale(ctx context.Context, want map[string]bool) error {
 			return err
 		}
 	}
-	var errs []error
-	// Hive deletes a deprovisioned cluster's MachinePools only with their
-	// namespace; deleted here, they leave the hub with their cluster.
+	// Hive deletes a cluster's MachinePools only with their namespace;
+	// deleted here, they leave the hub with their cluster.
 	if pools, err := a.hub.Dynamic.Resource(machinePoolGVR).List(ctx, sel); err == nil {
 		for _, mp := range stale(pools.Items) {
-			if cds != nil && !slices.Contains(cdsGone, mp.GetNamespace()) && hasNamespaced(cds.Items, mp.GetNamespace()) {
-				continue // its cluster is still being deprovisioned
+			if mp.GetDeletionTimestamp() != nil {
+				continue
 			}
 			if err := a.hub.Dynamic.Resource(machinePoolGVR).Namespace(mp.GetNamespace()).Delete(ctx, mp.GetName(), metav1.DeleteOptions{}); err != nil && !apierrors.IsNotFound(err) {
 				errs = append(errs, fmt.Errorf("removeStale: delete MachinePool %s: %w", mp.GetName(), err))
@@ -290,8 +299,8 @@ func (a *applier) removeStale(ctx context.Context, want map[string]bool) error {
 		if mcs != nil && !slices.Contains(gone, ns.GetName()) && hasItem(mcs.Items, ns.GetName()) {
 			continue // its cluster is still there
 		}
-		if cds != nil && !slices.Contains(cdsGone, ns.GetName()) && hasNamespaced(cds.Items, ns.GetName()) {
-			continue // Hive is still deprovisioning its cluster
+		if cds != nil && hasNamespaced(cds.Items, ns.GetName()) {
+			continue // Hive is still deprovisioning its cluster, with its credentials
 		}
 		a.logger.Info("deleting namespace of a removed registration", "namespace", ns.GetName(), "registration_id", ns.GetLabels()[fleet.LabelRegistrationID])
 		if err := a.hub.Dynamic.Resource(namespaceGVR).Delete(ctx, ns.GetName(), metav1.DeleteOptions{}); err != nil && !apierrors.IsNotFound(err) {
@@ -310,8 +319,8 @@ func hasItem(items []unstructured.Unstructured, name string) bool {
 	return slices.ContainsFunc(items, func(u unstructured.Unstructured) bool { return u.GetName() == name })
 }
 
-// deleteAndWait deletes the stale objects of one kind (ManagedClusters,
-// ClusterDeployments), then waits for all of them together until gone. Each
+// deleteAndWait deletes the stale objects of one kind (ManagedClusters),
+// then waits for all of them together until gone. Each
 // may take the deletion timeout from when its deletion began, so one whose
 // detach or deprovision is stuck costs a later pass one look, not another
 // full wait, and new registrations keep being applied. It returns the names

@@ -67,7 +67,9 @@ func states(clusters []public.PoolCluster) map[public.PoolClusterState]int {
 func TestCapacityPoolEndToEnd(t *testing.T) {
 	s := newStackArgs(t, "hub-e2e-pools", "--pool-resync-interval=300ms", "--pool-idle-time=2s", "--pool-scale-cooldown=1s",
 		"--pool-base-domain=pools.e2e.example.com")
-	provisiontest.Play(t, hubtest.Dynamic(t), provisiontest.DefaultOptions())
+	opts := provisiontest.DefaultOptions()
+	opts.Deprovision = 2 * time.Second // long enough to see the pool wait for it
+	provisiontest.Play(t, hubtest.Dynamic(t), opts)
 	ctx := context.Background()
 	dyn := hubtest.Dynamic(t)
 	user := bearer(s.user)
@@ -189,6 +191,14 @@ func TestCapacityPoolEndToEnd(t *testing.T) {
 	if err != nil || del.StatusCode() != http.StatusAccepted {
 		t.Fatalf("DeleteCapacityPool = %d %s, %v", del.StatusCode(), del.Body, err)
 	}
+	// While Hive deprovisions them, the pool is deleting and lists them.
+	waitPool("both clusters deprovisioning", 60*time.Second, func(cs []public.PoolCluster) bool {
+		return len(cs) == 2 && states(cs)[public.PoolClusterDeprovisioning] == 2
+	})
+	deleting, err := s.fm.Public.GetCapacityPoolWithResponse(ctx, pool.Id, user)
+	s.g.Expect(err).NotTo(gomega.HaveOccurred())
+	s.g.Expect(deleting.JSON200).NotTo(gomega.BeNil(), "the pool answers until its clusters are deprovisioned")
+	s.g.Expect(deleting.JSON200.Phase).To(gomega.Equal(public.CapacityPoolDeleting))
 	s.g.Eventually(func() int {
 		resp, err := s.fm.Public.GetCapacityPoolWithResponse(ctx, pool.Id, user)
 		if err != nil {

@@ -330,6 +330,12 @@ type poolClusterRow struct {
 	CreatedAt        time.Time
 }
 
+// clusterDeploymentLive is true while the hub of the pool cluster pc (of
+// registration r) reports its ClusterDeployment: after the cluster's
+// deregistration, until Hive has deprovisioned it.
+const clusterDeploymentLive = `EXISTS (SELECT 1 FROM resources x WHERE x.cluster_name = pc.cluster_name AND x.hub_id = r.hub_id
+	AND x.api_group = 'hive.openshift.io' AND x.kind = 'ClusterDeployment' AND x.deleted_at IS NULL)`
+
 // poolClustersSQL reads a pool's clusters: the pool's columns, the
 // registration's phase, hub and whether the hub reports it joined, what the
 // hub reports of the cluster's Hive objects (a MachinePool's
@@ -337,14 +343,15 @@ type poolClusterRow struct {
 // condition) and its ManagedCluster's capacity. The state is derived here,
 // once, so lists search and order by it. A joined cluster stays ready (or
 // scaling) while a change of its objects is being delivered, as it serves
-// meanwhile.
+// meanwhile; a deregistered one is listed, deprovisioning, until its hub no
+// longer reports its ClusterDeployment.
 const poolClustersSQL = `SELECT pc.registration_id AS id, pc.pool_id, pc.cluster_name, r.name, r.hub_id, h.name AS hub_name,
 	h.zone AS hub_zone, h.region AS hub_region, pc.blueprint_version, pc.replicas, coalesce(mp.nodes, '{}') AS nodes,
 	pc.capacity_units, pc.reserved_units, pc.capacity_units - pc.reserved_units AS free_units, pc.add_ons_version,
 	r.hub_conditions @> '[{"type": "Joined", "status": "True"}]' AS joined, pc.scaled_at, pc.empty_since, pc.created_at,
 	coalesce(cd.body #>> '{status,apiURL}', '') AS api_url, coalesce(cd.body #>> '{status,webConsoleURL}', '') AS console_url,
 	coalesce(mc.capacity, '{}') AS capacity, coalesce(mc.allocatable, '{}') AS allocatable,
-	CASE WHEN pc.removing OR r.deletion_requested_at IS NOT NULL THEN 'deprovisioning'
+	CASE WHEN pc.removing OR r.deletion_requested_at IS NOT NULL OR r.deleted_at IS NOT NULL THEN 'deprovisioning'
 		WHEN r.phase = 'failed' OR EXISTS (SELECT 1 FROM jsonb_array_elements(CASE WHEN jsonb_typeof(cd.body #> '{status,conditions}') = 'array'
 			THEN cd.body #> '{status,conditions}' ELSE '[]' END) k WHERE k ->> 'type' = 'ProvisionFailed' AND k ->> 'status' = 'True') THEN 'failed'
 		WHEN NOT r.hub_conditions @> '[{"type": "Joined", "status": "True"}]' THEN 'provisioning'
@@ -352,7 +359,7 @@ const poolClustersSQL = `SELECT pc.registration_id AS id, pc.pool_id, pc.cluster
 			WHERE (mp.nodes ->> d.key) IS NOT NULL AND (mp.nodes ->> d.key) <> d.value) THEN 'scaling'
 		ELSE 'ready' END AS state
 FROM pool_clusters pc
-JOIN registrations r ON r.id = pc.registration_id AND r.deleted_at IS NULL
+JOIN registrations r ON r.id = pc.registration_id AND (r.deleted_at IS NULL OR ` + clusterDeploymentLive + `)
 LEFT JOIN hubs h ON h.id = r.hub_id
 LEFT JOIN LATERAL (SELECT jsonb_object_agg(x.body #>> '{spec,name}', least(greatest((x.body #>> '{status,replicas}')::numeric, 0), 100000)::int) AS nodes
 	FROM resources x WHERE x.cluster_name = pc.cluster_name AND x.hub_id = r.hub_id AND x.deleted_at IS NULL

@@ -123,8 +123,11 @@ func (s *Store) ApplyPoolPass(ctx context.Context, claim fleet.PoolClaim, action
 			}
 		}
 		if pool.DeletionRequestedAt != nil {
+			// Done once every cluster is deregistered and Hive has
+			// deprovisioned it: its hub no longer reports its ClusterDeployment.
 			if err := tx.Exec(`UPDATE capacity_pools SET deleted_at = now() WHERE id = ? AND NOT EXISTS (SELECT 1 FROM pool_clusters pc
-	JOIN registrations r ON r.id = pc.registration_id AND r.deleted_at IS NULL WHERE pc.pool_id = ?)`, pool.ID, pool.ID).Error; err != nil {
+	JOIN registrations r ON r.id = pc.registration_id WHERE pc.pool_id = ? AND (r.deleted_at IS NULL OR `+clusterDeploymentLive+`))`,
+				pool.ID, pool.ID).Error; err != nil {
 				return err
 			}
 		}

@@ -260,9 +260,24 @@ func TestPoolMakesScalesAndRemovesItsClusters(t *testing.T) {
 		WHERE pc.pool_id = ? AND r.deletion_requested_at IS NOT NULL`, pool.ID)).To(gomega.Equal(3))
 	_, err = store.FindPool(ctx, "org-a", pool.ID)
 	g.Expect(err).NotTo(gomega.HaveOccurred(), "the pool stays until its clusters are gone")
-	// deleting_mgr finishes the registrations once the hub removed them.
+	// deleting_mgr finishes the registrations once the hub removed them;
+	// Hive is still deprovisioning one cluster, whose ClusterDeployment its
+	// hub still reports.
+	var deprovisioning string
+	g.Expect(db.Gorm.Raw(`SELECT cluster_name FROM pool_clusters WHERE registration_id = ?`, first.ClusterID).Scan(&deprovisioning).Error).To(gomega.Succeed())
+	g.Expect(db.Gorm.Exec(`INSERT INTO resources (hub_id, zone, api_group, version, kind, namespace, name, cluster_name, body, content_hash)
+VALUES (?, 'eu', 'hive.openshift.io', 'v1', 'ClusterDeployment', ?, ?, ?, '{}', 'h')`, hub.ID, deprovisioning, deprovisioning, deprovisioning).Error).
+		To(gomega.Succeed())
 	g.Expect(db.Gorm.Exec(`UPDATE registrations SET deleted_at = now() WHERE id IN (SELECT registration_id FROM pool_clusters WHERE pool_id = ?)`,
 		pool.ID).Error).To(gomega.Succeed())
+	scalePass(t, store, pool.ID)
+	left, total, err := store.ListPoolClusters(ctx, "org-a", pool.ID, fleet.ListQuery{})
+	g.Expect(err).NotTo(gomega.HaveOccurred(), "the pool stays while Hive deprovisions a cluster")
+	g.Expect(total).To(gomega.Equal(1))
+	g.Expect(left[0].ID).To(gomega.Equal(first.ClusterID))
+	g.Expect(left[0].State).To(gomega.Equal(fleet.PoolClusterDeprovisioning))
+	// Deprovisioned, the ClusterDeployment leaves the hub: the pool goes.
+	g.Expect(db.Gorm.Exec(`UPDATE resources SET deleted_at = now() WHERE name = ?`, deprovisioning).Error).To(gomega.Succeed())
 	scalePass(t, store, pool.ID)
 	_, err = store.FindPool(ctx, "org-a", pool.ID)
 	g.Expect(fleet.ErrorCodeOf(err)).To(gomega.Equal(fleet.CodeNotFound))
