@@ -174,7 +174,7 @@ func (s BlueprintSpec) Validate() error {
 				return Errorf(CodeValidation, "overrides.%s.machine_pool_instance_types names a machine pool the blueprint does not have", cloud)
 			}
 			if !instanceType.MatchString(t) {
-				return Errorf(CodeValidation, "overrides.%s.machine_pool_instance_types[%s] is not an instance type name", cloud, name)
+				return Errorf(CodeValidation, "overrides.%s.machine_pool_instance_types holds a value that is not an instance type name", cloud)
 			}
 		}
 	}

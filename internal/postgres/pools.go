@@ -332,8 +332,10 @@ type poolClusterRow struct {
 
 // clusterDeploymentLive is true while the hub of the pool cluster pc (of
 // registration r) reports its ClusterDeployment: after the cluster's
-// deregistration, until Hive has deprovisioned it.
-const clusterDeploymentLive = `EXISTS (SELECT 1 FROM resources x WHERE x.cluster_name = pc.cluster_name AND x.hub_id = r.hub_id
+// deregistration, until Hive has deprovisioned it. `cluster_name <> ''`, true
+// of every pool cluster, lets the planner use the partial index
+// resources_cluster, as in poolClustersSQL.
+const clusterDeploymentLive = `EXISTS (SELECT 1 FROM resources x WHERE x.cluster_name = pc.cluster_name AND x.cluster_name <> '' AND x.hub_id = r.hub_id
 	AND x.api_group = 'hive.openshift.io' AND x.kind = 'ClusterDeployment' AND x.deleted_at IS NULL)`
 
 // poolClustersSQL reads a pool's clusters: the pool's columns, the
@@ -362,7 +364,7 @@ FROM pool_clusters pc
 JOIN registrations r ON r.id = pc.registration_id AND (r.deleted_at IS NULL OR ` + clusterDeploymentLive + `)
 LEFT JOIN hubs h ON h.id = r.hub_id
 LEFT JOIN LATERAL (SELECT jsonb_object_agg(x.body #>> '{spec,name}', least(greatest((x.body #>> '{status,replicas}')::numeric, 0), 100000)::int) AS nodes
-	FROM resources x WHERE x.cluster_name = pc.cluster_name AND x.hub_id = r.hub_id AND x.deleted_at IS NULL
+	FROM resources x WHERE x.cluster_name = pc.cluster_name AND x.cluster_name <> '' AND x.hub_id = r.hub_id AND x.deleted_at IS NULL
 		AND x.api_group = 'hive.openshift.io' AND x.kind = 'MachinePool'
 		AND jsonb_typeof(x.body #> '{status,replicas}') = 'number' AND jsonb_typeof(x.body #> '{spec,name}') = 'string') mp ON true
 LEFT JOIN resources cd ON cd.hub_id = r.hub_id AND cd.api_group = 'hive.openshift.io' AND cd.kind = 'ClusterDeployment'

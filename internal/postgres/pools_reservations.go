@@ -79,7 +79,7 @@ func (s *Store) CreateReservation(ctx context.Context, caller fleet.Identity, po
 		}
 		if cluster == "" {
 			exhausted = true
-			return fleet.Errorf(fleet.CodeCapacityExhausted, "no cluster of the capacity pool has room for %d units", create.Units)
+			return fleet.Errorf(fleet.CodeCapacityExhausted, "no cluster of the capacity pool has room for the reservation")
 		}
 		var wake []bool
 		if err := tx.Raw(`UPDATE pool_clusters SET reserved_units = reserved_units + ?, empty_since = NULL WHERE registration_id = ?
