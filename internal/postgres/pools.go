@@ -332,9 +332,9 @@ type poolClusterRow struct {
 
 // clusterDeploymentLive is true while the hub of the pool cluster pc (of
 // registration r) reports its ClusterDeployment: after the cluster's
-// deregistration, until Hive has deprovisioned it. `cluster_name <> ''`, true
-// of every pool cluster, lets the planner use the partial index
-// resources_cluster, as in poolClustersSQL.
+// deregistration, until Hive has deprovisioned it. Saying that the cluster
+// name is not empty, true of every pool cluster, lets the planner use the
+// partial index resources_cluster, as in poolClustersSQL.
 const clusterDeploymentLive = `EXISTS (SELECT 1 FROM resources x WHERE x.cluster_name = pc.cluster_name AND x.cluster_name <> '' AND x.hub_id = r.hub_id
 	AND x.api_group = 'hive.openshift.io' AND x.kind = 'ClusterDeployment' AND x.deleted_at IS NULL)`
 
