@@ -17,7 +17,10 @@ type PoolConfig struct {
 	ReleaseImageRepository string
 	// ControlPlaneReplicas is the control plane's node count.
 	ControlPlaneReplicas int
-	Scaler               ScalerConfig
+	// AzureBaseDomainResourceGroup is the Azure resource group of the base
+	// domain's DNS zone, which Hive needs on Azure ("" leaves it out).
+	AzureBaseDomainResourceGroup string
+	Scaler                       ScalerConfig
 }
 
 // DefaultPoolConfig returns the settings a fork starts from.
@@ -99,8 +102,8 @@ func PoolClusterObjects(reg Registration, hubID string, d PoolClusterDelivery, c
 				"stringData": map[string]any{".dockerconfigjson": d.Credentials.PullSecret}})
 	}
 	platform := map[string]any{"region": d.Region, "credentialsSecretRef": map[string]any{"name": name + "-cloud-credentials"}}
-	if d.Cloud == CloudAzure {
-		platform["baseDomainResourceGroupName"] = name + "-dns"
+	if d.Cloud == CloudAzure && cfg.AzureBaseDomainResourceGroup != "" {
+		platform["baseDomainResourceGroupName"] = cfg.AzureBaseDomainResourceGroup
 	}
 	objects = append(objects, map[string]any{
 		"apiVersion": "hive.openshift.io/v1", "kind": "ClusterDeployment", "metadata": meta(name),

@@ -213,6 +213,14 @@ func TestPoolClusterObjects(t *testing.T) {
 	g.Expect(json.Unmarshal([]byte(objs[4]["stringData"].(map[string]any)["install-config.yaml"].(string)), &ic)).To(gomega.Succeed())
 	g.Expect(ic["platform"]).To(gomega.HaveKeyWithValue("aws", gomega.HaveKeyWithValue("region", "us-east-1")))
 	g.Expect(ic["controlPlane"]).To(gomega.HaveKeyWithValue("platform", gomega.HaveKeyWithValue("aws", gomega.HaveKeyWithValue("type", "m6i.2xlarge"))))
+	// On Azure, the DNS zone's resource group is the deployment's.
+	azure := d
+	azure.Cloud = fleet.CloudAzure
+	cfg := fleet.DefaultPoolConfig()
+	cfg.AzureBaseDomainResourceGroup = "dns-rg"
+	cd := fleet.PoolClusterObjects(reg, "hub-1", azure, cfg)[7]
+	g.Expect(cd["spec"]).To(gomega.HaveKeyWithValue("platform", gomega.HaveKeyWithValue("azure",
+		gomega.HaveKeyWithValue("baseDomainResourceGroupName", "dns-rg"))))
 	// Joined: the add-ons go as ManifestWorks in the cluster's namespace.
 	d.AddOns = true
 	objs = fleet.PoolClusterObjects(reg, "hub-1", d, fleet.DefaultPoolConfig())

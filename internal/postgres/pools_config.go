@@ -23,6 +23,8 @@ func (c *StoreConfig) addPoolFlags(fs *pflag.FlagSet) {
 	fs.StringVar(&p.ReleaseImageRepository, "pool-release-image-repository", p.ReleaseImageRepository,
 		"repository of the OpenShift release images; a blueprint's release R is installed from <repository>:R-x86_64")
 	fs.IntVar(&p.ControlPlaneReplicas, "pool-control-plane-replicas", p.ControlPlaneReplicas, "control-plane nodes of every pool cluster")
+	fs.StringVar(&p.AzureBaseDomainResourceGroup, "pool-azure-base-domain-resource-group", p.AzureBaseDomainResourceGroup,
+		"Azure resource group of --pool-base-domain's DNS zone, for pools on Azure")
 	fs.IntVar(&p.Scaler.ScaleUpPercent, "pool-scale-up-percent", p.Scaler.ScaleUpPercent,
 		"default share of what a cluster's nodes hold that, reserved, adds a step of nodes (pools may set their own)")
 	fs.IntVar(&p.Scaler.AddClusterPercent, "pool-add-cluster-percent", p.Scaler.AddClusterPercent,
