@@ -170,7 +170,7 @@ var wantAgentRules = []policyRule{
 	{APIGroups: []string{"hive.openshift.io"}, Resources: []string{"clusterdeployments"}, Verbs: []string{"list", "watch", "create", "patch", "delete"}},
 	{APIGroups: []string{"hive.openshift.io"}, Resources: []string{"machinepools"}, Verbs: []string{"list", "watch", "create", "patch", "delete"}},
 	{APIGroups: []string{"hive.openshift.io"}, Resources: []string{"clusterimagesets"}, Verbs: []string{"list", "create", "patch", "delete"}},
-	{APIGroups: []string{"work.open-cluster-management.io"}, Resources: []string{"manifestworks"}, Verbs: []string{"create", "patch"}},
+	{APIGroups: []string{"work.open-cluster-management.io"}, Resources: []string{"manifestworks"}, Verbs: []string{"list", "watch", "create", "patch"}},
 }
 
 // wantLeaseRules is the agent's Role in its own namespace: the lease that

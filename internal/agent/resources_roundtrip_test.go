@@ -56,6 +56,9 @@ func sampleObjects(ns, name string) map[string]map[string]any {
 		"MachinePool": {"apiVersion": "hive.openshift.io/v1", "kind": "MachinePool", "metadata": meta(true),
 			"spec": map[string]any{"clusterDeploymentRef": map[string]any{"name": name}, "name": "workers", "replicas": int64(2),
 				"platform": map[string]any{"aws": map[string]any{"type": "m6i.xlarge", "rootVolume": map[string]any{"size": int64(120), "type": "gp3"}}}}},
+		"ManifestWork": {"apiVersion": "work.open-cluster-management.io/v1", "kind": "ManifestWork", "metadata": meta(true),
+			"spec": map[string]any{"workload": map[string]any{"manifests": []any{
+				map[string]any{"apiVersion": "v1", "kind": "Namespace", "metadata": map[string]any{"name": "observability"}}}}}},
 		"Policy": {"apiVersion": "policy.open-cluster-management.io/v1", "kind": "Policy", "metadata": meta(true),
 			"spec": map[string]any{"disabled": false, "remediationAction": "inform", "policy-templates": []any{}}},
 	}

@@ -69,6 +69,7 @@ func TestCapacityPoolEndToEnd(t *testing.T) {
 		"--pool-base-domain=pools.e2e.example.com")
 	opts := provisiontest.DefaultOptions()
 	opts.Deprovision = 2 * time.Second // long enough to see the pool wait for it
+	opts.RefusedKinds = []string{"ServiceMonitor"} // the clusters lack the Prometheus operator
 	provisiontest.Play(t, hubtest.Dynamic(t), opts)
 	ctx := context.Background()
 	dyn := hubtest.Dynamic(t)
@@ -82,6 +83,8 @@ func TestCapacityPoolEndToEnd(t *testing.T) {
 		}{MaxReplicas: 4, MinReplicas: 2}},
 	}, AddOns: &[]public.AddOn{{Name: "observability", Manifests: []map[string]any{
 		{"apiVersion": "v1", "kind": "Namespace", "metadata": map[string]any{"name": "observability"}},
+	}}, {Name: "team-monitors", Manifests: []map[string]any{
+		{"apiVersion": "monitoring.coreos.com/v1", "kind": "ServiceMonitor", "metadata": map[string]any{"name": "kafka", "namespace": "observability"}},
 	}}}}
 	bp, err := s.fm.Public.CreateBlueprintWithResponse(ctx, public.BlueprintCreate{Name: "kafka", Spec: spec}, user)
 	if err != nil || bp.JSON201 == nil {
@@ -120,6 +123,24 @@ func TestCapacityPoolEndToEnd(t *testing.T) {
 			return err
 		}).WithTimeout(30*time.Second).Should(gomega.Succeed(), "the add-on ManifestWork of %s", name)
 	}
+	// What the work agent applied, and refused, comes back with each cluster.
+	addOns := func(c public.PoolCluster) string {
+		out := ""
+		if c.AddOns != nil {
+			for _, a := range *c.AddOns {
+				out += fmt.Sprintf("%s=%s/%s ", a.Name, a.Applied, a.Reason)
+			}
+		}
+		return out
+	}
+	waitPool("the add-ons' status reported", 60*time.Second, func(cs []public.PoolCluster) bool {
+		for _, c := range cs {
+			if addOns(c) != "observability=True/AppliedManifestComplete team-monitors=False/AppliedManifestFailed " {
+				return false
+			}
+		}
+		return len(cs) == 2
+	})
 
 	book := func(units int) public.Reservation {
 		t.Helper()

@@ -89,6 +89,11 @@ func ResourceKinds() []ResourceKind {
 			Resource: "machinepools", Namespaced: true, ClusterNamespace: true,
 			Fields: []ResourceField{{Name: "pool", Path: []string{"spec", "name"}}},
 		},
+		// A pool's add-ons on its clusters, with what the work agent applied.
+		{
+			Group: "work.open-cluster-management.io", Version: "v1", Kind: "ManifestWork",
+			Resource: "manifestworks", Namespaced: true, ClusterNamespace: true,
+		},
 		{
 			Group: "policy.open-cluster-management.io", Version: "v1", Kind: "Policy",
 			Resource: "policies", Namespaced: true,

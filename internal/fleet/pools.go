@@ -508,8 +508,20 @@ type PoolCluster struct {
 	ConsoleURL    string
 	Capacity      map[string]string
 	Allocatable   map[string]string
-	CreatedAt     time.Time
-	ScaledAt      *time.Time
+	// AddOns are its add-ons' ManifestWorks, as the hub reports them.
+	AddOns    []AddOnStatus
+	CreatedAt time.Time
+	ScaledAt  *time.Time
+}
+
+// AddOnStatus is one add-on's ManifestWork on a pool cluster: its Applied
+// condition as RHACM's work agent set it (Unknown until it did), with the
+// reason and message it gave (at most 1 KiB).
+type AddOnStatus struct {
+	Name    string          `json:"name"`
+	Applied ConditionStatus `json:"applied"`
+	Reason  string          `json:"reason"`
+	Message string          `json:"message"`
 }
 
 // FreeUnits is what a cluster can still take.

@@ -325,8 +325,9 @@ type poolClusterRow struct {
 	EmptySince       *time.Time
 	APIURL           string `gorm:"column:api_url"`
 	ConsoleURL       string
-	Capacity         map[string]any `gorm:"serializer:json"`
-	Allocatable      map[string]any `gorm:"serializer:json"`
+	Capacity         map[string]any      `gorm:"serializer:json"`
+	Allocatable      map[string]any      `gorm:"serializer:json"`
+	AddOns           []fleet.AddOnStatus `gorm:"serializer:json"`
 	CreatedAt        time.Time
 }
 
@@ -342,7 +343,8 @@ const clusterDeploymentLive = `EXISTS (SELECT 1 FROM resources x WHERE x.cluster
 // registration's phase, hub and whether the hub reports it joined, what the
 // hub reports of the cluster's Hive objects (a MachinePool's
 // status.replicas, the ClusterDeployment's URLs and ProvisionFailed
-// condition) and its ManagedCluster's capacity. The state is derived here,
+// condition) and of its add-ons' ManifestWorks (their Applied condition),
+// and its ManagedCluster's capacity. The state is derived here,
 // once, so lists search and order by it. A joined cluster stays ready (or
 // scaling) while a change of its objects is being delivered, as it serves
 // meanwhile; a deregistered one is listed, deprovisioning, until its hub no
@@ -352,7 +354,7 @@ const poolClustersSQL = `SELECT pc.registration_id AS id, pc.pool_id, pc.cluster
 	pc.capacity_units, pc.reserved_units, pc.capacity_units - pc.reserved_units AS free_units, pc.add_ons_version,
 	r.hub_conditions @> '[{"type": "Joined", "status": "True"}]' AS joined, pc.scaled_at, pc.empty_since, pc.created_at,
 	coalesce(cd.body #>> '{status,apiURL}', '') AS api_url, coalesce(cd.body #>> '{status,webConsoleURL}', '') AS console_url,
-	coalesce(mc.capacity, '{}') AS capacity, coalesce(mc.allocatable, '{}') AS allocatable,
+	coalesce(mc.capacity, '{}') AS capacity, coalesce(mc.allocatable, '{}') AS allocatable, coalesce(aw.add_ons, '[]') AS add_ons,
 	CASE WHEN pc.removing OR r.deletion_requested_at IS NOT NULL OR r.deleted_at IS NOT NULL THEN 'deprovisioning'
 		WHEN r.phase = 'failed' OR EXISTS (SELECT 1 FROM jsonb_array_elements(CASE WHEN jsonb_typeof(cd.body #> '{status,conditions}') = 'array'
 			THEN cd.body #> '{status,conditions}' ELSE '[]' END) k WHERE k ->> 'type' = 'ProvisionFailed' AND k ->> 'status' = 'True') THEN 'failed'
@@ -369,6 +371,13 @@ LEFT JOIN LATERAL (SELECT jsonb_object_agg(x.body #>> '{spec,name}', least(great
 		AND jsonb_typeof(x.body #> '{status,replicas}') = 'number' AND jsonb_typeof(x.body #> '{spec,name}') = 'string') mp ON true
 LEFT JOIN resources cd ON cd.hub_id = r.hub_id AND cd.api_group = 'hive.openshift.io' AND cd.kind = 'ClusterDeployment'
 	AND cd.namespace = pc.cluster_name AND cd.name = pc.cluster_name AND cd.deleted_at IS NULL
+LEFT JOIN LATERAL (SELECT jsonb_agg(jsonb_build_object('name', substr(x.name, 7), 'applied', coalesce(ac.status, 'Unknown'),
+		'reason', coalesce(ac.reason, ''), 'message', left(coalesce(ac.message, ''), 1024)) ORDER BY x.name) AS add_ons
+	FROM resources x LEFT JOIN LATERAL (SELECT k ->> 'status' AS status, k ->> 'reason' AS reason, k ->> 'message' AS message
+		FROM jsonb_array_elements(CASE WHEN jsonb_typeof(x.body #> '{status,conditions}') = 'array'
+			THEN x.body #> '{status,conditions}' ELSE '[]' END) k WHERE k ->> 'type' = 'Applied' LIMIT 1) ac ON true
+	WHERE x.cluster_name = pc.cluster_name AND x.cluster_name <> '' AND x.hub_id = r.hub_id AND x.deleted_at IS NULL
+		AND x.api_group = 'work.open-cluster-management.io' AND x.kind = 'ManifestWork' AND x.name LIKE 'addon-%') aw ON true
 LEFT JOIN LATERAL (SELECT m.capacity, m.allocatable FROM managed_clusters m
 	WHERE m.registration_id = pc.registration_id AND m.deleted_at IS NULL ORDER BY m.updated_at DESC LIMIT 1) mc ON true
 WHERE pc.pool_id = ?`
@@ -376,7 +385,7 @@ WHERE pc.pool_id = ?`
 func (r poolClusterRow) toPoolCluster(spec *fleet.BlueprintSpec) fleet.PoolCluster {
 	c := fleet.PoolCluster{ID: r.ID, PoolID: r.PoolID, Name: r.Name, State: fleet.PoolClusterState(r.State), BlueprintVersion: r.BlueprintVersion,
 		Replicas: r.Replicas, Nodes: r.Nodes, CapacityUnits: r.CapacityUnits, ReservedUnits: r.ReservedUnits, HoldableUnits: r.CapacityUnits,
-		APIURL: r.APIURL, ConsoleURL: r.ConsoleURL, Capacity: stringValues(r.Capacity), Allocatable: stringValues(r.Allocatable),
+		APIURL: r.APIURL, ConsoleURL: r.ConsoleURL, Capacity: stringValues(r.Capacity), Allocatable: stringValues(r.Allocatable), AddOns: r.AddOns,
 		CreatedAt: r.CreatedAt, ScaledAt: r.ScaledAt}
 	if spec != nil {
 		c.HoldableUnits = fleet.HoldableUnits(*spec, r.Replicas, r.CapacityUnits)

@@ -14,14 +14,18 @@
 //   - RHACM's import of a Hive cluster: the ManagedCluster of an installed
 //     ClusterDeployment (same name, in its namespace) is accepted, joined and
 //     available, with cluster claims, and a capacity and allocatable that
-//     follow its MachinePools' replicas (Options.CPUPerNode, MemoryPerNode).
+//     follow its MachinePools' replicas (Options.CPUPerNode, MemoryPerNode);
+//   - RHACM's work agent: a ManifestWork in a joined pool cluster's namespace
+//     gets its Applied condition, False (reason AppliedManifestFailed) when
+//     one of its manifests is of a kind named in Options.RefusedKinds, as a
+//     cluster without that kind's CRD would refuse it, True otherwise.
 //
 // Only ManagedClusters labelled with a pool (fleet-manager.io/pool-id) are
 // touched, so a test may play RHACM for the others itself.
 //
 // What it does not play: install failures and retries, ClusterProvisions and
 // their pods, ClusterDeprovision objects, hibernation, DNS zones, the
-// klusterlet's add-ons and ManifestWork status, machine sets, and the
+// klusterlet's add-ons, the ManifestWorks' resource status, machine sets, and the
 // cluster autoscaler. It polls the API server every Options.Interval; Hive
 // and RHACM are woken by watches.
 package provisiontest
@@ -60,6 +64,8 @@ type Options struct {
 	Deprovision time.Duration
 	// CPUPerNode and MemoryGiPerNode size each worker node.
 	CPUPerNode, MemoryGiPerNode int
+	// RefusedKinds are the manifest kinds the clusters do not serve.
+	RefusedKinds []string
 }
 
 // DefaultOptions are quick enough for tests.
@@ -95,6 +101,7 @@ var (
 	clusterDeployments = hubkind.ClusterDeployment.GVR()
 	machinePools       = hubkind.MachinePool.GVR()
 	managedClusters    = hubkind.ManagedCluster.GVR()
+	manifestWorks      = hubkind.ManifestWork.GVR()
 )
 
 // Pass does one round of what it plays, at now.
@@ -138,6 +145,42 @@ func Pass(ctx context.Context, dyn dynamic.Interface, opts Options, now time.Tim
 	for i := range mcs.Items {
 		if err := importCluster(ctx, dyn, &mcs.Items[i], installed, nodes, opts); err != nil {
 			return err
+		}
+		if joined(&mcs.Items[i]) {
+			if err := applyWorks(ctx, dyn, mcs.Items[i].GetName(), opts, now); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
+}
+
+// applyWorks plays the work agent on a joined cluster's ManifestWorks.
+func applyWorks(ctx context.Context, dyn dynamic.Interface, cluster string, opts Options, now time.Time) error {
+	res := dyn.Resource(manifestWorks).Namespace(cluster)
+	works, err := res.List(ctx, metav1.ListOptions{})
+	if err != nil {
+		return fmt.Errorf("list ManifestWorks of %s: %w", cluster, err)
+	}
+	for i := range works.Items {
+		w := &works.Items[i]
+		status, reason, message := "True", "AppliedManifestComplete", "Apply manifest complete"
+		manifests, _, _ := unstructured.NestedSlice(w.Object, "spec", "workload", "manifests")
+		for _, m := range manifests {
+			if kind, _ := m.(map[string]any)["kind"].(string); slices.Contains(opts.RefusedKinds, kind) {
+				status, reason = "False", "AppliedManifestFailed"
+				message = fmt.Sprintf("Failed to apply manifest: the server could not find the requested resource (kind %s)", kind)
+			}
+		}
+		conds, _, _ := unstructured.NestedSlice(w.Object, "status", "conditions")
+		if len(conds) == 1 && conds[0].(map[string]any)["status"] == status {
+			continue
+		}
+		cond := map[string]any{"type": "Applied", "status": status, "reason": reason, "message": message,
+			"lastTransitionTime": metav1.NewTime(now).UTC().Format(time.RFC3339)}
+		_ = unstructured.SetNestedSlice(w.Object, []any{cond}, "status", "conditions")
+		if _, err := res.UpdateStatus(ctx, w, metav1.UpdateOptions{}); err != nil && !apierrors.IsConflict(err) && !apierrors.IsNotFound(err) {
+			return fmt.Errorf("status of ManifestWork %s/%s: %w", cluster, w.GetName(), err)
 		}
 	}
 	return nil

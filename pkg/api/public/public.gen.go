@@ -518,6 +518,27 @@ func (e PolicyListKind) Valid() bool {
 	}
 }
 
+// Defines values for PoolClusterAddOnsApplied.
+const (
+	AddOnAppliedFalse   PoolClusterAddOnsApplied = "False"
+	AddOnAppliedTrue    PoolClusterAddOnsApplied = "True"
+	AddOnAppliedUnknown PoolClusterAddOnsApplied = "Unknown"
+)
+
+// Valid indicates whether the value is a known member of the PoolClusterAddOnsApplied enum.
+func (e PoolClusterAddOnsApplied) Valid() bool {
+	switch e {
+	case AddOnAppliedFalse:
+		return true
+	case AddOnAppliedTrue:
+		return true
+	case AddOnAppliedUnknown:
+		return true
+	default:
+		return false
+	}
+}
+
 // Defines values for PoolClusterKind.
 const (
 	PoolClusterKindPoolCluster PoolClusterKind = "PoolCluster"
@@ -1385,6 +1406,13 @@ type PolicyUpdate struct {
 
 // PoolCluster defines model for PoolCluster.
 type PoolCluster struct {
+	// AddOns The blueprint's add-ons on the cluster, one ManifestWork each, with its Applied condition as RHACM's work agent set it (Unknown until it did): False names what the cluster refused (reason and message as the work agent wrote them, at most 1 KiB).
+	AddOns *[]struct {
+		Applied PoolClusterAddOnsApplied `json:"applied"`
+		Message string                   `json:"message"`
+		Name    string                   `json:"name"`
+		Reason  string                   `json:"reason"`
+	} `json:"add_ons,omitempty"`
 	Allocatable *StringMap `json:"allocatable,omitempty"`
 	ApiUrl      *string    `json:"api_url,omitempty"`
 
@@ -1419,6 +1447,9 @@ type PoolCluster struct {
 	ScaledAt      *time.Time       `json:"scaled_at,omitempty"`
 	State         PoolClusterState `json:"state"`
 }
+
+// PoolClusterAddOnsApplied defines model for PoolCluster.AddOns.Applied.
+type PoolClusterAddOnsApplied string
 
 // PoolClusterKind defines model for PoolCluster.Kind.
 type PoolClusterKind string
