@@ -68,7 +68,7 @@ func TestCapacityPoolEndToEnd(t *testing.T) {
 	s := newStackArgs(t, "hub-e2e-pools", "--pool-resync-interval=300ms", "--pool-idle-time=2s", "--pool-scale-cooldown=1s",
 		"--pool-base-domain=pools.e2e.example.com")
 	opts := provisiontest.DefaultOptions()
-	opts.Deprovision = 2 * time.Second // long enough to see the pool wait for it
+	opts.Deprovision = 2 * time.Second             // long enough to see the pool wait for it
 	opts.RefusedKinds = []string{"ServiceMonitor"} // the clusters lack the Prometheus operator
 	provisiontest.Play(t, hubtest.Dynamic(t), opts)
 	ctx := context.Background()
