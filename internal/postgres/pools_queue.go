@@ -172,8 +172,9 @@ func (s *Store) applyScaleAction(tx *gorm.DB, in fleet.ScalerInput, a fleet.Scal
 		}
 		clusterID = id
 	case fleet.PoolEventClusterRemoved:
-		if err := s.removePoolCluster(tx, clusterID); err != nil {
-			return err
+		removed, err := s.removePoolCluster(tx, clusterID)
+		if err != nil || !removed {
+			return err // a booking took the cluster since the claim: it stays, with no event
 		}
 	case fleet.PoolEventNodesScaledUp, fleet.PoolEventNodesScaledDown, fleet.PoolEventClusterUpgraded:
 		if err := tx.Exec(`UPDATE pool_clusters SET replicas = ?, blueprint_version = ?, scaled_at = now() WHERE registration_id = ?`,
@@ -240,20 +241,26 @@ VALUES (?, ?, ?, ?, ?, ?, ?)`, row.ID, pool.ID, pool.OrgID, fleet.ManagedCluster
 }
 
 // removePoolCluster marks a pool cluster removed and asks for its
-// registration's deregistration: deleting_mgr withdraws its objects, the
-// ClusterDeployment's deletion makes Hive deprovision it.
-func (s *Store) removePoolCluster(tx *gorm.DB, id string) error {
-	if err := tx.Exec(`UPDATE pool_clusters SET removing = true WHERE registration_id = ?`, id).Error; err != nil {
-		return err
+// registration's deregistration (deleting_mgr withdraws its objects, the
+// ClusterDeployment's deletion makes Hive deprovision it), and reports
+// whether it did.
+func (s *Store) removePoolCluster(tx *gorm.DB, id string) (bool, error) {
+	// Only while no reservation holds it: the scaler decided on what the
+	// claim read, and a booking, which locks the cluster's row and skips one
+	// being removed, may have come since. A pool being deleted holds none.
+	var marked []string
+	if err := tx.Raw(`UPDATE pool_clusters SET removing = true WHERE registration_id = ? AND reserved_units = 0 RETURNING registration_id`,
+		id).Scan(&marked).Error; err != nil || len(marked) == 0 {
+		return false, err
 	}
 	var row registrationRow
 	if err := tx.Raw(`SELECT * FROM registrations WHERE id = ? AND deleted_at IS NULL FOR UPDATE`, id).Scan(&row).Error; err != nil {
-		return err
+		return false, err
 	}
 	if row.ID == "" || row.DeletionRequestedAt != nil {
-		return nil
+		return true, nil
 	}
 	facts := factsOf(row)
 	facts.deletionRequested = true
-	return writeFacts(tx, id, facts, map[string]any{"updated_at": gorm.Expr("now()"), "next_attempt_at": gorm.Expr("now()"), "attempts": 0})
+	return true, writeFacts(tx, id, facts, map[string]any{"updated_at": gorm.Expr("now()"), "next_attempt_at": gorm.Expr("now()"), "attempts": 0})
 }

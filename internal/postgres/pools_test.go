@@ -378,3 +378,43 @@ func TestWokenPoolsAreClaimedFirst(t *testing.T) {
 	g.Expect(err).NotTo(gomega.HaveOccurred())
 	g.Expect(claims).To(gomega.HaveLen(2), "the due ones, not the one claimed already")
 }
+
+// TestIdleClusterBookedSinceTheClaimStays: the scaler decides to remove an
+// idle cluster from what its claim read; a booking lands on that cluster
+// before the decision is applied. The cluster stays, with its reservation,
+// and no removal is recorded.
+func TestIdleClusterBookedSinceTheClaimStays(t *testing.T) {
+	t.Parallel()
+	g := gomega.NewWithT(t)
+	ctx := context.Background()
+	store, db := newStoreOn(t, nil)
+	alice := fleet.Identity{OrgID: "org-a", Username: "alice"}
+	hub := poolHub(t, store)
+	pool := newPool(t, store, alice, "idle", 2, 3)
+	scalePass(t, store, pool.ID)
+	markPoolClustersReady(t, db, pool.ID, hub.ID)
+	g.Expect(store.UpdatePool(ctx, "org-a", pool.ID, nil, fleet.PoolUpdate{MinClusters: intPtr(1)})).Error().NotTo(gomega.HaveOccurred())
+	// The first cluster made has been empty longest: the scaler's choice,
+	// and the fullest-first booking's too (a tie, broken by age).
+	var first string
+	g.Expect(db.Gorm.Raw(`SELECT registration_id FROM pool_clusters WHERE pool_id = ? ORDER BY created_at, registration_id LIMIT 1`,
+		pool.ID).Scan(&first).Error).To(gomega.Succeed())
+	g.Expect(db.Gorm.Exec(`UPDATE pool_clusters SET empty_since = now() - CASE WHEN registration_id = ? THEN interval '2 hours'
+		ELSE interval '1 hour' END WHERE pool_id = ?`, first, pool.ID).Error).To(gomega.Succeed())
+
+	claims, err := store.ClaimPools(ctx, "test", []string{pool.ID}, 10, time.Minute)
+	g.Expect(err).NotTo(gomega.HaveOccurred())
+	g.Expect(claims).To(gomega.HaveLen(1))
+	actions := fleet.Scale(claims[0].Input, fleet.DefaultScalerConfig())
+	g.Expect(actionTypesOf(actions)).To(gomega.ContainElement("ClusterRemoved"))
+	booked, err := store.CreateReservation(ctx, alice, pool.ID, fleet.ReservationCreate{Units: 5})
+	g.Expect(err).NotTo(gomega.HaveOccurred())
+	g.Expect(booked.ClusterID).To(gomega.Equal(first))
+	held, err := store.ApplyPoolPass(ctx, claims[0], actions, time.Hour, nil)
+	g.Expect(err).NotTo(gomega.HaveOccurred())
+	g.Expect(held).To(gomega.BeTrue())
+
+	g.Expect(countRows(t, db, `SELECT count(*) FROM registrations WHERE id = ? AND deletion_requested_at IS NULL`, first)).To(gomega.Equal(1))
+	g.Expect(countRows(t, db, `SELECT count(*) FROM pool_clusters WHERE registration_id = ? AND NOT removing AND reserved_units = 5`, first)).To(gomega.Equal(1))
+	g.Expect(countRows(t, db, `SELECT count(*) FROM pool_events WHERE pool_id = ? AND type = 'ClusterRemoved'`, pool.ID)).To(gomega.BeZero())
+}
