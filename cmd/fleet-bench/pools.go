@@ -16,9 +16,10 @@ import (
 	"github.com/fleetmanager/fleet-manager/pkg/api/public"
 )
 
-// Sizes of the pools benchmark's sample pools: each of 2 clusters of 100
-// units whose workers scale from 2 to 10 nodes, so 2 workers hold 20 units
-// and a booking of 16 crosses the 80% node threshold.
+// Sizes of the pools benchmark's sample pools, each of 2 clusters whose
+// workers scale from 2 to samplePoolWorkers nodes: sampleBooking is the
+// default node threshold's share of what 2 workers hold, so one booking of
+// it makes the scaler add a worker.
 const (
 	samplePoolUnits   = 100
 	sampleBooking     = 16

@@ -516,7 +516,7 @@ type PoolCluster struct {
 
 // AddOnStatus is one add-on's ManifestWork on a pool cluster: its Applied
 // condition as RHACM's work agent set it (Unknown until it did), with the
-// reason and message it gave (at most 1 KiB).
+// reason and message it gave (the message cut as the store reads it).
 type AddOnStatus struct {
 	Name    string          `json:"name"`
 	Applied ConditionStatus `json:"applied"`

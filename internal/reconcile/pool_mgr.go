@@ -46,7 +46,8 @@ type wokenPool struct {
 const poolBatch = 50
 
 // wokenRetries and wokenRetryDelay bound how long a woken pool another pass
-// holds is tried again: passes hold a pool for milliseconds.
+// holds is tried again: a pass holds a pool only while it decides and
+// applies, far less than the bound.
 const (
 	wokenRetries    = 20
 	wokenRetryDelay = 100 * time.Millisecond
