@@ -237,23 +237,13 @@ func (a *applier) removeStale(ctx context.Context, want map[string]bool) error {
 		}
 		return out
 	}
-	cds, err := a.hub.Dynamic.Resource(clusterDeploymentGVR).List(ctx, sel)
-	if err != nil && !meta.IsNoMatchError(err) && !apierrors.IsNotFound(err) {
-		return fmt.Errorf("removeStale: list ClusterDeployments: %w", err)
-	}
 	var errs []error
-	if cds != nil {
-		for _, cd := range stale(cds.Items) {
-			if cd.GetDeletionTimestamp() != nil {
-				continue // Hive is deprovisioning it
-			}
-			a.logger.Info("deleting ClusterDeployment of a removed registration", "name", cd.GetName(), "namespace", cd.GetNamespace(),
-				"registration_id", cd.GetLabels()[fleet.LabelRegistrationID])
-			err := a.hub.Dynamic.Resource(clusterDeploymentGVR).Namespace(cd.GetNamespace()).Delete(ctx, cd.GetName(), metav1.DeleteOptions{})
-			if err != nil && !apierrors.IsNotFound(err) {
-				errs = append(errs, fmt.Errorf("removeStale: delete ClusterDeployment %s: %w", cd.GetName(), err))
-			}
-		}
+	cds, err := a.deleteStale(ctx, clusterDeploymentGVR, "ClusterDeployment", sel, want)
+	switch {
+	case err != nil && cds == nil:
+		return err // without the list, no namespace may go: it may hold a deprovision's credentials
+	case err != nil:
+		errs = append(errs, err)
 	}
 	mcs, err := a.hub.Dynamic.Resource(managedClusterGVR).List(ctx, sel)
 	if err != nil && !meta.IsNoMatchError(err) && !apierrors.IsNotFound(err) {
@@ -261,32 +251,20 @@ func (a *applier) removeStale(ctx context.Context, want map[string]bool) error {
 	}
 	var gone []string
 	if mcs != nil {
-		if gone, err = a.deleteAndWait(ctx, managedClusterGVR, "ManagedCluster", stale(mcs.Items)); err != nil {
+		if gone, err = a.deleteClusters(ctx, stale(mcs.Items)); err != nil {
 			return err
 		}
 	}
 	// Hive deletes a cluster's MachinePools only with their namespace;
-	// deleted here, they leave the hub with their cluster.
-	if pools, err := a.hub.Dynamic.Resource(machinePoolGVR).List(ctx, sel); err == nil {
-		for _, mp := range stale(pools.Items) {
-			if mp.GetDeletionTimestamp() != nil {
-				continue
-			}
-			if err := a.hub.Dynamic.Resource(machinePoolGVR).Namespace(mp.GetNamespace()).Delete(ctx, mp.GetName(), metav1.DeleteOptions{}); err != nil && !apierrors.IsNotFound(err) {
-				errs = append(errs, fmt.Errorf("removeStale: delete MachinePool %s: %w", mp.GetName(), err))
-			}
+	// deleted here, they leave the hub with their cluster. A ClusterImageSet
+	// is cluster-scoped: no namespace takes it along.
+	for _, k := range []struct {
+		gvr  schema.GroupVersionResource
+		kind string
+	}{{machinePoolGVR, "MachinePool"}, {clusterImageSetGVR, "ClusterImageSet"}} {
+		if _, err := a.deleteStale(ctx, k.gvr, k.kind, sel, want); err != nil {
+			errs = append(errs, err)
 		}
-	} else if !meta.IsNoMatchError(err) && !apierrors.IsNotFound(err) {
-		errs = append(errs, fmt.Errorf("removeStale: list MachinePools: %w", err))
-	}
-	if sets, err := a.hub.Dynamic.Resource(clusterImageSetGVR).List(ctx, sel); err == nil {
-		for _, set := range stale(sets.Items) {
-			if err := a.hub.Dynamic.Resource(clusterImageSetGVR).Delete(ctx, set.GetName(), metav1.DeleteOptions{}); err != nil && !apierrors.IsNotFound(err) {
-				errs = append(errs, fmt.Errorf("removeStale: delete ClusterImageSet %s: %w", set.GetName(), err))
-			}
-		}
-	} else if !meta.IsNoMatchError(err) && !apierrors.IsNotFound(err) {
-		errs = append(errs, fmt.Errorf("removeStale: list ClusterImageSets: %w", err))
 	}
 	nss, err := a.hub.Dynamic.Resource(namespaceGVR).List(ctx, sel)
 	if err != nil {
@@ -310,6 +288,34 @@ func (a *applier) removeStale(ctx context.Context, want map[string]bool) error {
 	return errors.Join(errs...)
 }
 
+// deleteStale lists the objects of gvr the agent owns on its hub and deletes
+// those of registrations that left the set, unless already being deleted,
+// without waiting for them. It returns the list, nil when the hub does not
+// serve the kind.
+func (a *applier) deleteStale(ctx context.Context, gvr schema.GroupVersionResource, kind string, sel metav1.ListOptions,
+	want map[string]bool) (*unstructured.UnstructuredList, error) {
+	list, err := a.hub.Dynamic.Resource(gvr).List(ctx, sel)
+	if meta.IsNoMatchError(err) || apierrors.IsNotFound(err) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, fmt.Errorf("removeStale: list %ss: %w", kind, err)
+	}
+	var errs []error
+	for _, o := range list.Items {
+		if want[o.GetLabels()[fleet.LabelRegistrationID]] || o.GetDeletionTimestamp() != nil {
+			continue
+		}
+		a.logger.Info("deleting "+kind+" of a removed registration", "name", o.GetName(), "namespace", o.GetNamespace(),
+			"registration_id", o.GetLabels()[fleet.LabelRegistrationID])
+		res := a.hub.Dynamic.Resource(gvr).Namespace(o.GetNamespace())
+		if err := res.Delete(ctx, o.GetName(), metav1.DeleteOptions{}); err != nil && !apierrors.IsNotFound(err) {
+			errs = append(errs, fmt.Errorf("removeStale: delete %s %s: %w", kind, o.GetName(), err))
+		}
+	}
+	return list, errors.Join(errs...)
+}
+
 // hasNamespaced reports whether an object of items lives in namespace ns.
 func hasNamespaced(items []unstructured.Unstructured, ns string) bool {
 	return slices.ContainsFunc(items, func(u unstructured.Unstructured) bool { return u.GetNamespace() == ns })
@@ -319,70 +325,54 @@ func hasItem(items []unstructured.Unstructured, name string) bool {
 	return slices.ContainsFunc(items, func(u unstructured.Unstructured) bool { return u.GetName() == name })
 }
 
-// deleteAndWait deletes the stale objects of one kind (ManagedClusters),
-// then waits for all of them together until gone. Each
-// may take the deletion timeout from when its deletion began, so one whose
-// detach or deprovision is stuck costs a later pass one look, not another
-// full wait, and new registrations keep being applied. It returns the names
-// (of a namespaced kind, the namespaces) of those gone.
-func (a *applier) deleteAndWait(ctx context.Context, gvr schema.GroupVersionResource, kind string, stale []unstructured.Unstructured) ([]string, error) {
+// deleteClusters deletes the stale ManagedClusters, then waits for all of
+// them together until gone. Each may take the deletion timeout from when its
+// deletion began, so a cluster whose detach is stuck costs a later pass one
+// look, not another full wait, and new registrations keep being applied. It
+// returns the names of those gone.
+func (a *applier) deleteClusters(ctx context.Context, stale []unstructured.Unstructured) ([]string, error) {
 	if len(stale) == 0 {
 		return nil, nil
 	}
-	res := func(o unstructured.Unstructured) dynamic.ResourceInterface {
-		if o.GetNamespace() != "" {
-			return a.hub.Dynamic.Resource(gvr).Namespace(o.GetNamespace())
-		}
-		return a.hub.Dynamic.Resource(gvr)
-	}
-	key := func(o unstructured.Unstructured) string {
-		if o.GetNamespace() != "" {
-			return o.GetNamespace()
-		}
-		return o.GetName()
-	}
+	res := a.hub.Dynamic.Resource(managedClusterGVR)
 	now := time.Now()
 	var (
-		pending []unstructured.Unstructured
+		pending []string
 		began   []time.Time
 	)
-	for _, o := range stale {
-		pending = append(pending, o)
-		if ts := o.GetDeletionTimestamp(); ts != nil {
+	for _, mc := range stale {
+		pending = append(pending, mc.GetName())
+		if ts := mc.GetDeletionTimestamp(); ts != nil {
 			began = append(began, ts.Time)
 			continue
 		}
-		a.logger.Info("deleting "+kind+" of a removed registration", "name", o.GetName(), "namespace", o.GetNamespace(),
-			"registration_id", o.GetLabels()[fleet.LabelRegistrationID])
-		if err := res(o).Delete(ctx, o.GetName(), metav1.DeleteOptions{}); err != nil && !apierrors.IsNotFound(err) {
-			return nil, fmt.Errorf("deleteAndWait: delete %s %s: %w", kind, o.GetName(), err)
+		a.logger.Info("deleting ManagedCluster of a removed registration", "managed_cluster", mc.GetName(),
+			"registration_id", mc.GetLabels()[fleet.LabelRegistrationID])
+		if err := res.Delete(ctx, mc.GetName(), metav1.DeleteOptions{}); err != nil && !apierrors.IsNotFound(err) {
+			return nil, fmt.Errorf("deleteClusters: delete ManagedCluster %s: %w", mc.GetName(), err)
 		}
 		began = append(began, now)
 	}
 	deadline := now.Add(deletionWait(now, a.deletionTimeout, began))
 	var gone []string
 	for {
-		var still []unstructured.Unstructured
-		for _, o := range pending {
-			_, err := res(o).Get(ctx, o.GetName(), metav1.GetOptions{})
+		var still []string
+		for _, name := range pending {
+			_, err := res.Get(ctx, name, metav1.GetOptions{})
 			switch {
 			case apierrors.IsNotFound(err):
-				gone = append(gone, key(o))
+				gone = append(gone, name)
 			case err != nil:
-				return gone, fmt.Errorf("deleteAndWait: get %s %s: %w", kind, o.GetName(), err)
+				return gone, fmt.Errorf("deleteClusters: get ManagedCluster %s: %w", name, err)
 			default:
-				still = append(still, o)
+				still = append(still, name)
 			}
 		}
 		if pending = still; len(pending) == 0 {
 			return gone, nil
 		}
 		if !time.Now().Before(deadline) {
-			names := make([]string, len(pending))
-			for i, o := range pending {
-				names[i] = o.GetName()
-			}
-			return gone, fmt.Errorf("deleteAndWait: %ss %v not gone within %s of their deletion", kind, names, a.deletionTimeout)
+			return gone, fmt.Errorf("deleteClusters: ManagedClusters %v not gone within %s of their deletion", pending, a.deletionTimeout)
 		}
 		if !sleep(ctx, min(deletionPoll, time.Until(deadline))) {
 			return gone, ctx.Err()
