@@ -116,9 +116,13 @@ ORDER BY id`, hubID, since).Scan(&out.removed).Error; err != nil {
 	if out.policies, err = s.desiredPolicies(tx, hubID, hub.OwnerOrgID); err != nil {
 		return out, err
 	}
-	ids := make([]string, len(out.rows))
-	for i, r := range out.rows {
-		ids[i] = r.ID
+	// Only a pool's clusters carry its label (pool_mgr sets it, callers may
+	// not): a set without them costs no read.
+	var ids []string
+	for _, r := range out.rows {
+		if r.Labels[fleet.LabelPoolID] != "" {
+			ids = append(ids, r.ID)
+		}
 	}
 	if out.pools, err = poolDeliveries(tx, ids); err != nil {
 		return out, err

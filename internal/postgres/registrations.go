@@ -131,7 +131,7 @@ func (s *Store) UpdateRegistration(ctx context.Context, org, id string, ifMatch 
 		if row.DeletionRequestedAt != nil {
 			return fleet.Errorf(fleet.CodeConflict, "cluster %s is being deregistered", id)
 		}
-		if err := refusePoolCluster(tx, id); err != nil {
+		if err := refusePoolCluster(row); err != nil {
 			return err
 		}
 		labels, display := row.Labels, row.DisplayName
@@ -161,7 +161,7 @@ func (s *Store) RequestRegistrationDeletion(ctx context.Context, org, id string)
 	err := s.transact(ctx, func(tx *gorm.DB) error {
 		row, err := s.lockRegistration(tx, org, id)
 		if err == nil && row.DeletionRequestedAt == nil {
-			err = refusePoolCluster(tx, id)
+			err = refusePoolCluster(row)
 		}
 		if err == nil && row.DeletionRequestedAt == nil {
 			facts := factsOf(row)
@@ -185,13 +185,11 @@ func (s *Store) RequestRegistrationDeletion(ctx context.Context, org, id string)
 }
 
 // refusePoolCluster refuses a caller's change to a cluster a capacity pool
-// made: the pool owns its labels and its life (ADR 0018).
-func refusePoolCluster(tx *gorm.DB, id string) error {
-	var pool string
-	if err := tx.Raw(`SELECT pool_id FROM pool_clusters WHERE registration_id = ?`, id).Scan(&pool).Error; err != nil {
-		return err
-	}
-	if pool != "" {
+// made: the pool owns its labels and its life (ADR 0018). The pool's label
+// is set by pool_mgr alone (callers may not set the prefix) and never
+// changes, so the locked row says it.
+func refusePoolCluster(row registrationRow) error {
+	if pool := row.Labels[fleet.LabelPoolID]; pool != "" {
 		return fleet.Errorf(fleet.CodeConflict, "the cluster belongs to capacity pool %s; change the pool instead", pool)
 	}
 	return nil

@@ -40,7 +40,11 @@ func (s *Store) HubCredentials(ctx context.Context, hubID string) (map[string]st
 // the hub's agent would apply. Errors: CodeNotFound.
 func (s *Store) RegistrationObjects(ctx context.Context, hubID string, reg fleet.Registration) ([]map[string]any, error) {
 	var row registrationRow
-	pools, err := poolDeliveries(s.db.Gorm.WithContext(ctx), []string{reg.ID})
+	var ids []string
+	if reg.Labels[fleet.LabelPoolID] != "" {
+		ids = []string{reg.ID}
+	}
+	pools, err := poolDeliveries(s.db.Gorm.WithContext(ctx), ids)
 	if err != nil {
 		return nil, wrapErr("RegistrationObjects", reg.ID, err)
 	}
