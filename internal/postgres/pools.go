@@ -39,6 +39,7 @@ type poolRow struct {
 	UpdatedAt           time.Time
 	DeletionRequestedAt *time.Time
 	ExhaustedAt         *time.Time
+	ClaimedBy           *string
 	Conditions          fleet.Conditions `gorm:"serializer:json"`
 	Clusters            int              `gorm:"->"`
 	ReservedUnits       int64            `gorm:"->"`

@@ -37,7 +37,7 @@ func poolDeliveries(db *gorm.DB, ids []string) (map[string]poolDeliveryRow, erro
 	p.credentials, p.credentials_key_id, v.spec::text AS spec`).
 		Joins("JOIN capacity_pools p ON p.id = pc.pool_id").
 		Joins("JOIN blueprint_versions v ON v.blueprint_id = p.blueprint_id AND v.version = pc.blueprint_version").
-		Where("pc.registration_id = ANY(?::text[])", pgTextArray(ids)).Find(&rows).Error
+		Where("pc.registration_id IN (SELECT jsonb_array_elements_text(?::jsonb))", jsonText(ids)).Find(&rows).Error
 	if err != nil || len(rows) == 0 {
 		return nil, err
 	}

@@ -15,8 +15,8 @@ import (
 // claimPoolsSQL leases the pools named by a wake-up or due for a pass that
 // no live lease holds: the woken first (a booking waits on its pool's pass,
 // the resync does not), then the oldest due.
-const claimPoolsSQL = `WITH woken AS (SELECT ?::text[] AS ids)
-UPDATE capacity_pools p SET claimed_by = ?, claimed_until = now() + make_interval(secs => ?)
+const claimPoolsSQL = `WITH woken AS (SELECT array(SELECT jsonb_array_elements_text(?::jsonb)) AS ids)
+UPDATE capacity_pools p SET claimed_by = ? || '/' || gen_random_uuid(), claimed_until = now() + make_interval(secs => ?)
 WHERE p.id IN (SELECT id FROM capacity_pools, woken WHERE deleted_at IS NULL AND (claimed_until IS NULL OR claimed_until < now())
 	AND (next_pass_at <= now() OR id = ANY(woken.ids)) AND %s
 	ORDER BY id = ANY(woken.ids) DESC, next_pass_at LIMIT ? FOR UPDATE SKIP LOCKED)
@@ -26,13 +26,12 @@ RETURNING p.*, now() AS claim_now, p.exhausted_at IS NOT NULL AND p.exhausted_at
 // ClaimPools leases up to limit pools that are due or named in woken, and
 // reads each one's state for the scaler.
 func (s *Store) ClaimPools(ctx context.Context, owner string, woken []string, limit int, lease time.Duration) ([]fleet.PoolClaim, error) {
-	token := owner + "/" + randomHex(8)
 	zones, zoneArgs := s.servedZonesSQL("zone")
 	var rows []poolRow
 	if woken == nil {
 		woken = []string{}
 	}
-	args := append([]any{pgTextArray(woken), token, lease.Seconds()}, zoneArgs...)
+	args := append([]any{jsonText(woken), owner, lease.Seconds()}, zoneArgs...)
 	if err := s.db.Gorm.WithContext(ctx).Raw(fmt.Sprintf(claimPoolsSQL, zones), append(args, limit)...).Scan(&rows).Error; err != nil {
 		return nil, fmt.Errorf("ClaimPools: %w", err)
 	}
@@ -54,32 +53,9 @@ func (s *Store) ClaimPools(ctx context.Context, owner string, woken []string, li
 				Replicas: c.Replicas, CapacityUnits: c.CapacityUnits, ReservedUnits: c.ReservedUnits, Joined: c.Joined,
 				AddOnsVersion: c.AddOnsVersion, ScaledAt: c.ScaledAt, EmptySince: c.EmptySince})
 		}
-		out = append(out, fleet.PoolClaim{Input: in, Token: token})
+		out = append(out, fleet.PoolClaim{Input: in, Token: deref(r.ClaimedBy)})
 	}
 	return out, nil
-}
-
-// pgTextArray renders a string slice as a PostgreSQL text[] literal.
-func pgTextArray(v []string) string {
-	out := "{"
-	for i, s := range v {
-		if i > 0 {
-			out += ","
-		}
-		out += `"` + escapeArrayElem(s) + `"`
-	}
-	return out + "}"
-}
-
-func escapeArrayElem(s string) string {
-	b := make([]byte, 0, len(s))
-	for i := 0; i < len(s); i++ {
-		if s[i] == '"' || s[i] == '\\' {
-			b = append(b, '\\')
-		}
-		b = append(b, s[i])
-	}
-	return string(b)
 }
 
 func randomHex(n int) string {
