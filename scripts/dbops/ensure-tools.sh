@@ -19,7 +19,6 @@ sudo=""
 [ "$(id -u)" = 0 ] || sudo=sudo
 export DEBIAN_FRONTEND=noninteractive
 echo "installing ${missing[*]} from Debian's packages" >&2
-
 $sudo apt-get install -y --no-install-recommends "${missing[@]}" >&2 ||
   { $sudo apt-get update >&2 && $sudo apt-get install -y --no-install-recommends "${missing[@]}" >&2; }
 for tool in pgbackrest patroni etcd; do

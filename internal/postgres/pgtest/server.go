@@ -34,20 +34,39 @@ type Server struct {
 	port int
 	cred *syscall.Credential
 
+	opts ServerOptions
+
 	mu   sync.Mutex
 	cmd  *exec.Cmd
 	done chan struct{}
+}
+
+// ServerOptions shape a test-owned server.
+type ServerOptions struct {
+	// Settings are extra server settings, each "name=value", passed as -c
+	// at every start (archive_command, synchronous_commit, ...).
+	Settings []string
+	// Init fills the data directory instead of initdb: a restore from a
+	// backup, or pg_basebackup for a standby. It runs with the directory
+	// made and owned by the server's user; Command runs a tool as that user.
+	Init func(s *Server, dataDir string) error
 }
 
 // StartServer initialises and starts a server for t, removed when t ends. It
 // fails t (never skips it) when the server binaries are missing.
 func StartServer(t testing.TB) *Server {
 	t.Helper()
+	return StartServerWith(t, ServerOptions{})
+}
+
+// StartServerWith is StartServer shaped by opts.
+func StartServerWith(t testing.TB, opts ServerOptions) *Server {
+	t.Helper()
 	bin, err := serverBinDir()
 	if err != nil {
 		t.Fatalf("pgtest: %v", err)
 	}
-	s := &Server{t: t, bin: bin}
+	s := &Server{t: t, bin: bin, opts: opts}
 	if s.dir, err = os.MkdirTemp("", "fm-pgserver-"); err != nil {
 		t.Fatalf("pgtest: %v", err)
 	}
@@ -60,13 +79,56 @@ func StartServer(t testing.TB) *Server {
 			t.Fatalf("pgtest: %v", err)
 		}
 	}
-	initdb := s.command(filepath.Join(bin, "initdb"), "-A", "trust", "-U", "postgres", "-N", "-E", "UTF8", "--locale=C", "-D", s.dataDir())
-	if out, err := initdb.CombinedOutput(); err != nil {
-		t.Fatalf("pgtest: initdb: %v\n%s", err, out)
+	if opts.Init != nil {
+		if err := s.makeDataDir(); err != nil {
+			t.Fatalf("pgtest: %v", err)
+		}
+		if err := opts.Init(s, s.dataDir()); err != nil {
+			t.Fatalf("pgtest: preparing the data directory: %v", err)
+		}
+	} else {
+		initdb := s.command(filepath.Join(bin, "initdb"), "-A", "trust", "-U", "postgres", "-N", "-E", "UTF8", "--locale=C", "-D", s.dataDir())
+		if out, err := initdb.CombinedOutput(); err != nil {
+			t.Fatalf("pgtest: initdb: %v\n%s", err, out)
+		}
 	}
 	s.Start()
 	return s
 }
+
+// makeDataDir makes the empty data directory, owned by the server's user
+// with the mode PostgreSQL requires.
+func (s *Server) makeDataDir() error {
+	if err := os.Mkdir(s.dataDir(), 0o700); err != nil {
+		return err
+	}
+	if s.cred != nil {
+		return os.Chown(s.dataDir(), int(s.cred.Uid), int(s.cred.Gid))
+	}
+	return nil
+}
+
+// Command runs a binary (a server binary when bin is a bare name found in
+// the server's folder, else as given) as the server's user, in the server's
+// folder.
+func (s *Server) Command(bin string, args ...string) *exec.Cmd {
+	if !strings.ContainsRune(bin, '/') {
+		if _, err := os.Stat(filepath.Join(s.bin, bin)); err == nil {
+			bin = filepath.Join(s.bin, bin)
+		}
+	}
+	return s.command(bin, args...)
+}
+
+// Dir is the server's own folder, which holds its data directory and log;
+// files put there are readable by the server's user.
+func (s *Server) Dir() string { return s.dir }
+
+// DataDir is the server's data directory.
+func (s *Server) DataDir() string { return s.dataDir() }
+
+// Port is the port the server listens on (0 before the first start).
+func (s *Server) Port() int { return s.port }
 
 // Config returns the configuration of the server's maintenance database.
 func (s *Server) Config() postgres.Config {
@@ -119,6 +181,9 @@ func (s *Server) startOnce() error {
 	cmd := s.command(filepath.Join(s.bin, "postgres"), "-D", s.dataDir(), "-p", strconv.Itoa(s.port),
 		"-c", "listen_addresses=127.0.0.1", "-c", "unix_socket_directories=", "-c", "fsync=off",
 		"-c", "max_connections=200", "-c", "logging_collector=off")
+	for _, setting := range s.opts.Settings {
+		cmd.Args = append(cmd.Args, "-c", setting)
+	}
 	log, err := os.OpenFile(filepath.Join(s.dir, "server.log"), os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
 	if err != nil {
 		return err
