@@ -63,10 +63,11 @@ fuzz: db/setup ## Fuzz every API operation through the real router and database 
 	go test -count=1 -run '^$$' -fuzz FuzzBuildSearch -fuzztime $(FUZZTIME) ./internal/postgres/
 
 .PHONY: test/binaries
-test/binaries: ## Build or find the test hub (etcd, kube-apiserver), OIDC issuer (Hydra) and database tools (pgBackRest, Patroni); cached in ~/.cache/fleet-manager
+test/binaries: ## Build or find the test hub (etcd, kube-apiserver), OIDC issuer (Hydra), database tools (pgBackRest, Patroni) and the previous release; cached in ~/.cache/fleet-manager
 	scripts/dbops/ensure-tools.sh
 	scripts/hub/ensure-hub-binaries.sh >/dev/null
 	scripts/hydra/build-hydra.sh
+	scripts/release/build-previous.sh >/dev/null
 
 .PHONY: bench
 bench: build ## Benchmark inventory ingest and propagation at the issue's sizes (BENCHFLAGS=--quick to try it)

@@ -48,6 +48,9 @@ type fleetManager struct {
 	Public   *public.ClientWithResponses
 	Admin    *admin.ClientWithResponses
 	extraArg []string
+	// binary is the fleet-manager that start runs: fleetManagerBinary
+	// unless a test runs another release's.
+	binary string
 }
 
 func startFleetManager(t *testing.T, hydra *hydratest.Hydra, extra ...string) *fleetManager {
@@ -57,6 +60,15 @@ func startFleetManager(t *testing.T, hydra *hydratest.Hydra, extra ...string) *f
 
 // startFleetManagerOn is startFleetManager on the database db.
 func startFleetManagerOn(t *testing.T, hydra *hydratest.Hydra, db postgres.Config, extra ...string) *fleetManager {
+	t.Helper()
+	fm := newFleetManagerOn(t, hydra, db, extra...)
+	fm.start()
+	return fm
+}
+
+// newFleetManagerOn is startFleetManagerOn without the start: a test may
+// choose its binary first.
+func newFleetManagerOn(t *testing.T, hydra *hydratest.Hydra, db postgres.Config, extra ...string) *fleetManager {
 	t.Helper()
 	keyFile := filepath.Join(t.TempDir(), "master.key")
 	if err := secrets.GenerateKeyFile(keyFile); err != nil {
@@ -69,16 +81,34 @@ func startFleetManagerOn(t *testing.T, hydra *hydratest.Hydra, db postgres.Confi
 		t.Fatal(err)
 	}
 	fm.devKey, fm.authCfg = devKey, auth.DefaultConfig()
-	fm.Base = fmt.Sprintf("http://127.0.0.1:%d/api/fleet_manager/v1", fm.api)
-	if fm.Public, err = public.NewClientWithResponses(fm.Base); err != nil {
-		t.Fatal(err)
-	}
-	if fm.Admin, err = admin.NewClientWithResponses(fm.Base); err != nil {
-		t.Fatal(err)
-	}
-	fm.start()
+	fm.clients()
 	t.Cleanup(func() { fm.stop() })
 	return fm
+}
+
+// sibling is another replica of fm, not yet started, running binary: the
+// same database, master key and signing keys, its own ports.
+func (fm *fleetManager) sibling(binary string) *fleetManager {
+	fm.t.Helper()
+	s := &fleetManager{t: fm.t, db: fm.db, hydra: fm.hydra, keyDir: fm.keyDir, keyFile: fm.keyFile,
+		api: freePort(fm.t), health: freePort(fm.t), metrics: freePort(fm.t), extraArg: fm.extraArg,
+		devKey: fm.devKey, authCfg: fm.authCfg, binary: binary}
+	s.clients()
+	fm.t.Cleanup(func() { s.stop() })
+	return s
+}
+
+// clients points Base and the generated clients at the API port.
+func (fm *fleetManager) clients() {
+	fm.t.Helper()
+	var err error
+	fm.Base = fmt.Sprintf("http://127.0.0.1:%d/api/fleet_manager/v1", fm.api)
+	if fm.Public, err = public.NewClientWithResponses(fm.Base); err != nil {
+		fm.t.Fatal(err)
+	}
+	if fm.Admin, err = admin.NewClientWithResponses(fm.Base); err != nil {
+		fm.t.Fatal(err)
+	}
 }
 
 func (fm *fleetManager) args() []string {
@@ -102,7 +132,11 @@ func (fm *fleetManager) args() []string {
 // start runs serve and waits until it is ready.
 func (fm *fleetManager) start() {
 	fm.t.Helper()
-	fm.cmd = exec.Command(fleetManagerBinary, fm.args()...)
+	binary := fm.binary
+	if binary == "" {
+		binary = fleetManagerBinary
+	}
+	fm.cmd = exec.Command(binary, fm.args()...)
 	fm.cmd.Stderr = lockedWriter{&fm.mu, &fm.logs}
 	fm.cmd.Stdout = lockedWriter{&fm.mu, &fm.logs}
 	if err := fm.cmd.Start(); err != nil {

@@ -42,7 +42,12 @@ func newStackArgs(t *testing.T, name string, extra ...string) *stack {
 	t.Helper()
 	hydra := hydratest.Start(t)
 	hub := hubtest.Start(t)
-	fm := startFleetManager(t, hydra, extra...)
+	return newStackOn(t, name, hydra, hub, startFleetManager(t, hydra, extra...))
+}
+
+// newStackOn is newStack around a fleet manager already serving.
+func newStackOn(t *testing.T, name string, hydra *hydratest.Hydra, hub *hubtest.Hub, fm *fleetManager) *stack {
+	t.Helper()
 	s := &stack{t: t, g: gomega.NewWithT(t), fm: fm, hub: hub,
 		admin: fm.token("sre", "bob", "fleet-admin"), user: fm.token("org-"+name, "ann")}
 	s.creds = newAgentCredentials(t, hydra, name+"-agent")
