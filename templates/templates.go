@@ -2,8 +2,8 @@ package templates
 
 import "embed"
 
-// FS holds the templates of this directory (service-template.yml and
-// db-template.yml), so that tests elsewhere can process or apply them without
+// FS holds the templates of this directory (service-template.yml,
+// db-template.yml, cnpg-template.yml, ...), so that tests elsewhere can process or apply them without
 // knowing where the repository keeps them. It is only ever read.
 //
 //go:embed *.yml

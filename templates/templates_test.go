@@ -344,10 +344,12 @@ func TestTemplateParameters(t *testing.T) {
 	// generated route host, every zone served, no default zone) rather than
 	// a value the deployer forgot.
 	mayBeEmpty := map[string]bool{"CORS_ALLOWED_ORIGINS": true, "ROUTE_HOST": true,
-		"SERVED_ZONES": true, "ZONE_DEPLOYMENTS": true, "REGISTRATION_DEFAULT_ZONE": true}
+		"SERVED_ZONES": true, "ZONE_DEPLOYMENTS": true, "REGISTRATION_DEFAULT_ZONE": true,
+		// Amazon S3 needs no endpoint; an S3-compatible store does.
+		"BACKUP_ENDPOINT_URL": true}
 	nameOK := regexp.MustCompile(`^[A-Z][A-Z0-9_]*$`)
 
-	for _, file := range []string{serviceFile, dbFile} {
+	for _, file := range []string{serviceFile, dbFile, cnpgFile, cnpgRecoveryFile} {
 		t.Run(file, func(t *testing.T) {
 			tpl := load(t, file)
 			if tpl.APIVersion != "template.openshift.io/v1" || tpl.Kind != "Template" {

@@ -20,6 +20,10 @@ type Config struct {
 	Password    string
 	SSLMode     string
 	SSLRootCert string
+	// IAM signs in with RDS IAM authentication tokens instead of Password (iam.go).
+	IAM IAMAuth
+	// Passwords, when set, gives every new connection its password (tests; --db-iam-auth sets RDS tokens).
+	Passwords PasswordFunc
 
 	// ConnectTimeout bounds opening one connection.
 	ConnectTimeout time.Duration
@@ -79,6 +83,7 @@ func (c *Config) AddFlags(fs *pflag.FlagSet) {
 	fs.StringVar(&c.Password, "db-password", c.Password, "database password (prefer the secrets directory's db.password)")
 	fs.StringVar(&c.SSLMode, "db-sslmode", c.SSLMode, "libpq sslmode: disable, allow, prefer, require, verify-ca or verify-full")
 	fs.StringVar(&c.SSLRootCert, "db-sslrootcert", c.SSLRootCert, "CA bundle file for verify-ca/verify-full (e.g. the RDS bundle)")
+	c.IAM.addFlags(fs)
 	fs.DurationVar(&c.ConnectTimeout, "db-connect-timeout", c.ConnectTimeout, "timeout for opening one database connection")
 	fs.IntVar(&c.MaxOpenConns, "db-max-open-conns", c.MaxOpenConns, "maximum open connections in the pool")
 	fs.IntVar(&c.MaxIdleConns, "db-max-idle-conns", c.MaxIdleConns, "maximum idle connections in the pool")
@@ -126,6 +131,7 @@ func (c Config) Validate() error {
 	default:
 		p.Addf("db-sslmode", "must be one of disable, allow, prefer, require, verify-ca, verify-full (got %q)", c.SSLMode)
 	}
+	c.IAM.validate(c, &p)
 	if c.ConnectTimeout <= 0 {
 		p.Addf("db-connect-timeout", "must be positive (got %s)", c.ConnectTimeout)
 	}

@@ -50,3 +50,6 @@ func ClaimStatementsForTest(kind fleet.WorkKind) (claims []string, nextDue strin
 	}
 	return claims, nextDueStatement(kind)
 }
+
+// ConnectForTest is connect: the listener's connection outside the pool.
+func ConnectForTest(ctx context.Context, c Config) (*pgx.Conn, error) { return c.connect(ctx) }

@@ -90,7 +90,7 @@ func (l *Listener) Run(ctx context.Context) {
 // listen holds one connection until it fails; connected tells whether it
 // got as far as listening.
 func (l *Listener) listen(ctx context.Context, restored func()) (connected bool, err error) {
-	conn, err := pgx.Connect(ctx, l.cfg.DSN())
+	conn, err := l.cfg.connect(ctx)
 	if err != nil {
 		return false, err
 	}

@@ -27,7 +27,17 @@ type DB struct {
 // It does not connect: the first query does, and readiness reports a database
 // that does not answer.
 func Open(cfg Config, logger *slog.Logger) (*DB, error) {
-	pg := postgres.New(postgres.Config{DSN: cfg.DSN()}).(*postgres.Dialector)
+	// With a PasswordFunc (--db-iam-auth) the pool is pgx's own, asking it
+	// for the password of every new connection.
+	conn, err := cfg.openSQL(context.Background())
+	if err != nil {
+		return nil, fmt.Errorf("Open(%s): %w", cfg.Name, err)
+	}
+	pgCfg := postgres.Config{DSN: cfg.DSN()}
+	if conn != nil {
+		pgCfg.Conn = conn
+	}
+	pg := postgres.New(pgCfg).(*postgres.Dialector)
 	gdb, err := gorm.Open(dialector{pg}, &gorm.Config{
 		Logger:                 newGormLogger(logger, cfg.Debug, cfg.SlowThreshold),
 		SkipDefaultTransaction: true,

@@ -1,0 +1,141 @@
+package postgres
+
+import (
+	"context"
+	"database/sql"
+	"fmt"
+	"net"
+	"strconv"
+	"strings"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	awsconfig "github.com/aws/aws-sdk-go-v2/config"
+	"github.com/aws/aws-sdk-go-v2/feature/rds/auth"
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/stdlib"
+	"github.com/spf13/pflag"
+
+	"github.com/fleetmanager/fleet-manager/internal/config"
+)
+
+// PasswordFunc returns the password for a new connection to host:port as
+// user. It is called for every connection the pool or the listener opens, so
+// a short-lived credential (an RDS IAM authentication token) is always fresh
+// when the server checks it; an open connection never needs it again.
+type PasswordFunc func(ctx context.Context, host string, port uint16, user string) (string, error)
+
+// IAMAuth is the configuration of RDS IAM database authentication: instead of
+// --db-password, every new connection signs a token with the AWS credentials
+// the process holds (environment, web identity of the pod's service account,
+// instance profile) and sends it as its password.
+type IAMAuth struct {
+	Enabled bool
+	// Region is the AWS region of the database instance, part of what the
+	// token signs.
+	Region string
+}
+
+func (a *IAMAuth) addFlags(fs *pflag.FlagSet) {
+	fs.BoolVar(&a.Enabled, "db-iam-auth", a.Enabled,
+		"sign in with an RDS IAM authentication token, made for every new connection, instead of --db-password (needs --db-iam-region and TLS)")
+	fs.StringVar(&a.Region, "db-iam-region", a.Region, "AWS region of the RDS instance, for --db-iam-auth")
+}
+
+func (a IAMAuth) validate(c Config, p *config.Problems) {
+	if !a.Enabled {
+		if a.Region != "" {
+			p.Addf("db-iam-region", "is only used with --db-iam-auth")
+		}
+		return
+	}
+	if strings.TrimSpace(a.Region) == "" {
+		p.Addf("db-iam-region", "is required with --db-iam-auth")
+	}
+	if c.Password != "" {
+		p.Addf("db-iam-auth", "and --db-password (or the secret's db.password) exclude each other")
+	}
+	switch c.SSLMode {
+	case "require", "verify-ca", "verify-full":
+	default:
+		p.Addf("db-iam-auth", "needs TLS: --db-sslmode require, verify-ca or verify-full (got %q)", c.SSLMode)
+	}
+}
+
+// passwords returns where new connections take their password from:
+// c.Passwords when set, RDS tokens with --db-iam-auth, else nil (the DSN's
+// password).
+func (c Config) passwords(ctx context.Context) (PasswordFunc, error) {
+	if c.Passwords != nil {
+		return c.Passwords, nil
+	}
+	if !c.IAM.Enabled {
+		return nil, nil
+	}
+	awsCfg, err := awsconfig.LoadDefaultConfig(ctx, awsconfig.WithRegion(c.IAM.Region))
+	if err != nil {
+		return nil, fmt.Errorf("passwords: loading the AWS configuration: %w", err)
+	}
+	return RDSTokens(c.IAM.Region, awsCfg.Credentials), nil
+}
+
+// RDSTokens returns a PasswordFunc that signs an RDS IAM authentication token
+// for each connection with creds. Signing is local: it needs the credentials,
+// not the network (credentials that expire are refreshed by creds).
+func RDSTokens(region string, creds aws.CredentialsProvider) PasswordFunc {
+	return func(ctx context.Context, host string, port uint16, user string) (string, error) {
+		endpoint := net.JoinHostPort(host, strconv.Itoa(int(port)))
+		token, err := auth.BuildAuthToken(ctx, endpoint, region, user, creds)
+		if err != nil {
+			return "", fmt.Errorf("BuildAuthToken(%s, %s): %w", endpoint, user, err)
+		}
+		return token, nil
+	}
+}
+
+// beforeConnect sets the password of a connection about to open.
+func beforeConnect(passwords PasswordFunc) func(context.Context, *pgx.ConnConfig) error {
+	return func(ctx context.Context, cc *pgx.ConnConfig) error {
+		pw, err := passwords(ctx, cc.Host, cc.Port, cc.User)
+		if err != nil {
+			return err
+		}
+		// A multi-host DSN shares this password among its hosts (pgx has
+		// none per host); a token signs one endpoint, so IAM authentication
+		// is for the one endpoint RDS gives.
+		cc.Password = pw
+		return nil
+	}
+}
+
+// openSQL returns the pool's *sql.DB when new connections take their
+// password from a PasswordFunc, else nil (GORM opens one from the DSN).
+func (c Config) openSQL(ctx context.Context) (*sql.DB, error) {
+	passwords, err := c.passwords(ctx)
+	if err != nil || passwords == nil {
+		return nil, err
+	}
+	cc, err := pgx.ParseConfig(c.DSN())
+	if err != nil {
+		return nil, fmt.Errorf("openSQL: %w", err)
+	}
+	return stdlib.OpenDB(*cc, stdlib.OptionBeforeConnect(beforeConnect(passwords))), nil
+}
+
+// connect opens one connection outside the pool (the listener's), with a
+// fresh password when there is a PasswordFunc.
+func (c Config) connect(ctx context.Context) (*pgx.Conn, error) {
+	cc, err := pgx.ParseConfig(c.DSN())
+	if err != nil {
+		return nil, fmt.Errorf("connect: %w", err)
+	}
+	passwords, err := c.passwords(ctx)
+	if err != nil {
+		return nil, err
+	}
+	if passwords != nil {
+		if err := beforeConnect(passwords)(ctx, cc); err != nil {
+			return nil, err
+		}
+	}
+	return pgx.ConnectConfig(ctx, cc)
+}
