@@ -27,7 +27,13 @@ type DB struct {
 // It does not connect: the first query does, and readiness reports a database
 // that does not answer.
 func Open(cfg Config, logger *slog.Logger) (*DB, error) {
-	pg := postgres.New(postgres.Config{DSN: cfg.DSN()}).(*postgres.Dialector)
+	// The pool is opened here, not by GORM's dialector, so that its
+	// connections tag every statement with its operation (tagging.go).
+	pool, err := openPool(cfg)
+	if err != nil {
+		return nil, err
+	}
+	pg := postgres.New(postgres.Config{Conn: pool}).(*postgres.Dialector)
 	gdb, err := gorm.Open(dialector{pg}, &gorm.Config{
 		Logger:                 newGormLogger(logger, cfg.Debug, cfg.SlowThreshold),
 		SkipDefaultTransaction: true,
@@ -37,6 +43,7 @@ func Open(cfg Config, logger *slog.Logger) (*DB, error) {
 		TranslateError: true,
 	})
 	if err != nil {
+		_ = pool.Close()
 		return nil, fmt.Errorf("Open(%s): %w", cfg.Name, err)
 	}
 	// GORM's row callback (Row, Rows, Raw(...).Scan) sets its query's error
