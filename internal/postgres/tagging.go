@@ -56,15 +56,28 @@ func sanitizeOperation(name string) string {
 	if len(name) > maxOperation {
 		name = name[:maxOperation]
 	}
-	b := []byte(name)
-	for i, c := range b {
-		switch {
-		case c >= 'a' && c <= 'z', c >= 'A' && c <= 'Z', c >= '0' && c <= '9', c == '_', c == '.', c == '/', c == '-':
-		default:
+	var b []byte // a copy only when a byte must change: names are clean
+	for i := 0; i < len(name); i++ {
+		if !operationByte(name[i]) {
+			if b == nil {
+				b = []byte(name)
+			}
 			b[i] = '_'
 		}
 	}
+	if b == nil {
+		return name
+	}
 	return string(b)
+}
+
+// operationByte reports whether c may stay in an operation's name.
+func operationByte(c byte) bool {
+	switch {
+	case c >= 'a' && c <= 'z', c >= 'A' && c <= 'Z', c >= '0' && c <= '9', c == '_', c == '.', c == '/', c == '-':
+		return true
+	}
+	return false
 }
 
 // tagged is query with the comment of ctx's operation before it.
