@@ -28,7 +28,7 @@ func newGenerateKeyCommand() *cobra.Command {
 }
 
 func newRotateKeysCommand(env lookupEnv) *cobra.Command {
-	logOpts, dbOpts, keyOpts := config.DefaultLog(), defaultDBOptions(), secrets.DefaultConfig()
+	logOpts, dbOpts, keyOpts := config.DefaultLog(), defaultDBOptions("rotate-keys"), secrets.DefaultConfig()
 	batch, reencrypt := 100, false
 	cmd := &cobra.Command{
 		Use:   "rotate-keys",
@@ -68,7 +68,7 @@ func newRotateKeysCommand(env lookupEnv) *cobra.Command {
 			if reencrypt {
 				rotate, done = store.ReencryptSecrets, "re-encrypted"
 			}
-			n, err := rotate(cmd.Context(), batch)
+			n, err := rotate(fleet.NewContextWithOperation(cmd.Context(), "rotate_keys"), batch)
 			if err != nil {
 				return err
 			}

@@ -1,12 +1,13 @@
 // Command fleet-manager is the Fleet Manager service: `serve` runs the API,
 // health and metrics servers and the reconcilers; `migrate` applies database
 // migrations; `token` mints development tokens; `generate-key` and
-// `rotate-keys` manage the master key of stored secrets; `version` prints the
-// build.
+// `rotate-keys` manage the master key of stored secrets; `doctor` reports the
+// database's health; `version` prints the build.
 package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"os"
@@ -25,8 +26,17 @@ func main() {
 	defer stop()
 	if err := newRootCommand(os.Stdout, os.Stderr, os.LookupEnv).ExecuteContext(ctx); err != nil {
 		fmt.Fprintln(os.Stderr, "Error:", err)
-		os.Exit(1)
+		os.Exit(exitCode(err))
 	}
+}
+
+// exitCode is 1, or the code an error asks for (doctor's problems).
+func exitCode(err error) int {
+	var coded interface{ ExitCode() int }
+	if errors.As(err, &coded) {
+		return coded.ExitCode()
+	}
+	return 1
 }
 
 // lookupEnv is os.LookupEnv, or a map in tests.
@@ -47,6 +57,7 @@ func newRootCommand(stdout, stderr io.Writer, env lookupEnv) *cobra.Command {
 		newTokenCommand(env),
 		newGenerateKeyCommand(),
 		newRotateKeysCommand(env),
+		newDoctorCommand(env),
 		newVersionCommand(),
 	)
 	return root

@@ -6,11 +6,12 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/fleetmanager/fleet-manager/internal/config"
+	"github.com/fleetmanager/fleet-manager/internal/fleet"
 	"github.com/fleetmanager/fleet-manager/internal/postgres"
 )
 
 func newMigrateCommand(env lookupEnv) *cobra.Command {
-	logOpts, dbOpts := config.DefaultLog(), defaultDBOptions()
+	logOpts, dbOpts := config.DefaultLog(), defaultDBOptions("migrate")
 	// A migration may rewrite a large table: no statement bound unless asked.
 	dbOpts.StatementTimeout = 0
 	cmd := &cobra.Command{
@@ -32,10 +33,11 @@ func newMigrateCommand(env lookupEnv) *cobra.Command {
 				return err
 			}
 			defer db.Close()
-			if err := db.Migrate(cmd.Context()); err != nil {
+			ctx := fleet.NewContextWithOperation(cmd.Context(), "migrate")
+			if err := db.Migrate(ctx); err != nil {
 				return err
 			}
-			status, err := db.SchemaStatus(cmd.Context())
+			status, err := db.SchemaStatus(ctx)
 			if err != nil {
 				return err
 			}

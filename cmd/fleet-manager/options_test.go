@@ -25,7 +25,7 @@ func TestCompletePrecedence(t *testing.T) {
 		"FLEET_MANAGER_DB_NAME":     "name-from-env",
 		"FLEET_MANAGER_SECRETS_DIR": secrets,
 	}
-	opts := defaultDBOptions()
+	opts := defaultDBOptions("test")
 	fs := pflag.NewFlagSet("test", pflag.ContinueOnError)
 	opts.addFlags(fs)
 	if err := fs.Parse([]string{"--db-name=name-from-flag"}); err != nil {
@@ -50,7 +50,7 @@ func TestCompletePrecedence(t *testing.T) {
 
 func TestCompleteReportsBadEnvironment(t *testing.T) {
 	t.Parallel()
-	opts := defaultDBOptions()
+	opts := defaultDBOptions("test")
 	fs := pflag.NewFlagSet("test", pflag.ContinueOnError)
 	opts.addFlags(fs)
 	err := complete(fs, mapEnv(map[string]string{"FLEET_MANAGER_DB_PORT": "fivefourthreetwo"}), &opts.SecretsDir)

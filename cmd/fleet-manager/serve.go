@@ -45,7 +45,7 @@ type serveOptions struct {
 func defaultServeOptions() serveOptions {
 	return serveOptions{
 		Log:       config.DefaultLog(),
-		DB:        defaultDBOptions(),
+		DB:        defaultDBOptions("serve"),
 		Auth:      auth.DefaultConfig(),
 		Authz:     authz.DefaultConfig(),
 		HTTP:      rest.DefaultConfig(),
@@ -102,6 +102,9 @@ func newServeCommand(env lookupEnv) *cobra.Command {
 // serve wires the components with goava/di and runs the servers and the
 // reconcilers until ctx ends.
 func serve(ctx context.Context, opts serveOptions, logger *slog.Logger) error {
+	// What the replica does outside a request or a reconciler (its start)
+	// names this operation in the database; those name their own.
+	ctx = fleet.NewContextWithOperation(ctx, "serve")
 	c, err := di.New(
 		di.ProvideValue(logger),
 		di.ProvideValue(opts.DB.Config),

@@ -49,6 +49,8 @@ type Config struct {
 	Debug bool
 	// SlowThreshold logs statements slower than this as warnings; 0 disables.
 	SlowThreshold time.Duration
+	// ApplicationName names the component in pg_stat_activity (application_name).
+	ApplicationName string
 }
 
 // DefaultConfig returns the configuration of a local development database.
@@ -190,6 +192,9 @@ func (c Config) DSN() string {
 		if d > 0 {
 			q.Set(param, fmt.Sprint(d.Milliseconds()))
 		}
+	}
+	if c.ApplicationName != "" {
+		q.Set("application_name", c.ApplicationName)
 	}
 	u.RawQuery = q.Encode()
 	return u.String()

@@ -11,7 +11,6 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
-	"github.com/jackc/pgx/v5/stdlib"
 	"gorm.io/gorm"
 	"gorm.io/gorm/logger"
 )
@@ -257,12 +256,12 @@ func roundTrip(db *gorm.DB, stmts ...statement) error {
 	conn, err := pool.Conn(ctx)
 	if err == nil {
 		err = conn.Raw(func(driverConn any) error {
-			c, ok := driverConn.(*stdlib.Conn)
-			if !ok {
-				return fmt.Errorf("roundTrip: the driver's connection is a %T, not pgx's", driverConn)
+			c, err := pgxConn(driverConn)
+			if err != nil {
+				return fmt.Errorf("roundTrip: %w", err)
 			}
-			err := sendBatch(ctx, c.Conn(), stmts)
-			if err != nil && c.Conn().PgConn().TxStatus() != 'I' {
+			err = sendBatch(ctx, c, stmts)
+			if err != nil && c.PgConn().TxStatus() != 'I' {
 				// Left in a transaction, perhaps with its plan cache mode
 				// switched: database/sql closes it rather than reuse it.
 				return fmt.Errorf("%w: %w", driver.ErrBadConn, err)
@@ -326,7 +325,8 @@ func sendBatch(ctx context.Context, c *pgx.Conn, stmts []statement) error {
 	}
 	for _, s := range stmts {
 		switchTo(s.generic)
-		batch.Queue(s.sql, s.args...).Query(s.read)
+		// Beneath database/sql: the operation's comment is added here (tagging.go).
+		batch.Queue(tagged(ctx, s.sql), s.args...).Query(s.read)
 	}
 	switchTo(false)
 	return c.SendBatch(ctx, batch).Close()

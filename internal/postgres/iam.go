@@ -2,7 +2,6 @@ package postgres
 
 import (
 	"context"
-	"database/sql"
 	"fmt"
 	"net"
 	"strconv"
@@ -12,7 +11,6 @@ import (
 	awsconfig "github.com/aws/aws-sdk-go-v2/config"
 	"github.com/aws/aws-sdk-go-v2/feature/rds/auth"
 	"github.com/jackc/pgx/v5"
-	"github.com/jackc/pgx/v5/stdlib"
 	"github.com/spf13/pflag"
 
 	"github.com/fleetmanager/fleet-manager/internal/config"
@@ -105,20 +103,6 @@ func beforeConnect(passwords PasswordFunc) func(context.Context, *pgx.ConnConfig
 		cc.Password = pw
 		return nil
 	}
-}
-
-// openSQL returns the pool's *sql.DB when new connections take their
-// password from a PasswordFunc, else nil (GORM opens one from the DSN).
-func (c Config) openSQL(ctx context.Context) (*sql.DB, error) {
-	passwords, err := c.passwords(ctx)
-	if err != nil || passwords == nil {
-		return nil, err
-	}
-	cc, err := pgx.ParseConfig(c.DSN())
-	if err != nil {
-		return nil, fmt.Errorf("openSQL: %w", err)
-	}
-	return stdlib.OpenDB(*cc, stdlib.OptionBeforeConnect(beforeConnect(passwords))), nil
 }
 
 // connect opens one connection outside the pool (the listener's), with a

@@ -33,8 +33,16 @@ type subscriber struct {
 	poll bool
 }
 
+// ListenerApplicationSuffix ends the application_name of the listener's
+// connection: the pool's name followed by it.
+const ListenerApplicationSuffix = "/listener"
+
 // NewListener returns a listener on channels; Run starts it.
 func NewListener(cfg Config, logger *slog.Logger, channels ...string) *Listener {
+	if cfg.ApplicationName != "" {
+		// Its own name: pg_stat_activity tells the listener from the pool.
+		cfg.ApplicationName += ListenerApplicationSuffix
+	}
 	return &Listener{cfg: cfg, logger: logger.With("component", "listener"), channels: channels,
 		check: 500 * time.Millisecond, subs: map[string][]subscriber{}}
 }

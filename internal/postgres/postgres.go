@@ -27,17 +27,14 @@ type DB struct {
 // It does not connect: the first query does, and readiness reports a database
 // that does not answer.
 func Open(cfg Config, logger *slog.Logger) (*DB, error) {
-	// With a PasswordFunc (--db-iam-auth) the pool is pgx's own, asking it
-	// for the password of every new connection.
-	conn, err := cfg.openSQL(context.Background())
+	// The pool is opened here, not by GORM's dialector: its connections tag
+	// every statement with its operation (tagging.go) and, with
+	// --db-iam-auth, take a fresh password each (iam.go).
+	pool, err := openPool(context.Background(), cfg)
 	if err != nil {
 		return nil, fmt.Errorf("Open(%s): %w", cfg.Name, err)
 	}
-	pgCfg := postgres.Config{DSN: cfg.DSN()}
-	if conn != nil {
-		pgCfg.Conn = conn
-	}
-	pg := postgres.New(pgCfg).(*postgres.Dialector)
+	pg := postgres.New(postgres.Config{Conn: pool}).(*postgres.Dialector)
 	gdb, err := gorm.Open(dialector{pg}, &gorm.Config{
 		Logger:                 newGormLogger(logger, cfg.Debug, cfg.SlowThreshold),
 		SkipDefaultTransaction: true,
@@ -47,6 +44,7 @@ func Open(cfg Config, logger *slog.Logger) (*DB, error) {
 		TranslateError: true,
 	})
 	if err != nil {
+		_ = pool.Close()
 		return nil, fmt.Errorf("Open(%s): %w", cfg.Name, err)
 	}
 	// GORM's row callback (Row, Rows, Raw(...).Scan) sets its query's error

@@ -30,7 +30,7 @@ func NewDeletingManager(cfg Config, queue fleet.RegistrationQueue, deliveries ma
 
 // Run reconciles until ctx ends, woken by wake.
 func (m *DeletingManager) Run(ctx context.Context, wake <-chan string) {
-	loop(ctx, wake, m.cfg.Resync, m.pass)
+	loop(ctx, m.name, wake, m.cfg.Resync, m.pass)
 }
 
 // reconcileRegistration withdraws the registration from its hub and deletes

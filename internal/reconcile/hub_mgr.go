@@ -30,7 +30,7 @@ func NewHubManager(cfg Config, monitor fleet.HubMonitor, modes []fleet.DeliveryM
 // Run reconciles until ctx ends, woken by wake (a hub changed). It passes at
 // least every heartbeatCheck, so a silent hub turns unready in time.
 func (m *HubManager) Run(ctx context.Context, wake <-chan string, heartbeatCheck time.Duration) {
-	loop(ctx, wake, min(m.cfg.Resync, heartbeatCheck), m.pass)
+	loop(ctx, "hub_mgr", wake, min(m.cfg.Resync, heartbeatCheck), m.pass)
 }
 
 func (m *HubManager) pass(ctx context.Context) (time.Duration, bool) {
@@ -105,7 +105,7 @@ type Housekeeper interface {
 // RunHousekeeping refreshes the fleet gauges and purges expired idempotency
 // keys every StatsInterval until ctx ends.
 func RunHousekeeping(ctx context.Context, cfg Config, source Housekeeper, metrics *Metrics, logger *slog.Logger) {
-	loop(ctx, nil, cfg.StatsInterval, func(ctx context.Context) (time.Duration, bool) {
+	loop(ctx, "housekeeping", nil, cfg.StatsInterval, func(ctx context.Context) (time.Duration, bool) {
 		if stats, err := source.Stats(ctx); err != nil {
 			logger.Error("reading fleet stats", errAttrs(err))
 		} else {

@@ -19,8 +19,10 @@ type pass func(ctx context.Context) (again time.Duration, wish bool)
 
 // loop runs p at start, on every wake-up, when p asked for it, and at least
 // every resync. Waking is level-triggered: a wake-up carries no data, the pass
-// reads the database.
-func loop(ctx context.Context, wake <-chan string, resync time.Duration, p pass) {
+// reads the database. name is the reconciler's, which its passes' statements
+// name to the database (fleet.NewContextWithOperation).
+func loop(ctx context.Context, name string, wake <-chan string, resync time.Duration, p pass) {
+	ctx = fleet.NewContextWithOperation(ctx, name)
 	timer := time.NewTimer(0)
 	defer timer.Stop()
 	for {

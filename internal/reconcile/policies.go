@@ -37,7 +37,7 @@ func NewPolicyResolver(cfg Config, store PolicyStore, clock fleet.Clock, logger 
 // Run resolves at start, after every inventory change (at most once per
 // PolicyResolve) and every Resync, until ctx ends.
 func (r *PolicyResolver) Run(ctx context.Context, inventoryMoved <-chan string) {
-	loop(ctx, inventoryMoved, r.cfg.Resync, r.pass)
+	loop(ctx, "policy_resolver", inventoryMoved, r.cfg.Resync, r.pass)
 }
 
 // pass resolves unless the last pass was less than PolicyResolve ago; then

@@ -84,7 +84,7 @@ func (m *PoolManager) Run(ctx context.Context, wake <-chan string) {
 			}
 		}()
 	}
-	loop(ctx, kick, m.cfg.PoolResync, m.pass)
+	loop(ctx, "pool_mgr", kick, m.cfg.PoolResync, m.pass)
 }
 
 // takeWoken returns the pools named by wake-ups and not claimed yet, with

@@ -36,7 +36,7 @@ func NewProvisioningManager(cfg Config, queue fleet.RegistrationQueue, deliverie
 
 // Run reconciles until ctx ends, woken by wake.
 func (m *ProvisioningManager) Run(ctx context.Context, wake <-chan string) {
-	loop(ctx, wake, m.cfg.Resync, m.pass)
+	loop(ctx, m.name, wake, m.cfg.Resync, m.pass)
 }
 
 // reconcileBatch observes where each claimed registration stands and takes

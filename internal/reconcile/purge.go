@@ -41,7 +41,7 @@ func NewTombstonePurge(cfg Config, store TombstoneStore, tables []string, clock 
 
 // Run purges every StatsInterval until ctx ends.
 func (p *TombstonePurge) Run(ctx context.Context) {
-	loop(ctx, nil, p.cfg.StatsInterval, p.pass)
+	loop(ctx, "tombstone_purge", nil, p.cfg.StatsInterval, p.pass)
 }
 
 // pass purges each table; it asks to run again at once when a table still

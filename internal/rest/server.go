@@ -176,7 +176,7 @@ func (s *Server) Handler() (http.Handler, error) {
 		used[id] = true
 		public := slices.Contains(s.cfg.PublicPaths, op.route.Path)
 		h = s.authenticate(op, public, s.limitIngest(op, s.validate(op, h)))
-		router.Handle(s.cfg.BasePath+op.route.Path, s.adapt(s.withDeadline(op, h))).Methods(op.route.Method)
+		router.Handle(s.cfg.BasePath+op.route.Path, s.adapt(withOperation(id, s.withDeadline(op, h)))).Methods(op.route.Method)
 	}
 	for id := range handlers {
 		if !used[id] {
@@ -193,6 +193,15 @@ func (s *Server) Handler() (http.Handler, error) {
 
 // Drain ends the waiting long-polls; http.Server.RegisterOnShutdown calls it.
 func (s *Server) Drain() { s.drainOnce.Do(func() { close(s.draining) }) }
+
+// withOperation names the request's operation (its operationId in the
+// specification, never the caller's X-Operation-ID) in its context, so every
+// statement it sends names it to the database.
+func withOperation(operationID string, next handlerFunc) handlerFunc {
+	return func(w http.ResponseWriter, r *http.Request) error {
+		return next(w, r.WithContext(fleet.NewContextWithOperation(r.Context(), operationID)))
+	}
+}
 
 // withDeadline gives the request its deadline: RequestTimeout, plus the
 // longest wait for a long-poll (an operation with a `wait` parameter). What

@@ -1,0 +1,140 @@
+package postgres_test
+
+import (
+	"context"
+	"encoding/json"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/onsi/gomega"
+
+	"github.com/fleetmanager/fleet-manager/internal/fleet"
+	"github.com/fleetmanager/fleet-manager/internal/postgres"
+	"github.com/fleetmanager/fleet-manager/internal/postgres/pgtest"
+)
+
+// TestDoctorNamesALongTransactionAndTheLockWaitBehindIt runs the doctor on a
+// server of its own with pg_stat_statements preloaded, on a migrated
+// database where one session holds a lock in a long transaction and another
+// waits for it, and reads the report: it names both sessions by their
+// application_name, the waiting statement by its operation, and finds the
+// schema current, the statistics installed and the queues empty.
+func TestDoctorNamesALongTransactionAndTheLockWaitBehindIt(t *testing.T) {
+	t.Parallel()
+	g := gomega.NewWithT(t)
+	server := pgtest.StartServerWith(t, pgtest.ServerOptions{Settings: []string{"shared_preload_libraries=pg_stat_statements"}})
+	cfg := server.NewDatabase(t, "doctor")
+	cfg.MaxOpenConns, cfg.MaxIdleConns = 2, 2
+	cfg.ApplicationName, cfg.LockTimeout = "fleet-manager/doctor", 5*time.Second
+	db := pgtest.Open(t, cfg)
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	g.Expect(db.Migrate(ctx)).To(gomega.Succeed())
+	g.Expect(db.Gorm.Exec(`CREATE EXTENSION pg_stat_statements`).Error).To(gomega.Succeed())
+
+	holderCfg, waiterCfg := cfg, cfg
+	holderCfg.ApplicationName, waiterCfg.ApplicationName = "fleet-manager/test-holder", "fleet-manager/test-waiter"
+	holderCfg.LockTimeout, waiterCfg.LockTimeout = 0, 0
+	holder := pgtest.Open(t, holderCfg).Gorm.WithContext(fleet.NewContextWithOperation(ctx, "migrate")).Begin()
+	t.Cleanup(func() { holder.Rollback() })
+	g.Expect(holder.Exec(`LOCK TABLE hubs IN ACCESS EXCLUSIVE MODE`).Error).To(gomega.Succeed())
+	waiter := pgtest.Open(t, waiterCfg)
+	waited := make(chan error, 1)
+	go func() {
+		var n int
+		waited <- waiter.Gorm.WithContext(fleet.NewContextWithOperation(ctx, "listHubs")).Raw(`SELECT count(*) FROM hubs`).Scan(&n).Error
+	}()
+
+	thresholds := postgres.DefaultDoctorConfig()
+	thresholds.LongTransaction, thresholds.LockWait = 200*time.Millisecond, 200*time.Millisecond
+	var report postgres.Report
+	g.Eventually(func(g gomega.Gomega) {
+		var err error
+		report, err = db.Doctor(ctx, thresholds)
+		g.Expect(err).NotTo(gomega.HaveOccurred())
+		g.Expect(report.LockWaits.Problems).NotTo(gomega.BeEmpty(), "lock wait problems")
+		g.Expect(report.Transactions.Problems).NotTo(gomega.BeEmpty(), "long transaction problems")
+	}).WithTimeout(30 * time.Second).WithPolling(100 * time.Millisecond).Should(gomega.Succeed())
+
+	g.Expect(report.Schema.State).To(gomega.Equal("current"))
+	g.Expect(report.Schema.Applied).To(gomega.Equal(len(postgres.MigrationIDs())))
+	g.Expect(report.Schema.Problems).To(gomega.BeEmpty())
+
+	g.Expect(report.Transactions.Long).To(gomega.ContainElement(gomega.SatisfyAll(
+		gomega.HaveField("ApplicationName", holderCfg.ApplicationName),
+		gomega.HaveField("Query", "/* op=migrate */ LOCK TABLE hubs IN ACCESS EXCLUSIVE MODE"))))
+	g.Expect(report.LockWaits.Waits).To(gomega.ContainElement(gomega.SatisfyAll(
+		gomega.HaveField("Waiting.ApplicationName", waiterCfg.ApplicationName),
+		gomega.HaveField("Waiting.Query", "/* op=listHubs */ SELECT count(*) FROM hubs"),
+		gomega.HaveField("Waiting.WaitEvent", "Lock:relation"),
+		gomega.HaveField("Blocking.ApplicationName", holderCfg.ApplicationName))))
+	g.Expect(strings.Join(report.LockWaits.Problems, "\n")).To(gomega.ContainSubstring(holderCfg.ApplicationName))
+
+	apps := map[string]int{}
+	for _, c := range report.Connections.ByApplication {
+		apps[c.ApplicationName] += c.Count
+	}
+	g.Expect(apps).To(gomega.HaveKey(holderCfg.ApplicationName))
+	g.Expect(apps).To(gomega.HaveKey(waiterCfg.ApplicationName))
+	g.Expect(report.Connections.Max).To(gomega.Equal(200))
+	g.Expect(report.Connections.Problems).To(gomega.BeEmpty())
+
+	g.Expect(report.Tables.Locked).To(gomega.Equal([]string{"public.hubs"}), "tables held in ACCESS EXCLUSIVE mode")
+	g.Expect(report.Tables.Tables).NotTo(gomega.BeEmpty())
+	g.Expect(report.Tables.DatabaseBytes).To(gomega.BeNumerically(">", 0))
+	g.Expect(report.Replication.Role).To(gomega.Equal("primary"))
+	g.Expect(report.Replication.Problems).To(gomega.BeEmpty())
+	g.Expect(report.Queue.Kinds).To(gomega.HaveLen(3))
+	g.Expect(report.Queue.Problems).To(gomega.BeEmpty())
+	g.Expect(report.Statements.Installed).To(gomega.BeTrue())
+	g.Expect(report.Statements.Note).To(gomega.BeEmpty())
+	g.Expect(report.Statements.Top).NotTo(gomega.BeEmpty())
+
+	b, err := json.Marshal(report)
+	g.Expect(err).NotTo(gomega.HaveOccurred())
+	var decoded postgres.Report
+	g.Expect(json.Unmarshal(b, &decoded)).To(gomega.Succeed())
+	g.Expect(decoded.LockWaits.Waits).To(gomega.HaveLen(len(report.LockWaits.Waits)))
+
+	g.Expect(holder.Rollback().Error).To(gomega.Succeed())
+	g.Eventually(waited).WithTimeout(10 * time.Second).Should(gomega.Receive(gomega.BeNil()))
+}
+
+// TestDoctorSaysWhenStatementStatisticsAreMissing runs the doctor on a
+// database without pg_stat_statements: the section says how to install it
+// and counts no problem.
+func TestDoctorSaysWhenStatementStatisticsAreMissing(t *testing.T) {
+	t.Parallel()
+	db, _ := pgtest.NewMigratedDatabase(t)
+	report, err := db.Doctor(context.Background(), postgres.DefaultDoctorConfig())
+	if err != nil {
+		t.Fatalf("Doctor() = %v", err)
+	}
+	if report.Statements.Installed || !strings.Contains(report.Statements.Note, "shared_preload_libraries") {
+		t.Errorf("Doctor().Statements = %+v, want not installed with a note on shared_preload_libraries", report.Statements)
+	}
+	if len(report.Statements.Problems) != 0 {
+		t.Errorf("Doctor().Statements.Problems = %v, want none", report.Statements.Problems)
+	}
+	if report.Schema.State != "current" {
+		t.Errorf("Doctor().Schema.State = %q, want current", report.Schema.State)
+	}
+}
+
+// TestDoctorFindsWorkWaitingTooLong makes a registration due long ago and
+// reads the queue's problem.
+func TestDoctorFindsWorkWaitingTooLong(t *testing.T) {
+	t.Parallel()
+	db, _ := pgtest.NewMigratedDatabase(t)
+	g := gomega.NewWithT(t)
+	g.Expect(db.Gorm.Exec(`INSERT INTO registrations (id, org_id, owner, name, zone, product, phase, next_attempt_at)
+VALUES (gen_random_uuid()::text, 'org', 'owner', 'late', 'zone-a', 'ocp', 'accepted', now() - interval '1 hour')`).Error).To(gomega.Succeed())
+	thresholds := postgres.DefaultDoctorConfig()
+	report, err := db.Doctor(context.Background(), thresholds)
+	g.Expect(err).NotTo(gomega.HaveOccurred())
+	g.Expect(report.Queue.Kinds).To(gomega.ContainElement(gomega.SatisfyAll(
+		gomega.HaveField("Kind", "provision"), gomega.HaveField("Due", int64(1)),
+		gomega.HaveField("OldestDueSeconds", gomega.HaveValue(gomega.BeNumerically(">", 3500.0))))))
+	g.Expect(report.Queue.Problems).To(gomega.ConsistOf(gomega.ContainSubstring("provision work: 1 items due")))
+}
