@@ -17,6 +17,8 @@ import (
 
 	"github.com/fleetmanager/fleet-manager/internal/postgres"
 	"github.com/fleetmanager/fleet-manager/internal/postgres/pgtest"
+	"github.com/fleetmanager/fleet-manager/pkg/api/admin"
+	"github.com/fleetmanager/fleet-manager/pkg/api/public"
 )
 
 // recoveryStanza is the pgBackRest stanza of the drill's database cluster.
@@ -200,13 +202,26 @@ func recoveryWaitPromoted(t *testing.T, db postgres.Config) {
 	}).WithTimeout(time.Minute).WithPolling(100*time.Millisecond).Should(gomega.BeFalse(), "the restored server promoted")
 }
 
-// recoveryFleetManager is a fleet manager on db in place of orig: the same
-// ports, Hydra, development signing key (the tokens minted stay valid) and
-// flags, with the master key in keyFile. It is not started.
-func recoveryFleetManager(t *testing.T, orig *fleetManager, db postgres.Config, keyFile string) *fleetManager {
+// recoveryFleetManager is a fleet manager on db beside orig: the same
+// Hydra, development signing key (the tokens minted stay valid) and flags,
+// with the master key in keyFile; on orig's ports when samePorts (what
+// orig's agents call), else on free ones. It is not started.
+func recoveryFleetManager(t *testing.T, orig *fleetManager, db postgres.Config, keyFile string, samePorts bool) *fleetManager {
+	t.Helper()
 	fm := &fleetManager{t: t, db: db, hydra: orig.hydra, keyDir: orig.keyDir, keyFile: keyFile,
 		api: orig.api, health: orig.health, metrics: orig.metrics, devKey: orig.devKey, authCfg: orig.authCfg,
 		Base: orig.Base, Public: orig.Public, Admin: orig.Admin, extraArg: orig.extraArg}
+	if !samePorts {
+		fm.api, fm.health, fm.metrics = freePort(t), freePort(t), freePort(t)
+		fm.Base = fmt.Sprintf("http://127.0.0.1:%d/api/fleet_manager/v1", fm.api)
+		var err error
+		if fm.Public, err = public.NewClientWithResponses(fm.Base); err != nil {
+			t.Fatal(err)
+		}
+		if fm.Admin, err = admin.NewClientWithResponses(fm.Base); err != nil {
+			t.Fatal(err)
+		}
+	}
 	t.Cleanup(fm.stop)
 	return fm
 }

@@ -156,10 +156,10 @@ func TestPointInTimeRecoveryDrill(t *testing.T) {
 	took = repo.mustRun(server, "backup", "incr")
 	t.Logf("incremental backup: %s", took.Round(time.Millisecond))
 
-	// The loss: the agent is stopped (its hub goes on as it is), the service
-	// too, and what the last WAL segment holds reaches the repository.
-	s.agent.stop()
+	// The loss: the service stops, and what the last WAL segment holds
+	// reaches the repository. The agent runs on, retrying.
 	s.fm.stop()
+	applied := s.recoveryAppliedRevision(server)
 	recoveryArchiveNow(t, server.Config())
 	final := recoveryChecksums(t, recoveryDB(server))
 	for _, table := range []string{"registrations", "managed_clusters", "hubs"} {
@@ -192,15 +192,16 @@ func TestPointInTimeRecoveryDrill(t *testing.T) {
 
 	// The master key: missing, the service does not start and says which
 	// file; another key, the service starts but what it sealed stays shut.
+	// These and the checks below run on ports the agent does not call.
 	missing := filepath.Join(t.TempDir(), "master.key")
-	if log := recoveryServeFails(t, recoveryFleetManager(t, s.fm, db, missing)); !strings.Contains(log, "LoadKeyring("+missing+")") {
-		t.Errorf("serve without its master key: log does not name %s:\n%s", missing, log)
+	if log := recoveryServeFails(t, recoveryFleetManager(t, s.fm, db, missing, false)); !strings.Contains(log, "LoadKeyring("+missing+")") {
+		t.Errorf("serve without its master key: log does not name LoadKeyring(%s):\n%s", missing, log)
 	}
 	otherKey := filepath.Join(t.TempDir(), "other.key")
 	if err := secrets.GenerateKeyFile(otherKey); err != nil {
 		t.Fatal(err)
 	}
-	other := recoveryFleetManager(t, s.fm, db, otherKey)
+	other := recoveryFleetManager(t, s.fm, db, otherKey, false)
 	other.start()
 	resp, err := other.Public.GetClusterImportWithResponse(context.Background(), regs["a1"].Id, bearer(s.user))
 	if err != nil || resp.StatusCode() != http.StatusInternalServerError {
@@ -212,35 +213,24 @@ func TestPointInTimeRecoveryDrill(t *testing.T) {
 	other.stop()
 
 	// With its key: what was acknowledged before the target time, nothing after.
-	fm := recoveryFleetManager(t, s.fm, db, s.fm.keyFile)
-	fm.start()
-	s.fm = fm
-	if names, want := s.recoveryNames(), []string{"a1", "a2", "a3", "b0", "b1"}; strings.Join(names, ",") != strings.Join(want, ",") {
-		t.Errorf("registrations after the restore = %v, want %v", names, want)
-	}
-	for _, name := range []string{"a0", "c0", "c1"} {
-		if _, code := s.cluster(regs[name].Id); code != http.StatusNotFound {
-			t.Errorf("GetCluster(%s) after the restore = %d, want 404", name, code)
-		}
-	}
-	if c, _ := s.cluster(regs["b0"].Id); c.Phase != public.Ready {
-		t.Errorf("b0, deregistered after the target time, is %s after the restore, want ready", describeCluster(c))
-	}
-	resp, err = fm.Public.GetClusterImportWithResponse(context.Background(), regs["a1"].Id, bearer(s.user))
-	if err != nil || resp.JSON200 == nil || !strings.Contains(resp.JSON200.Manifests, "import manifests of") {
-		t.Errorf("GetClusterImport(a1) with the master key = %v %s, %v; want the sealed manifests", resp.StatusCode(), resp.Body, err)
-	}
-	for tag, want := range map[string]bool{"a0": true, "a1": true, "a2": false, "b0": true, "c0": false} {
-		if got := len(s.inventory(inv(tag))) == 1; got != want {
-			t.Errorf("inventory row %s after the restore: %v, want %v as at the target time", inv(tag), got, want)
-		}
-	}
+	orig := s.fm
+	s.fm = recoveryFleetManager(t, orig, db, orig.keyFile, false)
+	s.fm.start()
+	s.recoveryCheckRestored(regs, inv)
+	s.fm.stop()
 
-	// The agent, restarted against the restored service, applies its whole
-	// desired set: what was registered after the target time leaves the hub,
-	// what was deregistered after it comes back; its full inventory resync
-	// brings the inventory back to what the hub holds.
-	s.agent = startAgent(t, fm, s.hub, s.hubID, s.creds)
+	// The service back where the agent calls it. The agent, not restarted,
+	// sees the hub's revision behind the one it applied at its next
+	// heartbeat and applies the whole desired set: what was registered after
+	// the target time leaves the hub, what was deregistered after it comes
+	// back; the service asks the hub, silent past its heartbeat timeout, for
+	// its whole inventory, which brings the inventory back to what the hub
+	// holds.
+	s.fm = recoveryFleetManager(t, orig, db, orig.keyFile, true)
+	s.fm.start()
+	if h := s.hubStatus(); h.Revision >= applied {
+		t.Fatalf("restored hub revision %d, want below the %d the agent applied before the restore", h.Revision, applied)
+	}
 	s.waitHubReady(fleet.ConditionTrue)
 	for _, name := range []string{"c0", "c1"} {
 		s.waitOnHub(managedClusterName(regs[name]), false)
@@ -250,9 +240,62 @@ func TestPointInTimeRecoveryDrill(t *testing.T) {
 	s.recoveryInInventory(inv("c0"), true, "created on the hub after the target time, reported by the resync")
 	s.recoveryInInventory(inv("a1"), false, "deleted from the hub after the target time, tombstoned by the resync")
 	s.recoveryInInventory(inv("b0"), true, "still on the hub")
-	if h := s.hubStatus(); h.AppliedRevision > h.Revision {
-		t.Errorf("hub after the restore: applied revision %d past the revision %d", h.AppliedRevision, h.Revision)
+	s.g.Eventually(func() int64 { h := s.hubStatus(); return h.Revision - h.AppliedRevision }).WithTimeout(30*time.Second).
+		Should(gomega.BeZero(), "the agent acknowledges the restored hub's revision")
+	regs["d0"] = s.recoveryRegister("d0")["d0"]
+	s.waitOnHub(managedClusterName(regs["d0"]), true)
+
+	// Restarted, as the procedure says, the agent starts from revision 0
+	// and the hub stays as the restored database wants it.
+	s.agent.stop()
+	s.agent = startAgent(t, s.fm, s.hub, s.hubID, s.creds)
+	regs["e0"] = s.recoveryRegister("e0")["e0"]
+	for _, name := range []string{"a1", "a2", "a3", "b0", "b1", "d0", "e0"} {
+		if !s.onHub(managedClusterName(regs[name])) {
+			t.Errorf("registration %s's ManagedCluster not on the hub after the agent's restart", name)
+		}
 	}
-	d := s.recoveryRegister("d0")["d0"]
-	s.waitOnHub(managedClusterName(d), true)
+	for _, name := range []string{"a0", "c0", "c1"} {
+		if s.onHub(managedClusterName(regs[name])) {
+			t.Errorf("registration %s's ManagedCluster back on the hub after the agent's restart", name)
+		}
+	}
+}
+
+// recoveryCheckRestored checks through the API, with no agent calling the
+// service, that the restored database holds what was acknowledged before the
+// target time and nothing after it.
+func (s *stack) recoveryCheckRestored(regs map[string]public.Cluster, inv func(string) string) {
+	s.t.Helper()
+	if names, want := s.recoveryNames(), []string{"a1", "a2", "a3", "b0", "b1"}; strings.Join(names, ",") != strings.Join(want, ",") {
+		s.t.Errorf("registrations after the restore = %v, want %v", names, want)
+	}
+	for _, name := range []string{"a0", "c0", "c1"} {
+		if _, code := s.cluster(regs[name].Id); code != http.StatusNotFound {
+			s.t.Errorf("GetCluster(%s) after the restore = %d, want 404", name, code)
+		}
+	}
+	if c, _ := s.cluster(regs["b0"].Id); c.Phase != public.Ready {
+		s.t.Errorf("b0, deregistered after the target time, is %s after the restore, want ready", describeCluster(c))
+	}
+	resp, err := s.fm.Public.GetClusterImportWithResponse(context.Background(), regs["a1"].Id, bearer(s.user))
+	if err != nil || resp.JSON200 == nil || !strings.Contains(resp.JSON200.Manifests, "import manifests of") {
+		s.t.Errorf("GetClusterImport(a1) with the master key = %v %s, %v; want the sealed manifests", resp.StatusCode(), resp.Body, err)
+	}
+	for tag, want := range map[string]bool{"a0": true, "a1": true, "a2": false, "b0": true, "c0": false} {
+		if got := len(s.inventory(inv(tag))) == 1; got != want {
+			s.t.Errorf("inventory row %s after the restore: %v, want %v as at the target time", inv(tag), got, want)
+		}
+	}
+}
+
+// recoveryAppliedRevision reads the revision the agent last acknowledged
+// for the stack's hub in server's database.
+func (s *stack) recoveryAppliedRevision(server *pgtest.Server) int64 {
+	s.t.Helper()
+	var applied int64
+	recoveryQuery(s.t, recoveryDB(server), func(ctx context.Context, conn *pgx.Conn) error {
+		return conn.QueryRow(ctx, `SELECT applied_revision FROM hubs WHERE id = $1`, s.hubID).Scan(&applied)
+	})
+	return applied
 }
