@@ -107,8 +107,9 @@ func (s *stack) recoveryInInventory(name string, want bool, why string) {
 // it with the master key kept apart from the backup. Every table's checksum
 // is the one at the target time, the API shows what was acknowledged before
 // it and nothing after; without the key (or with another one) the service
-// says what is wrong; the restarted agent brings the hub back to the
-// restored database's desired set and the inventory back to the hub's truth.
+// says what is wrong; the agent, not restarted, sees the hub's revision go
+// back and brings the hub back to the restored database's desired set and
+// the inventory back to the hub's truth; restarted, it delivers again.
 func TestPointInTimeRecoveryDrill(t *testing.T) {
 	repo := newRecoveryRepo(t)
 	s, server := recoveryStack(t, repo, "hub-e2e-pitr")
