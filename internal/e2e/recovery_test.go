@@ -107,9 +107,10 @@ func (s *stack) recoveryInInventory(name string, want bool, why string) {
 // it with the master key kept apart from the backup. Every table's checksum
 // is the one at the target time, the API shows what was acknowledged before
 // it and nothing after; without the key (or with another one) the service
-// does not start and says what is wrong; the agent, not restarted, sees the hub's revision go
-// back and brings the hub back to the restored database's desired set and
-// the inventory back to the hub's truth; restarted, it delivers again.
+// does not start and says what is wrong; the agent, not restarted, sees the
+// hub's revision go back and brings the hub back to the restored database's
+// desired set and the inventory back to the hub's truth; restarted, it
+// delivers again.
 func TestPointInTimeRecoveryDrill(t *testing.T) {
 	repo := newRecoveryRepo(t)
 	s, server := recoveryStack(t, repo, "hub-e2e-pitr")
@@ -191,25 +192,8 @@ func TestPointInTimeRecoveryDrill(t *testing.T) {
 		t.Errorf("restored tables %d, want %d", len(got), len(atTarget))
 	}
 
-	// The master key: missing, or another one, the service does not start
-	// and says what is wrong. These and the checks below run on ports the
-	// agent does not call.
-	missing := filepath.Join(t.TempDir(), "master.key")
-	if log := recoveryServeFails(t, recoveryFleetManager(t, s.fm, db, missing, false)); !strings.Contains(log, "--encryption-key-file: LoadKeyring("+missing+")") {
-		t.Errorf("serve without its master key: log does not name --encryption-key-file and LoadKeyring(%s):\n%s", missing, log)
-	}
-	otherKey := filepath.Join(t.TempDir(), "other.key")
-	if err := secrets.GenerateKeyFile(otherKey); err != nil {
-		t.Fatal(err)
-	}
-	keyring, err := secrets.LoadKeyring(secrets.Config{KeyFile: s.fm.keyFile})
-	if err != nil {
-		t.Fatal(err)
-	}
-	want := "the database holds secrets sealed under master key " + keyring.PrimaryKeyID()
-	if log := recoveryServeFails(t, recoveryFleetManager(t, s.fm, db, otherKey, false)); !strings.Contains(log, want) {
-		t.Errorf("serve with another master key: log does not say %q:\n%s", want, log)
-	}
+	// These checks run on ports the agent does not call.
+	s.recoveryCheckMasterKey(db)
 
 	// With its key: what was acknowledged before the target time, nothing after.
 	orig := s.fm
@@ -218,47 +202,7 @@ func TestPointInTimeRecoveryDrill(t *testing.T) {
 	s.recoveryCheckRestored(regs, inv)
 	s.fm.stop()
 
-	// The service back where the agent calls it. The agent, not restarted,
-	// sees the hub's revision behind the one it applied at its next
-	// heartbeat and applies the whole desired set: what was registered after
-	// the target time leaves the hub, what was deregistered after it comes
-	// back; the service asks the hub, silent past its heartbeat timeout, for
-	// its whole inventory, which brings the inventory back to what the hub
-	// holds.
-	s.fm = recoveryFleetManager(t, orig, db, orig.keyFile, true)
-	s.fm.start()
-	if h := s.hubStatus(); h.Revision >= applied {
-		t.Fatalf("restored hub revision %d, want below the %d the agent applied before the restore", h.Revision, applied)
-	}
-	s.waitHubReady(fleet.ConditionTrue)
-	for _, name := range []string{"c0", "c1"} {
-		s.waitOnHub(managedClusterName(regs[name]), false)
-	}
-	s.waitOnHub(managedClusterName(regs["b0"]), true)
-	s.waitPhase(regs["b0"].Id, public.Ready)
-	s.recoveryInInventory(inv("c0"), true, "created on the hub after the target time, reported by the resync")
-	s.recoveryInInventory(inv("a1"), false, "deleted from the hub after the target time, tombstoned by the resync")
-	s.recoveryInInventory(inv("b0"), true, "still on the hub")
-	s.g.Eventually(func() int64 { h := s.hubStatus(); return h.Revision - h.AppliedRevision }).WithTimeout(30*time.Second).
-		Should(gomega.BeZero(), "the agent acknowledges the restored hub's revision")
-	regs["d0"] = s.recoveryRegister("d0")["d0"]
-	s.waitOnHub(managedClusterName(regs["d0"]), true)
-
-	// Restarted, as the procedure says, the agent starts from revision 0
-	// and the hub stays as the restored database wants it.
-	s.agent.stop()
-	s.agent = startAgent(t, s.fm, s.hub, s.hubID, s.creds)
-	regs["e0"] = s.recoveryRegister("e0")["e0"]
-	for _, name := range []string{"a1", "a2", "a3", "b0", "b1", "d0", "e0"} {
-		if !s.onHub(managedClusterName(regs[name])) {
-			t.Errorf("registration %s's ManagedCluster not on the hub after the agent's restart", name)
-		}
-	}
-	for _, name := range []string{"a0", "c0", "c1"} {
-		if s.onHub(managedClusterName(regs[name])) {
-			t.Errorf("registration %s's ManagedCluster back on the hub after the agent's restart", name)
-		}
-	}
+	s.recoveryConverge(orig, db, regs, inv, applied)
 }
 
 // recoveryCheckRestored checks through the API, with no agent calling the
@@ -297,4 +241,75 @@ func (s *stack) recoveryAppliedRevision(server *pgtest.Server) int64 {
 		return conn.QueryRow(ctx, `SELECT applied_revision FROM hubs WHERE id = $1`, s.hubID).Scan(&applied)
 	})
 	return applied
+}
+
+// recoveryCheckMasterKey starts serve on the restored database db without
+// its master key, then with another one: each time it must exit and say
+// what is wrong.
+func (s *stack) recoveryCheckMasterKey(db postgres.Config) {
+	s.t.Helper()
+	missing := filepath.Join(s.t.TempDir(), "master.key")
+	if log := recoveryServeFails(s.t, recoveryFleetManager(s.t, s.fm, db, missing, false)); !strings.Contains(log, "--encryption-key-file: LoadKeyring("+missing+")") {
+		s.t.Errorf("serve without its master key: log does not name --encryption-key-file and LoadKeyring(%s):\n%s", missing, log)
+	}
+	otherKey := filepath.Join(s.t.TempDir(), "other.key")
+	if err := secrets.GenerateKeyFile(otherKey); err != nil {
+		s.t.Fatal(err)
+	}
+	keyring, err := secrets.LoadKeyring(secrets.Config{KeyFile: s.fm.keyFile})
+	if err != nil {
+		s.t.Fatal(err)
+	}
+	want := "the database holds secrets sealed under master key " + keyring.PrimaryKeyID()
+	if log := recoveryServeFails(s.t, recoveryFleetManager(s.t, s.fm, db, otherKey, false)); !strings.Contains(log, want) {
+		s.t.Errorf("serve with another master key: log does not say %q:\n%s", want, log)
+	}
+}
+
+// recoveryConverge starts the service on the restored database db where
+// the agent calls it, in place of orig, and checks that the agent converges
+// the hub and the inventory: first not restarted, then restarted.
+func (s *stack) recoveryConverge(orig *fleetManager, db postgres.Config, regs map[string]public.Cluster, inv func(string) string, applied int64) {
+	s.t.Helper()
+	// The service back where the agent calls it. The agent, not restarted,
+	// sees the hub's revision behind the one it applied at its next
+	// heartbeat and applies the whole desired set: what was registered after
+	// the target time leaves the hub, what was deregistered after it comes
+	// back; the service asks the hub, silent past its heartbeat timeout, for
+	// its whole inventory, which brings the inventory back to what the hub
+	// holds.
+	s.fm = recoveryFleetManager(s.t, orig, db, orig.keyFile, true)
+	s.fm.start()
+	if h := s.hubStatus(); h.Revision >= applied {
+		s.t.Fatalf("restored hub revision %d, want below the %d the agent applied before the restore", h.Revision, applied)
+	}
+	s.waitHubReady(fleet.ConditionTrue)
+	for _, name := range []string{"c0", "c1"} {
+		s.waitOnHub(managedClusterName(regs[name]), false)
+	}
+	s.waitOnHub(managedClusterName(regs["b0"]), true)
+	s.waitPhase(regs["b0"].Id, public.Ready)
+	s.recoveryInInventory(inv("c0"), true, "created on the hub after the target time, reported by the resync")
+	s.recoveryInInventory(inv("a1"), false, "deleted from the hub after the target time, tombstoned by the resync")
+	s.recoveryInInventory(inv("b0"), true, "still on the hub")
+	s.g.Eventually(func() int64 { h := s.hubStatus(); return h.Revision - h.AppliedRevision }).WithTimeout(30*time.Second).
+		Should(gomega.BeZero(), "the agent acknowledges the restored hub's revision")
+	regs["d0"] = s.recoveryRegister("d0")["d0"]
+	s.waitOnHub(managedClusterName(regs["d0"]), true)
+
+	// Restarted, as the procedure says, the agent starts from revision 0
+	// and the hub stays as the restored database wants it.
+	s.agent.stop()
+	s.agent = startAgent(s.t, s.fm, s.hub, s.hubID, s.creds)
+	regs["e0"] = s.recoveryRegister("e0")["e0"]
+	for _, name := range []string{"a1", "a2", "a3", "b0", "b1", "d0", "e0"} {
+		if !s.onHub(managedClusterName(regs[name])) {
+			s.t.Errorf("registration %s's ManagedCluster not on the hub after the agent's restart", name)
+		}
+	}
+	for _, name := range []string{"a0", "c0", "c1"} {
+		if s.onHub(managedClusterName(regs[name])) {
+			s.t.Errorf("registration %s's ManagedCluster back on the hub after the agent's restart", name)
+		}
+	}
 }
