@@ -6,6 +6,7 @@ import (
 	"log/slog"
 	"net/http"
 	"os"
+	"strings"
 
 	"github.com/goava/di"
 	"github.com/prometheus/client_golang/prometheus"
@@ -177,6 +178,9 @@ func serve(ctx context.Context, opts serveOptions, logger *slog.Logger) error {
 	if err := checkSchema(ctx, db, opts.MigrateOnStart, logger); err != nil {
 		return err
 	}
+	if err := checkMasterKeys(ctx, c, opts.Secrets); err != nil {
+		return err
+	}
 	if err := c.Invoke(func(store *postgres.Store) error { return store.SyncCountedLabels(ctx, opts.Store.CountedLabels) }); err != nil {
 		return fmt.Errorf("serve: --inventory-counted-labels: %w", err)
 	}
@@ -294,4 +298,28 @@ func newRegistry(db *postgres.DB) (*prometheus.Registry, error) {
 		}
 	}
 	return reg, nil
+}
+
+// checkMasterKeys loads the master keys, so that a missing or bad key file
+// is reported as such, and refuses a database whose stored secrets are
+// sealed under a master key that neither --encryption-key-file nor
+// --encryption-old-key-files holds: one restored without its key, or
+// another deployment's. Started anyway, the service could open none of them.
+func checkMasterKeys(ctx context.Context, c *di.Container, cfg secrets.Config) error {
+	// Loaded here first for an error that names the file and nothing else.
+	if _, err := secrets.LoadKeyring(cfg); err != nil {
+		return fmt.Errorf("serve: --encryption-key-file: %w", err)
+	}
+	return c.Invoke(func(store *postgres.Store, keyring *secrets.Keyring) error {
+		unknown, err := store.UnknownMasterKeys(ctx)
+		if err != nil {
+			return fmt.Errorf("serve: %w", err)
+		}
+		if len(unknown) > 0 {
+			return fmt.Errorf("serve: --encryption-key-file, --encryption-old-key-files: the database holds secrets sealed under master key %s, "+
+				"which these files do not hold (the current key is %s): start with the master key of the deployment that sealed them",
+				strings.Join(unknown, ", "), keyring.PrimaryKeyID())
+		}
+		return nil
+	})
 }

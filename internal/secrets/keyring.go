@@ -87,6 +87,13 @@ func (k *Keyring) PrimaryKeyID() string {
 	return k.primary.id
 }
 
+// Holds reports whether the keyring has the master key with id keyID, the
+// key id stored beside a sealed value.
+func (k *Keyring) Holds(keyID string) bool {
+	_, ok := k.keys[keyID]
+	return ok
+}
+
 // LoadKeyring reads the master keys the configuration names. A key file holds
 // 32 bytes encoded as standard base64 or hex, surrounding white space
 // ignored; errors name the file but never show its content.
