@@ -63,6 +63,13 @@ func parseCursor(c string) (changePosition, error) {
 // snapshot's xmax when none runs. Transactions of other databases on the
 // server do not hold it back. The snapshot is taken before the sessions are
 // read, so a transaction missing from them had ended or gets a later id.
+//
+// On a standby (a read replica) pg_stat_activity shows none of the primary's
+// transactions, and the snapshot's xmax is only the newest replayed end: a
+// transaction the primary still runs may lie below it. There the bound is
+// the snapshot's xmin, the oldest transaction the replayed WAL shows running
+// in any database (the standby counts an id it has not seen yet, below a
+// replayed one, as running), so nothing can commit below it later either.
 func feedBound(db *gorm.DB) (uint64, error) {
 	var r boundRow
 	if err := db.Raw(feedBoundSQL).Scan(&r).Error; err != nil {
@@ -73,9 +80,10 @@ func feedBound(db *gorm.DB) (uint64, error) {
 
 // feedBoundSQL reads what feedBound needs: the snapshot's xmax and the ids of
 // the database's running transactions, as text.
-const feedBoundSQL = `SELECT pg_snapshot_xmax(pg_current_snapshot())::text AS xmax,
+const feedBoundSQL = `SELECT (CASE WHEN pg_is_in_recovery() THEN pg_snapshot_xmin(snap) ELSE pg_snapshot_xmax(snap) END)::text AS xmax,
 	(SELECT string_agg(backend_xid::text, ',') FROM pg_stat_activity
-	 WHERE datname = current_database() AND pid <> pg_backend_pid() AND backend_xid IS NOT NULL) AS xids`
+	 WHERE datname = current_database() AND pid <> pg_backend_pid() AND backend_xid IS NOT NULL) AS xids
+	FROM pg_current_snapshot() AS snap`
 
 // boundRow is feedBoundSQL's row.
 type boundRow struct {
@@ -174,11 +182,13 @@ type feedRead[T positioned] struct {
 	rows    []T
 	cursor  string
 	pending bool
+	// full says the page holds as many rows as asked.
+	full bool
 }
 
-// readFeed reads, in one snapshot, the purge horizon of src and up to size
-// changes after the cursor below the feed's bound; read selects them.
-func readFeed[T positioned](ctx context.Context, s *Store, src feedSource, after string, size int,
+// readFeed reads on db's pool, in one snapshot, the purge horizon of src and
+// up to size changes after the cursor below the feed's bound; read selects them.
+func readFeed[T positioned](ctx context.Context, s *Store, db *DB, src feedSource, after string, size int,
 	read func(tx *gorm.DB, from changePosition, bound uint64, size int) ([]T, error)) (feedRead[T], error) {
 	from, err := parseCursor(after)
 	if err != nil {
@@ -187,12 +197,12 @@ func readFeed[T positioned](ctx context.Context, s *Store, src feedSource, after
 	size = min(max(size, 1), s.cfg.MaxPageSize)
 	// The bound is read before the snapshot of the rows, so that snapshot
 	// sees every row below it.
-	bound, err := feedBound(s.db.Gorm.WithContext(ctx))
+	bound, err := feedBound(db.Gorm.WithContext(ctx))
 	if err != nil {
 		return feedRead[T]{}, err
 	}
 	var page feedRead[T]
-	err = s.db.Gorm.WithContext(ctx).Transaction(func(tx *gorm.DB) error {
+	err = db.Gorm.WithContext(ctx).Transaction(func(tx *gorm.DB) error {
 		if err := checkHorizon(tx, src, from); err != nil {
 			return err
 		}
@@ -205,7 +215,7 @@ func readFeed[T positioned](ctx context.Context, s *Store, src feedSource, after
 		if err != nil {
 			return err
 		}
-		page.rows = rows
+		page.rows, page.full = rows, len(rows) == size
 		if page.cursor, err = nextCursor(rows, from, bound, size); err != nil || len(rows) > 0 {
 			return err
 		}
@@ -221,15 +231,30 @@ func readFeed[T positioned](ctx context.Context, s *Store, src feedSource, after
 
 // ListManagedClusterChanges reads, in one snapshot, the purge horizon and
 // the changes after the cursor that the caller may see, oldest first.
+//
+// A fresh read replica serves a page only when it fills it: a full page
+// from the replica is the page the primary answered when it was where the
+// replica is (every row below the replica's bound is final), and the cursor
+// after it moves forward. A short or empty page may say "nothing more" while
+// the primary has more, and a long-poll would then wait for a wake-up that
+// already came, so those are read on the primary: the followers at the head
+// read there as before, the catch-up pages come from the replica.
 func (s *Store) ListManagedClusterChanges(ctx context.Context, caller fleet.Identity, admin bool, after string, size int) (fleet.ChangePage, error) {
 	src := feedSource{table: "managed_clusters", walk: admin,
 		expired: "the cursor is older than the retention of deleted clusters: " +
 			"list GET /managed_clusters again and resume the feed from the cursor that list returns"}
-	got, err := readFeed(ctx, s, src, after, size, func(tx *gorm.DB, from changePosition, bound uint64, size int) ([]feedRow, error) {
-		if !admin {
-			return s.readOrgChanges(tx, caller.OrgID, from, bound, size)
+	var got feedRead[feedRow]
+	err := s.heavyRead(ctx, readInventoryFeed, func(db *DB) (err error) {
+		got, err = readFeed(ctx, s, db, src, after, size, func(tx *gorm.DB, from changePosition, bound uint64, size int) ([]feedRow, error) {
+			if !admin {
+				return s.readOrgChanges(tx, caller.OrgID, from, bound, size)
+			}
+			return readChanges(s.inServedZones(tx, "h.zone"), from, bound, size)
+		})
+		if err == nil && db != s.db && !got.full {
+			return errReplicaShort
 		}
-		return readChanges(s.inServedZones(tx, "h.zone"), from, bound, size)
+		return err
 	})
 	if err != nil {
 		return fleet.ChangePage{}, fmt.Errorf("ListManagedClusterChanges(%s): %w", caller.OrgID, err)
