@@ -1,0 +1,266 @@
+package postgres_test
+
+import (
+	"context"
+	"crypto/rand"
+	"fmt"
+	"log/slog"
+	"strconv"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/onsi/gomega"
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/fleetmanager/fleet-manager/internal/authz"
+	"github.com/fleetmanager/fleet-manager/internal/fleet"
+	"github.com/fleetmanager/fleet-manager/internal/postgres"
+	"github.com/fleetmanager/fleet-manager/internal/postgres/pgtest"
+	"github.com/fleetmanager/fleet-manager/internal/secrets"
+)
+
+// replicaEnv is a primary with a migrated database, a streaming standby of
+// it, and two stores on the primary: one reading through the replica, one
+// without (the reference).
+type replicaEnv struct {
+	t        *testing.T
+	primary  *pgtest.Server
+	standby  *pgtest.Server
+	dbName   string
+	reg      *prometheus.Registry
+	replica  *postgres.Replica
+	store    *postgres.Store
+	direct   *postgres.Store
+	hub      fleet.Hub
+	bound    time.Duration
+	ingested int
+}
+
+// replicaBound is the test's --db-read-max-staleness: short, so that the
+// switch to the primary is seen quickly, yet well above the check interval.
+const replicaBound = 2 * time.Second
+
+func newReplicaEnv(t *testing.T) *replicaEnv {
+	t.Helper()
+	ctx := context.Background()
+	e := &replicaEnv{t: t, dbName: "fleet_replica", reg: prometheus.NewRegistry(), bound: replicaBound}
+	e.primary = pgtest.StartServer(t)
+	cfg := e.primary.NewDatabase(t, e.dbName)
+	db := pgtest.Open(t, cfg)
+	if err := db.Migrate(ctx); err != nil {
+		t.Fatalf("Migrate(): %v", err)
+	}
+	e.standby = pgtest.StartServerWith(t, pgtest.ServerOptions{
+		Init: func(s *pgtest.Server, dir string) error {
+			out, err := s.Command("pg_basebackup", "-h", "127.0.0.1", "-p", strconv.Itoa(e.primary.Port()), "-U", "postgres",
+				"-D", dir, "-R", "-X", "stream", "-c", "fast").CombinedOutput()
+			if err != nil {
+				return fmt.Errorf("pg_basebackup: %w\n%s", err, out)
+			}
+			return nil
+		},
+		// A long read on the standby is not cancelled by the replay of a
+		// vacuum on the primary.
+		Settings: []string{"hot_standby_feedback=on"},
+	})
+	var err error
+	e.replica, err = postgres.NewReplica(postgres.ReplicaConfig{Host: "127.0.0.1", Port: e.standby.Port(), MaxStaleness: e.bound,
+		CheckInterval: 100 * time.Millisecond}, cfg, db, fleet.SystemClock{}, slog.New(slog.DiscardHandler), "fm", e.reg)
+	if err != nil {
+		t.Fatalf("NewReplica(): %v", err)
+	}
+	runCtx, cancel := context.WithCancel(ctx)
+	var wg sync.WaitGroup
+	wg.Add(1)
+	go func() { defer wg.Done(); e.replica.Run(runCtx) }()
+	t.Cleanup(func() { cancel(); wg.Wait(); _ = e.replica.Close() })
+
+	key := make([]byte, 32)
+	_, _ = rand.Read(key)
+	keyring, err := secrets.NewKeyring(key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	e.direct = postgres.NewStore(db, keyring, fleet.SystemClock{}, postgres.DefaultStoreConfig(), authz.MustDefault())
+	e.store = e.direct.WithReplica(e.replica)
+	e.hub, err = e.direct.CreateHub(ctx, fleet.HubCreate{Name: "hub-1", Zone: "eu", Region: "eu-west-1",
+		DeliveryMode: fleet.DeliveryAgent, Capacity: 10, AgentIdentity: "agent-1"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return e
+}
+
+// ingest adds n new clusters to the inventory, one batch.
+func (e *replicaEnv) ingest(n int) {
+	e.t.Helper()
+	var b fleet.InventoryBatch
+	for range n {
+		b.Upserts = append(b.Upserts, cluster(fmt.Sprintf("c%03d", e.ingested), "4.16"))
+		e.ingested++
+	}
+	if _, err := e.direct.IngestInventory(context.Background(), e.hub.ID, "agent-1", b); err != nil {
+		e.t.Fatalf("IngestInventory(): %v", err)
+	}
+}
+
+// standbySQL runs a statement on the standby's copy of the database.
+func (e *replicaEnv) standbySQL(sql string) {
+	e.t.Helper()
+	cfg := e.standby.Config()
+	cfg.Name = e.dbName
+	db := pgtest.Open(e.t, cfg)
+	defer db.Close()
+	if err := db.Gorm.Exec(sql).Error; err != nil {
+		e.t.Fatalf("standby: %s: %v", sql, err)
+	}
+}
+
+// counter is the value of the counter name with labels, 0 when absent.
+func (e *replicaEnv) counter(name string, labels map[string]string) float64 {
+	e.t.Helper()
+	families, err := e.reg.Gather()
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	for _, f := range families {
+		if f.GetName() != name {
+			continue
+		}
+	metrics:
+		for _, m := range f.GetMetric() {
+			for _, l := range m.GetLabel() {
+				if labels[l.GetName()] != l.GetValue() {
+					continue metrics
+				}
+			}
+			if m.GetCounter() != nil {
+				return m.GetCounter().GetValue()
+			}
+			return m.GetGauge().GetValue()
+		}
+	}
+	return 0
+}
+
+func (e *replicaEnv) reads(read, target string) float64 {
+	return e.counter("fm_db_reads_total", map[string]string{"read": read, "target": target})
+}
+
+// list reads the whole inventory as an administrator.
+func (e *replicaEnv) list() int {
+	e.t.Helper()
+	page, err := e.store.ListManagedClusters(context.Background(), fleet.Identity{OrgID: "ops"}, true, fleet.ListQuery{Size: 500})
+	if err != nil {
+		e.t.Fatalf("ListManagedClusters(): %v", err)
+	}
+	if page.Total != len(page.Items) {
+		e.t.Fatalf("ListManagedClusters() total %d, items %d: one snapshot should give both", page.Total, len(page.Items))
+	}
+	return len(page.Items)
+}
+
+// follower reads the change feed in small pages, as a consumer catching up.
+type follower struct {
+	cursor string
+	seen   []string
+}
+
+// catchUp reads pages until one comes back empty.
+func (f *follower) catchUp(t *testing.T, store *postgres.Store) {
+	t.Helper()
+	for {
+		page, err := store.ListManagedClusterChanges(context.Background(), fleet.Identity{OrgID: "ops"}, true, f.cursor, 5)
+		if err != nil {
+			t.Fatalf("ListManagedClusterChanges(%q): %v", f.cursor, err)
+		}
+		f.cursor = page.Cursor
+		if len(page.Items) == 0 {
+			return
+		}
+		for _, it := range page.Items {
+			f.seen = append(f.seen, it.Cluster.Name)
+		}
+	}
+}
+
+// followUntil catches up until the follower has seen n changes.
+func (f *follower) followUntil(t *testing.T, store *postgres.Store, n int) {
+	t.Helper()
+	gomega.NewWithT(t).Eventually(func() int { f.catchUp(t, store); return len(f.seen) }).
+		WithTimeout(20*time.Second).WithPolling(50*time.Millisecond).Should(gomega.BeNumerically(">=", n), "changes followed")
+}
+
+// TestReadReplicaServesFreshReadsAndFallsBack runs the heavy reads against
+// a real streaming standby: served by it while fresh; on the primary, with
+// the new rows, once a paused replay lets the proven staleness pass the
+// bound; back on the standby after the replay resumes; on the primary,
+// without an error, when the standby is down. A follower of the change feed
+// reads across every switch and sees every change once, in the primary's
+// order.
+func TestReadReplicaServesFreshReadsAndFallsBack(t *testing.T) {
+	t.Parallel()
+	e := newReplicaEnv(t)
+	g := gomega.NewWithT(t)
+	var f follower
+
+	// Fresh: the standby answers the list and the feed's full pages.
+	e.ingest(30)
+	g.Eventually(func() float64 { e.list(); return e.reads("inventory_list", "replica") }).
+		WithTimeout(20*time.Second).WithPolling(50*time.Millisecond).Should(gomega.BeNumerically(">", 0), "list reads served by the standby")
+	g.Eventually(e.list).WithTimeout(10 * time.Second).Should(gomega.Equal(30))
+	f.followUntil(t, e.store, 30)
+	g.Expect(e.reads("inventory_feed", "replica")).To(gomega.BeNumerically(">", 0), "feed pages served by the standby")
+
+	// Paused: a read never misses a write older than the bound, and once
+	// the bound has passed the reads stay on the primary.
+	e.standbySQL("SELECT pg_wal_replay_pause()")
+	e.ingest(10)
+	wrote := time.Now()
+	primaryBefore := e.reads("inventory_list", "primary")
+	g.Eventually(func(g gomega.Gomega) {
+		start := time.Now()
+		n := e.list()
+		if since := start.Sub(wrote); since > e.bound && n != 40 {
+			t.Errorf("ListManagedClusters() %s after the write, past the bound %s = %d clusters, want 40", since, e.bound, n)
+		}
+		g.Expect(n).To(gomega.Equal(40))
+	}).WithTimeout(4 * e.bound).WithPolling(100 * time.Millisecond).Should(gomega.Succeed())
+	g.Expect(e.reads("inventory_list", "primary")).To(gomega.BeNumerically(">", primaryBefore), "list reads on the primary")
+	g.Expect(e.counter("fm_db_replica_fallbacks_total", map[string]string{"read": "inventory_list", "reason": "stale"})).
+		To(gomega.BeNumerically(">", 0))
+	g.Expect(e.counter("fm_db_replica_staleness_seconds", nil)).To(gomega.BeNumerically(">", e.bound.Seconds()))
+	f.followUntil(t, e.store, 40)
+
+	// Resumed: the standby catches up and serves again.
+	e.standbySQL("SELECT pg_wal_replay_resume()")
+	e.ingest(10)
+	replicaBefore := e.reads("inventory_list", "replica")
+	g.Eventually(func(g gomega.Gomega) {
+		g.Expect(e.list()).To(gomega.Equal(50))
+		g.Expect(e.reads("inventory_list", "replica")).To(gomega.BeNumerically(">", replicaBefore))
+	}).WithTimeout(20 * time.Second).WithPolling(50 * time.Millisecond).Should(gomega.Succeed())
+	feedBefore := e.reads("inventory_feed", "replica")
+	e.ingest(10)
+	g.Eventually(e.list).WithTimeout(10 * time.Second).Should(gomega.Equal(60))
+	f.followUntil(t, e.store, 60)
+	g.Expect(e.reads("inventory_feed", "replica")).To(gomega.BeNumerically(">", feedBefore), "feed pages served by the standby again")
+
+	// Down: the reads go to the primary, never an error.
+	e.standby.Stop(false)
+	e.ingest(10)
+	g.Eventually(e.list).WithTimeout(10 * time.Second).Should(gomega.Equal(70))
+	f.followUntil(t, e.store, 70)
+
+	// Every change once, in the primary's order.
+	var want []string
+	ref, err := e.direct.ListManagedClusterChanges(context.Background(), fleet.Identity{OrgID: "ops"}, true, "", 500)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, it := range ref.Items {
+		want = append(want, it.Cluster.Name)
+	}
+	g.Expect(f.seen).To(gomega.Equal(want), "the follower's changes against the primary's feed")
+}
