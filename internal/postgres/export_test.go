@@ -50,3 +50,8 @@ func ClaimStatementsForTest(kind fleet.WorkKind) (claims []string, nextDue strin
 	}
 	return claims, nextDueStatement(kind)
 }
+
+// FeedBoundForTest is feedBound on db's pool: the change feed's read bound.
+func FeedBoundForTest(ctx context.Context, db *DB) (uint64, error) {
+	return feedBound(db.Gorm.WithContext(ctx))
+}

@@ -27,6 +27,7 @@ type replicaEnv struct {
 	t        *testing.T
 	primary  *pgtest.Server
 	standby  *pgtest.Server
+	db       *postgres.DB
 	dbName   string
 	reg      *prometheus.Registry
 	replica  *postgres.Replica
@@ -48,6 +49,7 @@ func newReplicaEnv(t *testing.T) *replicaEnv {
 	e.primary = pgtest.StartServer(t)
 	cfg := e.primary.NewDatabase(t, e.dbName)
 	db := pgtest.Open(t, cfg)
+	e.db = db
 	if err := db.Migrate(ctx); err != nil {
 		t.Fatalf("Migrate(): %v", err)
 	}
@@ -105,12 +107,18 @@ func (e *replicaEnv) ingest(n int) {
 	}
 }
 
-// standbySQL runs a statement on the standby's copy of the database.
-func (e *replicaEnv) standbySQL(sql string) {
+// standbyDB opens a pool on the standby's copy of the database.
+func (e *replicaEnv) standbyDB() *postgres.DB {
 	e.t.Helper()
 	cfg := e.standby.Config()
 	cfg.Name = e.dbName
-	db := pgtest.Open(e.t, cfg)
+	return pgtest.Open(e.t, cfg)
+}
+
+// standbySQL runs a statement on the standby's copy of the database.
+func (e *replicaEnv) standbySQL(sql string) {
+	e.t.Helper()
+	db := e.standbyDB()
 	defer db.Close()
 	if err := db.Gorm.Exec(sql).Error; err != nil {
 		e.t.Fatalf("standby: %s: %v", sql, err)
@@ -263,4 +271,44 @@ func TestReadReplicaServesFreshReadsAndFallsBack(t *testing.T) {
 		want = append(want, it.Cluster.Name)
 	}
 	g.Expect(f.seen).To(gomega.Equal(want), "the follower's changes against the primary's feed")
+}
+
+// TestFeedBoundOnAStandbyStaysBelowARunningTransaction checks the change
+// feed's bound read on a standby: a transaction the primary still runs holds
+// it back, although the standby has replayed a later one's commit. Its
+// snapshot's xmax, the primary's bound without its sessions, would pass it,
+// and the rows that transaction commits later would fall behind a cursor
+// already handed out.
+func TestFeedBoundOnAStandbyStaysBelowARunningTransaction(t *testing.T) {
+	t.Parallel()
+	e := newReplicaEnv(t)
+	ctx := context.Background()
+	g := gomega.NewWithT(t)
+	standby := e.standbyDB()
+
+	running := e.db.Gorm.Begin()
+	t.Cleanup(func() { running.Rollback() })
+	var xid string
+	if err := running.Raw("SELECT pg_current_xact_id()::text").Scan(&xid).Error; err != nil {
+		t.Fatal(err)
+	}
+	x, err := strconv.ParseUint(xid, 10, 64)
+	if err != nil {
+		t.Fatal(err)
+	}
+	e.ingest(1) // a later transaction commits
+	g.Eventually(func() (int64, error) {
+		var n int64
+		return n, standby.Gorm.Raw("SELECT count(*) FROM managed_clusters").Scan(&n).Error
+	}).WithTimeout(20*time.Second).Should(gomega.Equal(int64(1)), "the later commit replayed on the standby")
+	bound, err := postgres.FeedBoundForTest(ctx, standby)
+	g.Expect(err).NotTo(gomega.HaveOccurred())
+	g.Expect(bound).To(gomega.BeNumerically("<=", x), "the standby's bound with transaction %d running on the primary", x)
+
+	if err := running.Commit().Error; err != nil {
+		t.Fatal(err)
+	}
+	e.ingest(1)
+	g.Eventually(func() (uint64, error) { return postgres.FeedBoundForTest(ctx, standby) }).
+		WithTimeout(20*time.Second).Should(gomega.BeNumerically(">", x), "the standby's bound once the transaction ended")
 }
