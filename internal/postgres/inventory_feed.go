@@ -23,6 +23,11 @@ import (
 type changePosition struct {
 	Xid uint64
 	Seq int64
+	// LSN is the WAL position of the server that handed the cursor out, read
+	// after the snapshot it answered from: a read replica that has not
+	// replayed up to it may lack what the reader already saw (replica.go).
+	// It takes no part in the order; 0 asks for nothing.
+	LSN uint64
 }
 
 func (p changePosition) less(q changePosition) bool {
@@ -31,7 +36,11 @@ func (p changePosition) less(q changePosition) bool {
 
 // cursor renders a position as the opaque string clients pass back.
 func (p changePosition) cursor() string {
-	return base64.RawURLEncoding.EncodeToString([]byte(fmt.Sprintf("1.%d.%d", p.Xid, p.Seq)))
+	s := fmt.Sprintf("1.%d.%d", p.Xid, p.Seq)
+	if p.LSN != 0 {
+		s += fmt.Sprintf(".%d", p.LSN)
+	}
+	return base64.RawURLEncoding.EncodeToString([]byte(s))
 }
 
 // parseCursor reads a cursor; an empty one is the start of the history.
@@ -45,7 +54,7 @@ func parseCursor(c string) (changePosition, error) {
 		return changePosition{}, bad
 	}
 	parts := strings.Split(string(raw), ".")
-	if len(parts) != 3 || parts[0] != "1" {
+	if len(parts) < 3 || len(parts) > 4 || parts[0] != "1" {
 		return changePosition{}, bad
 	}
 	xid, err1 := strconv.ParseUint(parts[1], 10, 64)
@@ -53,7 +62,13 @@ func parseCursor(c string) (changePosition, error) {
 	if err1 != nil || err2 != nil || seq < 0 {
 		return changePosition{}, bad
 	}
-	return changePosition{Xid: xid, Seq: seq}, nil
+	p := changePosition{Xid: xid, Seq: seq}
+	if len(parts) == 4 {
+		if p.LSN, err = strconv.ParseUint(parts[3], 10, 64); err != nil {
+			return changePosition{}, bad
+		}
+	}
+	return p, nil
 }
 
 // feedBound is the feed's read bound: every transaction of this database
@@ -84,6 +99,13 @@ const feedBoundSQL = `SELECT (CASE WHEN pg_is_in_recovery() THEN pg_snapshot_xmi
 	(SELECT string_agg(backend_xid::text, ',') FROM pg_stat_activity
 	 WHERE datname = current_database() AND pid <> pg_backend_pid() AND backend_xid IS NOT NULL) AS xids
 	FROM pg_current_snapshot() AS snap`
+
+// walPositionSQL reads how far the server's WAL goes: the primary's write
+// position, a standby's replay position. Read after a snapshot it is at or
+// above every commit the snapshot sees (the service commits synchronously:
+// a commit is written before it is visible); read before, at or below.
+const walPositionSQL = `SELECT (coalesce(CASE WHEN pg_is_in_recovery() THEN pg_last_wal_replay_lsn() ELSE pg_current_wal_lsn() END,
+	'0/0') - '0/0'::pg_lsn)::bigint`
 
 // boundRow is feedBoundSQL's row.
 type boundRow struct {
@@ -187,14 +209,26 @@ type feedRead[T positioned] struct {
 }
 
 // readFeed reads on db's pool, in one snapshot, the purge horizon of src and
-// up to size changes after the cursor below the feed's bound; read selects them.
-func readFeed[T positioned](ctx context.Context, s *Store, db *DB, src feedSource, after string, size int,
+// up to size changes after the cursor below the feed's bound; read selects
+// them. On a read replica (replica) it answers errReplicaBehind, reading
+// nothing, when the replica has not replayed up to the cursor's WAL position.
+func readFeed[T positioned](ctx context.Context, s *Store, db *DB, replica bool, src feedSource, after string, size int,
 	read func(tx *gorm.DB, from changePosition, bound uint64, size int) ([]T, error)) (feedRead[T], error) {
 	from, err := parseCursor(after)
 	if err != nil {
 		return feedRead[T]{}, err
 	}
 	size = min(max(size, 1), s.cfg.MaxPageSize)
+	if replica {
+		// Read before the snapshot: the snapshot holds at least this much.
+		var replayed uint64
+		if err := db.Gorm.WithContext(ctx).Raw(walPositionSQL).Row().Scan(&replayed); err != nil {
+			return feedRead[T]{}, err
+		}
+		if replayed < from.LSN {
+			return feedRead[T]{}, errReplicaBehind
+		}
+	}
 	// The bound is read before the snapshot of the rows, so that snapshot
 	// sees every row below it.
 	bound, err := feedBound(db.Gorm.WithContext(ctx))
@@ -216,7 +250,12 @@ func readFeed[T positioned](ctx context.Context, s *Store, db *DB, src feedSourc
 			return err
 		}
 		page.rows, page.full = rows, len(rows) == size
-		if page.cursor, err = nextCursor(rows, from, bound, size); err != nil || len(rows) > 0 {
+		// Read after the snapshot: it holds no more than this.
+		var lsn uint64
+		if err := tx.Raw(walPositionSQL).Row().Scan(&lsn); err != nil {
+			return err
+		}
+		if page.cursor, err = nextCursor(rows, from, bound, size, lsn); err != nil || len(rows) > 0 {
 			return err
 		}
 		later := tx.Session(&gorm.Session{NewDB: true}).Table(src.table).Select("1").
@@ -245,7 +284,7 @@ func (s *Store) ListManagedClusterChanges(ctx context.Context, caller fleet.Iden
 			"list GET /managed_clusters again and resume the feed from the cursor that list returns"}
 	var got feedRead[feedRow]
 	err := s.heavyRead(ctx, readInventoryFeed, func(db *DB) (err error) {
-		got, err = readFeed(ctx, s, db, src, after, size, func(tx *gorm.DB, from changePosition, bound uint64, size int) ([]feedRow, error) {
+		got, err = readFeed(ctx, s, db, db != s.db, src, after, size, func(tx *gorm.DB, from changePosition, bound uint64, size int) ([]feedRow, error) {
 			if !admin {
 				return s.readOrgChanges(tx, caller.OrgID, from, bound, size)
 			}
@@ -412,7 +451,8 @@ func changesBetween(q *gorm.DB, alias string, from changePosition, bound uint64,
 // nextCursor is the cursor after rows. A full page resumes after its last
 // row; a short one has read every visible change below bound, so it resumes
 // at bound and a caller that sees few changes does not fall behind the purge.
-func nextCursor[T positioned](rows []T, from changePosition, bound uint64, size int) (string, error) {
+// Its WAL position is lsn, the reading server's, or from's when higher.
+func nextCursor[T positioned](rows []T, from changePosition, bound uint64, size int, lsn uint64) (string, error) {
 	next := from
 	for _, r := range rows {
 		p, err := r.position()
@@ -424,5 +464,6 @@ func nextCursor[T positioned](rows []T, from changePosition, bound uint64, size 
 	if len(rows) < size && next.less(changePosition{Xid: bound}) {
 		next = changePosition{Xid: bound}
 	}
+	next.LSN = max(from.LSN, lsn)
 	return next.cursor(), nil
 }

@@ -128,7 +128,11 @@ func (s *Store) listManagedClusters(db *gorm.DB, caller fleet.Identity, admin bo
 	// values: its plan is the same for all of them.
 	list.generic = admin && expr == nil
 	var bound boundRow
-	if err := roundTrip(db, append(append([]statement{bound.statement()}, total.stmts...), list)...); err != nil {
+	// The WAL position is read after the list's snapshot, so the cursor asks
+	// a read replica for all the list showed (changePosition.LSN).
+	var lsn uint64
+	walPosition := statement{sql: walPositionSQL, generic: true, read: readOne(&lsn)}
+	if err := roundTrip(db, append(append([]statement{bound.statement()}, total.stmts...), list, walPosition)...); err != nil {
 		return out, err
 	}
 	n, err := total.total()
@@ -139,7 +143,7 @@ func (s *Store) listManagedClusters(db *gorm.DB, caller fleet.Identity, admin bo
 	if err != nil {
 		return out, err
 	}
-	out.Total, out.Cursor = int(n), changePosition{Xid: xid}.cursor()
+	out.Total, out.Cursor = int(n), changePosition{Xid: xid, LSN: lsn}.cursor()
 	out.Items = make([]fleet.ManagedCluster, len(rows))
 	for i, r := range rows {
 		out.Items[i] = r.toManagedCluster()

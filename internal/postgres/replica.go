@@ -62,9 +62,14 @@ const (
 	targetReplica     = "replica"
 )
 
-// errReplicaShort is a replica read's answer when its result cannot stand
-// for the primary's: a change feed page the replica could not fill.
-var errReplicaShort = errors.New("the replica's answer is short of a page")
+// Answers of a replica read whose result cannot stand for the primary's.
+var (
+	// errReplicaShort: a change feed page the replica could not fill.
+	errReplicaShort = errors.New("the replica's answer is short of a page")
+	// errReplicaBehind: the replica has not replayed up to the WAL position
+	// of the cursor it was asked to resume from.
+	errReplicaBehind = errors.New("the replica is behind the cursor")
+)
 
 // NewReplica opens the replica's pool (none when cfg names no host) and
 // registers its metrics with reg, prefixed with namespace, the service name.
@@ -76,7 +81,7 @@ func NewReplica(cfg ReplicaConfig, primaryCfg Config, primary *DB, clock fleet.C
 			Help: "Heavy inventory reads by read (inventory_list, inventory_feed) and the server that answered (primary, replica)."},
 			[]string{"read", "target"}),
 		fallbacks: prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: namespace, Subsystem: "db", Name: "replica_fallbacks_total",
-			Help: "Heavy reads sent to the primary although a read replica is configured, by read and reason (stale, failed, short_page)."},
+			Help: "Heavy reads sent to the primary although a read replica is configured, by read and reason (stale, failed, short_page, behind_cursor)."},
 			[]string{"read", "reason"}),
 	}
 	staleness := prometheus.NewGaugeFunc(prometheus.GaugeOpts{Namespace: namespace, Subsystem: "db", Name: "replica_staleness_seconds",
@@ -228,10 +233,12 @@ func (r *Replica) read(ctx context.Context, kind string, fn func(db *DB) error) 
 		if callerError(err) || ctx.Err() != nil {
 			return err
 		}
-		reason = "failed"
-		if errors.Is(err, errReplicaShort) {
+		switch reason = "failed"; {
+		case errors.Is(err, errReplicaShort):
 			reason = "short_page"
-		} else {
+		case errors.Is(err, errReplicaBehind):
+			reason = "behind_cursor"
+		default:
 			r.logger.Warn("read replica failed a read: retrying on the primary", "read", kind, "err", err)
 		}
 	}
