@@ -24,7 +24,7 @@ import (
 // it, and two stores on the primary: one reading through the replica, one
 // without (the reference).
 type replicaEnv struct {
-	t        *testing.T
+	t        testing.TB
 	primary  *pgtest.Server
 	standby  *pgtest.Server
 	db       *postgres.DB
@@ -42,7 +42,7 @@ type replicaEnv struct {
 // switch to the primary is seen quickly, yet well above the check interval.
 const replicaBound = 2 * time.Second
 
-func newReplicaEnv(t *testing.T, bound time.Duration) *replicaEnv {
+func newReplicaEnv(t testing.TB, bound time.Duration) *replicaEnv {
 	t.Helper()
 	ctx := context.Background()
 	e := &replicaEnv{t: t, dbName: "fleet_replica", reg: prometheus.NewRegistry(), bound: bound}
