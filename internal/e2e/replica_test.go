@@ -151,11 +151,19 @@ func TestReadReplicaThroughTheBinary(t *testing.T) {
 		return replicaMetric(t, fm, "fleet_manager_db_reads_total", `read="`+read+`"`, `target="`+target+`"`)
 	}
 
+	replicaAnswers := func(n int) {
+		t.Helper()
+		g.Eventually(func(g gomega.Gomega) {
+			// One read at a time: the counter moves by this read only.
+			before := reads("inventory_list", "replica")
+			g.Expect(list()).To(gomega.Equal(n))
+			g.Expect(reads("inventory_list", "replica")).To(gomega.BeNumerically(">", before), "a list read served by the standby")
+		}).WithTimeout(30*time.Second).WithPolling(100*time.Millisecond).Should(gomega.Succeed(),
+			func() string { return "the standby never answered; log:\n" + fm.Logs() })
+	}
+
 	ingest(30)
-	g.Eventually(func() float64 { list(); return reads("inventory_list", "replica") }).
-		WithTimeout(30*time.Second).WithPolling(100*time.Millisecond).Should(gomega.BeNumerically(">", 0),
-		func() string { return "no list read served by the standby; log:\n" + fm.Logs() })
-	g.Eventually(list).WithTimeout(10 * time.Second).Should(gomega.Equal(30))
+	replicaAnswers(30)
 	follow(30)
 	g.Expect(reads("inventory_feed", "replica")).To(gomega.BeNumerically(">", 0), "feed pages served by the standby")
 
@@ -178,12 +186,7 @@ func TestReadReplicaThroughTheBinary(t *testing.T) {
 	replicaExec(t, standbyCfg, "SELECT pg_wal_replay_resume()")
 	ingest(10)
 	feedBefore := reads("inventory_feed", "replica")
-	g.Eventually(func(g gomega.Gomega) {
-		// One read at a time: the counter moves by this read only.
-		before := reads("inventory_list", "replica")
-		g.Expect(list()).To(gomega.Equal(50))
-		g.Expect(reads("inventory_list", "replica")).To(gomega.BeNumerically(">", before), "the standby answered 50")
-	}).WithTimeout(20 * time.Second).WithPolling(100 * time.Millisecond).Should(gomega.Succeed())
+	replicaAnswers(50)
 	follow(50)
 	g.Expect(reads("inventory_feed", "replica")).To(gomega.BeNumerically(">", feedBefore), "feed pages served by the standby again")
 

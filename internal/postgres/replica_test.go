@@ -166,6 +166,17 @@ func (e *replicaEnv) list() int {
 	return len(page.Items)
 }
 
+// replicaAnswers waits until the standby answers a list with n clusters.
+func (e *replicaEnv) replicaAnswers(n int) {
+	e.t.Helper()
+	gomega.NewWithT(e.t).Eventually(func(g gomega.Gomega) {
+		// One read at a time: the counter moves by this read only.
+		before := e.reads("inventory_list", "replica")
+		g.Expect(e.list()).To(gomega.Equal(n))
+		g.Expect(e.reads("inventory_list", "replica")).To(gomega.BeNumerically(">", before), "a list read served by the standby")
+	}).WithTimeout(20 * time.Second).WithPolling(50 * time.Millisecond).Should(gomega.Succeed())
+}
+
 // follower reads the change feed in small pages, as a consumer catching up.
 type follower struct {
 	cursor string
@@ -212,9 +223,7 @@ func TestReadReplicaServesFreshReadsAndFallsBack(t *testing.T) {
 
 	// Fresh: the standby answers the list and the feed's full pages.
 	e.ingest(30)
-	g.Eventually(func() float64 { e.list(); return e.reads("inventory_list", "replica") }).
-		WithTimeout(20*time.Second).WithPolling(50*time.Millisecond).Should(gomega.BeNumerically(">", 0), "list reads served by the standby")
-	g.Eventually(e.list).WithTimeout(10 * time.Second).Should(gomega.Equal(30))
+	e.replicaAnswers(30)
 	f.followUntil(t, e.store, 30)
 	g.Expect(e.reads("inventory_feed", "replica")).To(gomega.BeNumerically(">", 0), "feed pages served by the standby")
 
@@ -242,12 +251,7 @@ func TestReadReplicaServesFreshReadsAndFallsBack(t *testing.T) {
 	e.standbySQL("SELECT pg_wal_replay_resume()")
 	e.ingest(10)
 	feedBefore := e.reads("inventory_feed", "replica")
-	g.Eventually(func(g gomega.Gomega) {
-		// One read at a time: the counter moves by this read only.
-		before := e.reads("inventory_list", "replica")
-		g.Expect(e.list()).To(gomega.Equal(50))
-		g.Expect(e.reads("inventory_list", "replica")).To(gomega.BeNumerically(">", before), "the standby answered 50")
-	}).WithTimeout(20 * time.Second).WithPolling(50 * time.Millisecond).Should(gomega.Succeed())
+	e.replicaAnswers(50)
 	f.followUntil(t, e.store, 50)
 	g.Expect(e.reads("inventory_feed", "replica")).To(gomega.BeNumerically(">", feedBefore), "feed pages served by the standby again")
 
@@ -320,11 +324,7 @@ func TestReplicaFeedWaitsForTheCursorsWALPosition(t *testing.T) {
 	g := gomega.NewWithT(t)
 	admin := fleet.Identity{OrgID: "ops"}
 	e.ingest(20)
-	g.Eventually(func(g gomega.Gomega) {
-		before := e.reads("inventory_list", "replica")
-		g.Expect(e.list()).To(gomega.Equal(20))
-		g.Expect(e.reads("inventory_list", "replica")).To(gomega.BeNumerically(">", before))
-	}).WithTimeout(20 * time.Second).WithPolling(50 * time.Millisecond).Should(gomega.Succeed())
+	e.replicaAnswers(20)
 
 	e.standbySQL("SELECT pg_wal_replay_pause()")
 	e.ingest(5)
