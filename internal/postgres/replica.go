@@ -149,25 +149,27 @@ func (r *Replica) check(ctx context.Context) {
 	}
 	var replay *int64
 	err := r.replica.Gorm.WithContext(ctx).Raw(`SELECT (pg_last_wal_replay_lsn() - '0/0'::pg_lsn)::bigint`).Row().Scan(&replay)
+	sample := walSample{at: at, lsn: uint64(lsn)}
 	switch {
 	case err != nil:
-		r.record(walSample{at: at, lsn: uint64(lsn)}, 0, fmt.Sprintf("unreachable: %v", err))
+		r.record(sample, 0, "unreachable", err)
 	case replay == nil:
 		// A promoted or misconfigured server: its history may have forked.
-		r.record(walSample{at: at, lsn: uint64(lsn)}, 0, "not a standby (pg_last_wal_replay_lsn() is null)")
+		r.record(sample, 0, "not a standby", errors.New("pg_last_wal_replay_lsn() is null: the server is not in recovery"))
 	default:
-		r.record(walSample{at: at, lsn: uint64(lsn)}, uint64(*replay), "")
+		r.record(sample, uint64(*replay), "", nil)
 	}
 }
 
 // record keeps sample and moves covered to the newest sample at or below
-// replayed; problem, when set, says why the replica cannot serve.
-func (r *Replica) record(sample walSample, replayed uint64, problem string) {
+// replayed; problem, when set, says why the replica cannot serve, and cause
+// what failed. A change of problem is logged once.
+func (r *Replica) record(sample walSample, replayed uint64, problem string, cause error) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	if problem != r.problem {
 		if problem != "" {
-			r.logger.Warn("read replica unusable: heavy reads go to the primary", "host", r.cfg.Host, "reason", problem)
+			r.logger.Warn("read replica unusable: heavy reads go to the primary", "host", r.cfg.Host, "reason", problem, "err", cause)
 		} else {
 			r.logger.Info("read replica usable", "host", r.cfg.Host)
 		}
