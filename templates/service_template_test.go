@@ -30,6 +30,7 @@ var serveFlags = []string{
 	"auth-jwks-url", "auth-issuers", "auth-audience", "cors-allowed-origins",
 	"db-max-open-conns", "db-max-idle-conns", "shutdown-timeout", "encryption-key-file",
 	"served-zones", "zone-deployments", "registration-default-zone",
+	"db-read-replica-host", "db-read-replica-port", "db-read-max-staleness",
 }
 
 func TestServiceProbes(t *testing.T) {

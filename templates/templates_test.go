@@ -341,12 +341,14 @@ func serviceDeployment(t *testing.T) (template, podSpec, container) {
 func TestTemplateParameters(t *testing.T) {
 	t.Parallel()
 	// Parameters whose empty default means something (no CORS origin, a
-	// generated route host, every zone served, no default zone) rather than
+	// generated route host, every zone served, no default zone, no read
+	// replica) rather than
 	// a value the deployer forgot.
 	mayBeEmpty := map[string]bool{"CORS_ALLOWED_ORIGINS": true, "ROUTE_HOST": true,
 		"SERVED_ZONES": true, "ZONE_DEPLOYMENTS": true, "REGISTRATION_DEFAULT_ZONE": true,
 		// Amazon S3 needs no endpoint; an S3-compatible store does.
-		"BACKUP_ENDPOINT_URL": true}
+		"BACKUP_ENDPOINT_URL":  true,
+		"DB_READ_REPLICA_HOST": true}
 	nameOK := regexp.MustCompile(`^[A-Z][A-Z0-9_]*$`)
 
 	for _, file := range []string{serviceFile, dbFile, cnpgFile, cnpgRecoveryFile} {

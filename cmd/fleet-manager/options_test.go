@@ -63,7 +63,8 @@ func TestServeValidatesEveryComponent(t *testing.T) {
 	t.Parallel()
 	_, stderr, err := execute(t, nil, "serve",
 		"--db-port=0", "--log-format=xml", "--api-base-path=api/", "--error-code-prefix=bad prefix",
-		"--cors-allowed-origins=*", "--cors-allow-credentials", "--auth-jwks-url=ftp://x", "--auth-issuers=")
+		"--cors-allowed-origins=*", "--cors-allow-credentials", "--auth-jwks-url=ftp://x", "--auth-issuers=",
+		"--db-read-replica-host=standby.db", "--db-read-max-staleness=0s")
 	if err == nil {
 		t.Fatalf("serve with bad settings succeeded; stderr: %s", stderr)
 	}
@@ -74,6 +75,7 @@ func TestServeValidatesEveryComponent(t *testing.T) {
 		"--error-code-prefix: must be upper-case",
 		"--cors-allow-credentials: cannot be true",
 		"--auth-jwks-url:",
+		"--db-read-max-staleness: must be positive",
 	} {
 		if !strings.Contains(err.Error(), want) {
 			t.Errorf("serve error = %q, want it to contain %q", err, want)

@@ -31,6 +31,7 @@ import (
 type serveOptions struct {
 	Log            config.Log
 	DB             dbOptions
+	Replica        postgres.ReplicaConfig
 	Auth           auth.Config
 	Authz          authz.Config
 	HTTP           rest.Config
@@ -47,6 +48,7 @@ func defaultServeOptions() serveOptions {
 	return serveOptions{
 		Log:       config.DefaultLog(),
 		DB:        defaultDBOptions("serve"),
+		Replica:   postgres.DefaultReplicaConfig(),
 		Auth:      auth.DefaultConfig(),
 		Authz:     authz.DefaultConfig(),
 		HTTP:      rest.DefaultConfig(),
@@ -61,7 +63,7 @@ func defaultServeOptions() serveOptions {
 
 func (o *serveOptions) validate() error {
 	return joinProblems(
-		o.Log.Validate, o.DB.Validate, o.Auth.Validate, o.Authz.Validate, o.HTTP.Validate, o.Secrets.Validate,
+		o.Log.Validate, o.DB.Validate, o.Replica.Validate, o.Auth.Validate, o.Authz.Validate, o.HTTP.Validate, o.Secrets.Validate,
 		o.Store.Validate, o.Queue.Validate, o.Reconcile.Validate, o.OCM.Validate, o.Hive.Validate,
 	)
 }
@@ -87,6 +89,7 @@ func newServeCommand(env lookupEnv) *cobra.Command {
 	}
 	opts.Log.AddFlags(cmd.Flags())
 	opts.DB.addFlags(cmd.Flags())
+	opts.Replica.AddFlags(cmd.Flags())
 	opts.Auth.AddFlags(cmd.Flags())
 	opts.Authz.AddFlags(cmd.Flags())
 	opts.HTTP.AddFlags(cmd.Flags())
@@ -109,6 +112,7 @@ func serve(ctx context.Context, opts serveOptions, logger *slog.Logger) error {
 	c, err := di.New(
 		di.ProvideValue(logger),
 		di.ProvideValue(opts.DB.Config),
+		di.ProvideValue(opts.Replica),
 		di.ProvideValue(opts.Auth),
 		di.ProvideValue(opts.Authz),
 		di.ProvideValue(opts.HTTP),
@@ -121,7 +125,11 @@ func serve(ctx context.Context, opts serveOptions, logger *slog.Logger) error {
 		di.ProvideValue(fleet.SystemClock{}, di.As(new(fleet.Clock))),
 		di.Provide(openDB),
 		di.Provide(secrets.LoadKeyring),
-		di.Provide(postgres.NewStore),
+		di.Provide(newReplica),
+		di.Provide(func(db *postgres.DB, keyring *secrets.Keyring, clock fleet.Clock, cfg postgres.StoreConfig, authz fleet.Authorizer,
+			replica *postgres.Replica) *postgres.Store {
+			return postgres.NewStore(db, keyring, clock, cfg, authz).WithReplica(replica)
+		}),
 		di.Provide(postgres.NewQueue),
 		di.Provide(newDeliveries),
 		di.Provide(newRegistry),
@@ -199,12 +207,14 @@ func serve(ctx context.Context, opts serveOptions, logger *slog.Logger) error {
 	var listener *postgres.Listener
 	var watch *postgres.RevisionWatch
 	var inventory *postgres.InventoryWatch
-	for _, target := range []any{&api, &registry, &listener, &watch, &inventory} {
+	var replica *postgres.Replica
+	for _, target := range []any{&api, &registry, &listener, &watch, &inventory, &replica} {
 		if err := c.Resolve(target); err != nil {
 			return fmt.Errorf("serve: %w", err)
 		}
 	}
 	workers := startBackground(ctx, listener, watch, inventory)
+	workers.goRun(func() { replica.Run(workers.ctx) })
 	if opts.Reconcile.Enabled {
 		if err := c.Invoke(func(store *postgres.Store, queue *postgres.Queue, d map[fleet.DeliveryMode]fleet.Delivery, m *reconcile.Metrics) error {
 			return startReconcilers(workers, opts, logger, listener, store, queue, d, m)
@@ -282,6 +292,17 @@ func openDB(cfg postgres.Config, logger *slog.Logger) (*postgres.DB, func(), err
 		return nil, noCleanup, err
 	}
 	return db, func() { _ = db.Close() }, nil
+}
+
+// newReplica opens the read replica's pool, when --db-read-replica-host
+// names one, and registers its metrics; the container closes it.
+func newReplica(cfg postgres.ReplicaConfig, dbCfg postgres.Config, db *postgres.DB, clock fleet.Clock, logger *slog.Logger,
+	http rest.Config, reg prometheus.Registerer) (*postgres.Replica, func(), error) {
+	r, err := postgres.NewReplica(cfg, dbCfg, db, clock, logger, http.MetricsNamespace(), reg)
+	if err != nil {
+		return nil, noCleanup, err
+	}
+	return r, func() { _ = r.Close() }, nil
 }
 
 // newRegistry returns the metrics registry with the Go runtime, process and

@@ -229,8 +229,8 @@ FROM pg_stat_user_indexes s WHERE s.relid NOT IN (`+exclusivelyLocked+`) ORDER B
 	return c
 }
 
-// Replica is a standby streaming from this primary.
-type Replica struct {
+// Standby is a standby streaming from this primary.
+type Standby struct {
 	ApplicationName  string   `json:"application_name" gorm:"column:application_name"`
 	ClientAddr       string   `json:"client_addr" gorm:"column:client_addr"`
 	State            string   `json:"state" gorm:"column:state"`
@@ -252,7 +252,7 @@ type ReplicationCheck struct {
 	Check
 	// Role is primary or standby.
 	Role     string    `json:"role"`
-	Replicas []Replica `json:"replicas,omitempty"`
+	Replicas []Standby `json:"replicas,omitempty"`
 	Slots    []Slot    `json:"slots,omitempty"`
 	// StandbyReplayLagSeconds is, on a standby, the age of the last replayed
 	// transaction when WAL received is still to replay, else 0.

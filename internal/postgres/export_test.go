@@ -53,3 +53,8 @@ func ClaimStatementsForTest(kind fleet.WorkKind) (claims []string, nextDue strin
 
 // ConnectForTest is connect: the listener's connection outside the pool.
 func ConnectForTest(ctx context.Context, c Config) (*pgx.Conn, error) { return c.connect(ctx) }
+
+// FeedBoundForTest is feedBound on db's pool: the change feed's read bound.
+func FeedBoundForTest(ctx context.Context, db *DB) (uint64, error) {
+	return feedBound(db.Gorm.WithContext(ctx))
+}

@@ -38,7 +38,8 @@ func (s *Store) managedClusterTotal(org string, admin bool, expr fleet.SearchExp
 		t.empty = true
 		return t, nil
 	}
-	db := s.db.Gorm.WithContext(rows.Statement.Context)
+	// Built on rows' pool: the primary's or the read replica's.
+	db := rows.Session(&gorm.Session{NewDB: true})
 	var owned *gorm.DB
 	// counted says whether the counters hold the search's facet: a label's
 	// only when its key is in --inventory-counted-labels, read in the same

@@ -242,7 +242,12 @@ func TestFastReadsReturnWhatWasWritten(t *testing.T) {
 					ids = append(ids, c.Cluster.ID)
 				}
 			}
-			if f.size == 1 && len(page.Items) == 1 && page.Cursor != e.pos[page.Items[0].Cluster.ID] {
+			// The cursor's position, without the WAL position it also carries.
+			pos, _, err := postgres.CursorLSNForTest(page.Cursor, 0)
+			if err != nil {
+				t.Fatalf("%s: cursor %q: %v", f.read, page.Cursor, err)
+			}
+			if f.size == 1 && len(page.Items) == 1 && pos != e.pos[page.Items[0].Cluster.ID] {
 				t.Errorf("%s: the cursor after %s is not its position", f.read, page.Items[0].Cluster.Name)
 			}
 			if len(page.Items) < f.size {

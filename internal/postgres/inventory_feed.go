@@ -23,6 +23,11 @@ import (
 type changePosition struct {
 	Xid uint64
 	Seq int64
+	// LSN is the WAL position of the server that handed the cursor out, read
+	// after the snapshot it answered from: a read replica that has not
+	// replayed up to it may lack what the reader already saw (replica.go).
+	// It takes no part in the order; 0 asks for nothing.
+	LSN uint64
 }
 
 func (p changePosition) less(q changePosition) bool {
@@ -31,7 +36,11 @@ func (p changePosition) less(q changePosition) bool {
 
 // cursor renders a position as the opaque string clients pass back.
 func (p changePosition) cursor() string {
-	return base64.RawURLEncoding.EncodeToString([]byte(fmt.Sprintf("1.%d.%d", p.Xid, p.Seq)))
+	s := fmt.Sprintf("1.%d.%d", p.Xid, p.Seq)
+	if p.LSN != 0 {
+		s += fmt.Sprintf(".%d", p.LSN)
+	}
+	return base64.RawURLEncoding.EncodeToString([]byte(s))
 }
 
 // parseCursor reads a cursor; an empty one is the start of the history.
@@ -45,7 +54,7 @@ func parseCursor(c string) (changePosition, error) {
 		return changePosition{}, bad
 	}
 	parts := strings.Split(string(raw), ".")
-	if len(parts) != 3 || parts[0] != "1" {
+	if len(parts) < 3 || len(parts) > 4 || parts[0] != "1" {
 		return changePosition{}, bad
 	}
 	xid, err1 := strconv.ParseUint(parts[1], 10, 64)
@@ -53,7 +62,13 @@ func parseCursor(c string) (changePosition, error) {
 	if err1 != nil || err2 != nil || seq < 0 {
 		return changePosition{}, bad
 	}
-	return changePosition{Xid: xid, Seq: seq}, nil
+	p := changePosition{Xid: xid, Seq: seq}
+	if len(parts) == 4 {
+		if p.LSN, err = strconv.ParseUint(parts[3], 10, 64); err != nil {
+			return changePosition{}, bad
+		}
+	}
+	return p, nil
 }
 
 // feedBound is the feed's read bound: every transaction of this database
@@ -63,6 +78,13 @@ func parseCursor(c string) (changePosition, error) {
 // snapshot's xmax when none runs. Transactions of other databases on the
 // server do not hold it back. The snapshot is taken before the sessions are
 // read, so a transaction missing from them had ended or gets a later id.
+//
+// On a standby (a read replica) pg_stat_activity shows none of the primary's
+// transactions, and the snapshot's xmax is only the newest replayed end: a
+// transaction the primary still runs may lie below it. There the bound is
+// the snapshot's xmin, the oldest transaction the replayed WAL shows running
+// in any database (the standby counts an id it has not seen yet, below a
+// replayed one, as running), so nothing can commit below it later either.
 func feedBound(db *gorm.DB) (uint64, error) {
 	var r boundRow
 	if err := db.Raw(feedBoundSQL).Scan(&r).Error; err != nil {
@@ -73,9 +95,17 @@ func feedBound(db *gorm.DB) (uint64, error) {
 
 // feedBoundSQL reads what feedBound needs: the snapshot's xmax and the ids of
 // the database's running transactions, as text.
-const feedBoundSQL = `SELECT pg_snapshot_xmax(pg_current_snapshot())::text AS xmax,
+const feedBoundSQL = `SELECT (CASE WHEN pg_is_in_recovery() THEN pg_snapshot_xmin(snap) ELSE pg_snapshot_xmax(snap) END)::text AS xmax,
 	(SELECT string_agg(backend_xid::text, ',') FROM pg_stat_activity
-	 WHERE datname = current_database() AND pid <> pg_backend_pid() AND backend_xid IS NOT NULL) AS xids`
+	 WHERE datname = current_database() AND pid <> pg_backend_pid() AND backend_xid IS NOT NULL) AS xids
+	FROM pg_current_snapshot() AS snap`
+
+// walPositionSQL reads how far the server's WAL goes: the primary's write
+// position, a standby's replay position. Read after a snapshot it is at or
+// above every commit the snapshot sees (the service commits synchronously:
+// a commit is written before it is visible); read before, at or below.
+const walPositionSQL = `SELECT (coalesce(CASE WHEN pg_is_in_recovery() THEN pg_last_wal_replay_lsn() ELSE pg_current_wal_lsn() END,
+	'0/0') - '0/0'::pg_lsn)::bigint`
 
 // boundRow is feedBoundSQL's row.
 type boundRow struct {
@@ -174,25 +204,39 @@ type feedRead[T positioned] struct {
 	rows    []T
 	cursor  string
 	pending bool
+	// full says the page holds as many rows as asked.
+	full bool
 }
 
-// readFeed reads, in one snapshot, the purge horizon of src and up to size
-// changes after the cursor below the feed's bound; read selects them.
-func readFeed[T positioned](ctx context.Context, s *Store, src feedSource, after string, size int,
+// readFeed reads on db's pool, in one snapshot, the purge horizon of src and
+// up to size changes after the cursor below the feed's bound; read selects
+// them. On a read replica (replica) it answers errReplicaBehind, reading
+// nothing, when the replica has not replayed up to the cursor's WAL position.
+func readFeed[T positioned](ctx context.Context, s *Store, db *DB, replica bool, src feedSource, after string, size int,
 	read func(tx *gorm.DB, from changePosition, bound uint64, size int) ([]T, error)) (feedRead[T], error) {
 	from, err := parseCursor(after)
 	if err != nil {
 		return feedRead[T]{}, err
 	}
 	size = min(max(size, 1), s.cfg.MaxPageSize)
+	if replica {
+		// Read before the snapshot: the snapshot holds at least this much.
+		var replayed uint64
+		if err := db.Gorm.WithContext(ctx).Raw(walPositionSQL).Row().Scan(&replayed); err != nil {
+			return feedRead[T]{}, err
+		}
+		if replayed < from.LSN {
+			return feedRead[T]{}, errReplicaBehind
+		}
+	}
 	// The bound is read before the snapshot of the rows, so that snapshot
 	// sees every row below it.
-	bound, err := feedBound(s.db.Gorm.WithContext(ctx))
+	bound, err := feedBound(db.Gorm.WithContext(ctx))
 	if err != nil {
 		return feedRead[T]{}, err
 	}
 	var page feedRead[T]
-	err = s.db.Gorm.WithContext(ctx).Transaction(func(tx *gorm.DB) error {
+	err = db.Gorm.WithContext(ctx).Transaction(func(tx *gorm.DB) error {
 		if err := checkHorizon(tx, src, from); err != nil {
 			return err
 		}
@@ -205,8 +249,13 @@ func readFeed[T positioned](ctx context.Context, s *Store, src feedSource, after
 		if err != nil {
 			return err
 		}
-		page.rows = rows
-		if page.cursor, err = nextCursor(rows, from, bound, size); err != nil || len(rows) > 0 {
+		page.rows, page.full = rows, len(rows) == size
+		// Read after the snapshot: it holds no more than this.
+		var lsn uint64
+		if err := tx.Raw(walPositionSQL).Row().Scan(&lsn); err != nil {
+			return err
+		}
+		if page.cursor, err = nextCursor(rows, from, bound, size, lsn); err != nil || len(rows) > 0 {
 			return err
 		}
 		later := tx.Session(&gorm.Session{NewDB: true}).Table(src.table).Select("1").
@@ -221,15 +270,30 @@ func readFeed[T positioned](ctx context.Context, s *Store, src feedSource, after
 
 // ListManagedClusterChanges reads, in one snapshot, the purge horizon and
 // the changes after the cursor that the caller may see, oldest first.
+//
+// A fresh read replica serves a page only when it fills it: a full page
+// from the replica is the page the primary answered when it was where the
+// replica is (every row below the replica's bound is final), and the cursor
+// after it moves forward. A short or empty page may say "nothing more" while
+// the primary has more, and a long-poll would then wait for a wake-up that
+// already came, so those are read on the primary: the followers at the head
+// read there as before, the catch-up pages come from the replica.
 func (s *Store) ListManagedClusterChanges(ctx context.Context, caller fleet.Identity, admin bool, after string, size int) (fleet.ChangePage, error) {
 	src := feedSource{table: "managed_clusters", walk: admin,
 		expired: "the cursor is older than the retention of deleted clusters: " +
 			"list GET /managed_clusters again and resume the feed from the cursor that list returns"}
-	got, err := readFeed(ctx, s, src, after, size, func(tx *gorm.DB, from changePosition, bound uint64, size int) ([]feedRow, error) {
-		if !admin {
-			return s.readOrgChanges(tx, caller.OrgID, from, bound, size)
+	var got feedRead[feedRow]
+	err := s.heavyRead(ctx, readInventoryFeed, func(db *DB) (err error) {
+		got, err = readFeed(ctx, s, db, db != s.db, src, after, size, func(tx *gorm.DB, from changePosition, bound uint64, size int) ([]feedRow, error) {
+			if !admin {
+				return s.readOrgChanges(tx, caller.OrgID, from, bound, size)
+			}
+			return readChanges(s.inServedZones(tx, "h.zone"), from, bound, size)
+		})
+		if err == nil && db != s.db && !got.full {
+			return errReplicaShort
 		}
-		return readChanges(s.inServedZones(tx, "h.zone"), from, bound, size)
+		return err
 	})
 	if err != nil {
 		return fleet.ChangePage{}, fmt.Errorf("ListManagedClusterChanges(%s): %w", caller.OrgID, err)
@@ -387,7 +451,8 @@ func changesBetween(q *gorm.DB, alias string, from changePosition, bound uint64,
 // nextCursor is the cursor after rows. A full page resumes after its last
 // row; a short one has read every visible change below bound, so it resumes
 // at bound and a caller that sees few changes does not fall behind the purge.
-func nextCursor[T positioned](rows []T, from changePosition, bound uint64, size int) (string, error) {
+// Its WAL position is lsn, the reading server's, or from's when higher.
+func nextCursor[T positioned](rows []T, from changePosition, bound uint64, size int, lsn uint64) (string, error) {
 	next := from
 	for _, r := range rows {
 		p, err := r.position()
@@ -399,5 +464,6 @@ func nextCursor[T positioned](rows []T, from changePosition, bound uint64, size 
 	if len(rows) < size && next.less(changePosition{Xid: bound}) {
 		next = changePosition{Xid: bound}
 	}
+	next.LSN = max(from.LSN, lsn)
 	return next.cursor(), nil
 }

@@ -1,6 +1,9 @@
 package postgres
 
-import "testing"
+import (
+	"encoding/base64"
+	"testing"
+)
 
 func TestWidenXid(t *testing.T) {
 	t.Parallel()
@@ -25,10 +28,16 @@ func TestWidenXid(t *testing.T) {
 
 func TestParseCursor(t *testing.T) {
 	t.Parallel()
-	for _, p := range []changePosition{{}, {Xid: 1, Seq: 2}, {Xid: 1 << 40, Seq: 1 << 50}} {
+	for _, p := range []changePosition{{}, {Xid: 1, Seq: 2}, {Xid: 1 << 40, Seq: 1 << 50}, {Xid: 3, Seq: 4, LSN: 1 << 33}} {
 		got, err := parseCursor(p.cursor())
 		if err != nil || got != p {
 			t.Errorf("parseCursor(%q) = %+v, %v; want %+v", p.cursor(), got, err, p)
+		}
+	}
+	for _, bad := range []string{"1.2", "1.2.3.4.5", "1.2.3.x", "2.2.3"} {
+		c := base64.RawURLEncoding.EncodeToString([]byte(bad))
+		if got, err := parseCursor(c); err == nil {
+			t.Errorf("parseCursor(%q) = %+v, want an error", bad, got)
 		}
 	}
 	if got, err := parseCursor(""); err != nil || got != (changePosition{}) {

@@ -76,15 +76,21 @@ var managedClusterList = listSpec{
 // clusters are visible to the org of their registration; admins see all. The
 // feed's cursor, the total and the page are read in one round trip; a second
 // counts the rows when the counters do not hold the search's label.
+// It is a heavy read: a fresh read replica serves it when one is configured.
 func (s *Store) ListManagedClusters(ctx context.Context, caller fleet.Identity, admin bool, q fleet.ListQuery) (fleet.ManagedClusterPage, error) {
-	page, err := s.listManagedClusters(ctx, caller, admin, q)
+	var page fleet.ManagedClusterPage
+	err := s.heavyRead(ctx, readInventoryList, func(db *DB) (err error) {
+		page, err = s.listManagedClusters(db.Gorm.WithContext(ctx), caller, admin, q)
+		return err
+	})
 	if err != nil {
 		return fleet.ManagedClusterPage{}, fmt.Errorf("ListManagedClusters(%s): %w", caller.OrgID, err)
 	}
 	return page, nil
 }
 
-func (s *Store) listManagedClusters(ctx context.Context, caller fleet.Identity, admin bool, q fleet.ListQuery) (fleet.ManagedClusterPage, error) {
+// listManagedClusters reads the page on db, a pool's handle with the request's context.
+func (s *Store) listManagedClusters(db *gorm.DB, caller fleet.Identity, admin bool, q fleet.ListQuery) (fleet.ManagedClusterPage, error) {
 	var out fleet.ManagedClusterPage
 	page, size, err := s.pageBounds(q)
 	if err != nil {
@@ -102,10 +108,10 @@ func (s *Store) listManagedClusters(ctx context.Context, caller fleet.Identity, 
 	// (inventory_org.go); an admin's, and a caller's of no organisation
 	// (who sees nothing), from the whole inventory.
 	var query, pageQuery *gorm.DB
-	if db := s.db.Gorm.WithContext(ctx); !admin && caller.OrgID != "" {
+	if !admin && caller.OrgID != "" {
 		query, pageQuery = s.orgClusters(db, caller.OrgID, conds, order, 0), s.orgClusters(db, caller.OrgID, conds, order, page*size)
 	} else {
-		query = conds.apply(s.visibleManagedClusters(ctx, caller, admin))
+		query = conds.apply(s.visibleManagedClustersOn(db, caller, admin))
 		pageQuery = query
 	}
 	total, err := s.managedClusterTotal(caller.OrgID, admin, expr, conds, query)
@@ -122,7 +128,11 @@ func (s *Store) listManagedClusters(ctx context.Context, caller fleet.Identity, 
 	// values: its plan is the same for all of them.
 	list.generic = admin && expr == nil
 	var bound boundRow
-	if err := roundTrip(s.db.Gorm.WithContext(ctx), append(append([]statement{bound.statement()}, total.stmts...), list)...); err != nil {
+	// The WAL position is read after the list's snapshot, so the cursor asks
+	// a read replica for all the list showed (changePosition.LSN).
+	var lsn uint64
+	walPosition := statement{sql: walPositionSQL, generic: true, read: readOne(&lsn)}
+	if err := roundTrip(db, append(append([]statement{bound.statement()}, total.stmts...), list, walPosition)...); err != nil {
 		return out, err
 	}
 	n, err := total.total()
@@ -133,7 +143,7 @@ func (s *Store) listManagedClusters(ctx context.Context, caller fleet.Identity, 
 	if err != nil {
 		return out, err
 	}
-	out.Total, out.Cursor = int(n), changePosition{Xid: xid}.cursor()
+	out.Total, out.Cursor = int(n), changePosition{Xid: xid, LSN: lsn}.cursor()
 	out.Items = make([]fleet.ManagedCluster, len(rows))
 	for i, r := range rows {
 		out.Items[i] = r.toManagedCluster()
@@ -190,7 +200,12 @@ func (r *managedClusterRow) fields() []any { return managedClusterColumns.fields
 // visibleManagedClusters selects the live clusters of live hubs in the
 // served zones that the caller may see, with their hubs.
 func (s *Store) visibleManagedClusters(ctx context.Context, caller fleet.Identity, admin bool) *gorm.DB {
-	query := s.db.Gorm.WithContext(ctx).Table("managed_clusters AS mc").Select(managedClusterColumns.sql).
+	return s.visibleManagedClustersOn(s.db.Gorm.WithContext(ctx), caller, admin)
+}
+
+// visibleManagedClustersOn is visibleManagedClusters read on db.
+func (s *Store) visibleManagedClustersOn(db *gorm.DB, caller fleet.Identity, admin bool) *gorm.DB {
+	query := db.Table("managed_clusters AS mc").Select(managedClusterColumns.sql).
 		Joins("JOIN hubs h ON h.id = mc.hub_id").
 		Joins("LEFT JOIN registrations r ON r.id = mc.registration_id").
 		Where("mc.deleted_at IS NULL AND h.deleted_at IS NULL")

@@ -60,6 +60,8 @@ type Store struct {
 	cfg     StoreConfig
 	authz   fleet.Authorizer
 	waker   *waker
+	// replica serves the heavy reads while fresh (replica.go); nil: the primary does.
+	replica *Replica
 }
 
 // NewStore returns the store; keyring encrypts the secret columns, authz
@@ -67,6 +69,23 @@ type Store struct {
 // pre-flight rules and quota).
 func NewStore(db *DB, keyring *secrets.Keyring, clock fleet.Clock, cfg StoreConfig, authz fleet.Authorizer) *Store {
 	return &Store{db: db, keyring: keyring, clock: clock, cfg: cfg, authz: authz, waker: newWaker(db.Gorm, cfg.WakeInterval)}
+}
+
+// WithReplica returns the store with its heavy reads (the inventory's list
+// and search, the change feed's pages) routed through r (replica.go).
+func (s *Store) WithReplica(r *Replica) *Store {
+	c := *s
+	c.replica = r
+	return &c
+}
+
+// heavyRead runs fn on the pool that serves a heavy read of kind: the
+// replica's while it is fresh, else the primary's (Replica.read).
+func (s *Store) heavyRead(ctx context.Context, kind string, fn func(db *DB) error) error {
+	if s.replica == nil {
+		return fn(s.db)
+	}
+	return s.replica.read(ctx, kind, fn)
 }
 
 // transact runs fn in a transaction: the service method is the boundary.
