@@ -18,7 +18,7 @@ func defaultDBOptions() dbOptions { return dbOptions{Config: postgres.DefaultCon
 
 func (o *dbOptions) addFlags(fs *pflag.FlagSet) {
 	o.Config.AddFlags(fs)
-	fs.StringVar(&o.SecretsDir, "secrets-dir", o.SecretsDir, "directory of secret files (db.host, db.port, db.name, db.user, db.password, db.sslmode, db.sslrootcert)")
+	fs.StringVar(&o.SecretsDir, "secrets-dir", o.SecretsDir, "directory of secret files (db.host, db.port, db.name, db.user, db.password, db.sslmode, db.sslrootcert, db.target_session_attrs)")
 }
 
 // complete fills flags from the environment, then from the secrets directory:
