@@ -3,13 +3,19 @@ package e2e
 import (
 	"fmt"
 	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
 	"sort"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
 	"time"
 
 	"github.com/fleetmanager/fleet-manager/internal/oidc/hydratest"
+	"github.com/fleetmanager/fleet-manager/internal/postgres"
 )
 
 // TestPatroniSwitchoverAndFailoverUnderWriteLoad runs the fleet manager on
@@ -144,70 +150,121 @@ func failoverPercentile(d []time.Duration, p int) time.Duration {
 }
 
 // BenchmarkPatroniReplicationWrites measures what synchronous replication
-// costs a write through the API: the same cluster shape, synchronous and
-// asynchronous, with concurrent clients creating registrations. Each write
-// is a POST /clusters answered 202; it reports the latency's median and
-// 99th percentile and the writes per second.
+// costs a write: the same two-node cluster, synchronous and asynchronous.
+// "api": concurrent clients create registrations through the real
+// fleet-manager (POST /clusters answered 202), reporting the latency's
+// median and 99th percentile and the writes per second. "pgbench": the
+// database alone, pgbench's simple-update transactions (-N) on the primary.
 //
 //	go test -run '^$' -bench BenchmarkPatroniReplicationWrites -benchtime 2000x ./internal/e2e/
 func BenchmarkPatroniReplicationWrites(b *testing.B) {
+	const clients = 8
 	for _, mode := range []struct {
 		name        string
 		synchronous bool
 	}{{"synchronous", true}, {"asynchronous", false}} {
-		c := patroniStartCluster(b, patroniOptions{synchronous: mode.synchronous})
-		cfg := c.newDatabase("fleet")
-		fm := startFleetManagerOn(b, hydratest.Start(b), cfg, c.flags(cfg)...)
-		user := fm.token("org-bench", "ann")
 		b.Run(mode.name, func(b *testing.B) {
-			const clients = 8
-			client := &http.Client{Timeout: 30 * time.Second}
-			var mu sync.Mutex
-			var latencies []time.Duration
-			failed := 0
-			var wg sync.WaitGroup
-			next := make(chan int, b.N)
-			for i := range b.N {
-				next <- i
-			}
-			close(next)
-			b.ResetTimer()
-			start := time.Now()
-			for w := range clients {
-				wg.Add(1)
-				go func() {
-					defer wg.Done()
-					for i := range next {
-						body := fmt.Sprintf(`{"name":"bench-%s-%d-%d-%d","zone":"eu","product":"ROSA"}`, mode.name, b.N, w, i)
-						req, _ := http.NewRequest(http.MethodPost, fm.Base+"/clusters", strings.NewReader(body))
-						req.Header.Set("Content-Type", "application/json")
-						req.Header.Set("Authorization", "Bearer "+user)
-						began := time.Now()
-						resp, err := client.Do(req)
-						took := time.Since(began)
-						ok := err == nil && resp.StatusCode == http.StatusAccepted
-						if err == nil {
-							_ = resp.Body.Close()
-						}
-						mu.Lock()
-						if ok {
-							latencies = append(latencies, took)
-						} else {
-							failed++
-						}
-						mu.Unlock()
-					}
-				}()
-			}
-			wg.Wait()
-			elapsed := time.Since(start)
-			b.StopTimer()
-			if failed > 0 {
-				b.Fatalf("%d of %d writes not accepted", failed, b.N)
-			}
-			b.ReportMetric(float64(failoverPercentile(latencies, 50).Microseconds())/1000, "p50-ms")
-			b.ReportMetric(float64(failoverPercentile(latencies, 99).Microseconds())/1000, "p99-ms")
-			b.ReportMetric(float64(b.N)/elapsed.Seconds(), "writes/s")
+			c := patroniStartCluster(b, patroniOptions{synchronous: mode.synchronous})
+			cfg := c.newDatabase("fleet")
+			fm := startFleetManagerOn(b, hydratest.Start(b), cfg, c.flags(cfg)...)
+			user := fm.token("org-bench", "ann")
+			b.Run("api", func(b *testing.B) {
+				failoverBenchAPI(b, fm, user, clients)
+			})
+			bench := c.newDatabase("pgbench")
+			b.Run("pgbench", func(b *testing.B) {
+				failoverPgbench(b, c, bench, clients)
+			})
 		})
+	}
+}
+
+// failoverBenchAPI creates b.N registrations from clients at once.
+func failoverBenchAPI(b *testing.B, fm *fleetManager, user string, clients int) {
+	client := &http.Client{Timeout: 30 * time.Second}
+	var mu sync.Mutex
+	var latencies []time.Duration
+	failed := 0
+	var wg sync.WaitGroup
+	next := make(chan int, b.N)
+	for i := range b.N {
+		next <- i
+	}
+	close(next)
+	prefix := fmt.Sprintf("bench-%d-%d", b.N, time.Now().UnixNano())
+	b.ResetTimer()
+	start := time.Now()
+	for range clients {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := range next {
+				body := fmt.Sprintf(`{"name":"%s-%d","zone":"eu","product":"ROSA"}`, prefix, i)
+				req, _ := http.NewRequest(http.MethodPost, fm.Base+"/clusters", strings.NewReader(body))
+				req.Header.Set("Content-Type", "application/json")
+				req.Header.Set("Authorization", "Bearer "+user)
+				began := time.Now()
+				resp, err := client.Do(req)
+				took := time.Since(began)
+				ok := err == nil && resp.StatusCode == http.StatusAccepted
+				if err == nil {
+					_ = resp.Body.Close()
+				}
+				mu.Lock()
+				if ok {
+					latencies = append(latencies, took)
+				} else {
+					failed++
+				}
+				mu.Unlock()
+			}
+		}()
+	}
+	wg.Wait()
+	elapsed := time.Since(start)
+	b.StopTimer()
+	if failed > 0 {
+		b.Fatalf("%d of %d writes not accepted", failed, b.N)
+	}
+	b.ReportMetric(float64(failoverPercentile(latencies, 50).Microseconds())/1000, "p50-ms")
+	b.ReportMetric(float64(failoverPercentile(latencies, 99).Microseconds())/1000, "p99-ms")
+	b.ReportMetric(float64(b.N)/elapsed.Seconds(), "writes/s")
+}
+
+// failoverPgbenchFigure reads pgbench's summary lines.
+var failoverPgbenchFigure = regexp.MustCompile(`(?m)^(latency average|tps) = ([0-9.]+)`)
+
+// failoverPgbench runs b.N pgbench transactions from clients on the
+// primary, after initialising its tables once.
+func failoverPgbench(b *testing.B, c *patroniCluster, db postgres.Config, clients int) {
+	primary := c.leader()
+	if primary == nil {
+		b.Fatalf("no leader\n%s", c.logs())
+	}
+	pgbench := filepath.Join(c.binDir, "pgbench")
+	run := func(args ...string) string {
+		args = append([]string{"-h", "127.0.0.1", "-p", strconv.Itoa(primary.pgPort), "-U", db.User}, args...)
+		cmd := exec.Command(pgbench, append(args, db.Name)...)
+		cmd.Env = append(os.Environ(), "PGPASSWORD="+db.Password)
+		out, err := cmd.CombinedOutput()
+		if err != nil {
+			b.Fatalf("pgbench %v: %v\n%s", args, err, out)
+		}
+		return string(out)
+	}
+	if !c.pgbenchReady {
+		run("-i", "-q", "-s", "1")
+		c.pgbenchReady = true
+	}
+	b.ResetTimer()
+	out := run("-n", "-N", "-c", strconv.Itoa(clients), "-j", "2", "-t", strconv.Itoa(max(1, b.N/clients)))
+	b.StopTimer()
+	for _, m := range failoverPgbenchFigure.FindAllStringSubmatch(out, -1) {
+		v, _ := strconv.ParseFloat(m[2], 64)
+		if m[1] == "tps" {
+			b.ReportMetric(v, "tps")
+		} else {
+			b.ReportMetric(v, "latency-avg-ms")
+		}
 	}
 }

@@ -47,6 +47,10 @@ type patroniCluster struct {
 	etcdPort int
 	etcd     *exec.Cmd
 	nodes    []*patroniNode
+	// binDir holds the PostgreSQL binaries (pg_ctl, pgbench, ...).
+	binDir string
+	// pgbenchReady: pgbench's tables are initialised.
+	pgbenchReady bool
 }
 
 // patroniNode is one Patroni process and the PostgreSQL it runs.
@@ -75,7 +79,7 @@ func patroniStartCluster(t testing.TB, opts patroniOptions) *patroniCluster {
 	if err != nil {
 		t.Fatal(err)
 	}
-	c := &patroniCluster{t: t}
+	c := &patroniCluster{t: t, binDir: bin}
 	// Not t.TempDir: the postgres user must reach it.
 	if c.dir, err = os.MkdirTemp("", "fm-patroni-"); err != nil {
 		t.Fatal(err)
@@ -456,6 +460,20 @@ func (c *patroniCluster) newDatabase(name string) postgres.Config {
 	defer conn.Close(ctx)
 	if _, err := conn.Exec(ctx, "CREATE DATABASE "+pgx.Identifier{name}.Sanitize()); err != nil {
 		c.t.Fatalf("patroni: CREATE DATABASE %s: %v", name, err)
+	}
+	// Until a replica has replayed it, connecting there fails with 3D000
+	// (no such database), and pgx tries no further host after that error:
+	// wait until every node has it.
+	for _, n := range c.nodes {
+		one := c.config(name)
+		one.Host, one.Port, one.Ports, one.TargetSessionAttrs = "127.0.0.1", n.pgPort, nil, "any"
+		c.poll("database "+name+" on "+n.name, 30*time.Second, func() error {
+			conn, err := pgx.Connect(ctx, one.DSN())
+			if err != nil {
+				return err
+			}
+			return conn.Close(ctx)
+		})
 	}
 	return c.config(name)
 }
