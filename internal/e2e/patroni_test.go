@@ -100,35 +100,11 @@ func patroniStartCluster(t testing.TB, opts patroniOptions) *patroniCluster {
 		}
 	}
 	c.startEtcd()
-	vars := map[string]string{
-		"PATRONI_CLUSTER":                 "fleet-db",
-		"PATRONI_ETCD_HOSTS":              fmt.Sprintf("127.0.0.1:%d", c.etcdPort),
-		"PATRONI_TTL":                     "5",
-		"PATRONI_LOOP_WAIT":               "1",
-		"PATRONI_RETRY_TIMEOUT":           "2",
-		"PATRONI_SYNCHRONOUS_MODE":        strconv.FormatBool(opts.synchronous),
-		"PATRONI_SYNCHRONOUS_MODE_STRICT": "false",
-		"PATRONI_MAX_CONNECTIONS":         "100",
-		"PATRONI_BIN_DIR":                 bin,
-		"PATRONI_PEER_CIDR":               "127.0.0.1/32",
-		"PATRONI_CLIENT_CIDR":             "127.0.0.1/32",
-	}
 	for i := range 2 {
 		n := &patroniNode{name: fmt.Sprintf("db%d", i+1), pgPort: freePort(t), restPort: freePort(t)}
 		n.dir = filepath.Join(c.dir, n.name)
 		c.mkdir(n.dir)
-		for k, v := range map[string]string{
-			"PATRONI_NODE":            n.name,
-			"PATRONI_RESTAPI_LISTEN":  fmt.Sprintf("127.0.0.1:%d", n.restPort),
-			"PATRONI_RESTAPI_CONNECT": fmt.Sprintf("127.0.0.1:%d", n.restPort),
-			"PATRONI_PG_LISTEN":       fmt.Sprintf("127.0.0.1:%d", n.pgPort),
-			"PATRONI_PG_CONNECT":      fmt.Sprintf("127.0.0.1:%d", n.pgPort),
-			"PATRONI_DATA_DIR":        filepath.Join(n.dir, "data"),
-			"PATRONI_PGPASS":          filepath.Join(n.dir, "pgpass"),
-			"PATRONI_SOCKET_DIR":      n.dir,
-		} {
-			vars[k] = v
-		}
+		vars := patroniVars(fmt.Sprintf("127.0.0.1:%d", c.etcdPort), bin, opts, n)
 		if err := os.WriteFile(n.config(), patroniRender(t, vars), 0o644); err != nil {
 			t.Fatal(err)
 		}
@@ -139,6 +115,31 @@ func patroniStartCluster(t testing.TB, opts patroniOptions) *patroniCluster {
 	}
 	c.waitHealthy(opts.synchronous, 90*time.Second)
 	return c
+}
+
+// patroniVars are the values of the template's placeholders for node n.
+func patroniVars(etcdHosts, binDir string, opts patroniOptions, n *patroniNode) map[string]string {
+	return map[string]string{
+		"PATRONI_CLUSTER":                 "fleet-db",
+		"PATRONI_ETCD_HOSTS":              etcdHosts,
+		"PATRONI_TTL":                     "5",
+		"PATRONI_LOOP_WAIT":               "1",
+		"PATRONI_RETRY_TIMEOUT":           "2",
+		"PATRONI_SYNCHRONOUS_MODE":        strconv.FormatBool(opts.synchronous),
+		"PATRONI_SYNCHRONOUS_MODE_STRICT": "false",
+		"PATRONI_MAX_CONNECTIONS":         "100",
+		"PATRONI_BIN_DIR":                 binDir,
+		"PATRONI_PEER_CIDR":               "127.0.0.1/32",
+		"PATRONI_CLIENT_CIDR":             "127.0.0.1/32",
+		"PATRONI_NODE":                    n.name,
+		"PATRONI_RESTAPI_LISTEN":          fmt.Sprintf("127.0.0.1:%d", n.restPort),
+		"PATRONI_RESTAPI_CONNECT":         fmt.Sprintf("127.0.0.1:%d", n.restPort),
+		"PATRONI_PG_LISTEN":               fmt.Sprintf("127.0.0.1:%d", n.pgPort),
+		"PATRONI_PG_CONNECT":              fmt.Sprintf("127.0.0.1:%d", n.pgPort),
+		"PATRONI_DATA_DIR":                filepath.Join(n.dir, "data"),
+		"PATRONI_PGPASS":                  filepath.Join(n.dir, "pgpass"),
+		"PATRONI_SOCKET_DIR":              n.dir,
+	}
 }
 
 // patroniVariable is a placeholder of the template.
@@ -520,4 +521,41 @@ func patroniPostgresUser() (*syscall.Credential, error) {
 		return nil, err
 	}
 	return &syscall.Credential{Uid: uint32(uid), Gid: uint32(gid)}, nil
+}
+
+// TestPatroniRenderScriptRendersWhatTheTestsRun: scripts/dbops/patroni/render.sh,
+// what an operator runs, gives the same file as the tests' rendering, and
+// refuses to render with a placeholder's variable unset, naming it.
+func TestPatroniRenderScriptRendersWhatTheTestsRun(t *testing.T) {
+	t.Parallel()
+	n := &patroniNode{name: "db1", dir: "/var/lib/patroni/db1", pgPort: 5432, restPort: 8008}
+	vars := patroniVars("etcd1:2379,etcd2:2379,etcd3:2379", "/usr/lib/postgresql/15/bin", patroniOptions{synchronous: true}, n)
+	want := patroniRender(t, vars)
+	render := func(vars map[string]string) (stdout, stderr string, err error) {
+		cmd := exec.Command("../../scripts/dbops/patroni/render.sh")
+		cmd.Env = []string{"PATH=" + os.Getenv("PATH")}
+		for k, v := range vars {
+			cmd.Env = append(cmd.Env, k+"="+v)
+		}
+		var out, errOut strings.Builder
+		cmd.Stdout, cmd.Stderr = &out, &errOut
+		err = cmd.Run()
+		return out.String(), errOut.String(), err
+	}
+	got, stderr, err := render(vars)
+	if err != nil {
+		t.Fatalf("render.sh: %v\n%s", err, stderr)
+	}
+	if got != string(want) {
+		t.Errorf("render.sh rendered\n%s\nwant\n%s", got, want)
+	}
+	for _, line := range []string{"scope: fleet-db", "  hosts: etcd1:2379,etcd2:2379,etcd3:2379", "    synchronous_mode: true", "  listen: 127.0.0.1:5432"} {
+		if !strings.Contains(got, "\n"+line+"\n") {
+			t.Errorf("render.sh output lacks the line %q", line)
+		}
+	}
+	delete(vars, "PATRONI_TTL")
+	if _, stderr, err := render(vars); err == nil || !strings.Contains(stderr, "set PATRONI_TTL") {
+		t.Errorf("render.sh without PATRONI_TTL: %v, %q; want a failure naming it", err, stderr)
+	}
 }
