@@ -25,8 +25,9 @@ import (
 // of a rolling restart), then a failover: the primary's Patroni and
 // PostgreSQL are killed (SIGKILL) and Patroni promotes the synchronous
 // standby. Through both, the API answers 2xx or 503 with Retry-After, it
-// accepts writes again once the new primary is promoted, the notification
-// listener follows the primary, and no acknowledged registration is lost.
+// accepts writes again once the new primary is promoted and then fails no
+// request (the pool kept no dead connection), the notification listener
+// follows the primary, and no acknowledged registration is lost.
 func TestPatroniSwitchoverAndFailoverUnderWriteLoad(t *testing.T) {
 	t.Parallel()
 	c := patroniStartCluster(t, patroniOptions{synchronous: true})
@@ -61,6 +62,8 @@ func TestPatroniSwitchoverAndFailoverUnderWriteLoad(t *testing.T) {
 	swWritesBack := failoverWritesBack(l.all, swDone)
 	if swWritesBack == 0 {
 		t.Errorf("no write accepted after the switchover; answers %v", sw.byStatus)
+	} else if n := failoverFailedAfter(l.all, swDone.Add(swWritesBack)); n != 0 {
+		t.Errorf("%d requests failed after the first write on the new primary was accepted; want none", n)
 	}
 
 	// A failover: the primary's machine is lost.
@@ -90,6 +93,11 @@ func TestPatroniSwitchoverAndFailoverUnderWriteLoad(t *testing.T) {
 	if writesBack == 0 || writesBack > 30*time.Second {
 		t.Errorf("first write accepted %s after the primary was killed (0: none), want one within 30s; answers %v\n%s",
 			writesBack, fo.byStatus, fm.Logs())
+	}
+	// Once a write went through, the pool holds no connection to the dead
+	// primary any more: every request that begins later succeeds.
+	if n := failoverFailedAfter(l.all, faultStart.Add(writesBack)); writesBack != 0 && n != 0 {
+		t.Errorf("%d requests failed after the first write on the new primary was accepted; want none", n)
 	}
 
 	acked := sw.acked
@@ -127,6 +135,18 @@ func failoverWritesBack(answers []loadAnswer, since time.Time) time.Duration {
 		return 0
 	}
 	return first.Sub(since)
+}
+
+// failoverFailedAfter counts the requests that began after since and did
+// not succeed.
+func failoverFailedAfter(answers []loadAnswer, since time.Time) int {
+	n := 0
+	for _, a := range answers {
+		if a.start.After(since) && (a.status < 200 || a.status >= 300) {
+			n++
+		}
+	}
+	return n
 }
 
 // failoverLatencies returns the median and 99th percentile of the
