@@ -38,10 +38,7 @@ func TestPatroniSwitchoverAndFailoverUnderWriteLoad(t *testing.T) {
 
 	// A planned switchover: Patroni stops the primary cleanly and promotes
 	// the standby, which was synchronous, so nothing acknowledged is lost.
-	first := c.leader()
-	if first == nil {
-		t.Fatalf("no leader after the cluster was healthy\n%s", c.logs())
-	}
+	first := c.waitHealthy(60 * time.Second)
 	l := startLoad(fm, user, "switchover", 2, 2, 100*time.Millisecond)
 	<-time.After(2 * time.Second) // load before the switchover
 	swStart := time.Now()
@@ -55,7 +52,7 @@ func TestPatroniSwitchoverAndFailoverUnderWriteLoad(t *testing.T) {
 	swDone := time.Now()
 	// The former primary rejoins as the synchronous standby: the failover
 	// below may then lose nothing.
-	c.waitHealthy(true, 60*time.Second)
+	primary := c.waitHealthy(60 * time.Second)
 	<-time.After(2 * time.Second) // load after the switchover
 	sw := summarize(l.finish(), swStart)
 	reportWrong(t, sw.wrong, swStart)
@@ -67,10 +64,6 @@ func TestPatroniSwitchoverAndFailoverUnderWriteLoad(t *testing.T) {
 	}
 
 	// A failover: the primary's machine is lost.
-	primary := c.leader()
-	if primary == nil {
-		t.Fatalf("no leader after the switchover\n%s", c.logs())
-	}
 	survivor := c.other(primary)
 	l = startLoad(fm, user, "failover", 2, 2, 100*time.Millisecond)
 	<-time.After(2 * time.Second) // load before the fault
@@ -257,10 +250,7 @@ var failoverPgbenchFigure = regexp.MustCompile(`(?m)^(latency average|tps) = ([0
 // failoverPgbench runs b.N pgbench transactions from clients on the
 // primary, after initialising its tables once.
 func failoverPgbench(b *testing.B, c *patroniCluster, db postgres.Config, clients int) {
-	primary := c.leader()
-	if primary == nil {
-		b.Fatalf("no leader\n%s", c.logs())
-	}
+	primary := c.waitHealthy(60 * time.Second)
 	pgbench := filepath.Join(c.binDir, "pgbench")
 	run := func(args ...string) string {
 		args = append([]string{"-h", "127.0.0.1", "-p", strconv.Itoa(primary.pgPort), "-U", db.User}, args...)

@@ -51,6 +51,8 @@ type patroniCluster struct {
 	binDir string
 	// pgbenchReady: pgbench's tables are initialised.
 	pgbenchReady bool
+	// synchronous: the cluster was made with synchronous_mode.
+	synchronous bool
 }
 
 // patroniNode is one Patroni process and the PostgreSQL it runs.
@@ -79,7 +81,7 @@ func patroniStartCluster(t testing.TB, opts patroniOptions) *patroniCluster {
 	if err != nil {
 		t.Fatal(err)
 	}
-	c := &patroniCluster{t: t, binDir: bin}
+	c := &patroniCluster{t: t, binDir: bin, synchronous: opts.synchronous}
 	// Not t.TempDir: the postgres user must reach it.
 	if c.dir, err = os.MkdirTemp("", "fm-patroni-"); err != nil {
 		t.Fatal(err)
@@ -113,7 +115,7 @@ func patroniStartCluster(t testing.TB, opts patroniOptions) *patroniCluster {
 	for _, n := range c.nodes {
 		c.start(n)
 	}
-	c.waitHealthy(opts.synchronous, 90*time.Second)
+	c.waitHealthy(90 * time.Second)
 	return c
 }
 
@@ -347,8 +349,8 @@ func (n *patroniNode) isPrimary() bool {
 }
 
 // waitHealthy waits until one node leads and the other streams from it,
-// as its synchronous standby when synchronous; it returns the leader.
-func (c *patroniCluster) waitHealthy(synchronous bool, timeout time.Duration) *patroniNode {
+// as its synchronous standby in synchronous mode; it returns the leader.
+func (c *patroniCluster) waitHealthy(timeout time.Duration) *patroniNode {
 	c.t.Helper()
 	var leader *patroniNode
 	c.poll("a leader and a streaming replica", timeout, func() error {
@@ -361,7 +363,7 @@ func (c *patroniCluster) waitHealthy(synchronous bool, timeout time.Duration) *p
 			if st.Role == "master" || st.Role == "primary" {
 				leader = n
 				want := "async"
-				if synchronous {
+				if c.synchronous {
 					want = "sync"
 				}
 				if len(st.Replication) != 1 || st.Replication[0].State != "streaming" || st.Replication[0].SyncState != want {
@@ -375,16 +377,6 @@ func (c *patroniCluster) waitHealthy(synchronous bool, timeout time.Duration) *p
 		return nil
 	})
 	return leader
-}
-
-// leader returns the node that GET /primary names, or nil.
-func (c *patroniCluster) leader() *patroniNode {
-	for _, n := range c.nodes {
-		if n.isPrimary() {
-			return n
-		}
-	}
-	return nil
 }
 
 // other returns the node that is not n.
