@@ -34,7 +34,7 @@ func (o *dbOptions) addFlags(fs *pflag.FlagSet) {
 	o.Config.AddFlags(fs)
 	fs.StringVar(&o.ApplicationName, "db-application-name", o.ApplicationName,
 		"application_name of the database connections, which pg_stat_activity shows (the listener's gets "+postgres.ListenerApplicationSuffix+" added)")
-	fs.StringVar(&o.SecretsDir, "secrets-dir", o.SecretsDir, "directory of secret files (db.host, db.port, db.name, db.user, db.password, db.sslmode, db.sslrootcert)")
+	fs.StringVar(&o.SecretsDir, "secrets-dir", o.SecretsDir, "directory of secret files (db.host, db.port, db.name, db.user, db.password, db.sslmode, db.sslrootcert, db.target_session_attrs)")
 }
 
 // complete fills flags from the environment, then from the secrets directory:

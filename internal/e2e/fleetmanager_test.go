@@ -30,7 +30,7 @@ const audience = "fleet-manager"
 // fleetManager is the real fleet-manager binary serving one database, on
 // ports that stay the same across restarts.
 type fleetManager struct {
-	t        *testing.T
+	t        testing.TB
 	db       postgres.Config
 	hydra    *hydratest.Hydra
 	keyDir   string
@@ -59,7 +59,7 @@ func startFleetManager(t *testing.T, hydra *hydratest.Hydra, extra ...string) *f
 }
 
 // startFleetManagerOn is startFleetManager on the database db.
-func startFleetManagerOn(t *testing.T, hydra *hydratest.Hydra, db postgres.Config, extra ...string) *fleetManager {
+func startFleetManagerOn(t testing.TB, hydra *hydratest.Hydra, db postgres.Config, extra ...string) *fleetManager {
 	t.Helper()
 	fm := newFleetManagerOn(t, hydra, db, extra...)
 	fm.start()
@@ -68,7 +68,7 @@ func startFleetManagerOn(t *testing.T, hydra *hydratest.Hydra, db postgres.Confi
 
 // newFleetManagerOn is startFleetManagerOn without the start: a test may
 // choose its binary first.
-func newFleetManagerOn(t *testing.T, hydra *hydratest.Hydra, db postgres.Config, extra ...string) *fleetManager {
+func newFleetManagerOn(t testing.TB, hydra *hydratest.Hydra, db postgres.Config, extra ...string) *fleetManager {
 	t.Helper()
 	keyFile := filepath.Join(t.TempDir(), "master.key")
 	if err := secrets.GenerateKeyFile(keyFile); err != nil {
@@ -211,7 +211,7 @@ func (l lockedWriter) Write(p []byte) (int, error) {
 	return l.w.Write(p)
 }
 
-func freePort(t *testing.T) int {
+func freePort(t testing.TB) int {
 	t.Helper()
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {

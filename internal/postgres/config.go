@@ -2,7 +2,9 @@ package postgres
 
 import (
 	"fmt"
+	"net"
 	"net/url"
+	"strconv"
 	"strings"
 	"time"
 
@@ -13,13 +15,24 @@ import (
 
 // Config is the database connection and pool configuration.
 type Config struct {
-	Host        string
-	Port        int
-	Name        string
-	User        string
-	Password    string
-	SSLMode     string
-	SSLRootCert string
+	// Host is one host, or several separated by commas (the members of a
+	// Patroni cluster): a connection tries them in order and keeps the
+	// first that TargetSessionAttrs accepts.
+	Host string
+	// Port is the port of every host; Ports, when set, gives each host of
+	// Host its own, in the same order (--db-port=5432,5433).
+	Port  int
+	Ports []int
+	// TargetSessionAttrs is libpq's target_session_attrs: which of the
+	// hosts a connection keeps (any, read-write, read-only, primary,
+	// standby, prefer-standby). Empty means read-write when Host lists
+	// several hosts, so the pool follows the primary, and any otherwise.
+	TargetSessionAttrs string
+	Name               string
+	User               string
+	Password           string
+	SSLMode            string
+	SSLRootCert        string
 	// IAM signs in with RDS IAM authentication tokens instead of Password (iam.go).
 	IAM IAMAuth
 	// Passwords, when set, gives every new connection its password (tests; --db-iam-auth sets RDS tokens).
@@ -78,8 +91,10 @@ func DefaultConfig() Config {
 
 // AddFlags binds the configuration to flags.
 func (c *Config) AddFlags(fs *pflag.FlagSet) {
-	fs.StringVar(&c.Host, "db-host", c.Host, "database host")
-	fs.IntVar(&c.Port, "db-port", c.Port, "database port")
+	fs.StringVar(&c.Host, "db-host", c.Host, "database host, or several separated by commas (tried in order; see --db-target-session-attrs)")
+	fs.Var((*portsValue)(c), "db-port", "database port of every host, or one per host of --db-host separated by commas")
+	fs.StringVar(&c.TargetSessionAttrs, "db-target-session-attrs", c.TargetSessionAttrs,
+		"which host a connection keeps: any, read-write, read-only, primary, standby or prefer-standby (default: read-write with several hosts, else any)")
 	fs.StringVar(&c.Name, "db-name", c.Name, "database name")
 	fs.StringVar(&c.User, "db-user", c.User, "database user")
 	fs.StringVar(&c.Password, "db-password", c.Password, "database password (prefer the secrets directory's db.password)")
@@ -105,6 +120,7 @@ func SecretFiles() []config.SecretFile {
 	return []config.SecretFile{
 		{Flag: "db-host", File: "db.host"},
 		{Flag: "db-port", File: "db.port"},
+		{Flag: "db-target-session-attrs", File: "db.target_session_attrs"},
 		{Flag: "db-name", File: "db.name"},
 		{Flag: "db-user", File: "db.user"},
 		{Flag: "db-password", File: "db.password"},
@@ -116,11 +132,29 @@ func SecretFiles() []config.SecretFile {
 // Validate reports every invalid setting, naming its flag.
 func (c Config) Validate() error {
 	var p config.Problems
-	if strings.TrimSpace(c.Host) == "" {
+	hosts := c.hosts()
+	if len(hosts) == 0 {
 		p.Addf("db-host", "is required")
 	}
-	if c.Port < 1 || c.Port > 65535 {
-		p.Addf("db-port", "must be between 1 and 65535 (got %d)", c.Port)
+	for _, h := range hosts {
+		if h == "" || strings.ContainsAny(h, " /?#@") {
+			p.Addf("db-host", "must be host names or addresses separated by commas (got %q)", c.Host)
+			break
+		}
+	}
+	for _, port := range append([]int{c.Port}, c.Ports...) {
+		if port < 1 || port > 65535 {
+			p.Addf("db-port", "must be between 1 and 65535 (got %d)", port)
+			break
+		}
+	}
+	if len(c.Ports) > 1 && len(hosts) > 0 && len(c.Ports) != len(hosts) {
+		p.Addf("db-port", "lists %d ports for %d hosts of --db-host: give one port for all or one per host", len(c.Ports), len(hosts))
+	}
+	switch c.TargetSessionAttrs {
+	case "", "any", "read-write", "read-only", "primary", "standby", "prefer-standby":
+	default:
+		p.Addf("db-target-session-attrs", "must be one of any, read-write, read-only, primary, standby, prefer-standby (got %q)", c.TargetSessionAttrs)
 	}
 	if strings.TrimSpace(c.Name) == "" {
 		p.Addf("db-name", "is required")
@@ -165,7 +199,7 @@ func (c Config) DSN() string {
 	u := url.URL{
 		Scheme: "postgres",
 		User:   url.UserPassword(c.User, c.Password),
-		Host:   fmt.Sprintf("%s:%d", c.Host, c.Port),
+		Host:   c.hostPorts(),
 		Path:   "/" + c.Name,
 	}
 	if c.Password == "" {
@@ -177,6 +211,9 @@ func (c Config) DSN() string {
 	q.Set("connect_timeout", fmt.Sprint(max(1, int((c.ConnectTimeout+time.Second-1)/time.Second))))
 	if c.SSLRootCert != "" {
 		q.Set("sslrootcert", c.SSLRootCert)
+	}
+	if tsa := c.targetSessionAttrs(); tsa != "any" {
+		q.Set("target_session_attrs", tsa)
 	}
 	// pgx prepares every statement; after five runs PostgreSQL may keep a
 	// generic plan, blind to the values. For the inventory's searches that
@@ -199,3 +236,75 @@ func (c Config) DSN() string {
 	u.RawQuery = q.Encode()
 	return u.String()
 }
+
+// hosts returns the hosts of Host, trimmed.
+func (c Config) hosts() []string {
+	if strings.TrimSpace(c.Host) == "" {
+		return nil
+	}
+	hosts := strings.Split(c.Host, ",")
+	for i, h := range hosts {
+		hosts[i] = strings.TrimSpace(h)
+	}
+	return hosts
+}
+
+// hostPorts is the host part of the DSN: "h1:p1,h2:p2". An IPv6 address
+// is bracketed.
+func (c Config) hostPorts() string {
+	hosts := c.hosts()
+	parts := make([]string, len(hosts))
+	for i, h := range hosts {
+		port := c.Port
+		if len(c.Ports) > 1 && i < len(c.Ports) {
+			port = c.Ports[i]
+		}
+		parts[i] = net.JoinHostPort(h, strconv.Itoa(port))
+	}
+	return strings.Join(parts, ",")
+}
+
+// targetSessionAttrs resolves the default of TargetSessionAttrs.
+func (c Config) targetSessionAttrs() string {
+	switch {
+	case c.TargetSessionAttrs != "":
+		return c.TargetSessionAttrs
+	case len(c.hosts()) > 1:
+		return "read-write"
+	default:
+		return "any"
+	}
+}
+
+// portsValue is --db-port: one port (Port) or a comma list (Ports, and its
+// first in Port).
+type portsValue Config
+
+func (v *portsValue) String() string {
+	if len(v.Ports) > 1 {
+		s := make([]string, len(v.Ports))
+		for i, p := range v.Ports {
+			s[i] = strconv.Itoa(p)
+		}
+		return strings.Join(s, ",")
+	}
+	return strconv.Itoa(v.Port)
+}
+
+func (v *portsValue) Set(s string) error {
+	var ports []int
+	for _, f := range strings.Split(s, ",") {
+		p, err := strconv.Atoi(strings.TrimSpace(f))
+		if err != nil {
+			return fmt.Errorf("port %q: not a number", strings.TrimSpace(f))
+		}
+		ports = append(ports, p)
+	}
+	v.Port, v.Ports = ports[0], nil
+	if len(ports) > 1 {
+		v.Ports = ports
+	}
+	return nil
+}
+
+func (v *portsValue) Type() string { return "ports" }

@@ -71,9 +71,10 @@ func (c ReplicaConfig) Validate() error {
 }
 
 // DB is the replica's connection configuration: the primary's, on the
-// replica's host and port.
+// replica's one host and port, keeping it whatever it is: a primary's
+// several hosts and read-write target do not carry over.
 func (c ReplicaConfig) DB(primary Config) Config {
 	cfg := primary
-	cfg.Host, cfg.Port = c.Host, c.Port
+	cfg.Host, cfg.Port, cfg.Ports, cfg.TargetSessionAttrs = c.Host, c.Port, nil, "any"
 	return cfg
 }

@@ -1,6 +1,7 @@
 package postgres_test
 
 import (
+	"github.com/jackc/pgx/v5"
 	"reflect"
 	"strings"
 	"testing"
@@ -48,8 +49,31 @@ func TestReplicaConfigDBIsThePrimarysOnTheReplicaHost(t *testing.T) {
 	c := postgres.ReplicaConfig{Host: "standby.db", Port: 6432}
 	got := c.DB(primary)
 	want := primary
-	want.Host, want.Port = "standby.db", 6432
+	want.Host, want.Port, want.TargetSessionAttrs = "standby.db", 6432, "any"
 	if !reflect.DeepEqual(got, want) {
 		t.Errorf("DB(%+v) = %+v, want %+v", primary, got, want)
+	}
+}
+
+// TestReplicaDBLeavesThePrimarysHosts shows the replica's connection is its
+// one host, whatever hosts and target the primary's names.
+func TestReplicaDBLeavesThePrimarysHosts(t *testing.T) {
+	primary := postgres.DefaultConfig()
+	primary.Host, primary.Ports, primary.TargetSessionAttrs = "db-0,db-1", []int{5432, 5433}, "read-write"
+	replica := postgres.DefaultReplicaConfig()
+	replica.Host, replica.Port = "db-ro", 6432
+	dsn := replica.DB(primary).DSN()
+	cc, err := pgx.ParseConfig(dsn)
+	if err != nil {
+		t.Fatalf("ParseConfig(%s): %v", dsn, err)
+	}
+	if cc.Host != "db-ro" || cc.Port != 6432 || len(cc.Fallbacks) != 0 {
+		t.Errorf("replica DSN %s connects to %s:%d with %d fallbacks, want db-ro:6432 alone", dsn, cc.Host, cc.Port, len(cc.Fallbacks))
+	}
+	if attrs := cc.RuntimeParams["target_session_attrs"]; attrs != "" {
+		t.Errorf("replica DSN %s sends target_session_attrs %q as a runtime parameter", dsn, attrs)
+	}
+	if cc.ValidateConnect != nil {
+		t.Errorf("replica DSN %s validates its connection (a target_session_attrs other than any)", dsn)
 	}
 }
