@@ -54,6 +54,7 @@ func migrations() []*gormigrate.Migration {
 		migration202612020800CapacityPools(),
 		migration202612020900PoolWake(),
 		migration202612021000PoolConditions(),
+		migration202612021100Autovacuum(),
 	}
 }
 
