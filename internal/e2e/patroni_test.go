@@ -22,6 +22,7 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/fleetmanager/fleet-manager/internal/postgres"
+	"github.com/fleetmanager/fleet-manager/internal/postgres/pgtest"
 )
 
 // patroniTemplate is the node configuration the project ships; the tests
@@ -269,7 +270,7 @@ func (n *patroniNode) kill() {
 		_ = cmd.Process.Kill()
 	}
 	if pid, err := n.postmaster(); err == nil {
-		for _, p := range append([]int{pid}, patroniChildren(pid)...) {
+		for _, p := range append([]int{pid}, pgtest.Children(pid)...) {
 			_ = syscall.Kill(p, syscall.SIGKILL)
 		}
 	}
@@ -286,28 +287,6 @@ func (n *patroniNode) postmaster() (int, error) {
 	}
 	first, _, _ := strings.Cut(string(b), "\n")
 	return strconv.Atoi(strings.TrimSpace(first))
-}
-
-// patroniChildren returns the processes whose parent is pid, from /proc.
-func patroniChildren(pid int) []int {
-	entries, _ := os.ReadDir("/proc")
-	var pids []int
-	for _, e := range entries {
-		child, err := strconv.Atoi(e.Name())
-		if err != nil {
-			continue
-		}
-		stat, err := os.ReadFile(filepath.Join("/proc", e.Name(), "stat"))
-		if err != nil {
-			continue
-		}
-		// pid (comm) state ppid ...: comm may hold spaces, so read after its ')'.
-		fields := strings.Fields(string(stat[strings.LastIndexByte(string(stat), ')')+1:]))
-		if len(fields) > 1 && fields[1] == strconv.Itoa(pid) {
-			pids = append(pids, child)
-		}
-	}
-	return pids
 }
 
 // patroniStatus is what GET /patroni answers about a node.

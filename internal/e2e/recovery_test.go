@@ -18,7 +18,6 @@ import (
 	"github.com/fleetmanager/fleet-manager/internal/postgres"
 	"github.com/fleetmanager/fleet-manager/internal/postgres/pgtest"
 	"github.com/fleetmanager/fleet-manager/internal/secrets"
-	"github.com/fleetmanager/fleet-manager/pkg/api/admin"
 	"github.com/fleetmanager/fleet-manager/pkg/api/public"
 )
 
@@ -30,20 +29,7 @@ func recoveryStack(t *testing.T, repo *recoveryRepo, name string) (*stack, *pgte
 	repo.mustRun(server, "setup")
 	hydra := hydratest.Start(t)
 	hub := hubtest.Start(t)
-	fm := startFleetManagerOn(t, hydra, server.NewDatabase(t, "fleet"))
-	s := &stack{t: t, g: gomega.NewWithT(t), fm: fm, hub: hub,
-		admin: fm.token("sre", "bob", "fleet-admin"), user: fm.token("org-"+name, "ann")}
-	s.creds = newAgentCredentials(t, hydra, name+"-agent")
-	resp, err := fm.Admin.CreateHubWithResponse(context.Background(), admin.HubCreate{Name: name, Zone: "eu", Region: "eu-west-1",
-		DeliveryMode: admin.Agent, Capacity: 100, AgentIdentity: &s.creds.clientID}, bearer(s.admin))
-	if err != nil || resp.JSON201 == nil {
-		t.Fatalf("CreateHub(%s) = %v %s, %v", name, resp.StatusCode(), resp.Body, err)
-	}
-	s.hubID = resp.JSON201.Id
-	playRHACM(t, hubtest.Dynamic(t), s.hubID)
-	s.agent = startAgent(t, fm, hub, s.hubID, s.creds)
-	s.waitHubReady(fleet.ConditionTrue)
-	return s, server
+	return newStackOn(t, name, hydra, hub, startFleetManagerOn(t, hydra, server.NewDatabase(t, "fleet"))), server
 }
 
 // recoveryDB is the drill's database on server.

@@ -285,7 +285,9 @@ func (s *Server) signal(sig syscall.Signal, pids ...int) {
 	}
 }
 
-// children returns the processes whose parent is pid, from /proc.
+// Children returns the processes whose parent is pid, from /proc.
+func Children(pid int) []int { return children(pid) }
+
 func children(pid int) []int {
 	entries, _ := os.ReadDir("/proc")
 	var pids []int
