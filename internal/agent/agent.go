@@ -55,9 +55,12 @@ type Agent struct {
 
 	// applied is the revision of the last desired set acknowledged: every
 	// entry applied but those that failed alone (lastPass holds them).
-	applied      atomic.Int64
-	heartbeatNow chan struct{}
-	resync       chan struct{}
+	applied atomic.Int64
+	// appliedHistory is the history applied's revision counts in (the
+	// set's revision_history), stored before applied.
+	appliedHistory atomic.Pointer[string]
+	heartbeatNow   chan struct{}
+	resync         chan struct{}
 
 	readyMu     sync.Mutex
 	readyStatus private.ConditionStatus

@@ -65,8 +65,10 @@ func (a *Agent) runDesired(ctx context.Context) {
 		} else {
 			whole, delta := set, (*private.DesiredSet)(nil)
 			if set.BaseRevision != nil {
-				if have == nil || have.Revision != *set.BaseRevision {
-					// Not the base this agent holds: ask for the whole set.
+				if have == nil || have.Revision != *set.BaseRevision || otherHistory(have.RevisionHistory, set.RevisionHistory) {
+					// Not the base this agent holds (or its revision
+					// counts in another history: the database was
+					// restored or failed over): ask for the whole set.
 					a.logger.Warn("desired-set delta does not start at the applied set, asking for the whole set",
 						"base_revision", *set.BaseRevision, "revision", set.Revision)
 					have = nil
@@ -105,7 +107,8 @@ func mergeDesired(base, delta *private.DesiredSet) *private.DesiredSet {
 	for _, r := range delta.Registrations {
 		changed[r.RegistrationId] = r
 	}
-	out := &private.DesiredSet{Kind: delta.Kind, HubId: delta.HubId, Revision: delta.Revision, Policies: delta.Policies,
+	out := &private.DesiredSet{Kind: delta.Kind, HubId: delta.HubId, Revision: delta.Revision, RevisionHistory: delta.RevisionHistory,
+		Policies:      delta.Policies,
 		Registrations: make([]private.DesiredRegistration, 0, len(base.Registrations)+len(delta.Registrations))}
 	for _, r := range base.Registrations {
 		if removed[r.RegistrationId] {
@@ -142,6 +145,7 @@ func (a *Agent) applyAndRecord(ctx context.Context, set, delta *private.DesiredS
 		sleep(ctx, b.next())
 		return false
 	}
+	a.appliedHistory.Store(set.RevisionHistory)
 	a.applied.Store(set.Revision)
 	a.metrics.appliedRevision.Set(float64(set.Revision))
 	a.metrics.failedEntries.Set(float64(len(failures)))
@@ -230,4 +234,11 @@ func (a *Agent) apply(ctx context.Context, set, delta *private.DesiredSet) ([]pr
 		"registrations_applied", applied, "policies", len(desiredPolicies(set)), "objects", objects, "failed", len(failures),
 		"duration", time.Since(start).Round(time.Millisecond))
 	return failures, nil
+}
+
+// otherHistory reports whether two revision histories are known and differ:
+// revisions of one say nothing about the other's. A fleet manager older
+// than the field sends none, and then revisions compare as before.
+func otherHistory(a, b *string) bool {
+	return a != nil && b != nil && *a != "" && *b != "" && *a != *b
 }

@@ -51,7 +51,10 @@ type fakeFleet struct {
 	// wholeSets answers every request with the whole set, as a fleet
 	// manager older than deltas does.
 	wholeSets bool
-	moved     chan struct{} // closed when the revision moves
+	// revisionHistory is the history the revisions count in, sent with
+	// every set and acknowledgement ("" sends none); restore changes it.
+	revisionHistory string
+	moved           chan struct{} // closed when the revision moves
 	// waiting receives when a long-poll starts waiting, if anyone listens.
 	waiting  chan struct{}
 	applied  int64
@@ -191,7 +194,7 @@ func (f *fakeFleet) desired(w http.ResponseWriter, r *http.Request, _ []byte) {
 		f.mu.Lock()
 		rev, moved := f.revision, f.moved
 		set := private.DesiredSet{Kind: private.DesiredSetKindDesiredSet, HubId: f.hubID, Revision: rev,
-			Registrations: append([]private.DesiredRegistration{}, f.regs...)}
+			RevisionHistory: fakeOptional(f.revisionHistory), Registrations: append([]private.DesiredRegistration{}, f.regs...)}
 		if base, ok := f.history[since]; ok && since > 0 && !f.wholeSets {
 			set = desiredDelta(set, since, base)
 		}
@@ -230,7 +233,7 @@ func (f *fakeFleet) status(w http.ResponseWriter, _ *http.Request, body []byte) 
 	f.statuses = append(f.statuses, rep)
 	f.applied = max(f.applied, min(rep.AppliedRevision, f.revision))
 	ack := private.HubStatusAck{Kind: private.HubStatusAckKindHubStatusAck, HubId: f.hubID, Revision: f.revision,
-		AppliedRevision: f.applied, ResyncRequested: f.resyncOnce}
+		AppliedRevision: f.applied, RevisionHistory: fakeOptional(f.revisionHistory), ResyncRequested: f.resyncOnce}
 	f.resyncOnce = false
 	f.mu.Unlock()
 	writeJSONFake(w, http.StatusOK, ack)
@@ -326,6 +329,35 @@ func (f *fakeFleet) setDesired(regs ...private.DesiredRegistration) int64 {
 	close(f.moved)
 	f.moved = make(chan struct{})
 	return f.revision
+}
+
+// restore plays a database restored to revision rev (whose set it keeps)
+// in a new history: later revisions are forgotten, and the next ones count
+// from rev again, as the fleet manager's do after a point-in-time recovery.
+// Each of then is published next, all before a waiting long-poll wakes.
+func (f *fakeFleet) restore(rev int64, history string, then ...[]private.DesiredRegistration) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	for r := range f.history {
+		if r > rev {
+			delete(f.history, r)
+		}
+	}
+	f.revision, f.regs, f.revisionHistory = rev, slices.Clone(f.history[rev]), history
+	f.applied = min(f.applied, rev)
+	for _, regs := range then {
+		f.revision++
+		f.regs, f.history[f.revision] = regs, slices.Clone(regs)
+	}
+	close(f.moved)
+	f.moved = make(chan struct{})
+}
+
+func fakeOptional(s string) *string {
+	if s == "" {
+		return nil
+	}
+	return &s
 }
 
 // desiredDelta makes whole the delta from base, the set of revision since:

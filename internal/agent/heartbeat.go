@@ -82,8 +82,17 @@ func (a *Agent) heartbeat(ctx context.Context) {
 	}
 	// The fleet manager's revisions only move forward; one behind what was
 	// applied means its state was reset: fetch the desired set anew.
-	if applied := a.applied.Load(); ack.Revision < applied {
+	applied := a.applied.Load()
+	switch {
+	case ack.Revision < applied:
 		a.logger.Warn("the fleet manager's revision is behind the applied one, fetching the desired set anew", "revision", ack.Revision, "applied_revision", applied)
+		a.applied.CompareAndSwap(applied, 0)
+	case applied > 0 && otherHistory(a.appliedHistory.Load(), ack.RevisionHistory):
+		// Its revisions count in another history (the database was
+		// restored to an earlier point, or a standby took over): the
+		// applied revision's number says nothing of its set.
+		a.logger.Warn("the fleet manager's revisions count in another history than the applied one's, fetching the desired set anew",
+			"revision", ack.Revision, "applied_revision", applied)
 		a.applied.CompareAndSwap(applied, 0)
 	}
 }

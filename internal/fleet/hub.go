@@ -55,6 +55,11 @@ type Hub struct {
 	Revision int64
 	// AppliedRevision is the last revision its agent reported applied.
 	AppliedRevision int64
+	// RevisionHistory names the database history Revision counts in; it
+	// changes when the database is restored to an earlier point or a
+	// standby takes over, so an agent knows revisions it holds from before
+	// are not comparable (docs/agent.md). Set on the agents' reads only.
+	RevisionHistory string
 	LastHeartbeatAt *time.Time
 	AgentVersion    string
 	// AgentCapacity is the hub's capacity as its agent reports it.

@@ -153,6 +153,8 @@ type DesiredRegistration struct {
 type DesiredSet struct {
 	HubID    string
 	Revision int64
+	// RevisionHistory is the history Revision counts in (Hub.RevisionHistory).
+	RevisionHistory string
 	// BaseRevision, when not 0, makes the set a delta from that revision:
 	// Registrations holds the entries published after it, Removed the ids of
 	// the registrations withdrawn after it.

@@ -210,8 +210,17 @@ func deref64(p *int64) int64 {
 	return *p
 }
 
+// revisionHistorySQL names the history the database's revisions count in:
+// its system identifier and its current timeline. A restore to an earlier
+// point in time and a standby's promotion start a new timeline, and a
+// database made anew has another identifier, so the hub revisions an agent
+// holds from before are not this history's, whatever their numbers. Both
+// functions are open to every role.
+const revisionHistorySQL = `((SELECT system_identifier::text FROM pg_control_system()) || '.' ||
+	substr(pg_walfile_name(pg_current_wal_lsn()), 1, 8))`
+
 // agentHub reads the live hub bound to agentIdentity, with its heartbeat
-// freshness; lock holds its row for the transaction, serialising one hub's
+// freshness and the history its revisions count in; lock holds its row for the transaction, serialising one hub's
 // reports. Any other hub, a hub of a zone this deployment does not serve,
 // or no identity, is not found: an agent learns nothing of hubs not its own.
 func (s *Store) agentHub(tx *gorm.DB, hubID, agentIdentity string, lock bool) (hubRow, error) {
@@ -220,7 +229,7 @@ func (s *Store) agentHub(tx *gorm.DB, hubID, agentIdentity string, lock bool) (h
 		return hub, notFound("hub", hubID)
 	}
 	zones, zoneArgs := s.servedZonesSQL("h.zone")
-	query := `SELECT h.*, ` + heartbeatFreshSQL + ` AS heartbeat_fresh FROM hubs h
+	query := `SELECT h.*, ` + heartbeatFreshSQL + ` AS heartbeat_fresh, ` + revisionHistorySQL + ` AS revision_history FROM hubs h
 WHERE h.id = ? AND h.agent_identity = ? AND h.deleted_at IS NULL AND ` + zones
 	if lock {
 		query += ` FOR UPDATE`
@@ -246,12 +255,16 @@ func (s *Store) FindAgentHub(ctx context.Context, hubID, agentIdentity string) (
 // report's commit (wakeAcknowledged); a hub that comes back from silence
 // wakes hub_mgr, so waiting registrations are placed.
 func (s *Store) RecordHubHeartbeat(ctx context.Context, hubID, agentIdentity string, hb fleet.HubHeartbeat) (fleet.Hub, error) {
-	var woken, applied int64
+	var (
+		woken, applied int64
+		history        string
+	)
 	err := s.transact(ctx, func(tx *gorm.DB) error {
 		old, err := s.agentHub(tx, hubID, agentIdentity, true)
 		if err != nil {
 			return err
 		}
+		history = old.RevisionHistory
 		woken, applied = old.WokenRevision, max(old.AppliedRevision, min(hb.AppliedRevision, old.Revision))
 		// A restarted agent, or one back from silence, resends its whole inventory.
 		restarted := hb.AgentStartGeneration != old.AgentStartGeneration
@@ -283,7 +296,9 @@ WHERE id = ?`, hb.AgentVersion, hb.AgentStartGeneration, applied,
 	if err != nil {
 		return fleet.Hub{}, fmt.Errorf("RecordHubHeartbeat(%s): %w", hubID, err)
 	}
-	return s.FindHub(ctx, hubID)
+	hub, err := s.FindHub(ctx, hubID)
+	hub.RevisionHistory = history
+	return hub, err
 }
 
 // wakeAcknowledged queues the registrations whose publication or withdrawal

@@ -41,6 +41,7 @@ func (s *Store) DesiredChanges(ctx context.Context, hubID, agentIdentity string,
 		return set, fmt.Errorf("DesiredSet(%s): %w", hubID, err)
 	}
 	set.Revision, set.BaseRevision, set.Policies, set.Removed = snap.revision, snap.base, snap.policies, snap.removed
+	set.RevisionHistory = snap.history
 	set.Registrations = make([]fleet.DesiredRegistration, 0, len(snap.rows))
 	for _, r := range snap.rows {
 		reg := fleet.Registration{ID: r.ID, OrgID: r.OrgID, Name: r.Name, Labels: r.Labels, Generation: r.Generation}
@@ -73,6 +74,7 @@ type desiredRegistrationRow struct {
 // desiredRead is what one snapshot of a hub's desired set reads.
 type desiredRead struct {
 	revision, base int64
+	history        string
 	rows           []desiredRegistrationRow
 	removed        []string
 	policies       []fleet.DesiredPolicy
@@ -98,7 +100,7 @@ func (s *Store) desiredSnapshot(ctx context.Context, hubID, agentIdentity string
 	if err != nil {
 		return out, err
 	}
-	out.revision = hub.Revision
+	out.revision, out.history = hub.Revision, hub.RevisionHistory
 	live := tx.Table("registrations").Select(desiredColumns).Where("hub_id = ? AND deleted_at IS NULL AND withdrawn_revision IS NULL", hubID)
 	if since > 0 && since <= hub.Revision {
 		out.base = since

@@ -50,6 +50,8 @@ type hubRow struct {
 	AgentCapacity      map[string]string `gorm:"serializer:json"`
 	// HeartbeatFresh is filled only by queries that compute it.
 	HeartbeatFresh bool `gorm:"->"`
+	// RevisionHistory is filled only by the agents' reads (agentHub).
+	RevisionHistory string `gorm:"->"`
 }
 
 func (hubRow) TableName() string { return "hubs" }
@@ -60,7 +62,7 @@ func (r hubRow) toHub() fleet.Hub {
 		DeliveryMode: fleet.DeliveryMode(r.DeliveryMode), Capacity: r.Capacity,
 		AgentIdentity: deref(r.AgentIdentity), OwnerOrgID: deref(r.OwnerOrgID), OCM: r.OCM, Hive: r.Hive, Cordoned: r.Cordoned,
 		HasCredentials: len(r.Credentials) > 0, Conditions: r.Conditions, PlacedCount: r.PlacedCount,
-		Revision: r.Revision, AppliedRevision: r.AppliedRevision, LastHeartbeatAt: r.LastHeartbeatAt,
+		Revision: r.Revision, AppliedRevision: r.AppliedRevision, RevisionHistory: r.RevisionHistory, LastHeartbeatAt: r.LastHeartbeatAt,
 		AgentVersion: r.AgentVersion, AgentCapacity: r.AgentCapacity, ResyncRequested: r.ResyncRequested,
 		InventoryStale: r.InventoryStale, LastInventoryAt: r.LastInventoryAt, Generation: r.Generation, CreatedAt: r.CreatedAt, UpdatedAt: r.UpdatedAt,
 	}

@@ -37,6 +37,7 @@ func (s *Server) handleHubStatusPut(w http.ResponseWriter, r *http.Request) erro
 		return err
 	}
 	writeJSON(w, http.StatusOK, private.HubStatusAck{Kind: private.HubStatusAckKindHubStatusAck, HubId: hub.ID,
-		Revision: hub.Revision, AppliedRevision: hub.AppliedRevision, ResyncRequested: hub.ResyncRequested})
+		Revision: hub.Revision, AppliedRevision: hub.AppliedRevision, RevisionHistory: strPtr(hub.RevisionHistory),
+		ResyncRequested: hub.ResyncRequested})
 	return nil
 }

@@ -84,7 +84,7 @@ func (s *Server) writeDesired(w http.ResponseWriter, r *http.Request, hubID, age
 		return err
 	}
 	body := private.DesiredSet{Kind: private.DesiredSetKindDesiredSet, HubId: set.HubID, Revision: set.Revision,
-		Registrations: make([]private.DesiredRegistration, len(set.Registrations))}
+		RevisionHistory: strPtr(set.RevisionHistory), Registrations: make([]private.DesiredRegistration, len(set.Registrations))}
 	if set.BaseRevision > 0 {
 		removed := set.Removed
 		if removed == nil {

@@ -193,6 +193,9 @@ type DesiredSet struct {
 	// RemovedRegistrations In a delta, the ids of the registrations withdrawn since `base_revision`.
 	RemovedRegistrations *[]string `json:"removed_registrations,omitempty"`
 	Revision             int64     `json:"revision"`
+
+	// RevisionHistory The history `revision` counts in (see HubStatusAck). A delta whose history is not the one of the set the agent holds does not apply to it: the agent asks for the whole set.
+	RevisionHistory *string `json:"revision_history,omitempty"`
 }
 
 // DesiredSetKind defines model for DesiredSet.Kind.
@@ -248,6 +251,9 @@ type HubStatusAck struct {
 	// ResyncRequested True when the fleet manager wants a full inventory resync (the agent restarted, or the hub was silent).
 	ResyncRequested bool  `json:"resync_requested"`
 	Revision        int64 `json:"revision"`
+
+	// RevisionHistory The history the revisions count in. It changes when the database is restored to an earlier point or a standby takes over: revisions the agent holds from another history are not comparable, and it asks for the whole desired set.
+	RevisionHistory *string `json:"revision_history,omitempty"`
 }
 
 // HubStatusAckKind defines model for HubStatusAck.Kind.

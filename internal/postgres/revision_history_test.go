@@ -1,0 +1,46 @@
+package postgres_test
+
+import (
+	"context"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/onsi/gomega"
+
+	"github.com/fleetmanager/fleet-manager/internal/authz"
+	"github.com/fleetmanager/fleet-manager/internal/fleet"
+	"github.com/fleetmanager/fleet-manager/internal/postgres"
+)
+
+// TestRevisionHistoryMovesWhenAStandbyTakesOver: the hub's revisions, as an
+// agent reads them, name their history; a standby promoted in the
+// primary's place (as after a failover, or a restore to a point in time,
+// which ends in a promotion too) is the same database in another history,
+// so an agent holding the old one's revisions asks for the whole set.
+func TestRevisionHistoryMovesWhenAStandbyTakesOver(t *testing.T) {
+	t.Parallel()
+	g := gomega.NewWithT(t)
+	ctx := context.Background()
+	e := newReplicaEnv(t, replicaBound)
+	before, err := e.direct.FindAgentHub(ctx, e.hub.ID, "agent-1")
+	g.Expect(err).NotTo(gomega.HaveOccurred())
+	set, err := e.direct.DesiredChanges(ctx, e.hub.ID, "agent-1", 0)
+	g.Expect(err).NotTo(gomega.HaveOccurred())
+	g.Expect(before.RevisionHistory).To(gomega.MatchRegexp(`^[0-9]+\.[0-9A-F]{8}$`))
+	g.Expect(set.RevisionHistory).To(gomega.Equal(before.RevisionHistory), "the desired set names the history the hub read does")
+
+	e.standbySQL("SELECT pg_promote()")
+	promoted := e.standbyDB()
+	store := postgres.NewStore(promoted, nil, fleet.SystemClock{}, postgres.DefaultStoreConfig(), authz.MustDefault())
+	var after fleet.Hub
+	g.Eventually(func() error {
+		after, err = store.FindAgentHub(ctx, e.hub.ID, "agent-1")
+		return err
+	}).WithTimeout(30*time.Second).WithPolling(100*time.Millisecond).Should(gomega.Succeed(), "reading the hub on the promoted standby")
+	g.Expect(after.Revision).To(gomega.Equal(before.Revision))
+	sysBefore, _, _ := strings.Cut(before.RevisionHistory, ".")
+	sysAfter, _, _ := strings.Cut(after.RevisionHistory, ".")
+	g.Expect(sysAfter).To(gomega.Equal(sysBefore), "the same database")
+	g.Expect(after.RevisionHistory).NotTo(gomega.Equal(before.RevisionHistory), "in another history")
+}
