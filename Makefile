@@ -34,6 +34,9 @@ NAMESPACE        ?= fleet-manager
 #   make deploy DEPLOY_PARAMS="-p JWKS_URL=https://sso.example.com/certs -p AUTH_ISSUERS=https://sso.example.com -p AUTH_AUDIENCE=fleet-manager"
 DEPLOY_PARAMS    ?=
 DEPLOY_PARAMS_DB ?=
+# The database template: the development one, or templates/cnpg-template.yml
+# (CloudNativePG, three instances with backups) for production.
+DB_TEMPLATE      ?= templates/db-template.yml
 
 .PHONY: help
 help: ## Show the targets
@@ -125,7 +128,7 @@ image: ## Build the container image (needs a Docker or Podman engine)
 deploy/render: ## Render the OpenShift templates into .local/deploy (needs oc)
 	@command -v oc >/dev/null || { echo "deploy/render needs the oc client"; exit 1; }
 	mkdir -p .local/deploy
-	oc process --local -f templates/db-template.yml $(DEPLOY_PARAMS_DB) -o yaml > .local/deploy/db.yaml
+	oc process --local -f $(DB_TEMPLATE) $(DEPLOY_PARAMS_DB) -o yaml > .local/deploy/db.yaml
 	oc process --local -f templates/service-template.yml \
 		-p IMAGE_REGISTRY=$(IMAGE_REGISTRY) -p IMAGE_REPOSITORY=$(IMAGE_REPOSITORY) -p IMAGE_TAG=$(IMAGE_TAG) \
 		$(DEPLOY_PARAMS) -o yaml > .local/deploy/service.yaml
