@@ -250,10 +250,13 @@ func readFeed[T positioned](ctx context.Context, s *Store, db *DB, replica bool,
 			return err
 		}
 		page.rows, page.full = rows, len(rows) == size
-		// Read after the snapshot: it holds no more than this.
+		// Read after the snapshot: it holds no more than this. Without a
+		// read replica no cursor needs it.
 		var lsn uint64
-		if err := tx.Raw(walPositionSQL).Row().Scan(&lsn); err != nil {
-			return err
+		if s.replica != nil {
+			if err := tx.Raw(walPositionSQL).Row().Scan(&lsn); err != nil {
+				return err
+			}
 		}
 		if page.cursor, err = nextCursor(rows, from, bound, size, lsn); err != nil || len(rows) > 0 {
 			return err
