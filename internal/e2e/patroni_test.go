@@ -8,10 +8,8 @@ import (
 	"net/http"
 	"os"
 	"os/exec"
-	"os/user"
 	"path/filepath"
 	"regexp"
-	"sort"
 	"strconv"
 	"strings"
 	"sync"
@@ -78,7 +76,7 @@ func patroniStartCluster(t testing.TB, opts patroniOptions) *patroniCluster {
 			t.Fatalf("patroni: %s is not installed: run scripts/dbops/ensure-tools.sh (it installs Patroni and etcd from Debian's packages)", tool)
 		}
 	}
-	bin, err := patroniPGBinDir()
+	bin, err := pgtest.ServerBinDir()
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -98,7 +96,7 @@ func patroniStartCluster(t testing.TB, opts patroniOptions) *patroniCluster {
 		_ = os.RemoveAll(c.dir)
 	})
 	if os.Geteuid() == 0 {
-		if c.cred, err = patroniPostgresUser(); err != nil {
+		if c.cred, err = pgtest.PostgresUser(); err != nil {
 			t.Fatalf("patroni: running as root, PostgreSQL needs the postgres user: %v", err)
 		}
 	}
@@ -460,38 +458,6 @@ func (c *patroniCluster) switchover(from, to *patroniNode) {
 	if out, err := cmd.CombinedOutput(); err != nil {
 		c.t.Fatalf("patroni: patronictl switchover: %v\n%s\n%s", err, out, c.logs())
 	}
-}
-
-// patroniPGBinDir finds the PostgreSQL server binaries as pgtest does.
-func patroniPGBinDir() (string, error) {
-	if dir := os.Getenv("FLEET_MANAGER_TEST_PG_BINDIR"); dir != "" {
-		return dir, nil
-	}
-	debian, _ := filepath.Glob("/usr/lib/postgresql/*/bin")
-	sort.Sort(sort.Reverse(sort.StringSlice(debian)))
-	for _, dir := range debian {
-		if _, err := os.Stat(filepath.Join(dir, "pg_ctl")); err == nil {
-			return dir, nil
-		}
-	}
-	return "", errors.New("patroni: no PostgreSQL server binaries under /usr/lib/postgresql/*/bin: install them (Debian: apt-get install postgresql) or set FLEET_MANAGER_TEST_PG_BINDIR")
-}
-
-// patroniPostgresUser returns the credential of the postgres user.
-func patroniPostgresUser() (*syscall.Credential, error) {
-	u, err := user.Lookup("postgres")
-	if err != nil {
-		return nil, err
-	}
-	uid, err := strconv.ParseUint(u.Uid, 10, 32)
-	if err != nil {
-		return nil, err
-	}
-	gid, err := strconv.ParseUint(u.Gid, 10, 32)
-	if err != nil {
-		return nil, err
-	}
-	return &syscall.Credential{Uid: uint32(uid), Gid: uint32(gid)}, nil
 }
 
 // TestPatroniRenderScriptRendersWhatTheTestsRun: scripts/dbops/patroni/render.sh,

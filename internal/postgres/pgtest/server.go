@@ -379,7 +379,15 @@ func trimNewline(b []byte) []byte {
 	return b
 }
 
-// postgresUser returns the credential of the postgres user.
+// PostgresUser returns the credential of the postgres user, which server
+// processes (PostgreSQL, and tools that start it) run as when the test runs
+// as root.
+func PostgresUser() (*syscall.Credential, error) { return postgresUser() }
+
+// ServerBinDir returns the folder of the PostgreSQL server binaries (initdb,
+// postgres, pg_ctl, pg_basebackup), as StartServer finds it.
+func ServerBinDir() (string, error) { return serverBinDir() }
+
 func postgresUser() (*syscall.Credential, error) {
 	u, err := user.Lookup("postgres")
 	if err != nil {
