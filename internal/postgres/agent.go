@@ -211,13 +211,12 @@ func deref64(p *int64) int64 {
 }
 
 // revisionHistorySQL names the history the database's revisions count in:
-// its system identifier and its current timeline. A restore to an earlier
-// point in time and a standby's promotion start a new timeline, and a
-// database made anew has another identifier, so the hub revisions an agent
-// holds from before are not this history's, whatever their numbers. Both
-// functions are open to every role.
-const revisionHistorySQL = `((SELECT system_identifier::text FROM pg_control_system()) || '.' ||
-	substr(pg_walfile_name(pg_current_wal_lsn()), 1, 8))`
+// its system identifier and its current timeline (fleet_revision_history,
+// migration 202612021200). A restore to an earlier point in time and a
+// standby's promotion start a new timeline, and a database made anew has
+// another identifier, so the hub revisions an agent holds from before are
+// not this history's, whatever their numbers.
+const revisionHistorySQL = `fleet_revision_history()`
 
 // agentHub reads the live hub bound to agentIdentity, with its heartbeat
 // freshness and the history its revisions count in; lock holds its row for the transaction, serialising one hub's

@@ -55,6 +55,7 @@ func migrations() []*gormigrate.Migration {
 		migration202612020900PoolWake(),
 		migration202612021000PoolConditions(),
 		migration202612021100Autovacuum(),
+		migration202612021200RevisionHistory(),
 	}
 }
 

@@ -44,3 +44,18 @@ func TestRevisionHistoryMovesWhenAStandbyTakesOver(t *testing.T) {
 	g.Expect(sysAfter).To(gomega.Equal(sysBefore), "the same database")
 	g.Expect(after.RevisionHistory).NotTo(gomega.Equal(before.RevisionHistory), "in another history")
 }
+
+// TestRevisionHistoryIsEmptyWhereItCannotBeRead: on a standby the timeline
+// function fails; the history is then empty, and the agents' reads go on.
+func TestRevisionHistoryIsEmptyWhereItCannotBeRead(t *testing.T) {
+	t.Parallel()
+	e := newReplicaEnv(t, replicaBound)
+	var history string
+	db := e.standbyDB()
+	if err := db.Gorm.Raw(`SELECT fleet_revision_history()`).Row().Scan(&history); err != nil {
+		t.Fatalf("fleet_revision_history() on a standby: %v", err)
+	}
+	if history != "" {
+		t.Errorf("fleet_revision_history() on a standby = %q, want empty", history)
+	}
+}
