@@ -23,6 +23,10 @@ func TestDoctorReportsAStandbyBehind(t *testing.T) {
 	defer cancel()
 	e := newReplicaEnv(t, replicaBound)
 	g.Expect(e.db.Gorm.Exec(`SELECT pg_create_physical_replication_slot('doctor_unused')`).Error).To(gomega.Succeed())
+	// A commit replayed before the pause: a standby measures its lag from
+	// the last one it replayed, and has none to measure from before.
+	e.ingest(1)
+	e.replicaAnswers(1)
 	e.standbySQL("SELECT pg_wal_replay_pause()")
 	e.ingest(50)
 
