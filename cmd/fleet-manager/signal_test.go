@@ -6,6 +6,7 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"net/http/httptrace"
 	"os/exec"
 	"path/filepath"
 	"strings"
@@ -46,9 +47,18 @@ func TestSIGTERMFinishesInFlightRequest(t *testing.T) {
 	waitHTTP(t, "http://"+health+"/readyz", http.StatusOK)
 
 	proxy.Hold()
-	inflight := make(chan string, 1)
+	inflight, wrote := make(chan string, 1), make(chan struct{})
 	go func() {
-		resp, err := http.Get("http://" + health + "/readyz")
+		// The trace says when the request is sent: the held proxy may hold
+		// the service's other statements too, so its count alone does not
+		// say this request reached the handler.
+		trace := httptrace.WithClientTrace(ctx, &httptrace.ClientTrace{WroteRequest: func(httptrace.WroteRequestInfo) { close(wrote) }})
+		req, err := http.NewRequestWithContext(trace, http.MethodGet, "http://"+health+"/readyz", nil)
+		if err != nil {
+			inflight <- err.Error()
+			return
+		}
+		resp, err := http.DefaultClient.Do(req)
 		if err != nil {
 			inflight <- err.Error()
 			return
@@ -57,9 +67,14 @@ func TestSIGTERMFinishesInFlightRequest(t *testing.T) {
 		_ = resp.Body.Close()
 		inflight <- fmt.Sprintf("%d %s", resp.StatusCode, strings.TrimSpace(string(b)))
 	}()
-	// Wait until the request is in the handler: its statement waits in the
-	// held proxy. (An open connection alone may not have sent its request
-	// yet, and Shutdown closes such a connection as idle.)
+	// Wait until the request is sent and in the handler: its statement
+	// waits in the held proxy. (An open connection alone may not have sent
+	// its request yet, and Shutdown closes such a connection as idle.)
+	select {
+	case <-wrote:
+	case <-ctx.Done():
+		t.Fatalf("the readiness check was never sent")
+	}
 	g.Eventually(proxy.Waiting).WithTimeout(10 * time.Second).Should(gomega.BeNumerically(">=", 1))
 	if err := cmd.Process.Signal(syscall.SIGTERM); err != nil {
 		t.Fatalf("SIGTERM: %v", err)
