@@ -58,3 +58,9 @@ func ConnectForTest(ctx context.Context, c Config) (*pgx.Conn, error) { return c
 func FeedBoundForTest(ctx context.Context, db *DB) (uint64, error) {
 	return feedBound(db.Gorm.WithContext(ctx))
 }
+
+// ListManagedClustersOnPrimaryForTest is the list as the primary answers it
+// for s, whatever s's read replica would serve.
+func ListManagedClustersOnPrimaryForTest(ctx context.Context, s *Store, caller fleet.Identity, admin bool, q fleet.ListQuery) (fleet.ManagedClusterPage, error) {
+	return s.listManagedClusters(s.db.Gorm.WithContext(ctx), caller, admin, q)
+}

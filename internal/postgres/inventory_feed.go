@@ -210,16 +210,17 @@ type feedRead[T positioned] struct {
 
 // readFeed reads on db's pool, in one snapshot, the purge horizon of src and
 // up to size changes after the cursor below the feed's bound; read selects
-// them. On a read replica (replica) it answers errReplicaBehind, reading
-// nothing, when the replica has not replayed up to the cursor's WAL position.
-func readFeed[T positioned](ctx context.Context, s *Store, db *DB, replica bool, src feedSource, after string, size int,
+// them. On a read replica (a pool other than s's) it answers
+// errReplicaBehind, reading nothing, when the replica has not replayed up to
+// the cursor's WAL position.
+func readFeed[T positioned](ctx context.Context, s *Store, db *DB, src feedSource, after string, size int,
 	read func(tx *gorm.DB, from changePosition, bound uint64, size int) ([]T, error)) (feedRead[T], error) {
 	from, err := parseCursor(after)
 	if err != nil {
 		return feedRead[T]{}, err
 	}
 	size = min(max(size, 1), s.cfg.MaxPageSize)
-	if replica {
+	if db != s.db {
 		// Read before the snapshot: the snapshot holds at least this much.
 		var replayed uint64
 		if err := db.Gorm.WithContext(ctx).Raw(walPositionSQL).Row().Scan(&replayed); err != nil {
@@ -253,7 +254,7 @@ func readFeed[T positioned](ctx context.Context, s *Store, db *DB, replica bool,
 		// Read after the snapshot: it holds no more than this. Without a
 		// read replica no cursor needs it.
 		var lsn uint64
-		if s.replica != nil {
+		if s.replicated() {
 			if err := tx.Raw(walPositionSQL).Row().Scan(&lsn); err != nil {
 				return err
 			}
@@ -287,7 +288,7 @@ func (s *Store) ListManagedClusterChanges(ctx context.Context, caller fleet.Iden
 			"list GET /managed_clusters again and resume the feed from the cursor that list returns"}
 	var got feedRead[feedRow]
 	err := s.heavyRead(ctx, readInventoryFeed, func(db *DB) (err error) {
-		got, err = readFeed(ctx, s, db, db != s.db, src, after, size, func(tx *gorm.DB, from changePosition, bound uint64, size int) ([]feedRow, error) {
+		got, err = readFeed(ctx, s, db, src, after, size, func(tx *gorm.DB, from changePosition, bound uint64, size int) ([]feedRow, error) {
 			if !admin {
 				return s.readOrgChanges(tx, caller.OrgID, from, bound, size)
 			}

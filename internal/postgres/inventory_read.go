@@ -128,11 +128,15 @@ func (s *Store) listManagedClusters(db *gorm.DB, caller fleet.Identity, admin bo
 	// values: its plan is the same for all of them.
 	list.generic = admin && expr == nil
 	var bound boundRow
-	// The WAL position is read after the list's snapshot, so the cursor asks
-	// a read replica for all the list showed (changePosition.LSN).
+	stmts := append(append([]statement{bound.statement()}, total.stmts...), list)
+	// With a read replica, the WAL position is read after the list's
+	// snapshot, so the cursor asks the replica for all the list showed
+	// (changePosition.LSN).
 	var lsn uint64
-	walPosition := statement{sql: walPositionSQL, generic: true, read: readOne(&lsn)}
-	if err := roundTrip(db, append(append([]statement{bound.statement()}, total.stmts...), list, walPosition)...); err != nil {
+	if s.replicated() {
+		stmts = append(stmts, statement{sql: walPositionSQL, generic: true, read: readOne(&lsn)})
+	}
+	if err := roundTrip(db, stmts...); err != nil {
 		return out, err
 	}
 	n, err := total.total()

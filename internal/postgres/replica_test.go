@@ -329,7 +329,7 @@ func TestReplicaFeedWaitsForTheCursorsWALPosition(t *testing.T) {
 	e.standbySQL("SELECT pg_wal_replay_pause()")
 	e.ingest(5)
 	// The primary's list hands out its WAL position, past the replica's.
-	page, err := e.direct.ListManagedClusters(ctx, admin, true, fleet.ListQuery{Size: 500})
+	page, err := postgres.ListManagedClustersOnPrimaryForTest(ctx, e.store, admin, true, fleet.ListQuery{Size: 500})
 	g.Expect(err).NotTo(gomega.HaveOccurred())
 	g.Expect(page.Items).To(gomega.HaveLen(25))
 	_, lsn, err := postgres.CursorLSNForTest(page.Cursor, 0)

@@ -42,7 +42,7 @@ func (s *Store) ListResourceChanges(ctx context.Context, kind fleet.ResourceKind
 		expired: "the cursor is older than the retention of deleted objects: " +
 			"list GET /admin/resources again and resume the feed from the cursor that list returns",
 		scope: func(q *gorm.DB) *gorm.DB { return q.Where("api_group = ? AND kind = ?", kind.Group, kind.Kind) }}
-	got, err := readFeed(ctx, s, s.db, false, src, after, size, func(tx *gorm.DB, from changePosition, bound uint64, size int) ([]resourceFeedRow, error) {
+	got, err := readFeed(ctx, s, s.db, src, after, size, func(tx *gorm.DB, from changePosition, bound uint64, size int) ([]resourceFeedRow, error) {
 		query := tx.Table("resources AS r").
 			Select(`r.*, h.name AS hub_name, h.zone AS hub_zone, h.region AS hub_region,
 	coalesce(r.deleted_at, h.deleted_at) AS gone_at, r.change_xid::text AS pos_xid, r.change_seq AS pos_seq`).

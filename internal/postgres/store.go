@@ -79,6 +79,10 @@ func (s *Store) WithReplica(r *Replica) *Store {
 	return &c
 }
 
+// replicated reports whether a read replica is configured: only then do
+// cursors need the WAL position of the server that answered.
+func (s *Store) replicated() bool { return s.replica != nil && s.replica.replica != nil }
+
 // heavyRead runs fn on the pool that serves a heavy read of kind: the
 // replica's while it is fresh, else the primary's (Replica.read).
 func (s *Store) heavyRead(ctx context.Context, kind string, fn func(db *DB) error) error {
