@@ -62,7 +62,7 @@ func StartServer(t testing.TB) *Server {
 // StartServerWith is StartServer shaped by opts.
 func StartServerWith(t testing.TB, opts ServerOptions) *Server {
 	t.Helper()
-	bin, err := serverBinDir()
+	bin, err := ServerBinDir()
 	if err != nil {
 		t.Fatalf("pgtest: %v", err)
 	}
@@ -72,7 +72,7 @@ func StartServerWith(t testing.TB, opts ServerOptions) *Server {
 	}
 	t.Cleanup(func() { s.kill(); _ = os.RemoveAll(s.dir) })
 	if os.Geteuid() == 0 {
-		if s.cred, err = postgresUser(); err != nil {
+		if s.cred, err = PostgresUser(); err != nil {
 			t.Fatalf("pgtest: running as root, the server needs the postgres user: %v", err)
 		}
 		if err := os.Chown(s.dir, int(s.cred.Uid), int(s.cred.Gid)); err != nil {
@@ -255,14 +255,14 @@ func (s *Server) Freeze() {
 	// The postmaster first, so it forks no backend meanwhile; then its
 	// children, which each lead their own process group.
 	s.signal(syscall.SIGSTOP, pid)
-	s.signal(syscall.SIGSTOP, children(pid)...)
+	s.signal(syscall.SIGSTOP, Children(pid)...)
 }
 
 // Thaw resumes a frozen server (SIGCONT).
 func (s *Server) Thaw() {
 	s.t.Helper()
 	pid := s.postmaster()
-	s.signal(syscall.SIGCONT, children(pid)...)
+	s.signal(syscall.SIGCONT, Children(pid)...)
 	s.signal(syscall.SIGCONT, pid)
 }
 
@@ -286,9 +286,7 @@ func (s *Server) signal(sig syscall.Signal, pids ...int) {
 }
 
 // Children returns the processes whose parent is pid, from /proc.
-func Children(pid int) []int { return children(pid) }
-
-func children(pid int) []int {
+func Children(pid int) []int {
 	entries, _ := os.ReadDir("/proc")
 	var pids []int
 	for _, e := range entries {
@@ -317,7 +315,7 @@ func (s *Server) kill() {
 	if cmd == nil {
 		return
 	}
-	for _, pid := range append(children(cmd.Process.Pid), cmd.Process.Pid) {
+	for _, pid := range append(Children(cmd.Process.Pid), cmd.Process.Pid) {
 		_ = syscall.Kill(pid, syscall.SIGKILL)
 	}
 	<-done
@@ -353,8 +351,9 @@ func (s *Server) logTail() string {
 	return string(b)
 }
 
-// serverBinDir finds the directory of initdb and postgres.
-func serverBinDir() (string, error) {
+// ServerBinDir returns the folder of the PostgreSQL server binaries (initdb,
+// postgres, pg_ctl, pg_basebackup), as StartServer finds it.
+func ServerBinDir() (string, error) {
 	candidates := []string{os.Getenv("FLEET_MANAGER_TEST_PG_BINDIR")}
 	if out, err := exec.Command("pg_config", "--bindir").Output(); err == nil {
 		candidates = append(candidates, string(trimNewline(out)))
@@ -382,13 +381,7 @@ func trimNewline(b []byte) []byte {
 // PostgresUser returns the credential of the postgres user, which server
 // processes (PostgreSQL, and tools that start it) run as when the test runs
 // as root.
-func PostgresUser() (*syscall.Credential, error) { return postgresUser() }
-
-// ServerBinDir returns the folder of the PostgreSQL server binaries (initdb,
-// postgres, pg_ctl, pg_basebackup), as StartServer finds it.
-func ServerBinDir() (string, error) { return serverBinDir() }
-
-func postgresUser() (*syscall.Credential, error) {
+func PostgresUser() (*syscall.Credential, error) {
 	u, err := user.Lookup("postgres")
 	if err != nil {
 		return nil, err
