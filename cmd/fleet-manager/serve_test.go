@@ -59,6 +59,22 @@ func freePort(t *testing.T) int {
 	return ln.Addr().(*net.TCPAddr).Port
 }
 
+// newServePorts returns three free ports, distinct: each is held open until
+// all three are taken, so the kernel cannot hand one out twice.
+func newServePorts(t *testing.T) servePorts {
+	t.Helper()
+	var ports [3]int
+	for i := range ports {
+		ln, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer ln.Close()
+		ports[i] = ln.Addr().(*net.TCPAddr).Port
+	}
+	return servePorts{ports[0], ports[1], ports[2]}
+}
+
 // servePorts are the three ports of one `serve`.
 type servePorts struct{ api, metrics, health int }
 
@@ -109,7 +125,7 @@ func TestServeRefusesAnOlderSchema(t *testing.T) {
 	t.Parallel()
 	cfg := pgtest.NewDatabase(t)
 	args := append([]string{"serve", "--auth-dev-key-dir=" + t.TempDir(), keyFlag(t)}, dbFlags(cfg)...)
-	args = append(args, servePorts{freePort(t), freePort(t), freePort(t)}.flags()...)
+	args = append(args, newServePorts(t).flags()...)
 	_, _, err := execute(t, nil, args...)
 	if err == nil || !strings.Contains(err.Error(), "run `fleet-manager migrate`") {
 		t.Errorf("serve on an unmigrated database = %v, want a refusal that says to migrate", err)
@@ -124,7 +140,7 @@ func TestMigrateThenServe(t *testing.T) {
 	if err != nil || !strings.Contains(out, fmt.Sprintf("%d migrations applied", len(postgres.MigrationIDs()))) {
 		t.Fatalf("migrate = %q, %v", out, err)
 	}
-	ports := servePorts{freePort(t), freePort(t), freePort(t)}
+	ports := newServePorts(t)
 	env := map[string]string{"FLEET_MANAGER_DB_DEBUG": "true"}
 	logs, stop := startServe(t, env, append(append(dbFlags(cfg), ports.flags()...), "--auth-dev-key-dir="+keyDir, keyFlag(t))...)
 	health := fmt.Sprintf("http://127.0.0.1:%d", ports.health)
@@ -176,7 +192,7 @@ func TestMigrateThenServe(t *testing.T) {
 func TestServeFailsCleanlyWithoutJWKS(t *testing.T) {
 	t.Parallel()
 	_, cfg := pgtest.NewMigratedDatabase(t)
-	ports := servePorts{freePort(t), freePort(t), freePort(t)}
+	ports := newServePorts(t)
 	args := append(append([]string{"serve", keyFlag(t)}, dbFlags(cfg)...), ports.flags()...)
 	args = append(args, fmt.Sprintf("--auth-jwks-url=http://127.0.0.1:%d/jwks.json", freePort(t)), "--auth-issuers=https://sso.example.com")
 	_, _, err := execute(t, nil, args...)
@@ -188,7 +204,7 @@ func TestServeFailsCleanlyWithoutJWKS(t *testing.T) {
 func TestServeMigrateOnStart(t *testing.T) {
 	t.Parallel()
 	cfg := pgtest.NewDatabase(t)
-	ports := servePorts{freePort(t), freePort(t), freePort(t)}
+	ports := newServePorts(t)
 	args := append(append(dbFlags(cfg), ports.flags()...), "--auth-dev-key-dir="+t.TempDir(), "--migrate-on-start", keyFlag(t))
 	_, stop := startServe(t, nil, args...)
 	waitHTTP(t, fmt.Sprintf("http://127.0.0.1:%d/readyz", ports.health), http.StatusOK)

@@ -33,7 +33,7 @@ func TestSIGTERMFinishesInFlightRequest(t *testing.T) {
 	}
 	_, direct := pgtest.NewMigratedDatabase(t)
 	proxy, cfg := pgtest.NewProxy(t, direct)
-	ports := servePorts{freePort(t), freePort(t), freePort(t)}
+	ports := newServePorts(t)
 	logs := &logtest.Buffer{}
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()

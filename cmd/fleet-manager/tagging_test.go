@@ -19,7 +19,7 @@ func TestServeNamesItsConnections(t *testing.T) {
 	t.Parallel()
 	g := gomega.NewWithT(t)
 	db, cfg := pgtest.NewMigratedDatabase(t)
-	ports := servePorts{freePort(t), freePort(t), freePort(t)}
+	ports := newServePorts(t)
 	_, stop := startServe(t, nil, append(append(dbFlags(cfg), ports.flags()...), "--auth-dev-key-dir="+t.TempDir(), keyFlag(t),
 		"--db-application-name=fleet-manager/serve-tagging-test")...)
 	waitHTTP(t, fmt.Sprintf("http://127.0.0.1:%d/readyz", ports.health), http.StatusOK)
