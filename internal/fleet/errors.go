@@ -24,6 +24,7 @@ const (
 	KindGone               ErrorKind = "gone"
 	KindInternal           ErrorKind = "internal"
 	KindUnavailable        ErrorKind = "unavailable"
+	KindTooManyRequests    ErrorKind = "too_many_requests"
 )
 
 // ErrorCode identifies one entry of the error catalogue. Codes are stable: a
@@ -33,34 +34,38 @@ type ErrorCode int
 
 // The catalogue's codes. New codes are appended; see Catalogue for their meaning.
 const (
-	CodeInternal             ErrorCode = 1
-	CodeUnauthenticated      ErrorCode = 2
-	CodeForbidden            ErrorCode = 3
-	CodeNotFound             ErrorCode = 4
-	CodeMethodNotAllowed     ErrorCode = 5
-	CodeValidation           ErrorCode = 6
-	CodeMalformedBody        ErrorCode = 7
-	CodeConflict             ErrorCode = 8
-	CodePreconditionFailed   ErrorCode = 9
-	CodeUnavailable          ErrorCode = 10
-	CodeBodyTooLarge         ErrorCode = 11
-	CodeUnsupportedMediaType ErrorCode = 12
-	CodeBadSearch            ErrorCode = 13
-	CodeBadOrderBy           ErrorCode = 14
-	CodeQuotaExceeded        ErrorCode = 15
-	CodeOrgNotAllowed        ErrorCode = 16
-	CodeUserNotAllowed       ErrorCode = 17
-	CodeProductNotAccepted   ErrorCode = 18
-	CodeNameTaken            ErrorCode = 19
-	CodeIdempotencyKeyReused ErrorCode = 20
-	CodeHubInUse             ErrorCode = 21
-	CodeAdminRoleRequired    ErrorCode = 22
-	CodeHubIdentityTaken     ErrorCode = 23
-	CodeCursorExpired        ErrorCode = 24
-	CodeZoneNotServed        ErrorCode = 25
-	CodePolicyInvalid        ErrorCode = 26
-	CodeActionForbidden      ErrorCode = 27
-	CodeCapacityExhausted    ErrorCode = 28
+	CodeInternal               ErrorCode = 1
+	CodeUnauthenticated        ErrorCode = 2
+	CodeForbidden              ErrorCode = 3
+	CodeNotFound               ErrorCode = 4
+	CodeMethodNotAllowed       ErrorCode = 5
+	CodeValidation             ErrorCode = 6
+	CodeMalformedBody          ErrorCode = 7
+	CodeConflict               ErrorCode = 8
+	CodePreconditionFailed     ErrorCode = 9
+	CodeUnavailable            ErrorCode = 10
+	CodeBodyTooLarge           ErrorCode = 11
+	CodeUnsupportedMediaType   ErrorCode = 12
+	CodeBadSearch              ErrorCode = 13
+	CodeBadOrderBy             ErrorCode = 14
+	CodeQuotaExceeded          ErrorCode = 15
+	CodeOrgNotAllowed          ErrorCode = 16
+	CodeUserNotAllowed         ErrorCode = 17
+	CodeProductNotAccepted     ErrorCode = 18
+	CodeNameTaken              ErrorCode = 19
+	CodeIdempotencyKeyReused   ErrorCode = 20
+	CodeHubInUse               ErrorCode = 21
+	CodeAdminRoleRequired      ErrorCode = 22
+	CodeHubIdentityTaken       ErrorCode = 23
+	CodeCursorExpired          ErrorCode = 24
+	CodeZoneNotServed          ErrorCode = 25
+	CodePolicyInvalid          ErrorCode = 26
+	CodeActionForbidden        ErrorCode = 27
+	CodeCapacityExhausted      ErrorCode = 28
+	CodeMetricsQueryRefused    ErrorCode = 29
+	CodeMetricsBackend         ErrorCode = 30
+	CodeRateLimited            ErrorCode = 31
+	CodeMetricsTooManyClusters ErrorCode = 32
 )
 
 // CatalogueEntry describes one error code: its kind and the reason a client sees
@@ -103,6 +108,10 @@ func Catalogue() []CatalogueEntry {
 		{CodePolicyInvalid, KindInvalid, "PolicyInvalid", "The policy does not match the Policy CRD's schema; the reason names each field at fault"},
 		{CodeActionForbidden, KindForbidden, "ActionForbidden", "The caller's roles do not allow this action; the reason names the action"},
 		{CodeCapacityExhausted, KindConflict, "CapacityExhausted", "No cluster of the capacity pool has room for the reservation; the pool adds one unless it is at max_clusters"},
+		{CodeMetricsQueryRefused, KindInvalid, "MetricsQueryRefused", "The metrics query is not allowed: it names a metric or label off the allow-list, reaches past the range or resolution bounds, or does not parse"},
+		{CodeMetricsBackend, KindInvalid, "MetricsBackendRefused", "The metrics backend could not evaluate the query; the reason gives its answer"},
+		{CodeRateLimited, KindTooManyRequests, "RateLimited", "The organisation sent more requests than its rate limit allows; retry after the Retry-After header's seconds"},
+		{CodeMetricsTooManyClusters, KindInvalid, "MetricsTooManyClusters", "The request covers more clusters than one metrics read may; read fewer (one cluster's metrics, or a narrower scope)"},
 	}
 	sort.Slice(entries, func(i, j int) bool { return entries[i].Code < entries[j].Code })
 	return entries

@@ -35,6 +35,8 @@ func statusOf(kind fleet.ErrorKind) int {
 		return http.StatusServiceUnavailable
 	case fleet.KindGone:
 		return http.StatusGone
+	case fleet.KindTooManyRequests:
+		return http.StatusTooManyRequests
 	default:
 		return http.StatusInternalServerError
 	}
