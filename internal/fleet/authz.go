@@ -200,4 +200,5 @@ const (
 	ActionReservationsGet    = "reservations:get"
 	ActionReservationsCreate = "reservations:create"
 	ActionReservationsDelete = "reservations:delete"
+	ActionUserMetricsRead    = "user_metrics:read"
 )

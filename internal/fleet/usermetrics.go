@@ -31,6 +31,10 @@ type MetricsCluster struct {
 	Capacity    StringMapJSON
 	Allocatable StringMapJSON
 	Stale       bool
+	// SharedIdentity is set when a live cluster of another organisation
+	// carries the same value of the scope's ClusterLabelSource: a cluster
+	// whose claims copy another's must read neither's metrics.
+	SharedIdentity bool
 }
 
 // MetricsScope names whose clusters a metrics read covers.
@@ -44,6 +48,10 @@ type MetricsScope struct {
 	// Limit is the most clusters read; a read with more answers
 	// CodeMetricsTooManyClusters.
 	Limit int
+	// ClusterLabelSource names the field that identifies a cluster's
+	// series in the metrics backend ("cluster-id": ClusterID, "name": Name),
+	// which SharedIdentity is about.
+	ClusterLabelSource string
 }
 
 // PolicyComplianceState is one cluster's compliance with one policy.

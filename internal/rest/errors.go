@@ -78,6 +78,8 @@ func (s *Server) writeError(w http.ResponseWriter, r *http.Request, err error) {
 		// An outage, not a defect: the cause is logged, the client told when to retry.
 		s.logger.WarnContext(r.Context(), "request failed: unavailable", "operation_id", opID, "error", err, "cause", fleet.Cause(err))
 		w.Header().Set("Retry-After", retryAfterSeconds)
+	case entry.Kind == fleet.KindTooManyRequests:
+		w.Header().Set("Retry-After", retryAfterSeconds)
 	case status >= http.StatusInternalServerError:
 		s.logger.ErrorContext(r.Context(), "request failed", "operation_id", opID, "error", err)
 	default:

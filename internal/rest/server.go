@@ -14,6 +14,7 @@ import (
 	"github.com/rs/cors"
 
 	"github.com/fleetmanager/fleet-manager/internal/fleet"
+	"github.com/fleetmanager/fleet-manager/internal/usermetrics"
 	"github.com/fleetmanager/fleet-manager/openapi"
 )
 
@@ -33,6 +34,8 @@ type Services struct {
 	PolicySchema fleet.PolicyValidator
 	// Pools keeps blueprints, capacity pools and reservations.
 	Pools fleet.PoolService
+	// Metrics answers the user-facing metrics endpoints.
+	Metrics *usermetrics.Service
 	// Authorizer is the one decision point every handler asks.
 	Authorizer fleet.Authorizer
 }
@@ -151,6 +154,18 @@ func (s *Server) handlers() map[string]handlerFunc {
 		"createReservation":        s.can(fleet.ActionReservationsCreate, "reservation", s.handleReservationCreate),
 		"getReservation":           s.can(fleet.ActionReservationsGet, "reservation", s.handleReservationGet),
 		"deleteReservation":        s.handleReservationDelete,
+
+		// User-facing metrics; the store scopes each read to the caller's clusters.
+		"queryMetrics":                    s.can(fleet.ActionUserMetricsRead, "cluster", s.handleMetricsQuery),
+		"queryMetricsForm":                s.can(fleet.ActionUserMetricsRead, "cluster", s.handleMetricsQuery),
+		"queryMetricsPrometheus":          s.can(fleet.ActionUserMetricsRead, "cluster", s.handleMetricsQuery),
+		"queryMetricsPrometheusForm":      s.can(fleet.ActionUserMetricsRead, "cluster", s.handleMetricsQuery),
+		"queryMetricsRange":               s.can(fleet.ActionUserMetricsRead, "cluster", s.handleMetricsQueryRange),
+		"queryMetricsRangeForm":           s.can(fleet.ActionUserMetricsRead, "cluster", s.handleMetricsQueryRange),
+		"queryMetricsRangePrometheus":     s.can(fleet.ActionUserMetricsRead, "cluster", s.handleMetricsQueryRange),
+		"queryMetricsRangePrometheusForm": s.can(fleet.ActionUserMetricsRead, "cluster", s.handleMetricsQueryRange),
+		"getMetricsText":                  s.can(fleet.ActionUserMetricsRead, "cluster", s.handleMetricsText),
+		"getClusterMetricsText":           s.can(fleet.ActionUserMetricsRead, "cluster", s.handleClusterMetricsText),
 	}
 }
 

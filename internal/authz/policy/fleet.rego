@@ -24,7 +24,7 @@ family := parts[0]
 verb := parts[1]
 
 # Families whose resources belong to an organisation.
-org_families := {"clusters", "policies", "compliance", "inventory", "blueprints", "pools", "reservations", "dns_records"}
+org_families := {"clusters", "policies", "compliance", "inventory", "blueprints", "pools", "reservations", "dns_records", "user_metrics"}
 
 # Families of the fleet's own resources, for fleet admins and viewers.
 fleet_families := {"hubs", "resources", "metrics"}
@@ -34,10 +34,11 @@ read_verbs := {"list", "get", "watch", "compliance", "summary", "read"}
 # Verbs a member may use on what it created.
 owner_verbs := {"update", "delete", "import", "cancel"}
 
-# What a fleet viewer reads: hubs, synced resources, the whole inventory, metrics.
+# What a fleet viewer reads: hubs, synced resources, the whole inventory, metrics,
+# every organisation's user-facing metrics.
 fleet_viewer_actions := {
 	"hubs:list", "hubs:get", "resources:list", "resources:watch",
-	"inventory:list", "inventory:get", "inventory:watch", "metrics:read",
+	"inventory:list", "inventory:get", "inventory:watch", "metrics:read", "user_metrics:read",
 	"blueprints:list", "blueprints:get", "pools:list", "pools:get", "reservations:list", "reservations:get",
 }
 

@@ -665,6 +665,45 @@ func (e Product) Valid() bool {
 	}
 }
 
+// Defines values for PrometheusAnswerDataResultType.
+const (
+	Matrix PrometheusAnswerDataResultType = "matrix"
+	Scalar PrometheusAnswerDataResultType = "scalar"
+	String PrometheusAnswerDataResultType = "string"
+	Vector PrometheusAnswerDataResultType = "vector"
+)
+
+// Valid indicates whether the value is a known member of the PrometheusAnswerDataResultType enum.
+func (e PrometheusAnswerDataResultType) Valid() bool {
+	switch e {
+	case Matrix:
+		return true
+	case Scalar:
+		return true
+	case String:
+		return true
+	case Vector:
+		return true
+	default:
+		return false
+	}
+}
+
+// Defines values for PrometheusAnswerStatus.
+const (
+	Success PrometheusAnswerStatus = "success"
+)
+
+// Valid indicates whether the value is a known member of the PrometheusAnswerStatus enum.
+func (e PrometheusAnswerStatus) Valid() bool {
+	switch e {
+	case Success:
+		return true
+	default:
+		return false
+	}
+}
+
 // Defines values for ReservationKind.
 const (
 	ReservationKindReservation ReservationKind = "Reservation"
@@ -1508,6 +1547,40 @@ type PoolEventListKind string
 // Product defines model for Product.
 type Product string
 
+// PrometheusAnswer A Prometheus HTTP API answer (https://prometheus.io/docs/prometheus/latest/querying/api/).
+type PrometheusAnswer struct {
+	Data struct {
+		// Result A matrix or vector is an array of series (`metric` and `values` or `value`); a scalar or string is `[<unix seconds>, "<value>"]`.
+		Result     interface{}                    `json:"result"`
+		ResultType PrometheusAnswerDataResultType `json:"resultType"`
+	} `json:"data"`
+	Infos    *[]string              `json:"infos,omitempty"`
+	Status   PrometheusAnswerStatus `json:"status"`
+	Warnings *[]string              `json:"warnings,omitempty"`
+}
+
+// PrometheusAnswerDataResultType defines model for PrometheusAnswer.Data.ResultType.
+type PrometheusAnswerDataResultType string
+
+// PrometheusAnswerStatus defines model for PrometheusAnswer.Status.
+type PrometheusAnswerStatus string
+
+// PrometheusQueryForm defines model for PrometheusQueryForm.
+type PrometheusQueryForm struct {
+	Query   *string `json:"query,omitempty"`
+	Time    *string `json:"time,omitempty"`
+	Timeout *string `json:"timeout,omitempty"`
+}
+
+// PrometheusRangeQueryForm defines model for PrometheusRangeQueryForm.
+type PrometheusRangeQueryForm struct {
+	End     *string `json:"end,omitempty"`
+	Query   *string `json:"query,omitempty"`
+	Start   *string `json:"start,omitempty"`
+	Step    *string `json:"step,omitempty"`
+	Timeout *string `json:"timeout,omitempty"`
+}
+
 // Reservation defines model for Reservation.
 type Reservation struct {
 	// ClusterId The pool cluster the instance goes to.
@@ -1572,6 +1645,27 @@ type OrderBy = string
 // Page defines model for page.
 type Page = int
 
+// PromEnd defines model for promEnd.
+type PromEnd = string
+
+// PromQuery defines model for promQuery.
+type PromQuery = string
+
+// PromQueryOptional defines model for promQueryOptional.
+type PromQueryOptional = string
+
+// PromStart defines model for promStart.
+type PromStart = string
+
+// PromStep defines model for promStep.
+type PromStep = string
+
+// PromTime defines model for promTime.
+type PromTime = string
+
+// PromTimeout defines model for promTimeout.
+type PromTimeout = string
+
 // ReservationId defines model for reservationId.
 type ReservationId = string
 
@@ -1604,6 +1698,9 @@ type NotFound = Error
 
 // PreconditionFailed The OCM error body. `code` is stable; `reason` is for people.
 type PreconditionFailed = Error
+
+// TooManyRequests The OCM error body. `code` is stable; `reason` is for people.
+type TooManyRequests = Error
 
 // Unauthenticated The OCM error body. `code` is stable; `reason` is for people.
 type Unauthenticated = Error
@@ -1796,6 +1893,126 @@ type ListManagedClusterChangesParams struct {
 	Size *Size `form:"size,omitempty" json:"size,omitempty"`
 }
 
+// QueryMetricsPrometheusParams defines parameters for QueryMetricsPrometheus.
+type QueryMetricsPrometheusParams struct {
+	// Query The PromQL expression.
+	Query PromQuery `form:"query" json:"query"`
+
+	// Time The evaluation time, RFC 3339 or Unix seconds; now when absent.
+	Time *PromTime `form:"time,omitempty" json:"time,omitempty"`
+
+	// Timeout The evaluation's timeout, a duration; the deployment's bound when absent or longer.
+	Timeout *PromTimeout `form:"timeout,omitempty" json:"timeout,omitempty"`
+}
+
+// QueryMetricsPrometheusFormParams defines parameters for QueryMetricsPrometheusForm.
+type QueryMetricsPrometheusFormParams struct {
+	// Query The PromQL expression, when the form body does not carry it.
+	Query *PromQueryOptional `form:"query,omitempty" json:"query,omitempty"`
+
+	// Time The evaluation time, RFC 3339 or Unix seconds; now when absent.
+	Time *PromTime `form:"time,omitempty" json:"time,omitempty"`
+
+	// Timeout The evaluation's timeout, a duration; the deployment's bound when absent or longer.
+	Timeout *PromTimeout `form:"timeout,omitempty" json:"timeout,omitempty"`
+}
+
+// QueryMetricsRangePrometheusParams defines parameters for QueryMetricsRangePrometheus.
+type QueryMetricsRangePrometheusParams struct {
+	// Query The PromQL expression.
+	Query PromQuery `form:"query" json:"query"`
+
+	// Start The range's start, RFC 3339 or Unix seconds.
+	Start *PromStart `form:"start,omitempty" json:"start,omitempty"`
+
+	// End The range's end, RFC 3339 or Unix seconds.
+	End *PromEnd `form:"end,omitempty" json:"end,omitempty"`
+
+	// Step The resolution, a duration (`30s`, `5m`) or seconds.
+	Step *PromStep `form:"step,omitempty" json:"step,omitempty"`
+
+	// Timeout The evaluation's timeout, a duration; the deployment's bound when absent or longer.
+	Timeout *PromTimeout `form:"timeout,omitempty" json:"timeout,omitempty"`
+}
+
+// QueryMetricsRangePrometheusFormParams defines parameters for QueryMetricsRangePrometheusForm.
+type QueryMetricsRangePrometheusFormParams struct {
+	// Query The PromQL expression, when the form body does not carry it.
+	Query *PromQueryOptional `form:"query,omitempty" json:"query,omitempty"`
+
+	// Start The range's start, RFC 3339 or Unix seconds.
+	Start *PromStart `form:"start,omitempty" json:"start,omitempty"`
+
+	// End The range's end, RFC 3339 or Unix seconds.
+	End *PromEnd `form:"end,omitempty" json:"end,omitempty"`
+
+	// Step The resolution, a duration (`30s`, `5m`) or seconds.
+	Step *PromStep `form:"step,omitempty" json:"step,omitempty"`
+
+	// Timeout The evaluation's timeout, a duration; the deployment's bound when absent or longer.
+	Timeout *PromTimeout `form:"timeout,omitempty" json:"timeout,omitempty"`
+}
+
+// QueryMetricsParams defines parameters for QueryMetrics.
+type QueryMetricsParams struct {
+	// Query The PromQL expression.
+	Query PromQuery `form:"query" json:"query"`
+
+	// Time The evaluation time, RFC 3339 or Unix seconds; now when absent.
+	Time *PromTime `form:"time,omitempty" json:"time,omitempty"`
+
+	// Timeout The evaluation's timeout, a duration; the deployment's bound when absent or longer.
+	Timeout *PromTimeout `form:"timeout,omitempty" json:"timeout,omitempty"`
+}
+
+// QueryMetricsFormParams defines parameters for QueryMetricsForm.
+type QueryMetricsFormParams struct {
+	// Query The PromQL expression, when the form body does not carry it.
+	Query *PromQueryOptional `form:"query,omitempty" json:"query,omitempty"`
+
+	// Time The evaluation time, RFC 3339 or Unix seconds; now when absent.
+	Time *PromTime `form:"time,omitempty" json:"time,omitempty"`
+
+	// Timeout The evaluation's timeout, a duration; the deployment's bound when absent or longer.
+	Timeout *PromTimeout `form:"timeout,omitempty" json:"timeout,omitempty"`
+}
+
+// QueryMetricsRangeParams defines parameters for QueryMetricsRange.
+type QueryMetricsRangeParams struct {
+	// Query The PromQL expression.
+	Query PromQuery `form:"query" json:"query"`
+
+	// Start The range's start, RFC 3339 or Unix seconds.
+	Start *PromStart `form:"start,omitempty" json:"start,omitempty"`
+
+	// End The range's end, RFC 3339 or Unix seconds.
+	End *PromEnd `form:"end,omitempty" json:"end,omitempty"`
+
+	// Step The resolution, a duration (`30s`, `5m`) or seconds.
+	Step *PromStep `form:"step,omitempty" json:"step,omitempty"`
+
+	// Timeout The evaluation's timeout, a duration; the deployment's bound when absent or longer.
+	Timeout *PromTimeout `form:"timeout,omitempty" json:"timeout,omitempty"`
+}
+
+// QueryMetricsRangeFormParams defines parameters for QueryMetricsRangeForm.
+type QueryMetricsRangeFormParams struct {
+	// Query The PromQL expression, when the form body does not carry it.
+	Query *PromQueryOptional `form:"query,omitempty" json:"query,omitempty"`
+
+	// Start The range's start, RFC 3339 or Unix seconds.
+	Start *PromStart `form:"start,omitempty" json:"start,omitempty"`
+
+	// End The range's end, RFC 3339 or Unix seconds.
+	End *PromEnd `form:"end,omitempty" json:"end,omitempty"`
+
+	// Step The resolution, a duration (`30s`, `5m`) or seconds.
+	Step *PromStep `form:"step,omitempty" json:"step,omitempty"`
+
+	// Timeout The evaluation's timeout, a duration; the deployment's bound when absent or longer.
+	Timeout *PromTimeout `form:"timeout,omitempty" json:"timeout,omitempty"`
+}
+
 // ListPoliciesParams defines parameters for ListPolicies.
 type ListPoliciesParams struct {
 	// Page The page to return, from 1.
@@ -1863,6 +2080,18 @@ type UpdateClusterJSONRequestBody = ClusterPatch
 
 // CreateClustersJSONRequestBody defines body for CreateClusters for application/json ContentType.
 type CreateClustersJSONRequestBody = ClusterBatchCreate
+
+// QueryMetricsPrometheusFormFormdataRequestBody defines body for QueryMetricsPrometheusForm for application/x-www-form-urlencoded ContentType.
+type QueryMetricsPrometheusFormFormdataRequestBody = PrometheusQueryForm
+
+// QueryMetricsRangePrometheusFormFormdataRequestBody defines body for QueryMetricsRangePrometheusForm for application/x-www-form-urlencoded ContentType.
+type QueryMetricsRangePrometheusFormFormdataRequestBody = PrometheusRangeQueryForm
+
+// QueryMetricsFormFormdataRequestBody defines body for QueryMetricsForm for application/x-www-form-urlencoded ContentType.
+type QueryMetricsFormFormdataRequestBody = PrometheusQueryForm
+
+// QueryMetricsRangeFormFormdataRequestBody defines body for QueryMetricsRangeForm for application/x-www-form-urlencoded ContentType.
+type QueryMetricsRangeFormFormdataRequestBody = PrometheusRangeQueryForm
 
 // CreatePolicyJSONRequestBody defines body for CreatePolicy for application/json ContentType.
 type CreatePolicyJSONRequestBody = PolicyCreate
@@ -2196,6 +2425,11 @@ type ClientInterface interface {
 	// Corresponds with GET /clusters/{id}/import (the `GetClusterImport` operationId).
 	GetClusterImport(ctx context.Context, id Id, reqEditors ...RequestEditorFn) (*http.Response, error)
 
+	// GetClusterMetricsText One registered cluster's metrics in the Prometheus text format, as a scrape target.
+	//
+	// Corresponds with GET /clusters/{id}/metrics (the `GetClusterMetricsText` operationId).
+	GetClusterMetricsText(ctx context.Context, id Id, reqEditors ...RequestEditorFn) (*http.Response, error)
+
 	// CreateClustersWithBody Register many existing clusters at once (bulk onboarding), each as createCluster would alone.
 	//
 	// Registers up to `--registration-batch-max` clusters (default 1000) in one request and
@@ -2313,6 +2547,89 @@ type ClientInterface interface {
 	//
 	// Corresponds with GET /managed_clusters/{id} (the `GetManagedCluster` operationId).
 	GetManagedCluster(ctx context.Context, id Id, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// GetMetricsText The caller's clusters' metrics in the Prometheus text format, as a scrape target.
+	//
+	// The latest sample of each allow-listed metric of the caller's organisation's clusters (an admin's: every organisation's), and the fleet manager's own series of them (clusters by phase, policy compliance, capacity and allocatable, capacity pools). Scrape it with a bearer token.
+	//
+	// Corresponds with GET /metrics (the `GetMetricsText` operationId).
+	GetMetricsText(ctx context.Context, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// QueryMetricsPrometheus The instant query at the path Prometheus clients (promtool, Grafana) call under a server URL of {base}/metrics.
+	//
+	// Corresponds with GET /metrics/api/v1/query (the `QueryMetricsPrometheus` operationId).
+	QueryMetricsPrometheus(ctx context.Context, params *QueryMetricsPrometheusParams, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// QueryMetricsPrometheusFormWithBody The instant query at the path Prometheus clients (promtool, Grafana) call under a server URL of {base}/metrics. (parameters in a form body, as Prometheus accepts).
+	//
+	// Takes any type of body and a specified content type.
+	//
+	// Corresponds with POST /metrics/api/v1/query (the `QueryMetricsPrometheusForm` operationId).
+	QueryMetricsPrometheusFormWithBody(ctx context.Context, params *QueryMetricsPrometheusFormParams, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// QueryMetricsPrometheusFormWithFormdataBody The instant query at the path Prometheus clients (promtool, Grafana) call under a server URL of {base}/metrics. (parameters in a form body, as Prometheus accepts).
+	//
+	// Takes a body of the `application/x-www-form-urlencoded` content type.
+	//
+	// Corresponds with POST /metrics/api/v1/query (the `QueryMetricsPrometheusForm` operationId).
+	QueryMetricsPrometheusFormWithFormdataBody(ctx context.Context, params *QueryMetricsPrometheusFormParams, body QueryMetricsPrometheusFormFormdataRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// QueryMetricsRangePrometheus The range query at the path Prometheus clients call under a server URL of {base}/metrics.
+	//
+	// Corresponds with GET /metrics/api/v1/query_range (the `QueryMetricsRangePrometheus` operationId).
+	QueryMetricsRangePrometheus(ctx context.Context, params *QueryMetricsRangePrometheusParams, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// QueryMetricsRangePrometheusFormWithBody The range query at the path Prometheus clients call under a server URL of {base}/metrics. (parameters in a form body, as Prometheus accepts).
+	//
+	// Takes any type of body and a specified content type.
+	//
+	// Corresponds with POST /metrics/api/v1/query_range (the `QueryMetricsRangePrometheusForm` operationId).
+	QueryMetricsRangePrometheusFormWithBody(ctx context.Context, params *QueryMetricsRangePrometheusFormParams, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// QueryMetricsRangePrometheusFormWithFormdataBody The range query at the path Prometheus clients call under a server URL of {base}/metrics. (parameters in a form body, as Prometheus accepts).
+	//
+	// Takes a body of the `application/x-www-form-urlencoded` content type.
+	//
+	// Corresponds with POST /metrics/api/v1/query_range (the `QueryMetricsRangePrometheusForm` operationId).
+	QueryMetricsRangePrometheusFormWithFormdataBody(ctx context.Context, params *QueryMetricsRangePrometheusFormParams, body QueryMetricsRangePrometheusFormFormdataRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// QueryMetrics An instant PromQL query on the caller's clusters' metrics.
+	//
+	// Corresponds with GET /metrics/query (the `QueryMetrics` operationId).
+	QueryMetrics(ctx context.Context, params *QueryMetricsParams, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// QueryMetricsFormWithBody An instant PromQL query on the caller's clusters' metrics. (parameters in a form body, as Prometheus accepts).
+	//
+	// Takes any type of body and a specified content type.
+	//
+	// Corresponds with POST /metrics/query (the `QueryMetricsForm` operationId).
+	QueryMetricsFormWithBody(ctx context.Context, params *QueryMetricsFormParams, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// QueryMetricsFormWithFormdataBody An instant PromQL query on the caller's clusters' metrics. (parameters in a form body, as Prometheus accepts).
+	//
+	// Takes a body of the `application/x-www-form-urlencoded` content type.
+	//
+	// Corresponds with POST /metrics/query (the `QueryMetricsForm` operationId).
+	QueryMetricsFormWithFormdataBody(ctx context.Context, params *QueryMetricsFormParams, body QueryMetricsFormFormdataRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// QueryMetricsRange A range PromQL query on the caller's clusters' metrics.
+	//
+	// Corresponds with GET /metrics/query_range (the `QueryMetricsRange` operationId).
+	QueryMetricsRange(ctx context.Context, params *QueryMetricsRangeParams, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// QueryMetricsRangeFormWithBody A range PromQL query on the caller's clusters' metrics. (parameters in a form body, as Prometheus accepts).
+	//
+	// Takes any type of body and a specified content type.
+	//
+	// Corresponds with POST /metrics/query_range (the `QueryMetricsRangeForm` operationId).
+	QueryMetricsRangeFormWithBody(ctx context.Context, params *QueryMetricsRangeFormParams, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// QueryMetricsRangeFormWithFormdataBody A range PromQL query on the caller's clusters' metrics. (parameters in a form body, as Prometheus accepts).
+	//
+	// Takes a body of the `application/x-www-form-urlencoded` content type.
+	//
+	// Corresponds with POST /metrics/query_range (the `QueryMetricsRangeForm` operationId).
+	QueryMetricsRangeFormWithFormdataBody(ctx context.Context, params *QueryMetricsRangeFormParams, body QueryMetricsRangeFormFormdataRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error)
 
 	// GetOpenAPI This document, with the deployment's base path as its server.
 	//
@@ -2967,6 +3284,21 @@ func (c *Client) GetClusterImport(ctx context.Context, id Id, reqEditors ...Requ
 	return c.Client.Do(req)
 }
 
+// GetClusterMetricsText One registered cluster's metrics in the Prometheus text format, as a scrape target.
+//
+// Corresponds with GET /clusters/{id}/metrics (the `GetClusterMetricsText` operationId).
+func (c *Client) GetClusterMetricsText(ctx context.Context, id Id, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewGetClusterMetricsTextRequest(c.Server, id)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
 // CreateClustersWithBody Register many existing clusters at once (bulk onboarding), each as createCluster would alone.
 //
 // Registers up to `--registration-batch-max` clusters (default 1000) in one request and
@@ -3165,6 +3497,219 @@ func (c *Client) ListManagedClusterChanges(ctx context.Context, params *ListMana
 // Corresponds with GET /managed_clusters/{id} (the `GetManagedCluster` operationId).
 func (c *Client) GetManagedCluster(ctx context.Context, id Id, reqEditors ...RequestEditorFn) (*http.Response, error) {
 	req, err := NewGetManagedClusterRequest(c.Server, id)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// GetMetricsText The caller's clusters' metrics in the Prometheus text format, as a scrape target.
+//
+// The latest sample of each allow-listed metric of the caller's organisation's clusters (an admin's: every organisation's), and the fleet manager's own series of them (clusters by phase, policy compliance, capacity and allocatable, capacity pools). Scrape it with a bearer token.
+//
+// Corresponds with GET /metrics (the `GetMetricsText` operationId).
+func (c *Client) GetMetricsText(ctx context.Context, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewGetMetricsTextRequest(c.Server)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// QueryMetricsPrometheus The instant query at the path Prometheus clients (promtool, Grafana) call under a server URL of {base}/metrics.
+//
+// Corresponds with GET /metrics/api/v1/query (the `QueryMetricsPrometheus` operationId).
+func (c *Client) QueryMetricsPrometheus(ctx context.Context, params *QueryMetricsPrometheusParams, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewQueryMetricsPrometheusRequest(c.Server, params)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// QueryMetricsPrometheusFormWithBody The instant query at the path Prometheus clients (promtool, Grafana) call under a server URL of {base}/metrics. (parameters in a form body, as Prometheus accepts).
+//
+// Takes any type of body and a specified content type.
+//
+// Corresponds with POST /metrics/api/v1/query (the `QueryMetricsPrometheusForm` operationId).
+func (c *Client) QueryMetricsPrometheusFormWithBody(ctx context.Context, params *QueryMetricsPrometheusFormParams, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewQueryMetricsPrometheusFormRequestWithBody(c.Server, params, contentType, body)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// QueryMetricsPrometheusFormWithFormdataBody The instant query at the path Prometheus clients (promtool, Grafana) call under a server URL of {base}/metrics. (parameters in a form body, as Prometheus accepts).
+//
+// Takes a body of the `application/x-www-form-urlencoded` content type.
+//
+// Corresponds with POST /metrics/api/v1/query (the `QueryMetricsPrometheusForm` operationId).
+func (c *Client) QueryMetricsPrometheusFormWithFormdataBody(ctx context.Context, params *QueryMetricsPrometheusFormParams, body QueryMetricsPrometheusFormFormdataRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewQueryMetricsPrometheusFormRequestWithFormdataBody(c.Server, params, body)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// QueryMetricsRangePrometheus The range query at the path Prometheus clients call under a server URL of {base}/metrics.
+//
+// Corresponds with GET /metrics/api/v1/query_range (the `QueryMetricsRangePrometheus` operationId).
+func (c *Client) QueryMetricsRangePrometheus(ctx context.Context, params *QueryMetricsRangePrometheusParams, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewQueryMetricsRangePrometheusRequest(c.Server, params)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// QueryMetricsRangePrometheusFormWithBody The range query at the path Prometheus clients call under a server URL of {base}/metrics. (parameters in a form body, as Prometheus accepts).
+//
+// Takes any type of body and a specified content type.
+//
+// Corresponds with POST /metrics/api/v1/query_range (the `QueryMetricsRangePrometheusForm` operationId).
+func (c *Client) QueryMetricsRangePrometheusFormWithBody(ctx context.Context, params *QueryMetricsRangePrometheusFormParams, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewQueryMetricsRangePrometheusFormRequestWithBody(c.Server, params, contentType, body)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// QueryMetricsRangePrometheusFormWithFormdataBody The range query at the path Prometheus clients call under a server URL of {base}/metrics. (parameters in a form body, as Prometheus accepts).
+//
+// Takes a body of the `application/x-www-form-urlencoded` content type.
+//
+// Corresponds with POST /metrics/api/v1/query_range (the `QueryMetricsRangePrometheusForm` operationId).
+func (c *Client) QueryMetricsRangePrometheusFormWithFormdataBody(ctx context.Context, params *QueryMetricsRangePrometheusFormParams, body QueryMetricsRangePrometheusFormFormdataRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewQueryMetricsRangePrometheusFormRequestWithFormdataBody(c.Server, params, body)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// QueryMetrics An instant PromQL query on the caller's clusters' metrics.
+//
+// Corresponds with GET /metrics/query (the `QueryMetrics` operationId).
+func (c *Client) QueryMetrics(ctx context.Context, params *QueryMetricsParams, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewQueryMetricsRequest(c.Server, params)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// QueryMetricsFormWithBody An instant PromQL query on the caller's clusters' metrics. (parameters in a form body, as Prometheus accepts).
+//
+// Takes any type of body and a specified content type.
+//
+// Corresponds with POST /metrics/query (the `QueryMetricsForm` operationId).
+func (c *Client) QueryMetricsFormWithBody(ctx context.Context, params *QueryMetricsFormParams, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewQueryMetricsFormRequestWithBody(c.Server, params, contentType, body)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// QueryMetricsFormWithFormdataBody An instant PromQL query on the caller's clusters' metrics. (parameters in a form body, as Prometheus accepts).
+//
+// Takes a body of the `application/x-www-form-urlencoded` content type.
+//
+// Corresponds with POST /metrics/query (the `QueryMetricsForm` operationId).
+func (c *Client) QueryMetricsFormWithFormdataBody(ctx context.Context, params *QueryMetricsFormParams, body QueryMetricsFormFormdataRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewQueryMetricsFormRequestWithFormdataBody(c.Server, params, body)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// QueryMetricsRange A range PromQL query on the caller's clusters' metrics.
+//
+// Corresponds with GET /metrics/query_range (the `QueryMetricsRange` operationId).
+func (c *Client) QueryMetricsRange(ctx context.Context, params *QueryMetricsRangeParams, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewQueryMetricsRangeRequest(c.Server, params)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// QueryMetricsRangeFormWithBody A range PromQL query on the caller's clusters' metrics. (parameters in a form body, as Prometheus accepts).
+//
+// Takes any type of body and a specified content type.
+//
+// Corresponds with POST /metrics/query_range (the `QueryMetricsRangeForm` operationId).
+func (c *Client) QueryMetricsRangeFormWithBody(ctx context.Context, params *QueryMetricsRangeFormParams, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewQueryMetricsRangeFormRequestWithBody(c.Server, params, contentType, body)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// QueryMetricsRangeFormWithFormdataBody A range PromQL query on the caller's clusters' metrics. (parameters in a form body, as Prometheus accepts).
+//
+// Takes a body of the `application/x-www-form-urlencoded` content type.
+//
+// Corresponds with POST /metrics/query_range (the `QueryMetricsRangeForm` operationId).
+func (c *Client) QueryMetricsRangeFormWithFormdataBody(ctx context.Context, params *QueryMetricsRangeFormParams, body QueryMetricsRangeFormFormdataRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewQueryMetricsRangeFormRequestWithFormdataBody(c.Server, params, body)
 	if err != nil {
 		return nil, err
 	}
@@ -4773,6 +5318,40 @@ func NewGetClusterImportRequest(server string, id Id) (*http.Request, error) {
 	return req, nil
 }
 
+// NewGetClusterMetricsTextRequest constructs an http.Request for the GetClusterMetricsText method
+func NewGetClusterMetricsTextRequest(server string, id Id) (*http.Request, error) {
+	var err error
+
+	var pathParam0 string
+
+	pathParam0, err = runtime.StyleParamWithOptions("simple", false, "id", id, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationPath, Type: "string", Format: ""})
+	if err != nil {
+		return nil, err
+	}
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/clusters/%s/metrics", pathParam0)
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	req, err := http.NewRequest(http.MethodGet, queryURL.String(), nil)
+	if err != nil {
+		return nil, err
+	}
+
+	return req, nil
+}
+
 // NewCreateClustersRequest calls the generic CreateClusters builder with application/json body
 func NewCreateClustersRequest(server string, params *CreateClustersParams, body CreateClustersJSONRequestBody) (*http.Request, error) {
 	var bodyReader io.Reader
@@ -5207,6 +5786,789 @@ func NewGetManagedClusterRequest(server string, id Id) (*http.Request, error) {
 	if err != nil {
 		return nil, err
 	}
+
+	return req, nil
+}
+
+// NewGetMetricsTextRequest constructs an http.Request for the GetMetricsText method
+func NewGetMetricsTextRequest(server string) (*http.Request, error) {
+	var err error
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/metrics")
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	req, err := http.NewRequest(http.MethodGet, queryURL.String(), nil)
+	if err != nil {
+		return nil, err
+	}
+
+	return req, nil
+}
+
+// NewQueryMetricsPrometheusRequest constructs an http.Request for the QueryMetricsPrometheus method
+func NewQueryMetricsPrometheusRequest(server string, params *QueryMetricsPrometheusParams) (*http.Request, error) {
+	var err error
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/metrics/api/v1/query")
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	if params != nil {
+		// queryValues collects non-styled parameters (passthrough, JSON)
+		// that are safe to round-trip through url.Values.Encode().
+		queryValues := queryURL.Query()
+		// rawQueryFragments collects pre-encoded query fragments from
+		// styled parameters, preserving literal commas as delimiters
+		// per the OpenAPI spec (e.g. "color=blue,black,brown").
+		var rawQueryFragments []string
+
+		if queryFrag, err := runtime.StyleParamWithOptions("form", true, "query", params.Query, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "string", Format: ""}); err != nil {
+			return nil, err
+		} else {
+			for _, qp := range strings.Split(queryFrag, "&") {
+				rawQueryFragments = append(rawQueryFragments, qp)
+			}
+		}
+
+		if params.Time != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", true, "time", *params.Time, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
+		if params.Timeout != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", true, "timeout", *params.Timeout, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
+		if encoded := queryValues.Encode(); encoded != "" {
+			rawQueryFragments = append(rawQueryFragments, encoded)
+		}
+		queryURL.RawQuery = strings.Join(rawQueryFragments, "&")
+	}
+
+	req, err := http.NewRequest(http.MethodGet, queryURL.String(), nil)
+	if err != nil {
+		return nil, err
+	}
+
+	return req, nil
+}
+
+// NewQueryMetricsPrometheusFormRequestWithFormdataBody calls the generic QueryMetricsPrometheusForm builder with application/x-www-form-urlencoded body
+func NewQueryMetricsPrometheusFormRequestWithFormdataBody(server string, params *QueryMetricsPrometheusFormParams, body QueryMetricsPrometheusFormFormdataRequestBody) (*http.Request, error) {
+	var bodyReader io.Reader
+	bodyStr, err := runtime.MarshalForm(body, nil)
+	if err != nil {
+		return nil, err
+	}
+	bodyReader = strings.NewReader(bodyStr.Encode())
+	return NewQueryMetricsPrometheusFormRequestWithBody(server, params, "application/x-www-form-urlencoded", bodyReader)
+}
+
+// NewQueryMetricsPrometheusFormRequestWithBody constructs an http.Request for the QueryMetricsPrometheusForm method, with any body, and a specified content type
+func NewQueryMetricsPrometheusFormRequestWithBody(server string, params *QueryMetricsPrometheusFormParams, contentType string, body io.Reader) (*http.Request, error) {
+	var err error
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/metrics/api/v1/query")
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	if params != nil {
+		// queryValues collects non-styled parameters (passthrough, JSON)
+		// that are safe to round-trip through url.Values.Encode().
+		queryValues := queryURL.Query()
+		// rawQueryFragments collects pre-encoded query fragments from
+		// styled parameters, preserving literal commas as delimiters
+		// per the OpenAPI spec (e.g. "color=blue,black,brown").
+		var rawQueryFragments []string
+
+		if params.Query != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", true, "query", *params.Query, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
+		if params.Time != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", true, "time", *params.Time, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
+		if params.Timeout != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", true, "timeout", *params.Timeout, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
+		if encoded := queryValues.Encode(); encoded != "" {
+			rawQueryFragments = append(rawQueryFragments, encoded)
+		}
+		queryURL.RawQuery = strings.Join(rawQueryFragments, "&")
+	}
+
+	req, err := http.NewRequest(http.MethodPost, queryURL.String(), body)
+	if err != nil {
+		return nil, err
+	}
+
+	req.Header.Add("Content-Type", contentType)
+
+	return req, nil
+}
+
+// NewQueryMetricsRangePrometheusRequest constructs an http.Request for the QueryMetricsRangePrometheus method
+func NewQueryMetricsRangePrometheusRequest(server string, params *QueryMetricsRangePrometheusParams) (*http.Request, error) {
+	var err error
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/metrics/api/v1/query_range")
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	if params != nil {
+		// queryValues collects non-styled parameters (passthrough, JSON)
+		// that are safe to round-trip through url.Values.Encode().
+		queryValues := queryURL.Query()
+		// rawQueryFragments collects pre-encoded query fragments from
+		// styled parameters, preserving literal commas as delimiters
+		// per the OpenAPI spec (e.g. "color=blue,black,brown").
+		var rawQueryFragments []string
+
+		if queryFrag, err := runtime.StyleParamWithOptions("form", true, "query", params.Query, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "string", Format: ""}); err != nil {
+			return nil, err
+		} else {
+			for _, qp := range strings.Split(queryFrag, "&") {
+				rawQueryFragments = append(rawQueryFragments, qp)
+			}
+		}
+
+		if params.Start != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", true, "start", *params.Start, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
+		if params.End != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", true, "end", *params.End, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
+		if params.Step != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", true, "step", *params.Step, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
+		if params.Timeout != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", true, "timeout", *params.Timeout, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
+		if encoded := queryValues.Encode(); encoded != "" {
+			rawQueryFragments = append(rawQueryFragments, encoded)
+		}
+		queryURL.RawQuery = strings.Join(rawQueryFragments, "&")
+	}
+
+	req, err := http.NewRequest(http.MethodGet, queryURL.String(), nil)
+	if err != nil {
+		return nil, err
+	}
+
+	return req, nil
+}
+
+// NewQueryMetricsRangePrometheusFormRequestWithFormdataBody calls the generic QueryMetricsRangePrometheusForm builder with application/x-www-form-urlencoded body
+func NewQueryMetricsRangePrometheusFormRequestWithFormdataBody(server string, params *QueryMetricsRangePrometheusFormParams, body QueryMetricsRangePrometheusFormFormdataRequestBody) (*http.Request, error) {
+	var bodyReader io.Reader
+	bodyStr, err := runtime.MarshalForm(body, nil)
+	if err != nil {
+		return nil, err
+	}
+	bodyReader = strings.NewReader(bodyStr.Encode())
+	return NewQueryMetricsRangePrometheusFormRequestWithBody(server, params, "application/x-www-form-urlencoded", bodyReader)
+}
+
+// NewQueryMetricsRangePrometheusFormRequestWithBody constructs an http.Request for the QueryMetricsRangePrometheusForm method, with any body, and a specified content type
+func NewQueryMetricsRangePrometheusFormRequestWithBody(server string, params *QueryMetricsRangePrometheusFormParams, contentType string, body io.Reader) (*http.Request, error) {
+	var err error
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/metrics/api/v1/query_range")
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	if params != nil {
+		// queryValues collects non-styled parameters (passthrough, JSON)
+		// that are safe to round-trip through url.Values.Encode().
+		queryValues := queryURL.Query()
+		// rawQueryFragments collects pre-encoded query fragments from
+		// styled parameters, preserving literal commas as delimiters
+		// per the OpenAPI spec (e.g. "color=blue,black,brown").
+		var rawQueryFragments []string
+
+		if params.Query != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", true, "query", *params.Query, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
+		if params.Start != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", true, "start", *params.Start, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
+		if params.End != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", true, "end", *params.End, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
+		if params.Step != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", true, "step", *params.Step, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
+		if params.Timeout != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", true, "timeout", *params.Timeout, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
+		if encoded := queryValues.Encode(); encoded != "" {
+			rawQueryFragments = append(rawQueryFragments, encoded)
+		}
+		queryURL.RawQuery = strings.Join(rawQueryFragments, "&")
+	}
+
+	req, err := http.NewRequest(http.MethodPost, queryURL.String(), body)
+	if err != nil {
+		return nil, err
+	}
+
+	req.Header.Add("Content-Type", contentType)
+
+	return req, nil
+}
+
+// NewQueryMetricsRequest constructs an http.Request for the QueryMetrics method
+func NewQueryMetricsRequest(server string, params *QueryMetricsParams) (*http.Request, error) {
+	var err error
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/metrics/query")
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	if params != nil {
+		// queryValues collects non-styled parameters (passthrough, JSON)
+		// that are safe to round-trip through url.Values.Encode().
+		queryValues := queryURL.Query()
+		// rawQueryFragments collects pre-encoded query fragments from
+		// styled parameters, preserving literal commas as delimiters
+		// per the OpenAPI spec (e.g. "color=blue,black,brown").
+		var rawQueryFragments []string
+
+		if queryFrag, err := runtime.StyleParamWithOptions("form", true, "query", params.Query, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "string", Format: ""}); err != nil {
+			return nil, err
+		} else {
+			for _, qp := range strings.Split(queryFrag, "&") {
+				rawQueryFragments = append(rawQueryFragments, qp)
+			}
+		}
+
+		if params.Time != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", true, "time", *params.Time, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
+		if params.Timeout != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", true, "timeout", *params.Timeout, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
+		if encoded := queryValues.Encode(); encoded != "" {
+			rawQueryFragments = append(rawQueryFragments, encoded)
+		}
+		queryURL.RawQuery = strings.Join(rawQueryFragments, "&")
+	}
+
+	req, err := http.NewRequest(http.MethodGet, queryURL.String(), nil)
+	if err != nil {
+		return nil, err
+	}
+
+	return req, nil
+}
+
+// NewQueryMetricsFormRequestWithFormdataBody calls the generic QueryMetricsForm builder with application/x-www-form-urlencoded body
+func NewQueryMetricsFormRequestWithFormdataBody(server string, params *QueryMetricsFormParams, body QueryMetricsFormFormdataRequestBody) (*http.Request, error) {
+	var bodyReader io.Reader
+	bodyStr, err := runtime.MarshalForm(body, nil)
+	if err != nil {
+		return nil, err
+	}
+	bodyReader = strings.NewReader(bodyStr.Encode())
+	return NewQueryMetricsFormRequestWithBody(server, params, "application/x-www-form-urlencoded", bodyReader)
+}
+
+// NewQueryMetricsFormRequestWithBody constructs an http.Request for the QueryMetricsForm method, with any body, and a specified content type
+func NewQueryMetricsFormRequestWithBody(server string, params *QueryMetricsFormParams, contentType string, body io.Reader) (*http.Request, error) {
+	var err error
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/metrics/query")
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	if params != nil {
+		// queryValues collects non-styled parameters (passthrough, JSON)
+		// that are safe to round-trip through url.Values.Encode().
+		queryValues := queryURL.Query()
+		// rawQueryFragments collects pre-encoded query fragments from
+		// styled parameters, preserving literal commas as delimiters
+		// per the OpenAPI spec (e.g. "color=blue,black,brown").
+		var rawQueryFragments []string
+
+		if params.Query != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", true, "query", *params.Query, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
+		if params.Time != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", true, "time", *params.Time, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
+		if params.Timeout != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", true, "timeout", *params.Timeout, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
+		if encoded := queryValues.Encode(); encoded != "" {
+			rawQueryFragments = append(rawQueryFragments, encoded)
+		}
+		queryURL.RawQuery = strings.Join(rawQueryFragments, "&")
+	}
+
+	req, err := http.NewRequest(http.MethodPost, queryURL.String(), body)
+	if err != nil {
+		return nil, err
+	}
+
+	req.Header.Add("Content-Type", contentType)
+
+	return req, nil
+}
+
+// NewQueryMetricsRangeRequest constructs an http.Request for the QueryMetricsRange method
+func NewQueryMetricsRangeRequest(server string, params *QueryMetricsRangeParams) (*http.Request, error) {
+	var err error
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/metrics/query_range")
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	if params != nil {
+		// queryValues collects non-styled parameters (passthrough, JSON)
+		// that are safe to round-trip through url.Values.Encode().
+		queryValues := queryURL.Query()
+		// rawQueryFragments collects pre-encoded query fragments from
+		// styled parameters, preserving literal commas as delimiters
+		// per the OpenAPI spec (e.g. "color=blue,black,brown").
+		var rawQueryFragments []string
+
+		if queryFrag, err := runtime.StyleParamWithOptions("form", true, "query", params.Query, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "string", Format: ""}); err != nil {
+			return nil, err
+		} else {
+			for _, qp := range strings.Split(queryFrag, "&") {
+				rawQueryFragments = append(rawQueryFragments, qp)
+			}
+		}
+
+		if params.Start != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", true, "start", *params.Start, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
+		if params.End != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", true, "end", *params.End, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
+		if params.Step != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", true, "step", *params.Step, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
+		if params.Timeout != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", true, "timeout", *params.Timeout, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
+		if encoded := queryValues.Encode(); encoded != "" {
+			rawQueryFragments = append(rawQueryFragments, encoded)
+		}
+		queryURL.RawQuery = strings.Join(rawQueryFragments, "&")
+	}
+
+	req, err := http.NewRequest(http.MethodGet, queryURL.String(), nil)
+	if err != nil {
+		return nil, err
+	}
+
+	return req, nil
+}
+
+// NewQueryMetricsRangeFormRequestWithFormdataBody calls the generic QueryMetricsRangeForm builder with application/x-www-form-urlencoded body
+func NewQueryMetricsRangeFormRequestWithFormdataBody(server string, params *QueryMetricsRangeFormParams, body QueryMetricsRangeFormFormdataRequestBody) (*http.Request, error) {
+	var bodyReader io.Reader
+	bodyStr, err := runtime.MarshalForm(body, nil)
+	if err != nil {
+		return nil, err
+	}
+	bodyReader = strings.NewReader(bodyStr.Encode())
+	return NewQueryMetricsRangeFormRequestWithBody(server, params, "application/x-www-form-urlencoded", bodyReader)
+}
+
+// NewQueryMetricsRangeFormRequestWithBody constructs an http.Request for the QueryMetricsRangeForm method, with any body, and a specified content type
+func NewQueryMetricsRangeFormRequestWithBody(server string, params *QueryMetricsRangeFormParams, contentType string, body io.Reader) (*http.Request, error) {
+	var err error
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/metrics/query_range")
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	if params != nil {
+		// queryValues collects non-styled parameters (passthrough, JSON)
+		// that are safe to round-trip through url.Values.Encode().
+		queryValues := queryURL.Query()
+		// rawQueryFragments collects pre-encoded query fragments from
+		// styled parameters, preserving literal commas as delimiters
+		// per the OpenAPI spec (e.g. "color=blue,black,brown").
+		var rawQueryFragments []string
+
+		if params.Query != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", true, "query", *params.Query, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
+		if params.Start != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", true, "start", *params.Start, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
+		if params.End != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", true, "end", *params.End, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
+		if params.Step != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", true, "step", *params.Step, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
+		if params.Timeout != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", true, "timeout", *params.Timeout, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
+		if encoded := queryValues.Encode(); encoded != "" {
+			rawQueryFragments = append(rawQueryFragments, encoded)
+		}
+		queryURL.RawQuery = strings.Join(rawQueryFragments, "&")
+	}
+
+	req, err := http.NewRequest(http.MethodPost, queryURL.String(), body)
+	if err != nil {
+		return nil, err
+	}
+
+	req.Header.Add("Content-Type", contentType)
 
 	return req, nil
 }
@@ -5942,6 +7304,13 @@ type ClientWithResponsesInterface interface {
 	// Corresponds with GET /clusters/{id}/import (the `GetClusterImport` operationId).
 	GetClusterImportWithResponse(ctx context.Context, id Id, reqEditors ...RequestEditorFn) (*GetClusterImportResponse, error)
 
+	// GetClusterMetricsTextWithResponse One registered cluster's metrics in the Prometheus text format, as a scrape target.
+	//
+	// Returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with GET /clusters/{id}/metrics (the `GetClusterMetricsText` operationId).
+	GetClusterMetricsTextWithResponse(ctx context.Context, id Id, reqEditors ...RequestEditorFn) (*GetClusterMetricsTextResponse, error)
+
 	// CreateClustersWithBodyWithResponse Register many existing clusters at once (bulk onboarding), each as createCluster would alone.
 	//
 	// Registers up to `--registration-batch-max` clusters (default 1000) in one request and
@@ -6073,6 +7442,99 @@ type ClientWithResponsesInterface interface {
 	//
 	// Corresponds with GET /managed_clusters/{id} (the `GetManagedCluster` operationId).
 	GetManagedClusterWithResponse(ctx context.Context, id Id, reqEditors ...RequestEditorFn) (*GetManagedClusterResponse, error)
+
+	// GetMetricsTextWithResponse The caller's clusters' metrics in the Prometheus text format, as a scrape target.
+	//
+	// The latest sample of each allow-listed metric of the caller's organisation's clusters (an admin's: every organisation's), and the fleet manager's own series of them (clusters by phase, policy compliance, capacity and allocatable, capacity pools). Scrape it with a bearer token.
+	//
+	// Returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with GET /metrics (the `GetMetricsText` operationId).
+	GetMetricsTextWithResponse(ctx context.Context, reqEditors ...RequestEditorFn) (*GetMetricsTextResponse, error)
+
+	// QueryMetricsPrometheusWithResponse The instant query at the path Prometheus clients (promtool, Grafana) call under a server URL of {base}/metrics.
+	//
+	// Returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with GET /metrics/api/v1/query (the `QueryMetricsPrometheus` operationId).
+	QueryMetricsPrometheusWithResponse(ctx context.Context, params *QueryMetricsPrometheusParams, reqEditors ...RequestEditorFn) (*QueryMetricsPrometheusResponse, error)
+
+	// QueryMetricsPrometheusFormWithBodyWithResponse The instant query at the path Prometheus clients (promtool, Grafana) call under a server URL of {base}/metrics. (parameters in a form body, as Prometheus accepts).
+	//
+	// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with POST /metrics/api/v1/query (the `QueryMetricsPrometheusForm` operationId).
+	QueryMetricsPrometheusFormWithBodyWithResponse(ctx context.Context, params *QueryMetricsPrometheusFormParams, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*QueryMetricsPrometheusFormResponse, error)
+
+	// QueryMetricsPrometheusFormWithFormdataBodyWithResponse The instant query at the path Prometheus clients (promtool, Grafana) call under a server URL of {base}/metrics. (parameters in a form body, as Prometheus accepts).
+	//
+	// Takes a body of the `application/x-www-form-urlencoded` content type, and returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with POST /metrics/api/v1/query (the `QueryMetricsPrometheusForm` operationId).
+	QueryMetricsPrometheusFormWithFormdataBodyWithResponse(ctx context.Context, params *QueryMetricsPrometheusFormParams, body QueryMetricsPrometheusFormFormdataRequestBody, reqEditors ...RequestEditorFn) (*QueryMetricsPrometheusFormResponse, error)
+
+	// QueryMetricsRangePrometheusWithResponse The range query at the path Prometheus clients call under a server URL of {base}/metrics.
+	//
+	// Returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with GET /metrics/api/v1/query_range (the `QueryMetricsRangePrometheus` operationId).
+	QueryMetricsRangePrometheusWithResponse(ctx context.Context, params *QueryMetricsRangePrometheusParams, reqEditors ...RequestEditorFn) (*QueryMetricsRangePrometheusResponse, error)
+
+	// QueryMetricsRangePrometheusFormWithBodyWithResponse The range query at the path Prometheus clients call under a server URL of {base}/metrics. (parameters in a form body, as Prometheus accepts).
+	//
+	// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with POST /metrics/api/v1/query_range (the `QueryMetricsRangePrometheusForm` operationId).
+	QueryMetricsRangePrometheusFormWithBodyWithResponse(ctx context.Context, params *QueryMetricsRangePrometheusFormParams, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*QueryMetricsRangePrometheusFormResponse, error)
+
+	// QueryMetricsRangePrometheusFormWithFormdataBodyWithResponse The range query at the path Prometheus clients call under a server URL of {base}/metrics. (parameters in a form body, as Prometheus accepts).
+	//
+	// Takes a body of the `application/x-www-form-urlencoded` content type, and returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with POST /metrics/api/v1/query_range (the `QueryMetricsRangePrometheusForm` operationId).
+	QueryMetricsRangePrometheusFormWithFormdataBodyWithResponse(ctx context.Context, params *QueryMetricsRangePrometheusFormParams, body QueryMetricsRangePrometheusFormFormdataRequestBody, reqEditors ...RequestEditorFn) (*QueryMetricsRangePrometheusFormResponse, error)
+
+	// QueryMetricsWithResponse An instant PromQL query on the caller's clusters' metrics.
+	//
+	// Returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with GET /metrics/query (the `QueryMetrics` operationId).
+	QueryMetricsWithResponse(ctx context.Context, params *QueryMetricsParams, reqEditors ...RequestEditorFn) (*QueryMetricsResponse, error)
+
+	// QueryMetricsFormWithBodyWithResponse An instant PromQL query on the caller's clusters' metrics. (parameters in a form body, as Prometheus accepts).
+	//
+	// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with POST /metrics/query (the `QueryMetricsForm` operationId).
+	QueryMetricsFormWithBodyWithResponse(ctx context.Context, params *QueryMetricsFormParams, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*QueryMetricsFormResponse, error)
+
+	// QueryMetricsFormWithFormdataBodyWithResponse An instant PromQL query on the caller's clusters' metrics. (parameters in a form body, as Prometheus accepts).
+	//
+	// Takes a body of the `application/x-www-form-urlencoded` content type, and returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with POST /metrics/query (the `QueryMetricsForm` operationId).
+	QueryMetricsFormWithFormdataBodyWithResponse(ctx context.Context, params *QueryMetricsFormParams, body QueryMetricsFormFormdataRequestBody, reqEditors ...RequestEditorFn) (*QueryMetricsFormResponse, error)
+
+	// QueryMetricsRangeWithResponse A range PromQL query on the caller's clusters' metrics.
+	//
+	// Returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with GET /metrics/query_range (the `QueryMetricsRange` operationId).
+	QueryMetricsRangeWithResponse(ctx context.Context, params *QueryMetricsRangeParams, reqEditors ...RequestEditorFn) (*QueryMetricsRangeResponse, error)
+
+	// QueryMetricsRangeFormWithBodyWithResponse A range PromQL query on the caller's clusters' metrics. (parameters in a form body, as Prometheus accepts).
+	//
+	// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with POST /metrics/query_range (the `QueryMetricsRangeForm` operationId).
+	QueryMetricsRangeFormWithBodyWithResponse(ctx context.Context, params *QueryMetricsRangeFormParams, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*QueryMetricsRangeFormResponse, error)
+
+	// QueryMetricsRangeFormWithFormdataBodyWithResponse A range PromQL query on the caller's clusters' metrics. (parameters in a form body, as Prometheus accepts).
+	//
+	// Takes a body of the `application/x-www-form-urlencoded` content type, and returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with POST /metrics/query_range (the `QueryMetricsRangeForm` operationId).
+	QueryMetricsRangeFormWithFormdataBodyWithResponse(ctx context.Context, params *QueryMetricsRangeFormParams, body QueryMetricsRangeFormFormdataRequestBody, reqEditors ...RequestEditorFn) (*QueryMetricsRangeFormResponse, error)
 
 	// GetOpenAPIWithResponse This document, with the deployment's base path as its server.
 	//
@@ -8600,6 +10062,103 @@ func (r GetClusterImportResponse) ContentType() string {
 	return ""
 }
 
+// GetClusterMetricsTextResponse429Headers the declared response headers of an HTTP 429 response for GetClusterMetricsText
+type GetClusterMetricsTextResponse429Headers struct {
+	RetryAfter *int
+}
+
+// GetClusterMetricsTextResponse503Headers the declared response headers of an HTTP 503 response for GetClusterMetricsText
+type GetClusterMetricsTextResponse503Headers struct {
+	RetryAfter *int
+}
+
+type GetClusterMetricsTextResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// JSON400 the response for an HTTP 400 `application/json` response
+	JSON400 *BadRequest
+	// JSON401 the response for an HTTP 401 `application/json` response
+	JSON401 *Unauthenticated
+	// JSON403 the response for an HTTP 403 `application/json` response
+	JSON403 *Forbidden
+	// JSON404 the response for an HTTP 404 `application/json` response
+	JSON404 *NotFound
+	// JSON429 the response for an HTTP 429 `application/json` response
+	JSON429 *TooManyRequests
+	// JSON500 the response for an HTTP 500 `application/json` response
+	JSON500 *InternalError
+	// JSON503 the response for an HTTP 503 `application/json` response
+	JSON503 *Unavailable
+	// Headers429 the parsed response headers for an HTTP 429 response
+	Headers429 *GetClusterMetricsTextResponse429Headers
+	// Headers503 the parsed response headers for an HTTP 503 response
+	Headers503 *GetClusterMetricsTextResponse503Headers
+}
+
+// GetJSON400 returns the response for an HTTP 400 `application/json` response
+func (r GetClusterMetricsTextResponse) GetJSON400() *BadRequest {
+	return r.JSON400
+}
+
+// GetJSON401 returns the response for an HTTP 401 `application/json` response
+func (r GetClusterMetricsTextResponse) GetJSON401() *Unauthenticated {
+	return r.JSON401
+}
+
+// GetJSON403 returns the response for an HTTP 403 `application/json` response
+func (r GetClusterMetricsTextResponse) GetJSON403() *Forbidden {
+	return r.JSON403
+}
+
+// GetJSON404 returns the response for an HTTP 404 `application/json` response
+func (r GetClusterMetricsTextResponse) GetJSON404() *NotFound {
+	return r.JSON404
+}
+
+// GetJSON429 returns the response for an HTTP 429 `application/json` response
+func (r GetClusterMetricsTextResponse) GetJSON429() *TooManyRequests {
+	return r.JSON429
+}
+
+// GetJSON500 returns the response for an HTTP 500 `application/json` response
+func (r GetClusterMetricsTextResponse) GetJSON500() *InternalError {
+	return r.JSON500
+}
+
+// GetJSON503 returns the response for an HTTP 503 `application/json` response
+func (r GetClusterMetricsTextResponse) GetJSON503() *Unavailable {
+	return r.JSON503
+}
+
+// GetBody returns the raw response body bytes
+func (r GetClusterMetricsTextResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r GetClusterMetricsTextResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r GetClusterMetricsTextResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r GetClusterMetricsTextResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
 // CreateClustersResponse503Headers the declared response headers of an HTTP 503 response for CreateClusters
 type CreateClustersResponse503Headers struct {
 	RetryAfter *int
@@ -9258,6 +10817,935 @@ func (r GetManagedClusterResponse) StatusCode() int {
 
 // ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
 func (r GetManagedClusterResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
+// GetMetricsTextResponse429Headers the declared response headers of an HTTP 429 response for GetMetricsText
+type GetMetricsTextResponse429Headers struct {
+	RetryAfter *int
+}
+
+// GetMetricsTextResponse503Headers the declared response headers of an HTTP 503 response for GetMetricsText
+type GetMetricsTextResponse503Headers struct {
+	RetryAfter *int
+}
+
+type GetMetricsTextResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// JSON400 the response for an HTTP 400 `application/json` response
+	JSON400 *BadRequest
+	// JSON401 the response for an HTTP 401 `application/json` response
+	JSON401 *Unauthenticated
+	// JSON403 the response for an HTTP 403 `application/json` response
+	JSON403 *Forbidden
+	// JSON404 the response for an HTTP 404 `application/json` response
+	JSON404 *NotFound
+	// JSON429 the response for an HTTP 429 `application/json` response
+	JSON429 *TooManyRequests
+	// JSON500 the response for an HTTP 500 `application/json` response
+	JSON500 *InternalError
+	// JSON503 the response for an HTTP 503 `application/json` response
+	JSON503 *Unavailable
+	// Headers429 the parsed response headers for an HTTP 429 response
+	Headers429 *GetMetricsTextResponse429Headers
+	// Headers503 the parsed response headers for an HTTP 503 response
+	Headers503 *GetMetricsTextResponse503Headers
+}
+
+// GetJSON400 returns the response for an HTTP 400 `application/json` response
+func (r GetMetricsTextResponse) GetJSON400() *BadRequest {
+	return r.JSON400
+}
+
+// GetJSON401 returns the response for an HTTP 401 `application/json` response
+func (r GetMetricsTextResponse) GetJSON401() *Unauthenticated {
+	return r.JSON401
+}
+
+// GetJSON403 returns the response for an HTTP 403 `application/json` response
+func (r GetMetricsTextResponse) GetJSON403() *Forbidden {
+	return r.JSON403
+}
+
+// GetJSON404 returns the response for an HTTP 404 `application/json` response
+func (r GetMetricsTextResponse) GetJSON404() *NotFound {
+	return r.JSON404
+}
+
+// GetJSON429 returns the response for an HTTP 429 `application/json` response
+func (r GetMetricsTextResponse) GetJSON429() *TooManyRequests {
+	return r.JSON429
+}
+
+// GetJSON500 returns the response for an HTTP 500 `application/json` response
+func (r GetMetricsTextResponse) GetJSON500() *InternalError {
+	return r.JSON500
+}
+
+// GetJSON503 returns the response for an HTTP 503 `application/json` response
+func (r GetMetricsTextResponse) GetJSON503() *Unavailable {
+	return r.JSON503
+}
+
+// GetBody returns the raw response body bytes
+func (r GetMetricsTextResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r GetMetricsTextResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r GetMetricsTextResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r GetMetricsTextResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
+// QueryMetricsPrometheusResponse429Headers the declared response headers of an HTTP 429 response for QueryMetricsPrometheus
+type QueryMetricsPrometheusResponse429Headers struct {
+	RetryAfter *int
+}
+
+// QueryMetricsPrometheusResponse503Headers the declared response headers of an HTTP 503 response for QueryMetricsPrometheus
+type QueryMetricsPrometheusResponse503Headers struct {
+	RetryAfter *int
+}
+
+type QueryMetricsPrometheusResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// JSON200 the response for an HTTP 200 `application/json` response
+	JSON200 *PrometheusAnswer
+	// JSON400 the response for an HTTP 400 `application/json` response
+	JSON400 *BadRequest
+	// JSON401 the response for an HTTP 401 `application/json` response
+	JSON401 *Unauthenticated
+	// JSON403 the response for an HTTP 403 `application/json` response
+	JSON403 *Forbidden
+	// JSON404 the response for an HTTP 404 `application/json` response
+	JSON404 *NotFound
+	// JSON429 the response for an HTTP 429 `application/json` response
+	JSON429 *TooManyRequests
+	// JSON500 the response for an HTTP 500 `application/json` response
+	JSON500 *InternalError
+	// JSON503 the response for an HTTP 503 `application/json` response
+	JSON503 *Unavailable
+	// Headers429 the parsed response headers for an HTTP 429 response
+	Headers429 *QueryMetricsPrometheusResponse429Headers
+	// Headers503 the parsed response headers for an HTTP 503 response
+	Headers503 *QueryMetricsPrometheusResponse503Headers
+}
+
+// GetJSON200 returns the response for an HTTP 200 `application/json` response
+func (r QueryMetricsPrometheusResponse) GetJSON200() *PrometheusAnswer {
+	return r.JSON200
+}
+
+// GetJSON400 returns the response for an HTTP 400 `application/json` response
+func (r QueryMetricsPrometheusResponse) GetJSON400() *BadRequest {
+	return r.JSON400
+}
+
+// GetJSON401 returns the response for an HTTP 401 `application/json` response
+func (r QueryMetricsPrometheusResponse) GetJSON401() *Unauthenticated {
+	return r.JSON401
+}
+
+// GetJSON403 returns the response for an HTTP 403 `application/json` response
+func (r QueryMetricsPrometheusResponse) GetJSON403() *Forbidden {
+	return r.JSON403
+}
+
+// GetJSON404 returns the response for an HTTP 404 `application/json` response
+func (r QueryMetricsPrometheusResponse) GetJSON404() *NotFound {
+	return r.JSON404
+}
+
+// GetJSON429 returns the response for an HTTP 429 `application/json` response
+func (r QueryMetricsPrometheusResponse) GetJSON429() *TooManyRequests {
+	return r.JSON429
+}
+
+// GetJSON500 returns the response for an HTTP 500 `application/json` response
+func (r QueryMetricsPrometheusResponse) GetJSON500() *InternalError {
+	return r.JSON500
+}
+
+// GetJSON503 returns the response for an HTTP 503 `application/json` response
+func (r QueryMetricsPrometheusResponse) GetJSON503() *Unavailable {
+	return r.JSON503
+}
+
+// GetBody returns the raw response body bytes
+func (r QueryMetricsPrometheusResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r QueryMetricsPrometheusResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r QueryMetricsPrometheusResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r QueryMetricsPrometheusResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
+// QueryMetricsPrometheusFormResponse429Headers the declared response headers of an HTTP 429 response for QueryMetricsPrometheusForm
+type QueryMetricsPrometheusFormResponse429Headers struct {
+	RetryAfter *int
+}
+
+// QueryMetricsPrometheusFormResponse503Headers the declared response headers of an HTTP 503 response for QueryMetricsPrometheusForm
+type QueryMetricsPrometheusFormResponse503Headers struct {
+	RetryAfter *int
+}
+
+type QueryMetricsPrometheusFormResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// JSON200 the response for an HTTP 200 `application/json` response
+	JSON200 *PrometheusAnswer
+	// JSON400 the response for an HTTP 400 `application/json` response
+	JSON400 *BadRequest
+	// JSON401 the response for an HTTP 401 `application/json` response
+	JSON401 *Unauthenticated
+	// JSON403 the response for an HTTP 403 `application/json` response
+	JSON403 *Forbidden
+	// JSON404 the response for an HTTP 404 `application/json` response
+	JSON404 *NotFound
+	// JSON429 the response for an HTTP 429 `application/json` response
+	JSON429 *TooManyRequests
+	// JSON500 the response for an HTTP 500 `application/json` response
+	JSON500 *InternalError
+	// JSON503 the response for an HTTP 503 `application/json` response
+	JSON503 *Unavailable
+	// Headers429 the parsed response headers for an HTTP 429 response
+	Headers429 *QueryMetricsPrometheusFormResponse429Headers
+	// Headers503 the parsed response headers for an HTTP 503 response
+	Headers503 *QueryMetricsPrometheusFormResponse503Headers
+}
+
+// GetJSON200 returns the response for an HTTP 200 `application/json` response
+func (r QueryMetricsPrometheusFormResponse) GetJSON200() *PrometheusAnswer {
+	return r.JSON200
+}
+
+// GetJSON400 returns the response for an HTTP 400 `application/json` response
+func (r QueryMetricsPrometheusFormResponse) GetJSON400() *BadRequest {
+	return r.JSON400
+}
+
+// GetJSON401 returns the response for an HTTP 401 `application/json` response
+func (r QueryMetricsPrometheusFormResponse) GetJSON401() *Unauthenticated {
+	return r.JSON401
+}
+
+// GetJSON403 returns the response for an HTTP 403 `application/json` response
+func (r QueryMetricsPrometheusFormResponse) GetJSON403() *Forbidden {
+	return r.JSON403
+}
+
+// GetJSON404 returns the response for an HTTP 404 `application/json` response
+func (r QueryMetricsPrometheusFormResponse) GetJSON404() *NotFound {
+	return r.JSON404
+}
+
+// GetJSON429 returns the response for an HTTP 429 `application/json` response
+func (r QueryMetricsPrometheusFormResponse) GetJSON429() *TooManyRequests {
+	return r.JSON429
+}
+
+// GetJSON500 returns the response for an HTTP 500 `application/json` response
+func (r QueryMetricsPrometheusFormResponse) GetJSON500() *InternalError {
+	return r.JSON500
+}
+
+// GetJSON503 returns the response for an HTTP 503 `application/json` response
+func (r QueryMetricsPrometheusFormResponse) GetJSON503() *Unavailable {
+	return r.JSON503
+}
+
+// GetBody returns the raw response body bytes
+func (r QueryMetricsPrometheusFormResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r QueryMetricsPrometheusFormResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r QueryMetricsPrometheusFormResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r QueryMetricsPrometheusFormResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
+// QueryMetricsRangePrometheusResponse429Headers the declared response headers of an HTTP 429 response for QueryMetricsRangePrometheus
+type QueryMetricsRangePrometheusResponse429Headers struct {
+	RetryAfter *int
+}
+
+// QueryMetricsRangePrometheusResponse503Headers the declared response headers of an HTTP 503 response for QueryMetricsRangePrometheus
+type QueryMetricsRangePrometheusResponse503Headers struct {
+	RetryAfter *int
+}
+
+type QueryMetricsRangePrometheusResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// JSON200 the response for an HTTP 200 `application/json` response
+	JSON200 *PrometheusAnswer
+	// JSON400 the response for an HTTP 400 `application/json` response
+	JSON400 *BadRequest
+	// JSON401 the response for an HTTP 401 `application/json` response
+	JSON401 *Unauthenticated
+	// JSON403 the response for an HTTP 403 `application/json` response
+	JSON403 *Forbidden
+	// JSON404 the response for an HTTP 404 `application/json` response
+	JSON404 *NotFound
+	// JSON429 the response for an HTTP 429 `application/json` response
+	JSON429 *TooManyRequests
+	// JSON500 the response for an HTTP 500 `application/json` response
+	JSON500 *InternalError
+	// JSON503 the response for an HTTP 503 `application/json` response
+	JSON503 *Unavailable
+	// Headers429 the parsed response headers for an HTTP 429 response
+	Headers429 *QueryMetricsRangePrometheusResponse429Headers
+	// Headers503 the parsed response headers for an HTTP 503 response
+	Headers503 *QueryMetricsRangePrometheusResponse503Headers
+}
+
+// GetJSON200 returns the response for an HTTP 200 `application/json` response
+func (r QueryMetricsRangePrometheusResponse) GetJSON200() *PrometheusAnswer {
+	return r.JSON200
+}
+
+// GetJSON400 returns the response for an HTTP 400 `application/json` response
+func (r QueryMetricsRangePrometheusResponse) GetJSON400() *BadRequest {
+	return r.JSON400
+}
+
+// GetJSON401 returns the response for an HTTP 401 `application/json` response
+func (r QueryMetricsRangePrometheusResponse) GetJSON401() *Unauthenticated {
+	return r.JSON401
+}
+
+// GetJSON403 returns the response for an HTTP 403 `application/json` response
+func (r QueryMetricsRangePrometheusResponse) GetJSON403() *Forbidden {
+	return r.JSON403
+}
+
+// GetJSON404 returns the response for an HTTP 404 `application/json` response
+func (r QueryMetricsRangePrometheusResponse) GetJSON404() *NotFound {
+	return r.JSON404
+}
+
+// GetJSON429 returns the response for an HTTP 429 `application/json` response
+func (r QueryMetricsRangePrometheusResponse) GetJSON429() *TooManyRequests {
+	return r.JSON429
+}
+
+// GetJSON500 returns the response for an HTTP 500 `application/json` response
+func (r QueryMetricsRangePrometheusResponse) GetJSON500() *InternalError {
+	return r.JSON500
+}
+
+// GetJSON503 returns the response for an HTTP 503 `application/json` response
+func (r QueryMetricsRangePrometheusResponse) GetJSON503() *Unavailable {
+	return r.JSON503
+}
+
+// GetBody returns the raw response body bytes
+func (r QueryMetricsRangePrometheusResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r QueryMetricsRangePrometheusResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r QueryMetricsRangePrometheusResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r QueryMetricsRangePrometheusResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
+// QueryMetricsRangePrometheusFormResponse429Headers the declared response headers of an HTTP 429 response for QueryMetricsRangePrometheusForm
+type QueryMetricsRangePrometheusFormResponse429Headers struct {
+	RetryAfter *int
+}
+
+// QueryMetricsRangePrometheusFormResponse503Headers the declared response headers of an HTTP 503 response for QueryMetricsRangePrometheusForm
+type QueryMetricsRangePrometheusFormResponse503Headers struct {
+	RetryAfter *int
+}
+
+type QueryMetricsRangePrometheusFormResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// JSON200 the response for an HTTP 200 `application/json` response
+	JSON200 *PrometheusAnswer
+	// JSON400 the response for an HTTP 400 `application/json` response
+	JSON400 *BadRequest
+	// JSON401 the response for an HTTP 401 `application/json` response
+	JSON401 *Unauthenticated
+	// JSON403 the response for an HTTP 403 `application/json` response
+	JSON403 *Forbidden
+	// JSON404 the response for an HTTP 404 `application/json` response
+	JSON404 *NotFound
+	// JSON429 the response for an HTTP 429 `application/json` response
+	JSON429 *TooManyRequests
+	// JSON500 the response for an HTTP 500 `application/json` response
+	JSON500 *InternalError
+	// JSON503 the response for an HTTP 503 `application/json` response
+	JSON503 *Unavailable
+	// Headers429 the parsed response headers for an HTTP 429 response
+	Headers429 *QueryMetricsRangePrometheusFormResponse429Headers
+	// Headers503 the parsed response headers for an HTTP 503 response
+	Headers503 *QueryMetricsRangePrometheusFormResponse503Headers
+}
+
+// GetJSON200 returns the response for an HTTP 200 `application/json` response
+func (r QueryMetricsRangePrometheusFormResponse) GetJSON200() *PrometheusAnswer {
+	return r.JSON200
+}
+
+// GetJSON400 returns the response for an HTTP 400 `application/json` response
+func (r QueryMetricsRangePrometheusFormResponse) GetJSON400() *BadRequest {
+	return r.JSON400
+}
+
+// GetJSON401 returns the response for an HTTP 401 `application/json` response
+func (r QueryMetricsRangePrometheusFormResponse) GetJSON401() *Unauthenticated {
+	return r.JSON401
+}
+
+// GetJSON403 returns the response for an HTTP 403 `application/json` response
+func (r QueryMetricsRangePrometheusFormResponse) GetJSON403() *Forbidden {
+	return r.JSON403
+}
+
+// GetJSON404 returns the response for an HTTP 404 `application/json` response
+func (r QueryMetricsRangePrometheusFormResponse) GetJSON404() *NotFound {
+	return r.JSON404
+}
+
+// GetJSON429 returns the response for an HTTP 429 `application/json` response
+func (r QueryMetricsRangePrometheusFormResponse) GetJSON429() *TooManyRequests {
+	return r.JSON429
+}
+
+// GetJSON500 returns the response for an HTTP 500 `application/json` response
+func (r QueryMetricsRangePrometheusFormResponse) GetJSON500() *InternalError {
+	return r.JSON500
+}
+
+// GetJSON503 returns the response for an HTTP 503 `application/json` response
+func (r QueryMetricsRangePrometheusFormResponse) GetJSON503() *Unavailable {
+	return r.JSON503
+}
+
+// GetBody returns the raw response body bytes
+func (r QueryMetricsRangePrometheusFormResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r QueryMetricsRangePrometheusFormResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r QueryMetricsRangePrometheusFormResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r QueryMetricsRangePrometheusFormResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
+// QueryMetricsResponse429Headers the declared response headers of an HTTP 429 response for QueryMetrics
+type QueryMetricsResponse429Headers struct {
+	RetryAfter *int
+}
+
+// QueryMetricsResponse503Headers the declared response headers of an HTTP 503 response for QueryMetrics
+type QueryMetricsResponse503Headers struct {
+	RetryAfter *int
+}
+
+type QueryMetricsResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// JSON200 the response for an HTTP 200 `application/json` response
+	JSON200 *PrometheusAnswer
+	// JSON400 the response for an HTTP 400 `application/json` response
+	JSON400 *BadRequest
+	// JSON401 the response for an HTTP 401 `application/json` response
+	JSON401 *Unauthenticated
+	// JSON403 the response for an HTTP 403 `application/json` response
+	JSON403 *Forbidden
+	// JSON404 the response for an HTTP 404 `application/json` response
+	JSON404 *NotFound
+	// JSON429 the response for an HTTP 429 `application/json` response
+	JSON429 *TooManyRequests
+	// JSON500 the response for an HTTP 500 `application/json` response
+	JSON500 *InternalError
+	// JSON503 the response for an HTTP 503 `application/json` response
+	JSON503 *Unavailable
+	// Headers429 the parsed response headers for an HTTP 429 response
+	Headers429 *QueryMetricsResponse429Headers
+	// Headers503 the parsed response headers for an HTTP 503 response
+	Headers503 *QueryMetricsResponse503Headers
+}
+
+// GetJSON200 returns the response for an HTTP 200 `application/json` response
+func (r QueryMetricsResponse) GetJSON200() *PrometheusAnswer {
+	return r.JSON200
+}
+
+// GetJSON400 returns the response for an HTTP 400 `application/json` response
+func (r QueryMetricsResponse) GetJSON400() *BadRequest {
+	return r.JSON400
+}
+
+// GetJSON401 returns the response for an HTTP 401 `application/json` response
+func (r QueryMetricsResponse) GetJSON401() *Unauthenticated {
+	return r.JSON401
+}
+
+// GetJSON403 returns the response for an HTTP 403 `application/json` response
+func (r QueryMetricsResponse) GetJSON403() *Forbidden {
+	return r.JSON403
+}
+
+// GetJSON404 returns the response for an HTTP 404 `application/json` response
+func (r QueryMetricsResponse) GetJSON404() *NotFound {
+	return r.JSON404
+}
+
+// GetJSON429 returns the response for an HTTP 429 `application/json` response
+func (r QueryMetricsResponse) GetJSON429() *TooManyRequests {
+	return r.JSON429
+}
+
+// GetJSON500 returns the response for an HTTP 500 `application/json` response
+func (r QueryMetricsResponse) GetJSON500() *InternalError {
+	return r.JSON500
+}
+
+// GetJSON503 returns the response for an HTTP 503 `application/json` response
+func (r QueryMetricsResponse) GetJSON503() *Unavailable {
+	return r.JSON503
+}
+
+// GetBody returns the raw response body bytes
+func (r QueryMetricsResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r QueryMetricsResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r QueryMetricsResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r QueryMetricsResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
+// QueryMetricsFormResponse429Headers the declared response headers of an HTTP 429 response for QueryMetricsForm
+type QueryMetricsFormResponse429Headers struct {
+	RetryAfter *int
+}
+
+// QueryMetricsFormResponse503Headers the declared response headers of an HTTP 503 response for QueryMetricsForm
+type QueryMetricsFormResponse503Headers struct {
+	RetryAfter *int
+}
+
+type QueryMetricsFormResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// JSON200 the response for an HTTP 200 `application/json` response
+	JSON200 *PrometheusAnswer
+	// JSON400 the response for an HTTP 400 `application/json` response
+	JSON400 *BadRequest
+	// JSON401 the response for an HTTP 401 `application/json` response
+	JSON401 *Unauthenticated
+	// JSON403 the response for an HTTP 403 `application/json` response
+	JSON403 *Forbidden
+	// JSON404 the response for an HTTP 404 `application/json` response
+	JSON404 *NotFound
+	// JSON429 the response for an HTTP 429 `application/json` response
+	JSON429 *TooManyRequests
+	// JSON500 the response for an HTTP 500 `application/json` response
+	JSON500 *InternalError
+	// JSON503 the response for an HTTP 503 `application/json` response
+	JSON503 *Unavailable
+	// Headers429 the parsed response headers for an HTTP 429 response
+	Headers429 *QueryMetricsFormResponse429Headers
+	// Headers503 the parsed response headers for an HTTP 503 response
+	Headers503 *QueryMetricsFormResponse503Headers
+}
+
+// GetJSON200 returns the response for an HTTP 200 `application/json` response
+func (r QueryMetricsFormResponse) GetJSON200() *PrometheusAnswer {
+	return r.JSON200
+}
+
+// GetJSON400 returns the response for an HTTP 400 `application/json` response
+func (r QueryMetricsFormResponse) GetJSON400() *BadRequest {
+	return r.JSON400
+}
+
+// GetJSON401 returns the response for an HTTP 401 `application/json` response
+func (r QueryMetricsFormResponse) GetJSON401() *Unauthenticated {
+	return r.JSON401
+}
+
+// GetJSON403 returns the response for an HTTP 403 `application/json` response
+func (r QueryMetricsFormResponse) GetJSON403() *Forbidden {
+	return r.JSON403
+}
+
+// GetJSON404 returns the response for an HTTP 404 `application/json` response
+func (r QueryMetricsFormResponse) GetJSON404() *NotFound {
+	return r.JSON404
+}
+
+// GetJSON429 returns the response for an HTTP 429 `application/json` response
+func (r QueryMetricsFormResponse) GetJSON429() *TooManyRequests {
+	return r.JSON429
+}
+
+// GetJSON500 returns the response for an HTTP 500 `application/json` response
+func (r QueryMetricsFormResponse) GetJSON500() *InternalError {
+	return r.JSON500
+}
+
+// GetJSON503 returns the response for an HTTP 503 `application/json` response
+func (r QueryMetricsFormResponse) GetJSON503() *Unavailable {
+	return r.JSON503
+}
+
+// GetBody returns the raw response body bytes
+func (r QueryMetricsFormResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r QueryMetricsFormResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r QueryMetricsFormResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r QueryMetricsFormResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
+// QueryMetricsRangeResponse429Headers the declared response headers of an HTTP 429 response for QueryMetricsRange
+type QueryMetricsRangeResponse429Headers struct {
+	RetryAfter *int
+}
+
+// QueryMetricsRangeResponse503Headers the declared response headers of an HTTP 503 response for QueryMetricsRange
+type QueryMetricsRangeResponse503Headers struct {
+	RetryAfter *int
+}
+
+type QueryMetricsRangeResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// JSON200 the response for an HTTP 200 `application/json` response
+	JSON200 *PrometheusAnswer
+	// JSON400 the response for an HTTP 400 `application/json` response
+	JSON400 *BadRequest
+	// JSON401 the response for an HTTP 401 `application/json` response
+	JSON401 *Unauthenticated
+	// JSON403 the response for an HTTP 403 `application/json` response
+	JSON403 *Forbidden
+	// JSON404 the response for an HTTP 404 `application/json` response
+	JSON404 *NotFound
+	// JSON429 the response for an HTTP 429 `application/json` response
+	JSON429 *TooManyRequests
+	// JSON500 the response for an HTTP 500 `application/json` response
+	JSON500 *InternalError
+	// JSON503 the response for an HTTP 503 `application/json` response
+	JSON503 *Unavailable
+	// Headers429 the parsed response headers for an HTTP 429 response
+	Headers429 *QueryMetricsRangeResponse429Headers
+	// Headers503 the parsed response headers for an HTTP 503 response
+	Headers503 *QueryMetricsRangeResponse503Headers
+}
+
+// GetJSON200 returns the response for an HTTP 200 `application/json` response
+func (r QueryMetricsRangeResponse) GetJSON200() *PrometheusAnswer {
+	return r.JSON200
+}
+
+// GetJSON400 returns the response for an HTTP 400 `application/json` response
+func (r QueryMetricsRangeResponse) GetJSON400() *BadRequest {
+	return r.JSON400
+}
+
+// GetJSON401 returns the response for an HTTP 401 `application/json` response
+func (r QueryMetricsRangeResponse) GetJSON401() *Unauthenticated {
+	return r.JSON401
+}
+
+// GetJSON403 returns the response for an HTTP 403 `application/json` response
+func (r QueryMetricsRangeResponse) GetJSON403() *Forbidden {
+	return r.JSON403
+}
+
+// GetJSON404 returns the response for an HTTP 404 `application/json` response
+func (r QueryMetricsRangeResponse) GetJSON404() *NotFound {
+	return r.JSON404
+}
+
+// GetJSON429 returns the response for an HTTP 429 `application/json` response
+func (r QueryMetricsRangeResponse) GetJSON429() *TooManyRequests {
+	return r.JSON429
+}
+
+// GetJSON500 returns the response for an HTTP 500 `application/json` response
+func (r QueryMetricsRangeResponse) GetJSON500() *InternalError {
+	return r.JSON500
+}
+
+// GetJSON503 returns the response for an HTTP 503 `application/json` response
+func (r QueryMetricsRangeResponse) GetJSON503() *Unavailable {
+	return r.JSON503
+}
+
+// GetBody returns the raw response body bytes
+func (r QueryMetricsRangeResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r QueryMetricsRangeResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r QueryMetricsRangeResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r QueryMetricsRangeResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
+// QueryMetricsRangeFormResponse429Headers the declared response headers of an HTTP 429 response for QueryMetricsRangeForm
+type QueryMetricsRangeFormResponse429Headers struct {
+	RetryAfter *int
+}
+
+// QueryMetricsRangeFormResponse503Headers the declared response headers of an HTTP 503 response for QueryMetricsRangeForm
+type QueryMetricsRangeFormResponse503Headers struct {
+	RetryAfter *int
+}
+
+type QueryMetricsRangeFormResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// JSON200 the response for an HTTP 200 `application/json` response
+	JSON200 *PrometheusAnswer
+	// JSON400 the response for an HTTP 400 `application/json` response
+	JSON400 *BadRequest
+	// JSON401 the response for an HTTP 401 `application/json` response
+	JSON401 *Unauthenticated
+	// JSON403 the response for an HTTP 403 `application/json` response
+	JSON403 *Forbidden
+	// JSON404 the response for an HTTP 404 `application/json` response
+	JSON404 *NotFound
+	// JSON429 the response for an HTTP 429 `application/json` response
+	JSON429 *TooManyRequests
+	// JSON500 the response for an HTTP 500 `application/json` response
+	JSON500 *InternalError
+	// JSON503 the response for an HTTP 503 `application/json` response
+	JSON503 *Unavailable
+	// Headers429 the parsed response headers for an HTTP 429 response
+	Headers429 *QueryMetricsRangeFormResponse429Headers
+	// Headers503 the parsed response headers for an HTTP 503 response
+	Headers503 *QueryMetricsRangeFormResponse503Headers
+}
+
+// GetJSON200 returns the response for an HTTP 200 `application/json` response
+func (r QueryMetricsRangeFormResponse) GetJSON200() *PrometheusAnswer {
+	return r.JSON200
+}
+
+// GetJSON400 returns the response for an HTTP 400 `application/json` response
+func (r QueryMetricsRangeFormResponse) GetJSON400() *BadRequest {
+	return r.JSON400
+}
+
+// GetJSON401 returns the response for an HTTP 401 `application/json` response
+func (r QueryMetricsRangeFormResponse) GetJSON401() *Unauthenticated {
+	return r.JSON401
+}
+
+// GetJSON403 returns the response for an HTTP 403 `application/json` response
+func (r QueryMetricsRangeFormResponse) GetJSON403() *Forbidden {
+	return r.JSON403
+}
+
+// GetJSON404 returns the response for an HTTP 404 `application/json` response
+func (r QueryMetricsRangeFormResponse) GetJSON404() *NotFound {
+	return r.JSON404
+}
+
+// GetJSON429 returns the response for an HTTP 429 `application/json` response
+func (r QueryMetricsRangeFormResponse) GetJSON429() *TooManyRequests {
+	return r.JSON429
+}
+
+// GetJSON500 returns the response for an HTTP 500 `application/json` response
+func (r QueryMetricsRangeFormResponse) GetJSON500() *InternalError {
+	return r.JSON500
+}
+
+// GetJSON503 returns the response for an HTTP 503 `application/json` response
+func (r QueryMetricsRangeFormResponse) GetJSON503() *Unavailable {
+	return r.JSON503
+}
+
+// GetBody returns the raw response body bytes
+func (r QueryMetricsRangeFormResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r QueryMetricsRangeFormResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r QueryMetricsRangeFormResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r QueryMetricsRangeFormResponse) ContentType() string {
 	if r.HTTPResponse != nil {
 		return r.HTTPResponse.Header.Get("Content-Type")
 	}
@@ -10403,6 +12891,19 @@ func (c *ClientWithResponses) GetClusterImportWithResponse(ctx context.Context, 
 	return ParseGetClusterImportResponse(rsp)
 }
 
+// GetClusterMetricsTextWithResponse One registered cluster's metrics in the Prometheus text format, as a scrape target.
+//
+// Returns a wrapper object for the known response body format(s).
+//
+// Corresponds with GET /clusters/{id}/metrics (the `GetClusterMetricsText` operationId).
+func (c *ClientWithResponses) GetClusterMetricsTextWithResponse(ctx context.Context, id Id, reqEditors ...RequestEditorFn) (*GetClusterMetricsTextResponse, error) {
+	rsp, err := c.GetClusterMetricsText(ctx, id, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseGetClusterMetricsTextResponse(rsp)
+}
+
 // CreateClustersWithBodyWithResponse Register many existing clusters at once (bulk onboarding), each as createCluster would alone.
 //
 // Registers up to `--registration-batch-max` clusters (default 1000) in one request and
@@ -10587,6 +13088,177 @@ func (c *ClientWithResponses) GetManagedClusterWithResponse(ctx context.Context,
 		return nil, err
 	}
 	return ParseGetManagedClusterResponse(rsp)
+}
+
+// GetMetricsTextWithResponse The caller's clusters' metrics in the Prometheus text format, as a scrape target.
+//
+// The latest sample of each allow-listed metric of the caller's organisation's clusters (an admin's: every organisation's), and the fleet manager's own series of them (clusters by phase, policy compliance, capacity and allocatable, capacity pools). Scrape it with a bearer token.
+//
+// Returns a wrapper object for the known response body format(s).
+//
+// Corresponds with GET /metrics (the `GetMetricsText` operationId).
+func (c *ClientWithResponses) GetMetricsTextWithResponse(ctx context.Context, reqEditors ...RequestEditorFn) (*GetMetricsTextResponse, error) {
+	rsp, err := c.GetMetricsText(ctx, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseGetMetricsTextResponse(rsp)
+}
+
+// QueryMetricsPrometheusWithResponse The instant query at the path Prometheus clients (promtool, Grafana) call under a server URL of {base}/metrics.
+//
+// Returns a wrapper object for the known response body format(s).
+//
+// Corresponds with GET /metrics/api/v1/query (the `QueryMetricsPrometheus` operationId).
+func (c *ClientWithResponses) QueryMetricsPrometheusWithResponse(ctx context.Context, params *QueryMetricsPrometheusParams, reqEditors ...RequestEditorFn) (*QueryMetricsPrometheusResponse, error) {
+	rsp, err := c.QueryMetricsPrometheus(ctx, params, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseQueryMetricsPrometheusResponse(rsp)
+}
+
+// QueryMetricsPrometheusFormWithBodyWithResponse The instant query at the path Prometheus clients (promtool, Grafana) call under a server URL of {base}/metrics. (parameters in a form body, as Prometheus accepts).
+//
+// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
+//
+// Corresponds with POST /metrics/api/v1/query (the `QueryMetricsPrometheusForm` operationId).
+func (c *ClientWithResponses) QueryMetricsPrometheusFormWithBodyWithResponse(ctx context.Context, params *QueryMetricsPrometheusFormParams, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*QueryMetricsPrometheusFormResponse, error) {
+	rsp, err := c.QueryMetricsPrometheusFormWithBody(ctx, params, contentType, body, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseQueryMetricsPrometheusFormResponse(rsp)
+}
+
+// QueryMetricsPrometheusFormWithFormdataBodyWithResponse The instant query at the path Prometheus clients (promtool, Grafana) call under a server URL of {base}/metrics. (parameters in a form body, as Prometheus accepts).
+//
+// Takes a body of the `application/x-www-form-urlencoded` content type, and returns a wrapper object for the known response body format(s).
+//
+// Corresponds with POST /metrics/api/v1/query (the `QueryMetricsPrometheusForm` operationId).
+func (c *ClientWithResponses) QueryMetricsPrometheusFormWithFormdataBodyWithResponse(ctx context.Context, params *QueryMetricsPrometheusFormParams, body QueryMetricsPrometheusFormFormdataRequestBody, reqEditors ...RequestEditorFn) (*QueryMetricsPrometheusFormResponse, error) {
+	rsp, err := c.QueryMetricsPrometheusFormWithFormdataBody(ctx, params, body, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseQueryMetricsPrometheusFormResponse(rsp)
+}
+
+// QueryMetricsRangePrometheusWithResponse The range query at the path Prometheus clients call under a server URL of {base}/metrics.
+//
+// Returns a wrapper object for the known response body format(s).
+//
+// Corresponds with GET /metrics/api/v1/query_range (the `QueryMetricsRangePrometheus` operationId).
+func (c *ClientWithResponses) QueryMetricsRangePrometheusWithResponse(ctx context.Context, params *QueryMetricsRangePrometheusParams, reqEditors ...RequestEditorFn) (*QueryMetricsRangePrometheusResponse, error) {
+	rsp, err := c.QueryMetricsRangePrometheus(ctx, params, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseQueryMetricsRangePrometheusResponse(rsp)
+}
+
+// QueryMetricsRangePrometheusFormWithBodyWithResponse The range query at the path Prometheus clients call under a server URL of {base}/metrics. (parameters in a form body, as Prometheus accepts).
+//
+// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
+//
+// Corresponds with POST /metrics/api/v1/query_range (the `QueryMetricsRangePrometheusForm` operationId).
+func (c *ClientWithResponses) QueryMetricsRangePrometheusFormWithBodyWithResponse(ctx context.Context, params *QueryMetricsRangePrometheusFormParams, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*QueryMetricsRangePrometheusFormResponse, error) {
+	rsp, err := c.QueryMetricsRangePrometheusFormWithBody(ctx, params, contentType, body, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseQueryMetricsRangePrometheusFormResponse(rsp)
+}
+
+// QueryMetricsRangePrometheusFormWithFormdataBodyWithResponse The range query at the path Prometheus clients call under a server URL of {base}/metrics. (parameters in a form body, as Prometheus accepts).
+//
+// Takes a body of the `application/x-www-form-urlencoded` content type, and returns a wrapper object for the known response body format(s).
+//
+// Corresponds with POST /metrics/api/v1/query_range (the `QueryMetricsRangePrometheusForm` operationId).
+func (c *ClientWithResponses) QueryMetricsRangePrometheusFormWithFormdataBodyWithResponse(ctx context.Context, params *QueryMetricsRangePrometheusFormParams, body QueryMetricsRangePrometheusFormFormdataRequestBody, reqEditors ...RequestEditorFn) (*QueryMetricsRangePrometheusFormResponse, error) {
+	rsp, err := c.QueryMetricsRangePrometheusFormWithFormdataBody(ctx, params, body, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseQueryMetricsRangePrometheusFormResponse(rsp)
+}
+
+// QueryMetricsWithResponse An instant PromQL query on the caller's clusters' metrics.
+//
+// Returns a wrapper object for the known response body format(s).
+//
+// Corresponds with GET /metrics/query (the `QueryMetrics` operationId).
+func (c *ClientWithResponses) QueryMetricsWithResponse(ctx context.Context, params *QueryMetricsParams, reqEditors ...RequestEditorFn) (*QueryMetricsResponse, error) {
+	rsp, err := c.QueryMetrics(ctx, params, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseQueryMetricsResponse(rsp)
+}
+
+// QueryMetricsFormWithBodyWithResponse An instant PromQL query on the caller's clusters' metrics. (parameters in a form body, as Prometheus accepts).
+//
+// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
+//
+// Corresponds with POST /metrics/query (the `QueryMetricsForm` operationId).
+func (c *ClientWithResponses) QueryMetricsFormWithBodyWithResponse(ctx context.Context, params *QueryMetricsFormParams, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*QueryMetricsFormResponse, error) {
+	rsp, err := c.QueryMetricsFormWithBody(ctx, params, contentType, body, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseQueryMetricsFormResponse(rsp)
+}
+
+// QueryMetricsFormWithFormdataBodyWithResponse An instant PromQL query on the caller's clusters' metrics. (parameters in a form body, as Prometheus accepts).
+//
+// Takes a body of the `application/x-www-form-urlencoded` content type, and returns a wrapper object for the known response body format(s).
+//
+// Corresponds with POST /metrics/query (the `QueryMetricsForm` operationId).
+func (c *ClientWithResponses) QueryMetricsFormWithFormdataBodyWithResponse(ctx context.Context, params *QueryMetricsFormParams, body QueryMetricsFormFormdataRequestBody, reqEditors ...RequestEditorFn) (*QueryMetricsFormResponse, error) {
+	rsp, err := c.QueryMetricsFormWithFormdataBody(ctx, params, body, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseQueryMetricsFormResponse(rsp)
+}
+
+// QueryMetricsRangeWithResponse A range PromQL query on the caller's clusters' metrics.
+//
+// Returns a wrapper object for the known response body format(s).
+//
+// Corresponds with GET /metrics/query_range (the `QueryMetricsRange` operationId).
+func (c *ClientWithResponses) QueryMetricsRangeWithResponse(ctx context.Context, params *QueryMetricsRangeParams, reqEditors ...RequestEditorFn) (*QueryMetricsRangeResponse, error) {
+	rsp, err := c.QueryMetricsRange(ctx, params, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseQueryMetricsRangeResponse(rsp)
+}
+
+// QueryMetricsRangeFormWithBodyWithResponse A range PromQL query on the caller's clusters' metrics. (parameters in a form body, as Prometheus accepts).
+//
+// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
+//
+// Corresponds with POST /metrics/query_range (the `QueryMetricsRangeForm` operationId).
+func (c *ClientWithResponses) QueryMetricsRangeFormWithBodyWithResponse(ctx context.Context, params *QueryMetricsRangeFormParams, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*QueryMetricsRangeFormResponse, error) {
+	rsp, err := c.QueryMetricsRangeFormWithBody(ctx, params, contentType, body, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseQueryMetricsRangeFormResponse(rsp)
+}
+
+// QueryMetricsRangeFormWithFormdataBodyWithResponse A range PromQL query on the caller's clusters' metrics. (parameters in a form body, as Prometheus accepts).
+//
+// Takes a body of the `application/x-www-form-urlencoded` content type, and returns a wrapper object for the known response body format(s).
+//
+// Corresponds with POST /metrics/query_range (the `QueryMetricsRangeForm` operationId).
+func (c *ClientWithResponses) QueryMetricsRangeFormWithFormdataBodyWithResponse(ctx context.Context, params *QueryMetricsRangeFormParams, body QueryMetricsRangeFormFormdataRequestBody, reqEditors ...RequestEditorFn) (*QueryMetricsRangeFormResponse, error) {
+	rsp, err := c.QueryMetricsRangeFormWithFormdataBody(ctx, params, body, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseQueryMetricsRangeFormResponse(rsp)
 }
 
 // GetOpenAPIWithResponse This document, with the deployment's base path as its server.
@@ -13000,6 +15672,97 @@ func ParseGetClusterImportResponse(rsp *http.Response) (*GetClusterImportRespons
 	return response, nil
 }
 
+// ParseGetClusterMetricsTextResponse parses an HTTP response from a GetClusterMetricsTextWithResponse call
+func ParseGetClusterMetricsTextResponse(rsp *http.Response) (*GetClusterMetricsTextResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &GetClusterMetricsTextResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 400:
+		var dest BadRequest
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON400 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 401:
+		var dest Unauthenticated
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON401 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 403:
+		var dest Forbidden
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON403 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 404:
+		var dest NotFound
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON404 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 429:
+		var dest TooManyRequests
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON429 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 500:
+		var dest InternalError
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON500 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 503:
+		var dest Unavailable
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON503 = &dest
+
+	}
+
+	switch {
+	case rsp.StatusCode == 429:
+		var headers GetClusterMetricsTextResponse429Headers
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = &value
+		}
+		response.Headers429 = &headers
+	case rsp.StatusCode == 503:
+		var headers GetClusterMetricsTextResponse503Headers
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = &value
+		}
+		response.Headers503 = &headers
+	}
+
+	return response, nil
+}
+
 // ParseCreateClustersResponse parses an HTTP response from a CreateClustersWithResponse call
 func ParseCreateClustersResponse(rsp *http.Response) (*CreateClustersResponse, error) {
 	bodyBytes, err := io.ReadAll(rsp.Body)
@@ -13579,6 +16342,881 @@ func ParseGetManagedClusterResponse(rsp *http.Response) (*GetManagedClusterRespo
 	switch {
 	case rsp.StatusCode == 503:
 		var headers GetManagedClusterResponse503Headers
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = &value
+		}
+		response.Headers503 = &headers
+	}
+
+	return response, nil
+}
+
+// ParseGetMetricsTextResponse parses an HTTP response from a GetMetricsTextWithResponse call
+func ParseGetMetricsTextResponse(rsp *http.Response) (*GetMetricsTextResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &GetMetricsTextResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 400:
+		var dest BadRequest
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON400 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 401:
+		var dest Unauthenticated
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON401 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 403:
+		var dest Forbidden
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON403 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 404:
+		var dest NotFound
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON404 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 429:
+		var dest TooManyRequests
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON429 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 500:
+		var dest InternalError
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON500 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 503:
+		var dest Unavailable
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON503 = &dest
+
+	}
+
+	switch {
+	case rsp.StatusCode == 429:
+		var headers GetMetricsTextResponse429Headers
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = &value
+		}
+		response.Headers429 = &headers
+	case rsp.StatusCode == 503:
+		var headers GetMetricsTextResponse503Headers
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = &value
+		}
+		response.Headers503 = &headers
+	}
+
+	return response, nil
+}
+
+// ParseQueryMetricsPrometheusResponse parses an HTTP response from a QueryMetricsPrometheusWithResponse call
+func ParseQueryMetricsPrometheusResponse(rsp *http.Response) (*QueryMetricsPrometheusResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &QueryMetricsPrometheusResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 200:
+		var dest PrometheusAnswer
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON200 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 400:
+		var dest BadRequest
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON400 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 401:
+		var dest Unauthenticated
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON401 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 403:
+		var dest Forbidden
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON403 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 404:
+		var dest NotFound
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON404 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 429:
+		var dest TooManyRequests
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON429 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 500:
+		var dest InternalError
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON500 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 503:
+		var dest Unavailable
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON503 = &dest
+
+	}
+
+	switch {
+	case rsp.StatusCode == 429:
+		var headers QueryMetricsPrometheusResponse429Headers
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = &value
+		}
+		response.Headers429 = &headers
+	case rsp.StatusCode == 503:
+		var headers QueryMetricsPrometheusResponse503Headers
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = &value
+		}
+		response.Headers503 = &headers
+	}
+
+	return response, nil
+}
+
+// ParseQueryMetricsPrometheusFormResponse parses an HTTP response from a QueryMetricsPrometheusFormWithResponse call
+func ParseQueryMetricsPrometheusFormResponse(rsp *http.Response) (*QueryMetricsPrometheusFormResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &QueryMetricsPrometheusFormResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 200:
+		var dest PrometheusAnswer
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON200 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 400:
+		var dest BadRequest
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON400 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 401:
+		var dest Unauthenticated
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON401 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 403:
+		var dest Forbidden
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON403 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 404:
+		var dest NotFound
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON404 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 429:
+		var dest TooManyRequests
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON429 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 500:
+		var dest InternalError
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON500 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 503:
+		var dest Unavailable
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON503 = &dest
+
+	}
+
+	switch {
+	case rsp.StatusCode == 429:
+		var headers QueryMetricsPrometheusFormResponse429Headers
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = &value
+		}
+		response.Headers429 = &headers
+	case rsp.StatusCode == 503:
+		var headers QueryMetricsPrometheusFormResponse503Headers
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = &value
+		}
+		response.Headers503 = &headers
+	}
+
+	return response, nil
+}
+
+// ParseQueryMetricsRangePrometheusResponse parses an HTTP response from a QueryMetricsRangePrometheusWithResponse call
+func ParseQueryMetricsRangePrometheusResponse(rsp *http.Response) (*QueryMetricsRangePrometheusResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &QueryMetricsRangePrometheusResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 200:
+		var dest PrometheusAnswer
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON200 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 400:
+		var dest BadRequest
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON400 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 401:
+		var dest Unauthenticated
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON401 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 403:
+		var dest Forbidden
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON403 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 404:
+		var dest NotFound
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON404 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 429:
+		var dest TooManyRequests
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON429 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 500:
+		var dest InternalError
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON500 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 503:
+		var dest Unavailable
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON503 = &dest
+
+	}
+
+	switch {
+	case rsp.StatusCode == 429:
+		var headers QueryMetricsRangePrometheusResponse429Headers
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = &value
+		}
+		response.Headers429 = &headers
+	case rsp.StatusCode == 503:
+		var headers QueryMetricsRangePrometheusResponse503Headers
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = &value
+		}
+		response.Headers503 = &headers
+	}
+
+	return response, nil
+}
+
+// ParseQueryMetricsRangePrometheusFormResponse parses an HTTP response from a QueryMetricsRangePrometheusFormWithResponse call
+func ParseQueryMetricsRangePrometheusFormResponse(rsp *http.Response) (*QueryMetricsRangePrometheusFormResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &QueryMetricsRangePrometheusFormResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 200:
+		var dest PrometheusAnswer
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON200 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 400:
+		var dest BadRequest
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON400 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 401:
+		var dest Unauthenticated
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON401 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 403:
+		var dest Forbidden
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON403 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 404:
+		var dest NotFound
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON404 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 429:
+		var dest TooManyRequests
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON429 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 500:
+		var dest InternalError
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON500 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 503:
+		var dest Unavailable
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON503 = &dest
+
+	}
+
+	switch {
+	case rsp.StatusCode == 429:
+		var headers QueryMetricsRangePrometheusFormResponse429Headers
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = &value
+		}
+		response.Headers429 = &headers
+	case rsp.StatusCode == 503:
+		var headers QueryMetricsRangePrometheusFormResponse503Headers
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = &value
+		}
+		response.Headers503 = &headers
+	}
+
+	return response, nil
+}
+
+// ParseQueryMetricsResponse parses an HTTP response from a QueryMetricsWithResponse call
+func ParseQueryMetricsResponse(rsp *http.Response) (*QueryMetricsResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &QueryMetricsResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 200:
+		var dest PrometheusAnswer
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON200 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 400:
+		var dest BadRequest
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON400 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 401:
+		var dest Unauthenticated
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON401 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 403:
+		var dest Forbidden
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON403 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 404:
+		var dest NotFound
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON404 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 429:
+		var dest TooManyRequests
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON429 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 500:
+		var dest InternalError
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON500 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 503:
+		var dest Unavailable
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON503 = &dest
+
+	}
+
+	switch {
+	case rsp.StatusCode == 429:
+		var headers QueryMetricsResponse429Headers
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = &value
+		}
+		response.Headers429 = &headers
+	case rsp.StatusCode == 503:
+		var headers QueryMetricsResponse503Headers
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = &value
+		}
+		response.Headers503 = &headers
+	}
+
+	return response, nil
+}
+
+// ParseQueryMetricsFormResponse parses an HTTP response from a QueryMetricsFormWithResponse call
+func ParseQueryMetricsFormResponse(rsp *http.Response) (*QueryMetricsFormResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &QueryMetricsFormResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 200:
+		var dest PrometheusAnswer
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON200 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 400:
+		var dest BadRequest
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON400 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 401:
+		var dest Unauthenticated
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON401 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 403:
+		var dest Forbidden
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON403 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 404:
+		var dest NotFound
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON404 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 429:
+		var dest TooManyRequests
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON429 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 500:
+		var dest InternalError
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON500 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 503:
+		var dest Unavailable
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON503 = &dest
+
+	}
+
+	switch {
+	case rsp.StatusCode == 429:
+		var headers QueryMetricsFormResponse429Headers
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = &value
+		}
+		response.Headers429 = &headers
+	case rsp.StatusCode == 503:
+		var headers QueryMetricsFormResponse503Headers
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = &value
+		}
+		response.Headers503 = &headers
+	}
+
+	return response, nil
+}
+
+// ParseQueryMetricsRangeResponse parses an HTTP response from a QueryMetricsRangeWithResponse call
+func ParseQueryMetricsRangeResponse(rsp *http.Response) (*QueryMetricsRangeResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &QueryMetricsRangeResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 200:
+		var dest PrometheusAnswer
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON200 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 400:
+		var dest BadRequest
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON400 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 401:
+		var dest Unauthenticated
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON401 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 403:
+		var dest Forbidden
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON403 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 404:
+		var dest NotFound
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON404 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 429:
+		var dest TooManyRequests
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON429 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 500:
+		var dest InternalError
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON500 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 503:
+		var dest Unavailable
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON503 = &dest
+
+	}
+
+	switch {
+	case rsp.StatusCode == 429:
+		var headers QueryMetricsRangeResponse429Headers
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = &value
+		}
+		response.Headers429 = &headers
+	case rsp.StatusCode == 503:
+		var headers QueryMetricsRangeResponse503Headers
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = &value
+		}
+		response.Headers503 = &headers
+	}
+
+	return response, nil
+}
+
+// ParseQueryMetricsRangeFormResponse parses an HTTP response from a QueryMetricsRangeFormWithResponse call
+func ParseQueryMetricsRangeFormResponse(rsp *http.Response) (*QueryMetricsRangeFormResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &QueryMetricsRangeFormResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 200:
+		var dest PrometheusAnswer
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON200 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 400:
+		var dest BadRequest
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON400 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 401:
+		var dest Unauthenticated
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON401 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 403:
+		var dest Forbidden
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON403 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 404:
+		var dest NotFound
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON404 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 429:
+		var dest TooManyRequests
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON429 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 500:
+		var dest InternalError
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON500 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 503:
+		var dest Unavailable
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON503 = &dest
+
+	}
+
+	switch {
+	case rsp.StatusCode == 429:
+		var headers QueryMetricsRangeFormResponse429Headers
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = &value
+		}
+		response.Headers429 = &headers
+	case rsp.StatusCode == 503:
+		var headers QueryMetricsRangeFormResponse503Headers
 		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
 			var value int
 			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {

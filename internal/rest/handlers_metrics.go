@@ -1,0 +1,137 @@
+package rest
+
+import (
+	"bytes"
+	"math"
+	"net/http"
+	"strconv"
+	"time"
+
+	"github.com/prometheus/common/model"
+
+	"github.com/fleetmanager/fleet-manager/internal/fleet"
+	"github.com/fleetmanager/fleet-manager/internal/usermetrics"
+)
+
+// metricsCaller is the request's caller as the metrics service sees it,
+// once its organisation's rate limit admits the request.
+func (s *Server) metricsCaller(r *http.Request) (usermetrics.Caller, error) {
+	c := usermetrics.Caller{Identity: caller(r), Admin: s.subject(r).FleetViewer}
+	return c, s.services.Metrics.Admit(c)
+}
+
+// handleMetricsQuery serves an instant query (GET, or POST with a form).
+func (s *Server) handleMetricsQuery(w http.ResponseWriter, r *http.Request) error {
+	c, err := s.metricsCaller(r)
+	if err != nil {
+		return err
+	}
+	p := usermetrics.QueryParams{Query: r.FormValue("query")}
+	if p.Query == "" {
+		return fleet.Errorf(fleet.CodeValidation, "parameter query is required")
+	}
+	if p.Time, err = promTime(r, "time", time.Time{}); err != nil {
+		return err
+	}
+	if p.Timeout, err = promDuration(r, "timeout"); err != nil {
+		return err
+	}
+	res, err := s.services.Metrics.Query(r.Context(), c, p)
+	if err != nil {
+		return err
+	}
+	writeJSON(w, http.StatusOK, res)
+	return nil
+}
+
+// handleMetricsQueryRange serves a range query (GET, or POST with a form).
+func (s *Server) handleMetricsQueryRange(w http.ResponseWriter, r *http.Request) error {
+	c, err := s.metricsCaller(r)
+	if err != nil {
+		return err
+	}
+	p := usermetrics.RangeParams{Query: r.FormValue("query")}
+	for name, v := range map[string]string{"query": p.Query, "start": r.FormValue("start"), "end": r.FormValue("end"), "step": r.FormValue("step")} {
+		if v == "" {
+			return fleet.Errorf(fleet.CodeValidation, "parameter %s is required", name)
+		}
+	}
+	if p.Start, err = promTime(r, "start", time.Time{}); err != nil {
+		return err
+	}
+	if p.End, err = promTime(r, "end", time.Time{}); err != nil {
+		return err
+	}
+	if p.Step, err = promDuration(r, "step"); err != nil {
+		return err
+	}
+	if p.Timeout, err = promDuration(r, "timeout"); err != nil {
+		return err
+	}
+	res, err := s.services.Metrics.QueryRange(r.Context(), c, p)
+	if err != nil {
+		return err
+	}
+	writeJSON(w, http.StatusOK, res)
+	return nil
+}
+
+// handleMetricsText serves the caller's clusters' metrics as a scrape target.
+func (s *Server) handleMetricsText(w http.ResponseWriter, r *http.Request) error {
+	return s.writeMetricsText(w, r, "")
+}
+
+// handleClusterMetricsText serves one registration's cluster's metrics.
+func (s *Server) handleClusterMetricsText(w http.ResponseWriter, r *http.Request) error {
+	return s.writeMetricsText(w, r, pathParam(r, "id"))
+}
+
+func (s *Server) writeMetricsText(w http.ResponseWriter, r *http.Request, registrationID string) error {
+	c, err := s.metricsCaller(r)
+	if err != nil {
+		return err
+	}
+	// Rendered whole before the status is written, so a failure half-way
+	// is an error body, not a truncated exposition.
+	var buf bytes.Buffer
+	if err := s.services.Metrics.WriteText(r.Context(), c, registrationID, &buf); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", usermetrics.TextContentType)
+	w.WriteHeader(http.StatusOK)
+	_, err = buf.WriteTo(w)
+	return err
+}
+
+// promTime parses a Prometheus API time: Unix seconds (with a fraction) or
+// RFC 3339; def when absent.
+func promTime(r *http.Request, name string, def time.Time) (time.Time, error) {
+	v := r.FormValue(name)
+	if v == "" {
+		return def, nil
+	}
+	if f, err := strconv.ParseFloat(v, 64); err == nil && !math.IsNaN(f) && !math.IsInf(f, 0) && math.Abs(f) < 1e11 {
+		sec, frac := math.Modf(f)
+		return time.Unix(int64(sec), int64(math.Round(frac*1e9))).UTC(), nil
+	}
+	if t, err := time.Parse(time.RFC3339Nano, v); err == nil {
+		return t, nil
+	}
+	return time.Time{}, fleet.Errorf(fleet.CodeValidation, "parameter %s must be an RFC 3339 time or Unix seconds", name)
+}
+
+// promDuration parses a Prometheus API duration: `30s`, `5m`, or seconds;
+// zero when absent.
+func promDuration(r *http.Request, name string) (time.Duration, error) {
+	v := r.FormValue(name)
+	if v == "" {
+		return 0, nil
+	}
+	if f, err := strconv.ParseFloat(v, 64); err == nil && f > 0 && f < 1e9 {
+		return time.Duration(f * float64(time.Second)), nil
+	}
+	if d, err := model.ParseDuration(v); err == nil && d > 0 {
+		return time.Duration(d), nil
+	}
+	return 0, fleet.Errorf(fleet.CodeValidation, "parameter %s must be a positive duration (30s, 5m) or seconds", name)
+}
