@@ -58,6 +58,7 @@ type walSample struct {
 const (
 	readInventoryList = "inventory_list"
 	readInventoryFeed = "inventory_feed"
+	readUserMetrics   = "user_metrics"
 	targetPrimary     = "primary"
 	targetReplica     = "replica"
 )
@@ -78,7 +79,7 @@ func NewReplica(cfg ReplicaConfig, primaryCfg Config, primary *DB, clock fleet.C
 	namespace string, reg prometheus.Registerer) (*Replica, error) {
 	r := &Replica{cfg: cfg, primary: primary, clock: clock, logger: logger.With("component", "read-replica"), problem: "no sample yet",
 		reads: prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: namespace, Subsystem: "db", Name: "reads_total",
-			Help: "Heavy inventory reads by read (inventory_list, inventory_feed) and the server that answered (primary, replica)."},
+			Help: "Heavy inventory reads by read (inventory_list, inventory_feed, user_metrics) and the server that answered (primary, replica)."},
 			[]string{"read", "target"}),
 		fallbacks: prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: namespace, Subsystem: "db", Name: "replica_fallbacks_total",
 			Help: "Heavy reads sent to the primary although a read replica is configured, by read and reason (stale, failed, short_page, behind_cursor)."},
