@@ -24,6 +24,7 @@ import (
 	"github.com/fleetmanager/fleet-manager/internal/rest"
 	"github.com/fleetmanager/fleet-manager/internal/secrets"
 	"github.com/fleetmanager/fleet-manager/internal/syncset"
+	"github.com/fleetmanager/fleet-manager/internal/usermetrics"
 	"github.com/fleetmanager/fleet-manager/internal/version"
 )
 
@@ -41,31 +42,44 @@ type serveOptions struct {
 	Reconcile      reconcile.Config
 	OCM            syncset.OCMConfig
 	Hive           syncset.HiveConfig
+	UserMetrics    usermetrics.Config
 	MigrateOnStart bool
 }
 
 func defaultServeOptions() serveOptions {
 	return serveOptions{
-		Log:       config.DefaultLog(),
-		DB:        defaultDBOptions("serve"),
-		Replica:   postgres.DefaultReplicaConfig(),
-		Auth:      auth.DefaultConfig(),
-		Authz:     authz.DefaultConfig(),
-		HTTP:      rest.DefaultConfig(),
-		Secrets:   secrets.DefaultConfig(),
-		Store:     postgres.DefaultStoreConfig(),
-		Queue:     postgres.DefaultQueueConfig(),
-		Reconcile: reconcile.DefaultConfig(),
-		OCM:       syncset.DefaultOCMConfig(),
-		Hive:      syncset.DefaultHiveConfig(),
+		Log:         config.DefaultLog(),
+		DB:          defaultDBOptions("serve"),
+		Replica:     postgres.DefaultReplicaConfig(),
+		Auth:        auth.DefaultConfig(),
+		Authz:       authz.DefaultConfig(),
+		HTTP:        rest.DefaultConfig(),
+		Secrets:     secrets.DefaultConfig(),
+		Store:       postgres.DefaultStoreConfig(),
+		Queue:       postgres.DefaultQueueConfig(),
+		Reconcile:   reconcile.DefaultConfig(),
+		OCM:         syncset.DefaultOCMConfig(),
+		Hive:        syncset.DefaultHiveConfig(),
+		UserMetrics: usermetrics.DefaultConfig(),
 	}
 }
 
 func (o *serveOptions) validate() error {
 	return joinProblems(
 		o.Log.Validate, o.DB.Validate, o.Replica.Validate, o.Auth.Validate, o.Authz.Validate, o.HTTP.Validate, o.Secrets.Validate,
-		o.Store.Validate, o.Queue.Validate, o.Reconcile.Validate, o.OCM.Validate, o.Hive.Validate,
+		o.Store.Validate, o.Queue.Validate, o.Reconcile.Validate, o.OCM.Validate, o.Hive.Validate, o.UserMetrics.Validate,
+		o.validateUserMetricsTimeout,
 	)
+}
+
+// validateUserMetricsTimeout keeps a backend request within the request's
+// deadline, so a slow backend answers 503 from the proxy, not a cut reply.
+func (o *serveOptions) validateUserMetricsTimeout() error {
+	var p config.Problems
+	if o.UserMetrics.BackendTimeout >= o.HTTP.RequestTimeout {
+		p.Addf("user-metrics-backend-timeout", "must be below --api-request-timeout %s (got %s)", o.HTTP.RequestTimeout, o.UserMetrics.BackendTimeout)
+	}
+	return p.Err()
 }
 
 func newServeCommand(env lookupEnv) *cobra.Command {
@@ -99,6 +113,7 @@ func newServeCommand(env lookupEnv) *cobra.Command {
 	opts.Reconcile.AddFlags(cmd.Flags())
 	opts.OCM.AddFlags(cmd.Flags())
 	opts.Hive.AddFlags(cmd.Flags())
+	opts.UserMetrics.AddFlags(cmd.Flags())
 	cmd.Flags().BoolVar(&opts.MigrateOnStart, "migrate-on-start", false, "apply pending migrations before serving")
 	return cmd
 }
@@ -122,6 +137,7 @@ func serve(ctx context.Context, opts serveOptions, logger *slog.Logger) error {
 		di.ProvideValue(opts.Reconcile),
 		di.ProvideValue(opts.OCM),
 		di.ProvideValue(opts.Hive),
+		di.ProvideValue(opts.UserMetrics),
 		di.ProvideValue(fleet.SystemClock{}, di.As(new(fleet.Clock))),
 		di.Provide(openDB),
 		di.Provide(secrets.LoadKeyring),
@@ -168,11 +184,19 @@ func serve(ctx context.Context, opts serveOptions, logger *slog.Logger) error {
 		di.Provide(postgres.NewRevisionWatch),
 		di.Provide(postgres.NewInventoryWatch),
 		di.Provide(policyschema.New, di.As(new(fleet.PolicyValidator))),
+		di.Provide(func(cfg rest.Config, reg prometheus.Registerer) (*usermetrics.Metrics, error) {
+			return usermetrics.NewMetrics(cfg.MetricsNamespace(), reg)
+		}),
+		di.Provide(func(cfg usermetrics.Config, http rest.Config, store *postgres.Store, m *usermetrics.Metrics, l *slog.Logger) (*usermetrics.Service, error) {
+			return usermetrics.New(cfg, store, http.MetricsNamespace(), m, l)
+		}),
 		di.Provide(func(cfg rest.Config, l *slog.Logger, a fleet.Authenticator, m *rest.HTTPMetrics, store *postgres.Store,
-			watch *postgres.RevisionWatch, inventory *postgres.InventoryWatch, schema fleet.PolicyValidator, decide fleet.Authorizer) (*rest.Server, error) {
+			watch *postgres.RevisionWatch, inventory *postgres.InventoryWatch, schema fleet.PolicyValidator, decide fleet.Authorizer,
+			userMetrics *usermetrics.Service) (*rest.Server, error) {
 			return rest.NewServer(ctx, cfg, l, a, m, rest.Services{Registrations: store, Hubs: store, Agents: store,
 				Inventory: store, Resources: store, Revisions: watch,
-				Feed: store, InventoryChanges: inventory, Policies: store, PolicySchema: schema, Pools: store, Authorizer: decide})
+				Feed: store, InventoryChanges: inventory, Policies: store, PolicySchema: schema, Pools: store, Authorizer: decide,
+				Metrics: userMetrics})
 		}),
 	)
 	if err != nil {

@@ -56,6 +56,7 @@ func migrations() []*gormigrate.Migration {
 		migration202612021000PoolConditions(),
 		migration202612021100Autovacuum(),
 		migration202612021200RevisionHistory(),
+		migration202612021400ClusterIdentity(),
 	}
 }
 

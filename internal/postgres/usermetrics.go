@@ -102,7 +102,7 @@ func (s *Store) metricsClusters(db *gorm.DB, scope fleet.MetricsScope) ([]fleet.
 	for i, r := range rows {
 		out[i] = r.toMetricsCluster()
 	}
-	return out, nil
+	return out, markSharedIdentities(db, scope, out)
 }
 
 // checkMetricsRegistration answers not found unless the scope's registration
