@@ -25,6 +25,7 @@ import (
 	"github.com/fleetmanager/fleet-manager/internal/postgres/pgtest"
 	"github.com/fleetmanager/fleet-manager/internal/reconcile"
 	"github.com/fleetmanager/fleet-manager/internal/rest"
+	"github.com/fleetmanager/fleet-manager/internal/usermetrics"
 	"github.com/fleetmanager/fleet-manager/internal/rest/apitest"
 	"github.com/fleetmanager/fleet-manager/internal/secrets"
 	"github.com/fleetmanager/fleet-manager/openapi"
@@ -95,7 +96,7 @@ func newStackEnvWith(t testing.TB, f flavour, storeCfg postgres.StoreConfig) *st
 	srv, err := rest.NewServer(context.Background(), f.http, logger, verifier, metrics,
 		rest.Services{Registrations: store, Hubs: store, Agents: store, Inventory: store, Resources: store, Revisions: startRevisionWatch(t, dbCfg),
 			Feed: store, InventoryChanges: startInventoryWatch(t, dbCfg), Policies: store, PolicySchema: policySchema(t), Pools: store,
-			Authorizer: authorizer})
+			Authorizer: authorizer, Metrics: userMetrics(t, f.http, store, reg)})
 	if err != nil {
 		t.Fatalf("NewServer(): %v", err)
 	}
@@ -412,4 +413,19 @@ func startRevisionWatch(t testing.TB, cfg postgres.Config) *postgres.RevisionWat
 	go func() { watch.Run(ctx); done <- struct{}{} }()
 	t.Cleanup(func() { cancel(); <-done; <-done })
 	return watch
+}
+
+// userMetrics is the user-facing metrics service without a backend: the
+// text endpoints serve the inventory's own series, the query endpoints 404.
+func userMetrics(t testing.TB, cfg rest.Config, store usermetrics.Store, reg prometheus.Registerer) *usermetrics.Service {
+	t.Helper()
+	m, err := usermetrics.NewMetrics(cfg.MetricsNamespace(), reg)
+	if err != nil {
+		t.Fatalf("usermetrics.NewMetrics(): %v", err)
+	}
+	svc, err := usermetrics.New(usermetrics.DefaultConfig(), store, cfg.MetricsNamespace(), m, discard())
+	if err != nil {
+		t.Fatalf("usermetrics.New(): %v", err)
+	}
+	return svc
 }

@@ -48,7 +48,8 @@ func newOutageEnv(t *testing.T, httpCfg rest.Config) *outageEnv {
 		t.Fatalf("NewVerifier(): %v", err)
 	}
 	t.Cleanup(verifier.Close)
-	metrics, err := rest.NewHTTPMetrics(f.http, prometheus.NewRegistry())
+	reg := prometheus.NewRegistry()
+	metrics, err := rest.NewHTTPMetrics(f.http, reg)
 	if err != nil {
 		t.Fatalf("NewHTTPMetrics(): %v", err)
 	}
@@ -60,7 +61,7 @@ func newOutageEnv(t *testing.T, httpCfg rest.Config) *outageEnv {
 	srv, err := rest.NewServer(context.Background(), f.http, logger, verifier, metrics,
 		rest.Services{Registrations: store, Hubs: store, Agents: store, Inventory: store, Resources: store, Revisions: startRevisionWatch(t, direct),
 			Feed: store, InventoryChanges: startInventoryWatch(t, direct), Policies: store, PolicySchema: policySchema(t), Pools: store,
-			Authorizer: authorizer})
+			Authorizer: authorizer, Metrics: userMetrics(t, f.http, store, reg)})
 	if err != nil {
 		t.Fatalf("NewServer(): %v", err)
 	}
