@@ -53,4 +53,17 @@ func TestUserMetricsWithoutBackend(t *testing.T) {
 		t.Fatal(err)
 	}
 	wantError(t, "QueryMetrics without a backend", e.apiEnv, q.JSON404, q.StatusCode(), http.StatusNotFound, fleet.CodeNotFound)
+	// A form body, as Prometheus clients send, passes validation to the same answer.
+	form, err := e.client.QueryMetricsFormWithBodyWithResponse(ctx, &public.QueryMetricsFormParams{},
+		"application/x-www-form-urlencoded", strings.NewReader("query=sum%28up%29&time=1700000000"), bearer(tokA))
+	if err != nil {
+		t.Fatal(err)
+	}
+	wantError(t, "QueryMetricsForm without a backend", e.apiEnv, form.JSON404, form.StatusCode(), http.StatusNotFound, fleet.CodeNotFound)
+	empty, err := e.client.QueryMetricsFormWithBodyWithResponse(ctx, &public.QueryMetricsFormParams{},
+		"application/x-www-form-urlencoded", strings.NewReader("time=1700000000"), bearer(tokA))
+	if err != nil {
+		t.Fatal(err)
+	}
+	wantError(t, "QueryMetricsForm without a query", e.apiEnv, empty.JSON400, empty.StatusCode(), http.StatusBadRequest, fleet.CodeValidation)
 }
