@@ -64,3 +64,6 @@ func FeedBoundForTest(ctx context.Context, db *DB) (uint64, error) {
 func ListManagedClustersOnPrimaryForTest(ctx context.Context, s *Store, caller fleet.Identity, admin bool, q fleet.ListQuery) (fleet.ManagedClusterPage, error) {
 	return s.listManagedClusters(s.db.Gorm.WithContext(ctx), caller, admin, q)
 }
+
+// TextArrayForTest is textArray, the text[] parameter.
+func TextArrayForTest(values []string) any { return textArray(values) }

@@ -2,8 +2,10 @@ package postgres
 
 import (
 	"context"
+	"database/sql/driver"
 	"errors"
 	"fmt"
+	"strings"
 
 	"gorm.io/gorm"
 
@@ -173,16 +175,14 @@ func metricsCompliance(db *gorm.DB, scope fleet.MetricsScope, clusters []fleet.M
 	if len(clusters) == 0 {
 		return out, nil
 	}
-	type key struct {
-		ID    string `json:"id"`
-		HubID string `json:"hub_id"`
-		Name  string `json:"name"`
-	}
-	keys := make([]key, len(clusters))
+	ids, hubs, names := make(textArray, len(clusters)), make(textArray, len(clusters)), make(textArray, len(clusters))
 	for i, c := range clusters {
-		keys[i] = key{c.ManagedClusterID, c.HubID, c.Name}
+		ids[i], hubs[i], names[i] = c.ManagedClusterID, c.HubID, c.Name
 	}
-	q := db.Table("jsonb_to_recordset(?::jsonb) AS k(id text, hub_id text, name text)", jsonText(keys)).
+	// Arrays rather than a JSON document: PostgreSQL knows an array's
+	// length when it plans, so that a few clusters are looked up in the
+	// compliance's primary key and many are joined by hash.
+	q := db.Table("unnest(?::text[], ?::text[], ?::text[]) AS k(id, hub_id, name)", ids, hubs, names).
 		Joins("JOIN policy_compliance c ON c.hub_id = k.hub_id AND c.cluster_name = k.name").
 		Joins("JOIN policies p ON p.id = c.policy_id AND p.deleted_at IS NULL").
 		Select("k.id AS managed_cluster_id, p.id AS policy_id, p.name AS policy_name, c.state").Order("k.id, p.id")
@@ -220,4 +220,29 @@ func (s *Store) metricsPools(db *gorm.DB, scope fleet.MetricsScope) ([]fleet.Poo
 		q = q.Where("p.org_id = ?", scope.Caller.OrgID)
 	}
 	return out, q.Scan(&out).Error
+}
+
+// textArray is a text[] parameter, written as an array literal: GORM would
+// expand a []string into a list of parameters.
+type textArray []string
+
+// Value implements driver.Valuer.
+func (a textArray) Value() (driver.Value, error) {
+	var b strings.Builder
+	b.WriteByte('{')
+	for i, v := range a {
+		if i > 0 {
+			b.WriteByte(',')
+		}
+		b.WriteByte('"')
+		for _, r := range v {
+			if r == '"' || r == '\\' {
+				b.WriteByte('\\')
+			}
+			b.WriteRune(r)
+		}
+		b.WriteByte('"')
+	}
+	b.WriteByte('}')
+	return b.String(), nil
 }

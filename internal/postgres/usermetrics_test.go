@@ -10,6 +10,7 @@ import (
 	"github.com/onsi/gomega"
 
 	"github.com/fleetmanager/fleet-manager/internal/fleet"
+	"github.com/fleetmanager/fleet-manager/internal/postgres"
 )
 
 // metricsEnv is an inventory of three organisations: org-a and org-b with
@@ -326,4 +327,20 @@ func TestMetricsInventoryIsTheScopes(t *testing.T) {
 	g.Expect(inv.Pools).To(gomega.Equal([]fleet.PoolUsage{kafka, idle}))
 	inv, _ = read(orgB)
 	g.Expect(inv.Compliance).To(gomega.BeEmpty())
+}
+
+// TestTextArrayParameterRoundTrips sends values an array literal must quote
+// and reads them back unchanged.
+func TestTextArrayParameterRoundTrips(t *testing.T) {
+	t.Parallel()
+	g := gomega.NewWithT(t)
+	_, db := newStoreOn(t, nil)
+	values := []string{"plain", "", "NULL", `quo"te`, `back\slash`, "com,ma", "{brace}", " spaced ", "ünï"}
+	var got []string
+	g.Expect(db.Gorm.Raw(`SELECT v FROM unnest(?::text[]) WITH ORDINALITY AS a(v, n) ORDER BY n`,
+		postgres.TextArrayForTest(values)).Scan(&got).Error).To(gomega.Succeed())
+	g.Expect(got).To(gomega.Equal(values))
+	var n int
+	g.Expect(db.Gorm.Raw(`SELECT cardinality(?::text[])`, postgres.TextArrayForTest([]string{})).Scan(&n).Error).To(gomega.Succeed())
+	g.Expect(n).To(gomega.BeZero())
 }
