@@ -344,3 +344,64 @@ func TestTextArrayParameterRoundTrips(t *testing.T) {
 	g.Expect(db.Gorm.Raw(`SELECT cardinality(?::text[])`, postgres.TextArrayForTest([]string{})).Scan(&n).Error).To(gomega.Succeed())
 	g.Expect(n).To(gomega.BeZero())
 }
+
+// TestMetricsClustersMarkSharedIdentities: a cluster whose identity in the
+// metrics backend (its id.openshift.io claim, or its name) another
+// organisation's live cluster carries too is marked on both sides, by the
+// source the scope names; an admin's clusters are left alone.
+func TestMetricsClustersMarkSharedIdentities(t *testing.T) {
+	t.Parallel()
+	g := gomega.NewWithT(t)
+	e := newMetricsEnv(t)
+	ctx := context.Background()
+	// org-b's copycat claims a1-x's id; org-c's own hub has a cluster named
+	// as org-a's a2-x.
+	copycat := cluster("copycat", "4.17.1")
+	copycat.Claims[fleet.ClaimID] = "id-a1-x"
+	copycat.Labels[fleet.LabelRegistrationID] = e.regs["b2"].ID
+	namesake := cluster("a2-x", "4.17.1")
+	namesake.Claims[fleet.ClaimID] = "id-namesake"
+	for _, b := range []struct {
+		hub     fleet.Hub
+		cluster fleet.ManagedClusterSummary
+	}{{e.hub2, copycat}, {e.owned, namesake}} {
+		_, err := e.store.IngestInventory(ctx, b.hub.ID, b.hub.AgentIdentity, fleet.InventoryBatch{Upserts: []fleet.ManagedClusterSummary{b.cluster}})
+		g.Expect(err).NotTo(gomega.HaveOccurred())
+	}
+	shared := func(scope fleet.MetricsScope) []string {
+		clusters, err := e.store.MetricsClusters(ctx, scope)
+		g.Expect(err).NotTo(gomega.HaveOccurred(), "MetricsClusters(%+v)", scope)
+		g.Expect(clusters).NotTo(gomega.BeEmpty(), "MetricsClusters(%+v)", scope)
+		out := []string{}
+		for _, c := range clusters {
+			if c.SharedIdentity {
+				out = append(out, c.Name)
+			}
+		}
+		slices.Sort(out)
+		return out
+	}
+	for _, tc := range []struct {
+		org, source, registration string
+		admin                     bool
+		want                      []string
+	}{
+		{org: "org-a", source: "cluster-id", want: []string{"a1-x"}},
+		{org: "org-b", source: "cluster-id", want: []string{"copycat"}},
+		{org: "org-c", source: "cluster-id", want: []string{}},
+		{org: "org-a", source: "name", want: []string{"a2-x"}},
+		{org: "org-c", source: "name", want: []string{"a2-x"}},
+		{org: "org-b", source: "name", want: []string{}},
+		{org: "org-a", source: "", want: []string{}},
+		{org: "org-a", source: "cluster-id", registration: "a1", want: []string{"a1-x"}},
+		{org: "org-a", source: "cluster-id", registration: "a2", want: []string{}},
+		{org: "ops", source: "cluster-id", admin: true, want: []string{}},
+		{org: "ops", source: "name", admin: true, want: []string{}},
+	} {
+		scope := fleet.MetricsScope{Caller: fleet.Identity{OrgID: tc.org}, Admin: tc.admin, ClusterLabelSource: tc.source}
+		if tc.registration != "" {
+			scope.RegistrationID = e.regs[tc.registration].ID
+		}
+		g.Expect(shared(scope)).To(gomega.Equal(tc.want), "MetricsClusters(%+v): the clusters of shared identity", scope)
+	}
+}
