@@ -84,10 +84,12 @@ func checkMetricsPlans(t *testing.T, db *postgres.DB, store *postgres.Store, ser
 		scope    fleet.MetricsScope
 		clusters int
 	}{
-		{fleet.MetricsScope{Caller: fleet.Identity{OrgID: "org-big"}, Limit: 5000}, 300},
-		{fleet.MetricsScope{Caller: fleet.Identity{OrgID: "org-small"}, Limit: 5000}, 3},
-		{fleet.MetricsScope{Caller: fleet.Identity{OrgID: "own-3"}, Limit: 5000}, 400},
-		{fleet.MetricsScope{Caller: fleet.Identity{OrgID: "org-big"}, RegistrationID: "reg-7", Limit: 5000}, 1},
+		{fleet.MetricsScope{Caller: fleet.Identity{OrgID: "org-big"}, Limit: 5000, ClusterLabelSource: "cluster-id"}, 300},
+		{fleet.MetricsScope{Caller: fleet.Identity{OrgID: "org-big"}, Limit: 5000, ClusterLabelSource: "name"}, 300},
+		{fleet.MetricsScope{Caller: fleet.Identity{OrgID: "org-small"}, Limit: 5000, ClusterLabelSource: "cluster-id"}, 3},
+		{fleet.MetricsScope{Caller: fleet.Identity{OrgID: "own-3"}, Limit: 5000, ClusterLabelSource: "name"}, 400},
+		{fleet.MetricsScope{Caller: fleet.Identity{OrgID: "own-3"}, Limit: 5000, ClusterLabelSource: "cluster-id"}, 400},
+		{fleet.MetricsScope{Caller: fleet.Identity{OrgID: "org-big"}, RegistrationID: "reg-7", Limit: 5000, ClusterLabelSource: "cluster-id"}, 1},
 	} {
 		call := fmt.Sprintf("MetricsInventory(%+v) serving %s", tc.scope, served)
 		*stmts = nil
