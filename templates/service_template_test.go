@@ -31,6 +31,8 @@ var serveFlags = []string{
 	"db-max-open-conns", "db-max-idle-conns", "shutdown-timeout", "encryption-key-file",
 	"served-zones", "zone-deployments", "registration-default-zone",
 	"db-read-replica-host", "db-read-replica-port", "db-read-max-staleness",
+	"user-metrics-backend-url", "user-metrics-tenant-header", "user-metrics-tenant",
+	"user-metrics-backend-token-file", "user-metrics-allow-list-file",
 }
 
 func TestServiceProbes(t *testing.T) {

@@ -342,13 +342,16 @@ func TestTemplateParameters(t *testing.T) {
 	t.Parallel()
 	// Parameters whose empty default means something (no CORS origin, a
 	// generated route host, every zone served, no default zone, no read
-	// replica) rather than
+	// replica, no metrics backend, the embedded allow-list) rather than
 	// a value the deployer forgot.
 	mayBeEmpty := map[string]bool{"CORS_ALLOWED_ORIGINS": true, "ROUTE_HOST": true,
 		"SERVED_ZONES": true, "ZONE_DEPLOYMENTS": true, "REGISTRATION_DEFAULT_ZONE": true,
 		// Amazon S3 needs no endpoint; an S3-compatible store does.
 		"BACKUP_ENDPOINT_URL":  true,
-		"DB_READ_REPLICA_HOST": true}
+		"DB_READ_REPLICA_HOST": true,
+		// No metrics backend: the user-facing metrics serve the inventory's series only.
+		"USER_METRICS_BACKEND_URL": true, "USER_METRICS_TENANT_HEADER": true, "USER_METRICS_TENANT": true,
+		"USER_METRICS_BACKEND_TOKEN_FILE": true, "USER_METRICS_ALLOW_LIST_FILE": true}
 	nameOK := regexp.MustCompile(`^[A-Z][A-Z0-9_]*$`)
 
 	for _, file := range []string{serviceFile, dbFile, cnpgFile, cnpgRecoveryFile} {
