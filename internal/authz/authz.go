@@ -68,7 +68,7 @@ func New(ctx context.Context, cfg Config, logger *slog.Logger, metrics *Metrics)
 	if err := checkEntry(module); err != nil {
 		return nil, fmt.Errorf("--authz-policy-file %s: %w", name, err)
 	}
-	data, err := json.Marshal(policyData(cfg.Preflight))
+	data, err := json.Marshal(policyData(cfg.Preflight, cfg.UserMetricsOrgs))
 	if err != nil {
 		return nil, fmt.Errorf("authz.New: %w", err)
 	}

@@ -23,13 +23,14 @@ var actions = []string{
 	"agent:desired", "agent:status", "agent:inventory", "agent:resources", "agent:registrations",
 	"pools:list", "pools:get", "pools:create", "pools:update", "pools:delete",
 	"reservations:list", "reservations:create", "reservations:cancel", "metrics:read",
-	"dns_records:list", "dns_records:create", "dns_records:delete",
+	"dns_records:list", "dns_records:create", "dns_records:delete", "user_metrics:read",
 }
 
 var readVerbs = []string{"list", "get", "watch", "compliance", "summary", "read"}
 
 var fleetViewerActions = []string{"hubs:list", "hubs:get", "resources:list", "resources:watch", "inventory:list",
-	"inventory:get", "inventory:watch", "metrics:read", "pools:list", "pools:get", "reservations:list", "reservations:get"}
+	"inventory:get", "inventory:watch", "metrics:read", "pools:list", "pools:get", "reservations:list", "reservations:get",
+	"user_metrics:read"}
 
 func newAuthorizer(t testing.TB, cfg authz.Config) *authz.Authorizer {
 	t.Helper()
@@ -59,7 +60,7 @@ const (
 // want is the default policy as docs/authorization.md states it, per subject.
 func want(subject, action string, where place) fleet.ErrorCode {
 	family, verb, _ := strings.Cut(action, ":")
-	orgFamily := slices.Contains([]string{"clusters", "policies", "compliance", "inventory", "pools", "reservations", "dns_records"}, family)
+	orgFamily := slices.Contains([]string{"clusters", "policies", "compliance", "inventory", "pools", "reservations", "dns_records", "user_metrics"}, family)
 	fleetDenial := fleet.CodeActionForbidden
 	if slices.Contains([]string{"hubs", "resources", "metrics"}, family) {
 		fleetDenial = fleet.CodeAdminRoleRequired
@@ -191,6 +192,35 @@ func TestDefaultPolicyPreflight(t *testing.T) {
 		}
 		if err != nil && strings.Contains(err.Error(), tt.product) && tt.want == fleet.CodeProductNotAccepted && !slices.Contains(fleet.Products(), fleet.Product(tt.product)) {
 			t.Errorf("%s: the reason %q echoes the product sent", tt.name, err)
+		}
+	}
+}
+
+// TestDefaultPolicyUserMetricsOrgs asserts --user-metrics-allowed-orgs:
+// organisations off the list may not read user-facing metrics; fleet
+// viewers still read every organisation's.
+func TestDefaultPolicyUserMetricsOrgs(t *testing.T) {
+	t.Parallel()
+	cfg := authz.DefaultConfig()
+	cfg.UserMetricsOrgs = []string{"org-a"}
+	a := newAuthorizer(t, cfg)
+	for _, tt := range []struct {
+		subject fleet.Subject
+		want    fleet.ErrorCode
+	}{
+		{fleet.Subject{Kind: fleet.SubjectUser, Username: "alice", OrgID: "org-a", OrgRole: fleet.OrgRoleViewer}, 0},
+		{fleet.Subject{Kind: fleet.SubjectUser, Username: "bob", OrgID: "org-b", OrgRole: fleet.OrgRoleAdmin}, fleet.CodeActionForbidden},
+		{fleet.Subject{Kind: fleet.SubjectUser, Username: "ro", OrgID: "sre", FleetViewer: true, OrgRole: fleet.OrgRoleNone}, 0},
+		// A token without an organisation reads, and finds nothing, as elsewhere.
+		{fleet.Subject{Kind: fleet.SubjectUser, Username: "drifter", OrgRole: fleet.OrgRoleNone}, 0},
+	} {
+		err := a.Authorize(context.Background(), fleet.AuthzRequest{Subject: tt.subject, Action: fleet.ActionUserMetricsRead,
+			Resource: fleet.AuthzResource{Kind: "cluster", OrgID: tt.subject.OrgID}})
+		if got := codeOf(err); got != tt.want {
+			t.Errorf("Authorize(%s of %q, user_metrics:read) = %d (%v), want %d", tt.subject.Username, tt.subject.OrgID, got, err, tt.want)
+		}
+		if err != nil && !strings.Contains(err.Error(), "--user-metrics-allowed-orgs") {
+			t.Errorf("Authorize(%s, user_metrics:read): reason %q does not name the flag", tt.subject.Username, err)
 		}
 	}
 }

@@ -23,6 +23,9 @@ type Config struct {
 	// Preflight is what a registration passes: allow and deny lists,
 	// accepted products, quota. The policy reads it as data.fleet.config.
 	Preflight fleet.Preflight
+	// UserMetricsOrgs are the organisations that may read user-facing
+	// metrics (empty: all); the policy reads it as data.fleet.config.
+	UserMetricsOrgs []string
 	// DecisionCacheSize is how many recent decisions are remembered (0: none).
 	// A policy that calls nondeterministic built-ins is never cached.
 	DecisionCacheSize int
@@ -59,6 +62,8 @@ func (c *Config) AddFlags(fs *pflag.FlagSet) {
 	fs.StringSliceVar(&p.AllowedUsers, "registration-allowed-users", p.AllowedUsers, "users who may register clusters (empty: all)")
 	fs.StringSliceVar(&p.DeniedUsers, "registration-denied-users", p.DeniedUsers, "users who may not register clusters")
 	fs.Var(productsValue{&p.AcceptedProducts}, "registration-products", "products accepted for registration")
+	fs.StringSliceVar(&c.UserMetricsOrgs, "user-metrics-allowed-orgs", c.UserMetricsOrgs,
+		"organisations that may read user-facing metrics (empty: all); fleet viewers read every organisation's")
 }
 
 // Validate reports every invalid setting, naming its flag. The policy file
@@ -124,7 +129,7 @@ func (v productsValue) Set(s string) error {
 func (v productsValue) Type() string { return "strings" }
 
 // policyData is data.fleet.config, as the policy reads it.
-func policyData(p fleet.Preflight) map[string]any {
+func policyData(p fleet.Preflight, userMetricsOrgs []string) map[string]any {
 	products := make([]string, len(p.AcceptedProducts))
 	for i, prod := range p.AcceptedProducts {
 		products[i] = string(prod)
@@ -138,5 +143,6 @@ func policyData(p fleet.Preflight) map[string]any {
 	return map[string]any{"fleet": map[string]any{"config": map[string]any{
 		"quota": p.MaxRegistrationsPerOrg, "allowed_orgs": orEmpty(p.AllowedOrgs), "denied_orgs": orEmpty(p.DeniedOrgs),
 		"allowed_users": orEmpty(p.AllowedUsers), "denied_users": orEmpty(p.DeniedUsers), "accepted_products": products,
+		"user_metrics_orgs": orEmpty(userMetricsOrgs),
 	}}}
 }

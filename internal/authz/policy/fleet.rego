@@ -3,7 +3,8 @@
 # input: {subject: {kind, id, username, org_id, fleet_admin, fleet_viewer, org_role},
 #         action: "<family>:<verb>", resource: {kind, id, org_id, created_by},
 #         product, live_registrations}
-# data.fleet.config: the pre-flight lists, accepted products and quota, from the flags.
+# data.fleet.config: the pre-flight lists, accepted products and quota, and the
+# organisations that may read user-facing metrics, from the flags.
 #
 # decision is {allow, code, reason}; code is an error code of the catalogue
 # (GET /errors), reason names the action and the rule, never a secret.
@@ -110,6 +111,11 @@ decision := deny(4, "the token is not a hub agent's") if {
 	not role_allows
 } else := preflight if {
 	action == "clusters:create"
+} else := deny(27, "the organisation is not one of --user-metrics-allowed-orgs") if {
+	family == "user_metrics"
+	not subject.fleet_viewer
+	count(cfg.user_metrics_orgs) > 0
+	not subject.org_id in cfg.user_metrics_orgs
 } else := allow
 
 owner_hint := " on a resource another user created" if {
