@@ -64,6 +64,9 @@ type Config struct {
 	MaxPoints int
 	// MaxClusters bounds the clusters one request covers.
 	MaxClusters int
+	// ClusterCacheTTL is how long a query reuses an organisation's clusters
+	// as read from the inventory (0: read them for every query).
+	ClusterCacheTTL time.Duration
 	// Rate and Burst are each organisation's request rate limit (per
 	// second) and burst, over all the metrics endpoints.
 	Rate  float64
@@ -82,6 +85,7 @@ func DefaultConfig() Config {
 		MinStep:            10 * time.Second,
 		MaxPoints:          11000,
 		MaxClusters:        5000,
+		ClusterCacheTTL:    10 * time.Second,
 		Rate:               10,
 		Burst:              20,
 	}
@@ -107,6 +111,8 @@ func (c *Config) AddFlags(fs *pflag.FlagSet) {
 	fs.DurationVar(&c.MinStep, "user-metrics-min-step", c.MinStep, "finest resolution of a range query or subquery")
 	fs.IntVar(&c.MaxPoints, "user-metrics-max-points", c.MaxPoints, "most points per series of a range query or subquery")
 	fs.IntVar(&c.MaxClusters, "user-metrics-max-clusters", c.MaxClusters, "most clusters one metrics request covers")
+	fs.DurationVar(&c.ClusterCacheTTL, "user-metrics-cluster-cache-ttl", c.ClusterCacheTTL,
+		"how long queries reuse an organisation's clusters as read from the inventory (0: read them for every query); a cluster that leaves the organisation is readable that much longer")
 	fs.Float64Var(&c.Rate, "user-metrics-rate", c.Rate, "metrics requests per second per organisation")
 	fs.IntVar(&c.Burst, "user-metrics-burst", c.Burst, "burst of metrics requests per organisation")
 }
@@ -149,6 +155,9 @@ func (c Config) Validate() error {
 	}
 	if c.MaxClusters < 1 {
 		p.Addf("user-metrics-max-clusters", "must be at least 1 (got %d)", c.MaxClusters)
+	}
+	if c.ClusterCacheTTL < 0 || c.ClusterCacheTTL > 5*time.Minute {
+		p.Addf("user-metrics-cluster-cache-ttl", "must be between 0 and 5m (got %s)", c.ClusterCacheTTL)
 	}
 	if c.Rate <= 0 {
 		p.Addf("user-metrics-rate", "must be positive (got %g)", c.Rate)

@@ -31,6 +31,7 @@ type Service struct {
 	confiner  confiner
 	inventory inventoryRenderer
 	limits    *rateLimits
+	clusters  *clusterCache
 	metrics   *Metrics
 	logger    *slog.Logger
 	now       func() time.Time
@@ -54,7 +55,7 @@ func New(cfg Config, store Store, namespace string, metrics *Metrics, logger *sl
 	}
 	return &Service{cfg: cfg, allow: allow, backend: b, store: store, confiner: newConfiner(cfg),
 		inventory: inventoryRenderer{prefix: namespace + "_", clusterLabel: cfg.ClusterLabel, source: cfg.ClusterLabelSource},
-		limits:    newRateLimits(cfg.Rate, cfg.Burst), metrics: metrics, logger: logger.With("component", "user-metrics"), now: time.Now}, nil
+		limits:    newRateLimits(cfg.Rate, cfg.Burst), clusters: newClusterCache(cfg.ClusterCacheTTL), metrics: metrics, logger: logger.With("component", "user-metrics"), now: time.Now}, nil
 }
 
 // Admit counts a request against the caller's organisation's rate limit.
@@ -163,7 +164,7 @@ func (s *Service) confine(ctx context.Context, c Caller, query string) (string, 
 	allowed := s.allow.For(c.Identity.OrgID, c.Admin)
 	t := Target{Allowed: allowed, All: c.Admin}
 	if !c.Admin {
-		values, err := s.clusterValues(ctx, c, "")
+		values, err := s.orgClusterValues(ctx, c)
 		if err != nil {
 			return "", allowed, err
 		}
@@ -173,14 +174,20 @@ func (s *Service) confine(ctx context.Context, c Caller, query string) (string, 
 	return q, allowed, err
 }
 
-// clusterValues are the cluster label's values of the caller's clusters
-// (of one registration's, when registrationID is set).
-func (s *Service) clusterValues(ctx context.Context, c Caller, registrationID string) ([]string, error) {
-	clusters, err := s.store.MetricsClusters(ctx, s.scope(c, registrationID))
+// orgClusterValues are the cluster label's values of the caller's
+// organisation's clusters, from the cache while they are fresh.
+func (s *Service) orgClusterValues(ctx context.Context, c Caller) ([]string, error) {
+	key := rateKey(c)
+	if values, ok := s.clusters.get(key); ok {
+		return values, nil
+	}
+	clusters, err := s.store.MetricsClusters(ctx, s.scope(c, ""))
 	if err != nil {
 		return nil, err
 	}
-	return s.values(clusters), nil
+	values := s.values(clusters)
+	s.clusters.put(key, values)
+	return values, nil
 }
 
 func (s *Service) scope(c Caller, registrationID string) fleet.MetricsScope {
