@@ -221,29 +221,27 @@ func (s *Service) result(ans answer, allowed Allowed) Result {
 	}
 	switch v := ans.Value.(type) {
 	case model.Vector:
-		seen := map[model.Fingerprint]bool{}
-		out := model.Vector{}
-		for _, smp := range v {
-			smp.Metric = filterMetric(smp.Metric, keep)
-			if fp := smp.Metric.Fingerprint(); !seen[fp] {
-				seen[fp] = true
-				out = append(out, smp)
-			}
-		}
-		ans.Value = out
+		ans.Value = model.Vector(filterSeries(v, func(s *model.Sample) *model.Metric { return &s.Metric }, keep))
 	case model.Matrix:
-		seen := map[model.Fingerprint]bool{}
-		out := model.Matrix{}
-		for _, ss := range v {
-			ss.Metric = filterMetric(ss.Metric, keep)
-			if fp := ss.Metric.Fingerprint(); !seen[fp] {
-				seen[fp] = true
-				out = append(out, ss)
-			}
-		}
-		ans.Value = out
+		ans.Value = model.Matrix(filterSeries(v, func(s *model.SampleStream) *model.Metric { return &s.Metric }, keep))
 	}
 	return Result{Status: "success", Data: ResultData{ResultType: ans.Value.Type(), Result: ans.Value}, Warnings: ans.Warnings, Infos: ans.Infos}
+}
+
+// filterSeries keeps the labels keep allows on each series, and the first of
+// series that become the same.
+func filterSeries[T any](series []T, metric func(T) *model.Metric, keep func(model.LabelName) bool) []T {
+	seen := map[model.Fingerprint]bool{}
+	out := make([]T, 0, len(series))
+	for _, s := range series {
+		m := metric(s)
+		*m = filterMetric(*m, keep)
+		if fp := m.Fingerprint(); !seen[fp] {
+			seen[fp] = true
+			out = append(out, s)
+		}
+	}
+	return out
 }
 
 func filterMetric(m model.Metric, keep func(model.LabelName) bool) model.Metric {

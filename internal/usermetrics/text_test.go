@@ -108,3 +108,25 @@ func TestInventorySeriesParseAsPrometheusText(t *testing.T) {
 	r.render(only, inv, map[string]bool{seriesClusterInfo: true})
 	g.Expect(only.sorted()).To(HaveLen(1))
 }
+
+func TestResultKeepsOnlyAllowedLabels(t *testing.T) {
+	g := NewWithT(t)
+	s := &Service{cfg: Config{ClusterLabel: "clusterID"}}
+	allowed := Allowed{Labels: map[string]bool{"node": true}}
+	vec := model.Vector{
+		{Metric: model.Metric{"__name__": "cpu", "clusterID": "a-1", "node": "n1", "secret": "s1"}, Value: 1},
+		{Metric: model.Metric{"__name__": "cpu", "clusterID": "a-1", "node": "n1", "secret": "s2"}, Value: 2},
+		{Metric: model.Metric{"__name__": "cpu", "clusterID": "a-2", "node": "n1", "secret": "s3"}, Value: 3},
+	}
+	res := s.result(answer{Value: vec}, allowed)
+	got := res.Data.Result.(model.Vector)
+	g.Expect(got).To(HaveLen(2), "series that differ only in a dropped label collapse into the first")
+	g.Expect(got[0].Metric).To(Equal(model.Metric{"__name__": "cpu", "clusterID": "a-1", "node": "n1"}))
+	g.Expect(got[0].Value).To(Equal(model.SampleValue(1)))
+	g.Expect(res.Data.ResultType).To(Equal(model.ValVector))
+
+	mat := model.Matrix{{Metric: model.Metric{"clusterID": "a-1", "pod": "p"}, Values: []model.SamplePair{{Timestamp: 1, Value: 1}}}}
+	res = s.result(answer{Value: mat}, allowed)
+	g.Expect(res.Data.Result.(model.Matrix)[0].Metric).To(Equal(model.Metric{"clusterID": "a-1"}))
+	g.Expect(res.Data.ResultType).To(Equal(model.ValMatrix))
+}
