@@ -8,8 +8,10 @@
 //	prom := promtest.Start(t, promtest.Options{ScrapeConfigs: exporter.ScrapeConfig("exporter")})
 //	vector := prom.WaitForSeries(t, `cpu`, 1)
 //
-// The binary is $PROMETHEUS_BIN, else `prometheus` on the PATH; promtool is
-// $PROMTOOL_BIN, else `promtool` on the PATH.
+// The binary is $PROMETHEUS_BIN, else `prometheus` on the PATH. Promtool is
+// $PROMTOOL_BIN, else the one scripts/prometheus/build-promtool.sh builds
+// (Debian's has no --http.config.file, so it cannot send a bearer token),
+// else `promtool` on the PATH.
 package promtest
 
 import (
@@ -140,8 +142,19 @@ func (p *Prometheus) run(bin, configFile string, extra []string) error {
 // Binary returns the prometheus binary: $PROMETHEUS_BIN or the PATH's.
 func Binary() (string, error) { return find(BinEnv, "prometheus") }
 
-// Promtool returns the promtool binary: $PROMTOOL_BIN or the PATH's.
-func Promtool() (string, error) { return find(PromtoolEnv, "promtool") }
+// Promtool returns the promtool binary: $PROMTOOL_BIN, else the cached
+// build of scripts/prometheus/build-promtool.sh, else the PATH's.
+func Promtool() (string, error) {
+	if os.Getenv(PromtoolEnv) == "" {
+		if home, err := os.UserHomeDir(); err == nil {
+			built := filepath.Join(home, ".cache", "fleet-manager", "promtool", "promtool")
+			if info, err := os.Stat(built); err == nil && !info.IsDir() && info.Mode()&0o111 != 0 {
+				return built, nil
+			}
+		}
+	}
+	return find(PromtoolEnv, "promtool")
+}
 
 func find(env, name string) (string, error) {
 	if bin := os.Getenv(env); bin != "" {
