@@ -217,9 +217,26 @@ func (p *Prometheus) WaitForSeries(t testing.TB, expr string, n int) model.Vecto
 		return len(last)
 	}).WithTimeout(30*time.Second).WithPolling(200*time.Millisecond).Should(gomega.Equal(n),
 		func() string {
-			return fmt.Sprintf("series of %s; last answer %v, error %v; end of the log:\n%s", expr, last, lastErr, p.LogTail(20))
+			return fmt.Sprintf("series of %s; last answer %v, error %v; targets:\n%s\nend of the log:\n%s",
+				expr, last, lastErr, p.targets(), p.LogTail(20))
 		})
 	return last
+}
+
+// targets describes the scrape targets' health and last errors, for a
+// failure message.
+func (p *Prometheus) targets() string {
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	res, err := p.api.Targets(ctx)
+	if err != nil {
+		return fmt.Sprintf("(unreadable: %v)", err)
+	}
+	var b strings.Builder
+	for _, target := range res.Active {
+		fmt.Fprintf(&b, "  %s %s: %s %s\n", target.Labels["job"], target.ScrapeURL, target.Health, target.LastError)
+	}
+	return b.String()
 }
 
 // probe returns nil when GET url answers 200.
