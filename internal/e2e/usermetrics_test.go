@@ -36,6 +36,10 @@ const (
 	metricCPUUsage  = "cluster:cpu_usage_cores:sum"
 	metricSecret    = "secret_metric"
 	secretLabelMark = "hunter2"
+	// unlabelledCluster and unlabelledNode are the labels of a cpu series
+	// without a clusterID.
+	unlabelledCluster = "no-cluster-label"
+	unlabelledNode    = "node-unlabelled"
 	// userMetricsAllowList is the allow-list file the fleet manager serves
 	// with.
 	userMetricsAllowList = `metrics: [cpu, "cluster:cpu_usage_cores:sum"]
@@ -133,8 +137,10 @@ func newMetricsFleet(t *testing.T, name string, extra ...string) *metricsFleet {
 	}
 	m.orphan = metricsCluster{name: name + "-orphan", clusterID: "cid-orphan-" + name, node: "node-orphan", cpu: 9999}
 	exporter.Set(m.exporterBody())
-	backend.WaitForSeries(t, metricCPU, 6)
+	backend.WaitForSeries(t, metricCPU, 7)
 	backend.WaitForSeries(t, metricSecret, 6)
+	// Samples a few seconds old, so that offsets and subqueries find some.
+	backend.WaitForSeries(t, metricCPU+" offset 3s", 7)
 	return m
 }
 
@@ -201,6 +207,8 @@ func (m *metricsFleet) exporterBody() string {
 	for _, s := range all {
 		fmt.Fprintf(&b, "cpu{clusterID=%q,cluster=%q,node=%q,secret=%q} %g\n", s.c.clusterID, s.c.name, s.c.node, secretLabelMark+"-"+s.org, s.c.cpu)
 	}
+	// A series without the cluster label is no organisation's.
+	fmt.Fprintf(&b, "cpu{cluster=%q,node=%q,secret=%q} 7\n", unlabelledCluster, unlabelledNode, secretLabelMark+"-global")
 	b.WriteString("# TYPE cluster:cpu_usage_cores:sum gauge\n")
 	for _, s := range all {
 		fmt.Fprintf(&b, "cluster:cpu_usage_cores:sum{clusterID=%q,cluster=%q} %g\n", s.c.clusterID, s.c.name, s.c.cpu/100)
@@ -216,7 +224,7 @@ func (m *metricsFleet) exporterBody() string {
 // organisations' and the orphan's cluster ids, names and node labels, and
 // the off-list label's values and metric.
 func (m *metricsFleet) others(org *metricsOrg) []string {
-	out := []string{secretLabelMark, metricSecret, m.orphan.clusterID, m.orphan.name, m.orphan.node}
+	out := []string{secretLabelMark, metricSecret, m.orphan.clusterID, m.orphan.name, m.orphan.node, unlabelledCluster, unlabelledNode}
 	for _, o := range m.orgs {
 		if o == org {
 			continue
@@ -228,6 +236,9 @@ func (m *metricsFleet) others(org *metricsOrg) []string {
 	}
 	return out
 }
+
+// aID returns the first cluster id of the first organisation.
+func aID(m *metricsFleet) string { return m.orgs[0].clusters[0].clusterID }
 
 // allIDs returns every organisation's cluster ids.
 func (m *metricsFleet) allIDs() []string {
@@ -449,8 +460,10 @@ var userMetricsQueryEndpoints = []string{"/metrics/query", "/metrics/api/v1/quer
 
 var userMetricsRangeEndpoints = []string{"/metrics/query_range", "/metrics/api/v1/query_range"}
 
-// unix renders a time as the API's seconds.
-func unix(at time.Time) string { return strconv.FormatInt(at.Unix(), 10) }
+// unix renders a time as the API's seconds, to the millisecond: whole
+// seconds would ask for a moment before the first samples of a backend
+// that started scraping within the second.
+func unix(at time.Time) string { return strconv.FormatFloat(float64(at.UnixMilli())/1000, 'f', 3, 64) }
 
 // TestUserMetrics: through the fleet-manager binary in front of a real
 // Prometheus, each organisation reads exactly its own clusters' series, only
@@ -598,6 +611,20 @@ func TestUserMetrics(t *testing.T) {
 			{expr: `absent(cpu{clusterID="` + bID + `"})`},
 			{expr: `count_values("clusterID", cpu)`},
 			{expr: `cpu offset 1m`},
+			{expr: `cpu offset 2s`},
+			{expr: `cpu{clusterID="` + bID + `"} offset 2s`},
+			{expr: `{clusterID="` + bID + `"}`},
+			{expr: `{__name__=~".+", clusterID=~"cid-.*"}`},
+			{expr: `cpu{clusterID=""}`},
+			{expr: `cpu unless cpu{clusterID=~".+"}`},
+			{expr: `cpu and on() cpu{clusterID="` + bID + `"}`},
+			{expr: `vector(1) or on() cpu{clusterID="` + bID + `"}`},
+			{expr: `cpu * on(clusterID) group_left(node) cpu{clusterID="` + bID + `"}`},
+			{expr: `cpu * on(clusterID) group_left(secret) cpu`, refused: true},
+			{expr: `label_join(cpu, "node", ",", "clusterID", "secret")`, refused: true},
+			{expr: `topk(100, cpu)`},
+			{expr: `timestamp(cpu{clusterID="` + bID + `"})`},
+			{expr: `cpu{`, refused: true},
 			{expr: `cpu @ end()`},
 			{expr: `cpu{clusterID=~".+"}`},
 			{expr: `cpu{clusterID!="` + aID + `"}`},
@@ -624,7 +651,14 @@ func TestUserMetrics(t *testing.T) {
 						method = http.MethodPost
 					}
 					status, _, raw := m.call(t, a.token, method, path, params)
-					expectNone(g, what, raw, m.others(a))
+					t.Logf("%s = %d %.300s", what, status, raw)
+					others := m.others(a)
+					if status == http.StatusBadRequest {
+						// A refusal may quote the query: what the caller
+						// wrote is no one else's data.
+						others = slices.DeleteFunc(others, func(w string) bool { return strings.Contains(q.expr, w) })
+					}
+					expectNone(g, what, raw, others)
 					if q.refused {
 						g.Expect(status).To(gomega.Equal(http.StatusBadRequest), "%s: %s", what, raw)
 					}
@@ -655,6 +689,27 @@ func TestUserMetrics(t *testing.T) {
 				g.Expect(ocmCode(raw)).To(gomega.Equal("FLEET-MGMT-29"), "%s: %s", what, raw)
 			})
 		}
+	})
+
+	t.Run("an organisation without clusters reads nothing", func(t *testing.T) {
+		g := gomega.NewWithT(t)
+		none := &metricsOrg{id: "org-um-none"}
+		token := m.s.fm.token(none.id, "nobody")
+		for _, expr := range []string{metricCPU, `{__name__=~".+"}`, `cpu{clusterID="` + aID(m) + `"}`, `{clusterID!=""}`} {
+			what := fmt.Sprintf("%s as %s", expr, none.id)
+			status, _, raw := m.call(t, token, http.MethodGet, "/metrics/query", url.Values{"query": {expr}})
+			g.Expect(status).To(gomega.Equal(http.StatusOK), "%s: %s", what, raw)
+			g.Expect(seriesOf(t, what, raw)).To(gomega.BeEmpty(), "%s: %s", what, raw)
+			expectNone(g, what, raw, m.others(none))
+		}
+		what := "GET /metrics as " + none.id
+		status, header, raw := m.call(t, token, http.MethodGet, "/metrics", nil)
+		g.Expect(status).To(gomega.Equal(http.StatusOK), "%s: %s", what, raw)
+		g.Expect(header.Get("Content-Type")).To(gomega.HavePrefix("text/plain"), what)
+		families := parseText(t, what, raw)
+		g.Expect(families).NotTo(gomega.HaveKey(metricCPU), "%s:\n%s", what, raw)
+		g.Expect(families).NotTo(gomega.HaveKey("fleet_manager_cluster_info"), "%s:\n%s", what, raw)
+		expectNone(g, what, raw, m.others(none))
 	})
 
 	t.Run("admin", func(t *testing.T) {
