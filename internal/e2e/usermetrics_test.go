@@ -7,6 +7,8 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"net/http/httptest"
+	"net/http/httputil"
 	"net/url"
 	"os"
 	"os/exec"
@@ -14,6 +16,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -691,6 +694,20 @@ func TestUserMetrics(t *testing.T) {
 		}
 	})
 
+	t.Run("a query the backend cannot evaluate", func(t *testing.T) {
+		// Two series on each side of a one-to-one match on no label: the
+		// backend refuses it when it runs, and its message names series.
+		g := gomega.NewWithT(t)
+		for _, path := range []string{"/metrics/query", "/metrics/api/v1/query"} {
+			what := "cpu * on() cpu as " + a.id + " through " + path
+			status, _, raw := m.call(t, a.token, http.MethodGet, path, url.Values{"query": {"cpu * on() cpu"}})
+			t.Logf("%s = %d %s", what, status, raw)
+			g.Expect(status).To(gomega.Equal(http.StatusBadRequest), "%s: %s", what, raw)
+			g.Expect(ocmCode(raw)).To(gomega.Equal("FLEET-MGMT-30"), "%s: %s", what, raw)
+			expectNone(g, what, raw, m.others(a))
+		}
+	})
+
 	t.Run("an organisation without clusters reads nothing", func(t *testing.T) {
 		g := gomega.NewWithT(t)
 		none := &metricsOrg{id: "org-um-none"}
@@ -842,4 +859,86 @@ func TestUserMetricsRateLimit(t *testing.T) {
 		seen[status] = true
 	}
 	g.Expect(seen).To(gomega.HaveKey(http.StatusTooManyRequests), "GET /metrics past the burst: %v", seen)
+}
+
+// TestUserMetricsBackendCredentials: the fleet manager reaches a backend
+// that, like Observatorium's read path, wants a bearer token and a tenant
+// header; it sends both, and a rotated token file is read again without a
+// restart. A backend that refuses the token is no success for the caller.
+func TestUserMetricsBackendCredentials(t *testing.T) {
+	t.Parallel()
+	g := gomega.NewWithT(t)
+	exporter := promtest.NewExporter(t)
+	exporter.Set(`cluster:cpu_usage_cores:sum{clusterID="cid-backend"} 3` + "\n")
+	backend := promtest.Start(t, promtest.Options{ScrapeConfigs: exporter.ScrapeConfig("clusters")})
+	backend.WaitForSeries(t, metricCPUUsage, 1)
+	target, err := url.Parse(backend.URL())
+	if err != nil {
+		t.Fatal(err)
+	}
+	forward := httputil.NewSingleHostReverseProxy(target)
+	var mu sync.Mutex
+	want, refusedCalls, servedCalls := "first-secret", 0, 0
+	gate := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		mu.Lock()
+		ok := r.Header.Get("Authorization") == "Bearer "+want && r.Header.Get("THANOS-TENANT") == "fleet"
+		if ok {
+			servedCalls++
+		} else {
+			refusedCalls++
+		}
+		mu.Unlock()
+		if !ok {
+			http.Error(w, "no such token or tenant", http.StatusUnauthorized)
+			return
+		}
+		forward.ServeHTTP(w, r)
+	}))
+	t.Cleanup(gate.Close)
+	tokenFile := filepath.Join(t.TempDir(), "backend-token")
+	writeToken := func(token string) {
+		t.Helper()
+		tmp := tokenFile + ".tmp"
+		if err := os.WriteFile(tmp, []byte(token+"\n"), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.Rename(tmp, tokenFile); err != nil {
+			t.Fatal(err)
+		}
+	}
+	writeToken("first-secret")
+	fm := startFleetManager(t, hydratest.Start(t), "--user-metrics-backend-url="+gate.URL,
+		"--user-metrics-backend-token-file="+tokenFile, "--user-metrics-tenant-header=THANOS-TENANT", "--user-metrics-tenant=fleet")
+	m := &metricsFleet{t: t, g: g, s: &stack{t: t, g: g, fm: fm}}
+	admin := fm.token("sre", "bob", "fleet-admin")
+	read := func() (int, []byte) {
+		status, _, raw := m.call(t, admin, http.MethodGet, "/metrics/query", url.Values{"query": {metricCPUUsage}})
+		return status, raw
+	}
+
+	status, raw := read()
+	g.Expect(status).To(gomega.Equal(http.StatusOK), "a query through the gate: %s", raw)
+	samples := seriesOf(t, "a query through the gate", raw)
+	g.Expect(clusterIDs(samples)).To(gomega.Equal([]string{"cid-backend"}), "%s", raw)
+	g.Expect(float64(samples[0].Value)).To(gomega.Equal(3.0))
+
+	// The backend's token changes before the file does: the caller gets an
+	// error, never an empty success.
+	mu.Lock()
+	want = "second-secret"
+	mu.Unlock()
+	status, raw = read()
+	g.Expect(status).NotTo(gomega.Equal(http.StatusOK), "a query the backend refused: %s", raw)
+	g.Expect(ocmCode(raw)).NotTo(gomega.BeEmpty(), "an OCM error body: %s", raw)
+	g.Expect(string(raw)).NotTo(gomega.ContainSubstring("secret"), "the answer quotes a backend token: %s", raw)
+	t.Logf("a query the backend refused for its token = %d %s", status, raw)
+
+	// The rotated file is read again, without a restart.
+	writeToken("second-secret")
+	g.Eventually(func() int { s, _ := read(); return s }).WithTimeout(10*time.Second).WithPolling(200*time.Millisecond).
+		Should(gomega.Equal(http.StatusOK), "a query after the token file was rotated")
+	mu.Lock()
+	defer mu.Unlock()
+	g.Expect(servedCalls).To(gomega.BeNumerically(">=", 2), "queries the gate let through")
+	g.Expect(refusedCalls).To(gomega.BeNumerically(">=", 1), "queries the gate refused")
 }
