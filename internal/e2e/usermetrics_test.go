@@ -942,3 +942,67 @@ func TestUserMetricsBackendCredentials(t *testing.T) {
 	g.Expect(servedCalls).To(gomega.BeNumerically(">=", 2), "queries the gate let through")
 	g.Expect(refusedCalls).To(gomega.BeNumerically(">=", 1), "queries the gate refused")
 }
+
+// TestUserMetricsByClusterName: with --user-metrics-cluster-label=cluster
+// and --user-metrics-cluster-label-source=name, the series are matched by
+// the ManagedCluster's name: each organisation reads its clusters' series by
+// their cluster label, the clusterID label (now off the allow-list) is
+// dropped, and another organisation's names select nothing.
+func TestUserMetricsByClusterName(t *testing.T) {
+	m := newMetricsFleet(t, "umn", "--user-metrics-cluster-label=cluster", "--user-metrics-cluster-label-source=name")
+	a, b := m.orgs[0], m.orgs[1]
+	names := func(o *metricsOrg) []string {
+		var out []string
+		for _, c := range o.clusters {
+			out = append(out, c.name)
+		}
+		slices.Sort(out)
+		return out
+	}
+	labelValues := func(samples []*model.Sample, label model.LabelName) []string {
+		out := []string{}
+		for _, s := range samples {
+			out = append(out, string(s.Metric[label]))
+		}
+		slices.Sort(out)
+		return out
+	}
+	for _, org := range m.orgs {
+		t.Run("query as "+org.id, func(t *testing.T) {
+			g := gomega.NewWithT(t)
+			what := "cpu as " + org.id
+			status, _, raw := m.call(t, org.token, http.MethodGet, "/metrics/query", url.Values{"query": {metricCPU}})
+			g.Expect(status).To(gomega.Equal(http.StatusOK), "%s: %s", what, raw)
+			samples := seriesOf(t, what, raw)
+			g.Expect(labelValues(samples, "cluster")).To(gomega.Equal(names(org)), "%s: %s", what, raw)
+			for _, s := range samples {
+				g.Expect(s.Metric).NotTo(gomega.HaveKey(model.LabelName("clusterID")), "%s: clusterID is off the allow-list now: %s", what, raw)
+				g.Expect(s.Metric).NotTo(gomega.HaveKey(model.LabelName("secret")), "%s: %s", what, raw)
+			}
+			expectNone(g, what, raw, m.others(org))
+		})
+		t.Run("GET /metrics as "+org.id, func(t *testing.T) {
+			g := gomega.NewWithT(t)
+			what := "GET /metrics as " + org.id
+			status, _, raw := m.call(t, org.token, http.MethodGet, "/metrics", nil)
+			g.Expect(status).To(gomega.Equal(http.StatusOK), "%s: %s", what, raw)
+			families := parseText(t, what, raw)
+			g.Expect(familyLabelValues(families, metricCPU, "cluster")).To(gomega.Equal(names(org)), "%s:\n%s", what, raw)
+			g.Expect(familyLabelValues(families, "fleet_manager_cluster_info", "cluster")).To(gomega.Equal(names(org)), "%s:\n%s", what, raw)
+			expectNone(g, what, raw, m.others(org))
+		})
+	}
+	t.Run("another organisation's names select nothing", func(t *testing.T) {
+		g := gomega.NewWithT(t)
+		for _, expr := range []string{`cpu{cluster="` + b.clusters[0].name + `"}`, `cpu{cluster=~".+"} unless on() cpu{cluster="` + a.clusters[0].name + `"}`,
+			`{cluster=~"` + b.clusters[0].name + `|` + b.clusters[1].name + `"}`, `sum by (cluster) (cpu)`} {
+			what := expr + " as " + a.id
+			status, _, raw := m.call(t, a.token, http.MethodGet, "/metrics/query", url.Values{"query": {expr}})
+			g.Expect(status).To(gomega.Equal(http.StatusOK), "%s: %s", what, raw)
+			for _, s := range seriesOf(t, what, raw) {
+				g.Expect(names(a)).To(gomega.ContainElement(string(s.Metric["cluster"])), "%s: %s", what, raw)
+			}
+			expectNone(g, what, raw, m.others(a))
+		}
+	})
+}
