@@ -755,6 +755,9 @@ func TestUserMetrics(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
+		if help, _ := exec.Command(promtool, "query", "instant", "--help").CombinedOutput(); !strings.Contains(string(help), "--http.config.file") {
+			t.Fatalf("%s has no --http.config.file (Debian's promtool 2.42 has none): run scripts/prometheus/build-promtool.sh", promtool)
+		}
 		dir := t.TempDir()
 		tokenFile := filepath.Join(dir, "token")
 		if err := os.WriteFile(tokenFile, []byte(a.token), 0o600); err != nil {
