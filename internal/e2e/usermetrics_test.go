@@ -368,7 +368,7 @@ func expectLabelsAllowed(g gomega.Gomega, what string, samples []*model.Sample) 
 // expectNone fails when raw holds any of words.
 func expectNone(g gomega.Gomega, what string, raw []byte, words []string) {
 	for _, w := range words {
-		g.Expect(string(raw)).NotTo(gomega.ContainSubstring(w), "%s: the answer holds %q, which is not the caller's:\n%s", what, w, raw)
+		g.Expect(string(raw)).NotTo(gomega.ContainSubstring(w), "%s: the answer holds %q, which this caller may not read (another organisation's, or off the allow-list):\n%s", what, w, raw)
 	}
 }
 
