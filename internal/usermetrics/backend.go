@@ -10,6 +10,7 @@ import (
 	"io"
 	"net/http"
 	"os"
+	"regexp"
 	"strings"
 	"sync"
 	"time"
@@ -175,13 +176,18 @@ func (b *backend) queryTimeout(asked time.Duration) time.Duration {
 	return b.timeout
 }
 
+// labelSets are the label sets a backend's message may quote (of the
+// caller's own series, but with labels off the allow-list): they are left
+// out of the reason.
+var labelSets = regexp.MustCompile(`\{[^{}]*=[^{}]*\}`)
+
 // maxBackendReason bounds the backend's message passed to the caller.
 const maxBackendReason = 300
 
 // backendError maps the backend's errors to the catalogue: what the backend
-// could not evaluate is the query's fault (400, with the backend's message,
-// which names only the caller's own query and series); everything else is
-// an outage (503) whose cause is logged, not shown.
+// could not evaluate is the query's fault (400, with the backend's message
+// without the label sets it quotes); everything else is an outage (503)
+// whose cause is logged, not shown.
 func backendError(err error) error {
 	if err == nil {
 		return nil
@@ -193,7 +199,7 @@ func backendError(err error) error {
 	if errors.As(err, &apiErr) {
 		switch apiErr.Type {
 		case promv1.ErrBadData, promv1.ErrExec:
-			msg := apiErr.Msg
+			msg := labelSets.ReplaceAllString(apiErr.Msg, "{...}")
 			if len(msg) > maxBackendReason {
 				msg = msg[:maxBackendReason] + "..."
 			}

@@ -7,6 +7,7 @@ import (
 	"testing"
 
 	. "github.com/onsi/gomega"
+	promv1 "github.com/prometheus/client_golang/api/prometheus/v1"
 	"github.com/prometheus/common/expfmt"
 	"github.com/prometheus/common/model"
 
@@ -129,4 +130,16 @@ func TestResultKeepsOnlyAllowedLabels(t *testing.T) {
 	res = s.result(answer{Value: mat}, allowed)
 	g.Expect(res.Data.Result.(model.Matrix)[0].Metric).To(Equal(model.Metric{"clusterID": "a-1"}))
 	g.Expect(res.Data.ResultType).To(Equal(model.ValMatrix))
+}
+
+func TestBackendErrorLeavesOutLabelSets(t *testing.T) {
+	g := NewWithT(t)
+	err := backendError(&promv1.Error{Type: promv1.ErrExec,
+		Msg: `found duplicate series for the match group {} on the right hand-side of the operation: [{__name__="cpu", clusterID="a-1", secret="hunter2"}, {__name__="cpu", clusterID="a-2", secret="s"}];many-to-many matching not allowed`})
+	g.Expect(fleet.ErrorCodeOf(err)).To(Equal(fleet.CodeMetricsBackend))
+	g.Expect(fleet.ErrorMessageOf(err)).NotTo(ContainSubstring("hunter2"))
+	g.Expect(fleet.ErrorMessageOf(err)).To(ContainSubstring("many-to-many matching not allowed"))
+	g.Expect(fleet.ErrorCodeOf(backendError(&promv1.Error{Type: promv1.ErrTimeout}))).To(Equal(fleet.CodeUnavailable))
+	g.Expect(fleet.ErrorCodeOf(backendError(&promv1.Error{Type: promv1.ErrServer, Msg: "token abc refused"}))).To(Equal(fleet.CodeUnavailable))
+	g.Expect(fleet.ErrorMessageOf(backendError(&promv1.Error{Type: promv1.ErrServer, Msg: "token abc refused"}))).NotTo(ContainSubstring("abc"))
 }
