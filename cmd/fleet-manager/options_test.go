@@ -6,6 +6,7 @@ import (
 	"strconv"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/spf13/pflag"
 )
@@ -64,7 +65,8 @@ func TestServeValidatesEveryComponent(t *testing.T) {
 	_, stderr, err := execute(t, nil, "serve",
 		"--db-port=0", "--log-format=xml", "--api-base-path=api/", "--error-code-prefix=bad prefix",
 		"--cors-allowed-origins=*", "--cors-allow-credentials", "--auth-jwks-url=ftp://x", "--auth-issuers=",
-		"--db-read-replica-host=standby.db", "--db-read-max-staleness=0s")
+		"--db-read-replica-host=standby.db", "--db-read-max-staleness=0s",
+		"--user-metrics-backend-url=http://thanos:9090", "--api-request-timeout=5s", "--user-metrics-max-range=0s")
 	if err == nil {
 		t.Fatalf("serve with bad settings succeeded; stderr: %s", stderr)
 	}
@@ -76,10 +78,28 @@ func TestServeValidatesEveryComponent(t *testing.T) {
 		"--cors-allow-credentials: cannot be true",
 		"--auth-jwks-url:",
 		"--db-read-max-staleness: must be positive",
+		"--user-metrics-backend-timeout: must be below --api-request-timeout 5s",
+		"--user-metrics-max-range: must be positive",
 	} {
 		if !strings.Contains(err.Error(), want) {
 			t.Errorf("serve error = %q, want it to contain %q", err, want)
 		}
+	}
+}
+
+// TestServeIgnoresTheMetricsTimeoutWithoutABackend: a deployment without a
+// metrics backend may shorten --api-request-timeout below the backend
+// timeout it does not use.
+func TestServeIgnoresTheMetricsTimeoutWithoutABackend(t *testing.T) {
+	t.Parallel()
+	opts := defaultServeOptions()
+	opts.HTTP.RequestTimeout = 3 * time.Second
+	if err := opts.validateUserMetricsTimeout(); err != nil {
+		t.Errorf("validateUserMetricsTimeout() without a backend = %v, want nil", err)
+	}
+	opts.UserMetrics.BackendURL = "http://thanos:9090"
+	if err := opts.validateUserMetricsTimeout(); err == nil || !strings.Contains(err.Error(), "--user-metrics-backend-timeout") {
+		t.Errorf("validateUserMetricsTimeout() with a backend = %v, want it to name --user-metrics-backend-timeout", err)
 	}
 }
 

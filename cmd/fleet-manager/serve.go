@@ -74,9 +74,10 @@ func (o *serveOptions) validate() error {
 
 // validateUserMetricsTimeout keeps a backend request within the request's
 // deadline, so a slow backend answers 503 from the proxy, not a cut reply.
+// Without a backend the timeout is unused.
 func (o *serveOptions) validateUserMetricsTimeout() error {
 	var p config.Problems
-	if o.UserMetrics.BackendTimeout >= o.HTTP.RequestTimeout {
+	if o.UserMetrics.BackendURL != "" && o.UserMetrics.BackendTimeout >= o.HTTP.RequestTimeout {
 		p.Addf("user-metrics-backend-timeout", "must be below --api-request-timeout %s (got %s)", o.HTTP.RequestTimeout, o.UserMetrics.BackendTimeout)
 	}
 	return p.Err()
