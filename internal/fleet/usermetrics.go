@@ -1,6 +1,10 @@
 package fleet
 
-import "context"
+import (
+	"context"
+	"io"
+	"time"
+)
 
 // MetricsCluster is one cluster of the inventory whose metrics a caller may
 // read (docs/user-facing-metrics.md): the same visibility rule as the
@@ -100,4 +104,40 @@ type MetricsStore interface {
 	// MetricsInventory returns MetricsClusters and the compliance, phases
 	// and pools of the scope. Errors: as MetricsClusters.
 	MetricsInventory(ctx context.Context, scope MetricsScope) (MetricsInventory, error)
+}
+
+// MetricsCaller is who reads user-facing metrics: an identity, and whether
+// it reads every organisation's (a fleet viewer).
+type MetricsCaller struct {
+	Identity Identity
+	Admin    bool
+}
+
+// MetricsQuery is a PromQL query with the Prometheus HTTP API's parameters:
+// Time for an instant query (zero: now), Start, End and Step for a range
+// query (Range).
+type MetricsQuery struct {
+	Query      string
+	Range      bool
+	Time       time.Time
+	Start, End time.Time
+	Step       time.Duration
+	Timeout    time.Duration
+}
+
+// UserMetrics answers the user-facing metrics endpoints
+// (docs/user-facing-metrics.md).
+type UserMetrics interface {
+	// Admit counts a request against the caller's organisation's rate
+	// limit. Errors: CodeRateLimited.
+	Admit(c MetricsCaller) error
+	// Query runs q confined to the caller's clusters and allow-list and
+	// returns the answer in the Prometheus HTTP API's JSON shape. Errors:
+	// CodeMetricsQueryRefused, CodeMetricsBackend, CodeMetricsTooManyClusters,
+	// CodeNotFound without a backend, CodeUnavailable.
+	Query(ctx context.Context, c MetricsCaller, q MetricsQuery) ([]byte, error)
+	// WriteText writes the caller's clusters' metrics (one registration's
+	// when registrationID is set) in the Prometheus text format. Errors: as
+	// MetricsStore's and Query's.
+	WriteText(ctx context.Context, c MetricsCaller, registrationID string, w io.Writer) error
 }

@@ -10,13 +10,12 @@ import (
 	"github.com/prometheus/common/model"
 
 	"github.com/fleetmanager/fleet-manager/internal/fleet"
-	"github.com/fleetmanager/fleet-manager/internal/usermetrics"
 )
 
 // metricsCaller is the request's caller as the metrics service sees it,
 // once its organisation's rate limit admits the request.
-func (s *Server) metricsCaller(r *http.Request) (usermetrics.Caller, error) {
-	c := usermetrics.Caller{Identity: caller(r), Admin: s.subject(r).FleetViewer}
+func (s *Server) metricsCaller(r *http.Request) (fleet.MetricsCaller, error) {
+	c := fleet.MetricsCaller{Identity: caller(r), Admin: s.subject(r).FleetViewer}
 	return c, s.services.Metrics.Admit(c)
 }
 
@@ -26,7 +25,7 @@ func (s *Server) handleMetricsQuery(w http.ResponseWriter, r *http.Request) erro
 	if err != nil {
 		return err
 	}
-	p := usermetrics.QueryParams{Query: r.FormValue("query")}
+	p := fleet.MetricsQuery{Query: r.FormValue("query")}
 	if p.Query == "" {
 		return fleet.Errorf(fleet.CodeValidation, "parameter query is required")
 	}
@@ -36,12 +35,7 @@ func (s *Server) handleMetricsQuery(w http.ResponseWriter, r *http.Request) erro
 	if p.Timeout, err = promDuration(r, "timeout"); err != nil {
 		return err
 	}
-	res, err := s.services.Metrics.Query(r.Context(), c, p)
-	if err != nil {
-		return err
-	}
-	writeJSON(w, http.StatusOK, res)
-	return nil
+	return s.writeMetricsAnswer(w, r, c, p)
 }
 
 // handleMetricsQueryRange serves a range query (GET, or POST with a form).
@@ -50,7 +44,7 @@ func (s *Server) handleMetricsQueryRange(w http.ResponseWriter, r *http.Request)
 	if err != nil {
 		return err
 	}
-	p := usermetrics.RangeParams{Query: r.FormValue("query")}
+	p := fleet.MetricsQuery{Query: r.FormValue("query"), Range: true}
 	for name, v := range map[string]string{"query": p.Query, "start": r.FormValue("start"), "end": r.FormValue("end"), "step": r.FormValue("step")} {
 		if v == "" {
 			return fleet.Errorf(fleet.CodeValidation, "parameter %s is required", name)
@@ -68,13 +62,24 @@ func (s *Server) handleMetricsQueryRange(w http.ResponseWriter, r *http.Request)
 	if p.Timeout, err = promDuration(r, "timeout"); err != nil {
 		return err
 	}
-	res, err := s.services.Metrics.QueryRange(r.Context(), c, p)
+	return s.writeMetricsAnswer(w, r, c, p)
+}
+
+// writeMetricsAnswer runs the query and writes the backend's answer, as
+// the service rendered it.
+func (s *Server) writeMetricsAnswer(w http.ResponseWriter, r *http.Request, c fleet.MetricsCaller, q fleet.MetricsQuery) error {
+	body, err := s.services.Metrics.Query(r.Context(), c, q)
 	if err != nil {
 		return err
 	}
-	writeJSON(w, http.StatusOK, res)
-	return nil
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(http.StatusOK)
+	_, err = w.Write(body)
+	return err
 }
+
+// metricsTextType is the Prometheus text exposition format's media type.
+const metricsTextType = "text/plain; version=0.0.4; charset=utf-8"
 
 // handleMetricsText serves the caller's clusters' metrics as a scrape target.
 func (s *Server) handleMetricsText(w http.ResponseWriter, r *http.Request) error {
@@ -97,7 +102,7 @@ func (s *Server) writeMetricsText(w http.ResponseWriter, r *http.Request, regist
 	if err := s.services.Metrics.WriteText(r.Context(), c, registrationID, &buf); err != nil {
 		return err
 	}
-	w.Header().Set("Content-Type", usermetrics.TextContentType)
+	w.Header().Set("Content-Type", metricsTextType)
 	w.WriteHeader(http.StatusOK)
 	_, err = buf.WriteTo(w)
 	return err

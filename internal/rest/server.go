@@ -14,7 +14,6 @@ import (
 	"github.com/rs/cors"
 
 	"github.com/fleetmanager/fleet-manager/internal/fleet"
-	"github.com/fleetmanager/fleet-manager/internal/usermetrics"
 	"github.com/fleetmanager/fleet-manager/openapi"
 )
 
@@ -35,7 +34,7 @@ type Services struct {
 	// Pools keeps blueprints, capacity pools and reservations.
 	Pools fleet.PoolService
 	// Metrics answers the user-facing metrics endpoints.
-	Metrics *usermetrics.Service
+	Metrics fleet.UserMetrics
 	// Authorizer is the one decision point every handler asks.
 	Authorizer fleet.Authorizer
 }

@@ -2,6 +2,7 @@ package usermetrics
 
 import (
 	"context"
+	"encoding/json"
 	"io"
 	"log/slog"
 	"slices"
@@ -38,10 +39,9 @@ type Service struct {
 }
 
 // Caller is who asks: an identity, and whether it reads every organisation.
-type Caller struct {
-	Identity fleet.Identity
-	Admin    bool
-}
+type Caller = fleet.MetricsCaller
+
+var _ fleet.UserMetrics = (*Service)(nil)
 
 // New returns the service; namespace prefixes the fleet manager's own series.
 func New(cfg Config, store Store, namespace string, metrics *Metrics, logger *slog.Logger) (*Service, error) {
@@ -107,8 +107,23 @@ type ResultData struct {
 	Result     model.Value     `json:"result"`
 }
 
-// Query runs an instant query confined to the caller's clusters.
-func (s *Service) Query(ctx context.Context, c Caller, p QueryParams) (Result, error) {
+// Query runs q, an instant or range query, and answers its JSON.
+func (s *Service) Query(ctx context.Context, c Caller, q fleet.MetricsQuery) ([]byte, error) {
+	var res Result
+	var err error
+	if q.Range {
+		res, err = s.QueryRange(ctx, c, RangeParams{Query: q.Query, Start: q.Start, End: q.End, Step: q.Step, Timeout: q.Timeout})
+	} else {
+		res, err = s.QueryInstant(ctx, c, QueryParams{Query: q.Query, Time: q.Time, Timeout: q.Timeout})
+	}
+	if err != nil {
+		return nil, err
+	}
+	return json.Marshal(res)
+}
+
+// QueryInstant runs an instant query confined to the caller's clusters.
+func (s *Service) QueryInstant(ctx context.Context, c Caller, p QueryParams) (Result, error) {
 	b, err := s.queryBackend()
 	if err != nil {
 		return Result{}, err
@@ -253,9 +268,6 @@ func filterMetric(m model.Metric, keep func(model.LabelName) bool) model.Metric 
 	}
 	return out
 }
-
-// TextContentType is the Prometheus text format's media type.
-var TextContentType = string(expfmt.NewFormat(expfmt.TypeTextPlain))
 
 // WriteText writes the caller's clusters' metrics (one registration's, when
 // registrationID is set) in the Prometheus text format: the allow-listed
