@@ -89,6 +89,10 @@ bench/registrations: build ## Benchmark registration creates, bulk onboarding an
 bench/pools: build ## Benchmark capacity pools: 200 pools of 10 clusters, bookings per second, threshold to scaled MachinePool (BENCHFLAGS=--quick to try it)
 	go run ./cmd/fleet-bench --pools --fleet-manager=$(BINARY) --db-host=$(DB_HOST) --db-port=$(DB_PORT) --db-user=$(DB_USER) $(BENCHFLAGS)
 
+.PHONY: bench/user-metrics
+bench/user-metrics: build ## Benchmark user-facing metrics: proxy vs Prometheus directly, text endpoint, 1,000 clusters of 300,000 (BENCHFLAGS=--quick to try it)
+	go run ./cmd/fleet-bench --user-metrics --fleet-manager=$(BINARY) --db-host=$(DB_HOST) --db-port=$(DB_PORT) --db-user=$(DB_USER) $(BENCHFLAGS)
+
 .PHONY: bench/go
 bench/go: db/setup ## Run the Go benchmarks (go test -bench), e.g. a page of 100 clusters through the API in process
 	go test -run '^$$' -bench . -benchmem $(BENCHFLAGS) ./internal/...

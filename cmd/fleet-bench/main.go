@@ -62,9 +62,23 @@
 // booking that crosses a cluster's node threshold, timed until a long-poll of
 // its hub's desired set holds the cluster's scaled MachinePool.
 //
+// With --user-metrics it runs the user-facing metrics benchmark instead: it
+// loads the inventory by SQL as --reads does, gives the organisation
+// metrics-org --metrics-org-clusters registrations on shared hubs, starts a
+// Prometheus child (--prometheus, on a free loopback port with its own data
+// directory) scraping an in-process exporter that replays --metrics-history
+// of that organisation's clusters' series and of --metrics-other-clusters
+// others', runs serve with --user-metrics-backend-url pointing at it, and
+// then sends --metrics-requests of each query and query_range scenario from
+// --read-concurrency clients, through the proxy as metrics-org and straight
+// to Prometheus with the query the proxy would send, then
+// --metrics-text-requests of GET {base}/metrics, printing p50 and p99, the
+// answers' size and the CPU of serve, Prometheus and PostgreSQL per request.
+//
 // `make bench` builds bin/fleet-manager and runs it with the issue's sizes;
 // --quick (10 hubs x 300 clusters) tries it out in seconds; `make bench/reads`
-// runs the read benchmark and `make bench/registrations` the registration one.
+// runs the read benchmark, `make bench/registrations` the registration one and
+// `make bench/user-metrics` the user-facing metrics one.
 package main
 
 import (
@@ -103,6 +117,8 @@ func main() {
 		runner = runRegistrations
 	case opts.Pools:
 		runner = runPools
+	case opts.UserMetrics:
+		runner = runUserMetrics
 	}
 	if err := runner(ctx, opts, os.Stdout); err != nil {
 		fmt.Fprintln(os.Stderr, "Error:", err)

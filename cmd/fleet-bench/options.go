@@ -60,6 +60,17 @@ type options struct {
 	PoolCount    int
 	PoolClusters int
 	PoolSamples  int
+
+	// UserMetrics runs the user-facing metrics benchmark: the proxy's
+	// query and query_range against Prometheus directly, and the text
+	// endpoint, for an organisation of MetricsOrgClusters clusters.
+	UserMetrics          bool
+	Prometheus           string
+	MetricsOrgClusters   int
+	MetricsOtherClusters int
+	MetricsRequests      int
+	MetricsTextRequests  int
+	MetricsHistory       time.Duration
 }
 
 // dbOptions names the PostgreSQL server the benchmark database is created on.
@@ -102,6 +113,13 @@ func defaultOptions() options {
 		PoolCount:           200,
 		PoolClusters:        10,
 		PoolSamples:         50,
+
+		Prometheus:           "prometheus",
+		MetricsOrgClusters:   1000,
+		MetricsOtherClusters: 4000,
+		MetricsRequests:      1000,
+		MetricsTextRequests:  200,
+		MetricsHistory:       time.Hour,
 	}
 }
 
@@ -148,6 +166,13 @@ func (o *options) addFlags(fs *pflag.FlagSet) {
 	fs.IntVar(&o.PoolCount, "pool-count", o.PoolCount, "capacity pools created (--pools)")
 	fs.IntVar(&o.PoolClusters, "pool-clusters", o.PoolClusters, "clusters of each pool (--pools)")
 	fs.IntVar(&o.PoolSamples, "pool-samples", o.PoolSamples, "sample pools of 2 clusters, one booking crossing a node threshold each (--pools)")
+	fs.BoolVar(&o.UserMetrics, "user-metrics", o.UserMetrics, "run the user-facing metrics benchmark instead of the ingest phases: load the inventory by SQL, give --metrics-org-clusters clusters to one organisation, feed a Prometheus child their series, then time query and query_range through the proxy and straight to Prometheus, and the text endpoint")
+	fs.StringVar(&o.Prometheus, "prometheus", o.Prometheus, "the Prometheus binary --user-metrics starts (Debian's prometheus package)")
+	fs.IntVar(&o.MetricsOrgClusters, "metrics-org-clusters", o.MetricsOrgClusters, "clusters of the organisation whose metrics are read (--user-metrics)")
+	fs.IntVar(&o.MetricsOtherClusters, "metrics-other-clusters", o.MetricsOtherClusters, "other organisations' clusters whose series Prometheus holds too (--user-metrics)")
+	fs.IntVar(&o.MetricsRequests, "metrics-requests", o.MetricsRequests, "requests of each query scenario, direct and through the proxy (--user-metrics)")
+	fs.IntVar(&o.MetricsTextRequests, "metrics-text-requests", o.MetricsTextRequests, "requests of each text endpoint scenario (--user-metrics)")
+	fs.DurationVar(&o.MetricsHistory, "metrics-history", o.MetricsHistory, "history of every series, one sample a minute, replayed into Prometheus; the range queries span it (--user-metrics)")
 	fs.StringArrayVar(&o.ServeArgs, "serve-arg", o.ServeArgs, "extra flag for `serve`, e.g. --serve-arg=--db-max-open-conns=40 (repeatable)")
 	fs.StringArrayVar(&o.ServeEnv, "serve-env", o.ServeEnv, "extra environment variable for `serve`, e.g. --serve-env=GOMEMLIMIT=150MiB (repeatable)")
 }
@@ -158,17 +183,21 @@ func (o *options) applyQuick(fs *pflag.FlagSet) {
 		return
 	}
 	for name, set := range map[string]func(){
-		"hubs":                 func() { o.Hubs = 10 },
-		"clusters-per-hub":     func() { o.ClustersPerHub = 300 },
-		"propagation-samples":  func() { o.Samples = 20 },
-		"resources":            func() { o.Resources = 10000 },
-		"read-duration":        func() { o.ReadDuration = 2 * time.Second },
-		"create-duration":      func() { o.CreateDuration = 2 * time.Second },
-		"loaded-registrations": func() { o.LoadedRegistrations = 3000 },
-		"bulk-registrations":   func() { o.BulkRegistrations = 3000 },
-		"delivery-timeout":     func() { o.DeliveryTimeout = 2 * time.Minute },
-		"pool-count":           func() { o.PoolCount = 20 },
-		"pool-samples":         func() { o.PoolSamples = 10 },
+		"hubs":                   func() { o.Hubs = 10 },
+		"clusters-per-hub":       func() { o.ClustersPerHub = 300 },
+		"propagation-samples":    func() { o.Samples = 20 },
+		"resources":              func() { o.Resources = 10000 },
+		"read-duration":          func() { o.ReadDuration = 2 * time.Second },
+		"create-duration":        func() { o.CreateDuration = 2 * time.Second },
+		"loaded-registrations":   func() { o.LoadedRegistrations = 3000 },
+		"bulk-registrations":     func() { o.BulkRegistrations = 3000 },
+		"delivery-timeout":       func() { o.DeliveryTimeout = 2 * time.Minute },
+		"pool-count":             func() { o.PoolCount = 20 },
+		"pool-samples":           func() { o.PoolSamples = 10 },
+		"metrics-other-clusters": func() { o.MetricsOtherClusters = 1000 },
+		"metrics-requests":       func() { o.MetricsRequests = 200 },
+		"metrics-text-requests":  func() { o.MetricsTextRequests = 40 },
+		"metrics-history":        func() { o.MetricsHistory = 10 * time.Minute },
 	} {
 		if !fs.Changed(name) {
 			set()
@@ -192,11 +221,18 @@ func (o options) validate() error {
 	check(o.HubCapacity >= 1, "hub-capacity", "must be at least 1 (got %d)", o.HubCapacity)
 	check(o.ReadDuration >= 100*time.Millisecond, "read-duration", "must be at least 100ms (got %s)", o.ReadDuration)
 	check(o.ReadConcurrency >= 1, "read-concurrency", "must be at least 1 (got %d)", o.ReadConcurrency)
-	check(o.ReadsDatabase == "" || o.Reads, "reads-database", "needs --reads")
+	check(o.ReadsDatabase == "" || o.Reads || o.UserMetrics, "reads-database", "needs --reads or --user-metrics")
 	check(o.Policies >= 0, "policies", "must not be negative (got %d)", o.Policies)
 	check(o.Resources >= 0, "resources", "must not be negative (got %d)", o.Resources)
 	check(!o.Reads || !o.Registrations, "registrations", "and --reads are two benchmarks: give one")
 	check(!o.Pools || !o.Reads && !o.Registrations, "pools", "is a benchmark of its own: give one of --pools, --reads, --registrations")
+	check(!o.UserMetrics || !o.Reads && !o.Registrations && !o.Pools, "user-metrics",
+		"is a benchmark of its own: give one of --user-metrics, --pools, --reads, --registrations")
+	check(o.MetricsOrgClusters >= 1 && o.MetricsOrgClusters <= 5000, "metrics-org-clusters",
+		"must be between 1 and 5000, serve's --user-metrics-max-clusters (got %d)", o.MetricsOrgClusters)
+	check(o.MetricsOtherClusters >= 0, "metrics-other-clusters", "must not be negative (got %d)", o.MetricsOtherClusters)
+	check(o.MetricsRequests >= 1 && o.MetricsTextRequests >= 1, "metrics-requests", "--metrics-requests and --metrics-text-requests must be at least 1")
+	check(o.MetricsHistory >= 2*time.Minute && o.MetricsHistory <= 24*time.Hour, "metrics-history", "must be between 2m and 24h (got %s)", o.MetricsHistory)
 	check(o.PoolCount >= 1 && o.PoolClusters >= 1 && o.PoolClusters <= maxPoolClusters && o.PoolSamples >= 1, "pool-count",
 		"--pool-count and --pool-samples must be at least 1 and --pool-clusters 1 to %d", maxPoolClusters)
 	check(o.CreateCount >= 0, "create-count", "must not be negative (got %d)", o.CreateCount)
