@@ -5,27 +5,30 @@ import (
 	"context"
 	"crypto/tls"
 	"crypto/x509"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
 	"net/http"
+	"net/url"
 	"os"
 	"regexp"
+	"strconv"
 	"strings"
 	"sync"
 	"time"
 
-	"github.com/prometheus/client_golang/api"
-	promv1 "github.com/prometheus/client_golang/api/prometheus/v1"
-	"github.com/prometheus/common/model"
-
 	"github.com/fleetmanager/fleet-manager/internal/fleet"
 )
 
-// backend is the metrics backend's query API.
+// backend is the metrics backend's query API. Its answers are decoded only
+// as far as the proxy needs: each series' labels, with its points kept as
+// the backend wrote them, since the proxy filters labels and never points.
 type backend struct {
-	api     promv1.API
+	client  *http.Client
+	base    string
 	timeout time.Duration
+	limit   int64
 }
 
 // errTooLarge is a backend answer past --user-metrics-max-response-bytes.
@@ -43,13 +46,9 @@ func newBackend(cfg Config) (*backend, error) {
 	transport := http.DefaultTransport.(*http.Transport).Clone()
 	transport.TLSClientConfig = tlsConfig
 	transport.MaxIdleConnsPerHost = 32
-	rt := &backendTransport{next: transport, header: cfg.TenantHeader, tenant: cfg.Tenant,
-		token: tokenFile{path: cfg.TokenFile}, limit: cfg.MaxResponseBytes}
-	client, err := api.NewClient(api.Config{Address: strings.TrimSuffix(cfg.BackendURL, "/"), RoundTripper: rt})
-	if err != nil {
-		return nil, fmt.Errorf("--user-metrics-backend-url: %w", err)
-	}
-	return &backend{api: promv1.NewAPI(client), timeout: cfg.BackendTimeout}, nil
+	rt := &backendTransport{next: transport, header: cfg.TenantHeader, tenant: cfg.Tenant, token: tokenFile{path: cfg.TokenFile}}
+	return &backend{client: &http.Client{Transport: rt}, base: strings.TrimSuffix(cfg.BackendURL, "/"),
+		timeout: cfg.BackendTimeout, limit: cfg.MaxResponseBytes}, nil
 }
 
 func backendTLS(cfg Config) (*tls.Config, error) {
@@ -74,14 +73,12 @@ func backendTLS(cfg Config) (*tls.Config, error) {
 	return c, nil
 }
 
-// backendTransport adds the tenant header and the token, and bounds the
-// answer read.
+// backendTransport adds the tenant header and the token.
 type backendTransport struct {
 	next   http.RoundTripper
 	header string
 	tenant string
 	token  tokenFile
-	limit  int64
 }
 
 func (t *backendTransport) RoundTrip(r *http.Request) (*http.Response, error) {
@@ -96,30 +93,7 @@ func (t *backendTransport) RoundTrip(r *http.Request) (*http.Response, error) {
 		}
 		r.Header.Set("Authorization", "Bearer "+tok)
 	}
-	resp, err := t.next.RoundTrip(r)
-	if err != nil {
-		return nil, err
-	}
-	resp.Body = &limitedBody{ReadCloser: resp.Body, left: t.limit}
-	return resp, nil
-}
-
-// limitedBody fails with errTooLarge past its limit.
-type limitedBody struct {
-	io.ReadCloser
-	left int64
-}
-
-func (b *limitedBody) Read(p []byte) (int, error) {
-	if b.left <= 0 {
-		return 0, errTooLarge
-	}
-	if int64(len(p)) > b.left {
-		p = p[:b.left]
-	}
-	n, err := b.ReadCloser.Read(p)
-	b.left -= int64(n)
-	return n, err
+	return t.next.RoundTrip(r)
 }
 
 // tokenFile reads a token file again when it changes.
@@ -149,23 +123,39 @@ func (f *tokenFile) read() (string, error) {
 	return f.token, nil
 }
 
-// answer is a backend's answer to a query.
+// answer is a backend's answer to a query: the Prometheus HTTP API's
+// envelope, its result undecoded.
 type answer struct {
-	Value    model.Value
-	Warnings []string
-	Infos    []string
+	Status string `json:"status"`
+	Data   struct {
+		ResultType string          `json:"resultType"`
+		Result     json.RawMessage `json:"result"`
+	} `json:"data"`
+	ErrorType string   `json:"errorType"`
+	Error     string   `json:"error"`
+	Warnings  []string `json:"warnings"`
+	Infos     []string `json:"infos"`
+}
+
+// series is one series of a vector or matrix: its labels, and its points
+// (value, values, histogram, histograms) as the backend wrote them.
+type series struct {
+	Metric     map[string]string `json:"metric"`
+	Value      json.RawMessage   `json:"value,omitempty"`
+	Values     json.RawMessage   `json:"values,omitempty"`
+	Histogram  json.RawMessage   `json:"histogram,omitempty"`
+	Histograms json.RawMessage   `json:"histograms,omitempty"`
 }
 
 // query runs an instant query.
 func (b *backend) query(ctx context.Context, q string, at time.Time, timeout time.Duration) (answer, error) {
-	v, warnings, infos, err := b.api.Query(ctx, q, at, promv1.WithTimeout(b.queryTimeout(timeout)))
-	return answer{Value: v, Warnings: warnings, Infos: infos}, backendError(err)
+	return b.do(ctx, "query", url.Values{"query": {q}, "time": {formatTime(at)}, "timeout": {b.queryTimeout(timeout).String()}})
 }
 
 // queryRange runs a range query.
-func (b *backend) queryRange(ctx context.Context, q string, r promv1.Range, timeout time.Duration) (answer, error) {
-	v, warnings, infos, err := b.api.QueryRange(ctx, q, r, promv1.WithTimeout(b.queryTimeout(timeout)))
-	return answer{Value: v, Warnings: warnings, Infos: infos}, backendError(err)
+func (b *backend) queryRange(ctx context.Context, q string, start, end time.Time, step, timeout time.Duration) (answer, error) {
+	return b.do(ctx, "query_range", url.Values{"query": {q}, "start": {formatTime(start)}, "end": {formatTime(end)},
+		"step": {strconv.FormatFloat(step.Seconds(), 'f', -1, 64)}, "timeout": {b.queryTimeout(timeout).String()}})
 }
 
 // queryTimeout is the caller's timeout within the configured one.
@@ -174,6 +164,42 @@ func (b *backend) queryTimeout(asked time.Duration) time.Duration {
 		return asked
 	}
 	return b.timeout
+}
+
+func formatTime(t time.Time) string {
+	return strconv.FormatFloat(float64(t.UnixNano())/1e9, 'f', -1, 64)
+}
+
+// do POSTs a form to the API, as Prometheus clients do (an organisation's
+// cluster matcher makes long queries), and reads at most b.limit bytes.
+func (b *backend) do(ctx context.Context, endpoint string, form url.Values) (answer, error) {
+	ctx, cancel := context.WithTimeout(ctx, b.timeout)
+	defer cancel()
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, b.base+"/api/v1/"+endpoint, strings.NewReader(form.Encode()))
+	if err != nil {
+		return answer{}, backendError(0, answer{}, err)
+	}
+	req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
+	resp, err := b.client.Do(req)
+	if err != nil {
+		return answer{}, backendError(0, answer{}, err)
+	}
+	defer resp.Body.Close()
+	body, err := io.ReadAll(io.LimitReader(resp.Body, b.limit+1))
+	if err == nil && int64(len(body)) > b.limit {
+		err = errTooLarge
+	}
+	if err != nil {
+		return answer{}, backendError(resp.StatusCode, answer{}, err)
+	}
+	var ans answer
+	if err := json.Unmarshal(body, &ans); err != nil {
+		return answer{}, backendError(resp.StatusCode, answer{}, fmt.Errorf("the backend answered %d with a body that is not the query API's: %w", resp.StatusCode, err))
+	}
+	if resp.StatusCode/100 != 2 || ans.Status != "success" {
+		return answer{}, backendError(resp.StatusCode, ans, fmt.Errorf("the backend answered %d: %s: %s", resp.StatusCode, ans.ErrorType, ans.Error))
+	}
+	return ans, nil
 }
 
 // labelSets are the label sets a backend's message may quote (of the
@@ -188,27 +214,21 @@ const maxBackendReason = 300
 // could not evaluate is the query's fault (400, with the backend's message
 // without the label sets it quotes); everything else is an outage (503)
 // whose cause is logged, not shown.
-func backendError(err error) error {
-	if err == nil {
-		return nil
-	}
-	if errors.Is(err, errTooLarge) || strings.Contains(err.Error(), errTooLarge.Error()) {
+func backendError(status int, ans answer, err error) error {
+	if errors.Is(err, errTooLarge) {
 		return refused("the answer is larger than this deployment allows (--user-metrics-max-response-bytes); narrow the query")
 	}
-	var apiErr *promv1.Error
-	if errors.As(err, &apiErr) {
-		switch apiErr.Type {
-		case promv1.ErrBadData, promv1.ErrExec:
-			msg := labelSets.ReplaceAllString(apiErr.Msg, "{...}")
-			if len(msg) > maxBackendReason {
-				msg = msg[:maxBackendReason] + "..."
-			}
-			return wrap(fleet.CodeMetricsBackend, err, "the metrics backend could not evaluate the query: %s", msg)
-		case promv1.ErrTimeout, promv1.ErrCanceled:
-			return wrap(fleet.CodeUnavailable, err, "the metrics backend did not answer within the query's timeout; narrow the query or retry later")
+	switch {
+	case ans.ErrorType == "bad_data" || ans.ErrorType == "execution":
+		msg := labelSets.ReplaceAllString(ans.Error, "{...}")
+		if len(msg) > maxBackendReason {
+			msg = msg[:maxBackendReason] + "..."
 		}
+		return wrap(fleet.CodeMetricsBackend, err, "the metrics backend could not evaluate the query: %s", msg)
+	case ans.ErrorType == "timeout" || ans.ErrorType == "canceled" || errors.Is(err, context.DeadlineExceeded):
+		return wrap(fleet.CodeUnavailable, err, "the metrics backend did not answer within the query's timeout; narrow the query or retry later")
 	}
-	return wrap(fleet.CodeUnavailable, err, "the metrics backend is unavailable; retry later")
+	return wrap(fleet.CodeUnavailable, err, "the metrics backend is unavailable (it answered %d); retry later", status)
 }
 
 // wrap is a catalogue error with a message for the caller and its cause kept

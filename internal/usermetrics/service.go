@@ -6,9 +6,10 @@ import (
 	"io"
 	"log/slog"
 	"slices"
+	"strconv"
+	"strings"
 	"time"
 
-	promv1 "github.com/prometheus/client_golang/api/prometheus/v1"
 	dto "github.com/prometheus/client_model/go"
 	"github.com/prometheus/common/expfmt"
 	"github.com/prometheus/common/model"
@@ -101,10 +102,10 @@ type Result struct {
 	Infos    []string   `json:"infos,omitempty"`
 }
 
-// ResultData is a result's type and value.
+// ResultData is a result's type and value, as JSON.
 type ResultData struct {
-	ResultType model.ValueType `json:"resultType"`
-	Result     model.Value     `json:"result"`
+	ResultType string          `json:"resultType"`
+	Result     json.RawMessage `json:"result"`
 }
 
 // Query runs q, an instant or range query, and answers its JSON.
@@ -142,7 +143,7 @@ func (s *Service) QueryInstant(ctx context.Context, c Caller, p QueryParams) (Re
 	if err != nil {
 		return Result{}, err
 	}
-	return s.result(ans, allowed), nil
+	return s.result(ans, allowed)
 }
 
 // QueryRange runs a range query confined to the caller's clusters.
@@ -159,12 +160,12 @@ func (s *Service) QueryRange(ctx context.Context, c Caller, p RangeParams) (Resu
 		return Result{}, err
 	}
 	start := time.Now()
-	ans, err := b.queryRange(ctx, q, promv1.Range{Start: p.Start, End: p.End, Step: p.Step}, p.Timeout)
+	ans, err := b.queryRange(ctx, q, p.Start, p.End, p.Step, p.Timeout)
 	s.metrics.observe("query_range", start, err)
 	if err != nil {
 		return Result{}, err
 	}
-	return s.result(ans, allowed), nil
+	return s.result(ans, allowed)
 }
 
 func (s *Service) queryBackend() (*backend, error) {
@@ -229,44 +230,58 @@ func (s *Service) values(clusters []fleet.MetricsCluster) []string {
 	return out
 }
 
-// result filters the answer's labels to the allow-list.
-func (s *Service) result(ans answer, allowed Allowed) Result {
-	keep := func(name model.LabelName) bool {
-		return name == model.MetricNameLabel || string(name) == s.cfg.ClusterLabel || allowed.Labels[string(name)]
+// result filters the answer's labels to the allow-list; a scalar or string
+// goes as it came.
+func (s *Service) result(ans answer, allowed Allowed) (Result, error) {
+	res := Result{Status: "success", Data: ResultData{ResultType: ans.Data.ResultType, Result: ans.Data.Result},
+		Warnings: ans.Warnings, Infos: ans.Infos}
+	if ans.Data.ResultType != "vector" && ans.Data.ResultType != "matrix" {
+		return res, nil
 	}
-	switch v := ans.Value.(type) {
-	case model.Vector:
-		ans.Value = model.Vector(filterSeries(v, func(s *model.Sample) *model.Metric { return &s.Metric }, keep))
-	case model.Matrix:
-		ans.Value = model.Matrix(filterSeries(v, func(s *model.SampleStream) *model.Metric { return &s.Metric }, keep))
+	var all []series
+	if err := json.Unmarshal(ans.Data.Result, &all); err != nil {
+		return Result{}, wrap(fleet.CodeUnavailable, err, "the metrics backend answered a %s that is not the query API's; retry later", ans.Data.ResultType)
 	}
-	return Result{Status: "success", Data: ResultData{ResultType: ans.Value.Type(), Result: ans.Value}, Warnings: ans.Warnings, Infos: ans.Infos}
+	keep := func(name string) bool {
+		return name == model.MetricNameLabel || name == s.cfg.ClusterLabel || allowed.Labels[name]
+	}
+	out, err := json.Marshal(filterSeries(all, keep))
+	if err != nil {
+		return Result{}, err
+	}
+	res.Data.Result = out
+	return res, nil
 }
 
 // filterSeries keeps the labels keep allows on each series, and the first of
 // series that become the same.
-func filterSeries[T any](series []T, metric func(T) *model.Metric, keep func(model.LabelName) bool) []T {
-	seen := map[model.Fingerprint]bool{}
-	out := make([]T, 0, len(series))
-	for _, s := range series {
-		m := metric(s)
-		*m = filterMetric(*m, keep)
-		if fp := m.Fingerprint(); !seen[fp] {
-			seen[fp] = true
+func filterSeries(all []series, keep func(string) bool) []series {
+	seen := map[string]bool{}
+	out := make([]series, 0, len(all))
+	for _, s := range all {
+		for k := range s.Metric {
+			if !keep(k) {
+				delete(s.Metric, k)
+			}
+		}
+		if key := labelKey(s.Metric); !seen[key] {
+			seen[key] = true
 			out = append(out, s)
 		}
 	}
 	return out
 }
 
-func filterMetric(m model.Metric, keep func(model.LabelName) bool) model.Metric {
-	out := make(model.Metric, len(m))
-	for k, v := range m {
-		if keep(k) {
-			out[k] = v
-		}
+// labelKey identifies a label set: its pairs in name order.
+func labelKey(m map[string]string) string {
+	var b strings.Builder
+	for _, k := range sortedKeysOf(m) {
+		b.WriteString(k)
+		b.WriteByte(0)
+		b.WriteString(m[k])
+		b.WriteByte(0)
 	}
-	return out
+	return b.String()
 }
 
 // WriteText writes the caller's clusters' metrics (one registration's, when
@@ -312,34 +327,50 @@ func (s *Service) addBackendSeries(ctx context.Context, fams *families, c Caller
 	if err != nil {
 		return err
 	}
-	vec, ok := ans.Value.(model.Vector)
-	if !ok {
+	if ans.Data.ResultType != "vector" {
 		return nil
 	}
-	keep := func(name model.LabelName) bool {
-		return string(name) == s.cfg.ClusterLabel || allowed.Labels[string(name)]
+	var vec []series
+	if err := json.Unmarshal(ans.Data.Result, &vec); err != nil {
+		return wrap(fleet.CodeUnavailable, err, "the metrics backend answered a vector that is not the query API's; retry later")
 	}
-	slices.SortFunc(vec, func(a, b *model.Sample) int {
-		if a.Metric.Before(b.Metric) {
-			return -1
-		}
-		if b.Metric.Before(a.Metric) {
-			return 1
-		}
-		return 0
-	})
-	for _, smp := range vec {
-		name := string(smp.Metric[model.MetricNameLabel])
+	keys := make([]string, len(vec))
+	order := make([]int, len(vec))
+	for i := range vec {
+		keys[i], order[i] = labelKey(vec[i].Metric), i
+	}
+	slices.SortFunc(order, func(a, b int) int { return strings.Compare(keys[a], keys[b]) })
+	for _, i := range order {
+		smp := vec[i]
+		name := smp.Metric[model.MetricNameLabel]
 		if smp.Histogram != nil || !allowed.Metrics[name] {
+			continue
+		}
+		value, ok := sampleValue(smp.Value)
+		if !ok {
 			continue
 		}
 		var lbls []*dto.LabelPair
 		for k, v := range smp.Metric {
-			if k != model.MetricNameLabel && keep(k) {
-				lbls = append(lbls, pair(string(k), string(v)))
+			if k != model.MetricNameLabel && (k == s.cfg.ClusterLabel || allowed.Labels[k]) {
+				lbls = append(lbls, pair(k, v))
 			}
 		}
-		fams.add(name, "", dto.MetricType_UNTYPED, lbls, float64(smp.Value))
+		fams.add(name, "", dto.MetricType_UNTYPED, lbls, value)
 	}
 	return nil
+}
+
+// sampleValue reads a sample's value, `[<time>, "<value>"]`.
+func sampleValue(raw json.RawMessage) (float64, bool) {
+	var pair []json.RawMessage
+	if err := json.Unmarshal(raw, &pair); err != nil || len(pair) != 2 {
+		return 0, false
+	}
+	var text string
+	if err := json.Unmarshal(pair[1], &text); err != nil {
+		return 0, false
+	}
+	v, err := strconv.ParseFloat(text, 64)
+	return v, err == nil
 }

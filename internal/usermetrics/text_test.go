@@ -2,12 +2,14 @@ package usermetrics
 
 import (
 	"bytes"
+	"encoding/json"
+	"errors"
+	"math"
 	"os"
 	"path/filepath"
 	"testing"
 
 	. "github.com/onsi/gomega"
-	promv1 "github.com/prometheus/client_golang/api/prometheus/v1"
 	"github.com/prometheus/common/expfmt"
 	"github.com/prometheus/common/model"
 
@@ -114,32 +116,63 @@ func TestResultKeepsOnlyAllowedLabels(t *testing.T) {
 	g := NewWithT(t)
 	s := &Service{cfg: Config{ClusterLabel: "clusterID"}}
 	allowed := Allowed{Labels: map[string]bool{"node": true}}
-	vec := model.Vector{
-		{Metric: model.Metric{"__name__": "cpu", "clusterID": "a-1", "node": "n1", "secret": "s1"}, Value: 1},
-		{Metric: model.Metric{"__name__": "cpu", "clusterID": "a-1", "node": "n1", "secret": "s2"}, Value: 2},
-		{Metric: model.Metric{"__name__": "cpu", "clusterID": "a-2", "node": "n1", "secret": "s3"}, Value: 3},
-	}
-	res := s.result(answer{Value: vec}, allowed)
-	got := res.Data.Result.(model.Vector)
-	g.Expect(got).To(HaveLen(2), "series that differ only in a dropped label collapse into the first")
-	g.Expect(got[0].Metric).To(Equal(model.Metric{"__name__": "cpu", "clusterID": "a-1", "node": "n1"}))
-	g.Expect(got[0].Value).To(Equal(model.SampleValue(1)))
-	g.Expect(res.Data.ResultType).To(Equal(model.ValVector))
+	var ans answer
+	g.Expect(json.Unmarshal([]byte(`{"status":"success","data":{"resultType":"vector","result":[
+		{"metric":{"__name__":"cpu","clusterID":"a-1","node":"n1","secret":"s1"},"value":[1700000000.5,"1"]},
+		{"metric":{"__name__":"cpu","clusterID":"a-1","node":"n1","secret":"s2"},"value":[1700000000.5,"2"]},
+		{"metric":{"__name__":"cpu","clusterID":"a-2","node":"n1","secret":"s3"},"value":[1700000000.5,"3"]}]},
+		"warnings":["w"]}`), &ans)).To(Succeed())
+	res, err := s.result(ans, allowed)
+	g.Expect(err).NotTo(HaveOccurred())
+	body, err := json.Marshal(res)
+	g.Expect(err).NotTo(HaveOccurred())
+	g.Expect(string(body)).To(MatchJSON(`{"status":"success","data":{"resultType":"vector","result":[
+		{"metric":{"__name__":"cpu","clusterID":"a-1","node":"n1"},"value":[1700000000.5,"1"]},
+		{"metric":{"__name__":"cpu","clusterID":"a-2","node":"n1"},"value":[1700000000.5,"3"]}]},"warnings":["w"]}`),
+		"labels off the allow-list dropped; series they alone told apart collapse into the first")
 
-	mat := model.Matrix{{Metric: model.Metric{"clusterID": "a-1", "pod": "p"}, Values: []model.SamplePair{{Timestamp: 1, Value: 1}}}}
-	res = s.result(answer{Value: mat}, allowed)
-	g.Expect(res.Data.Result.(model.Matrix)[0].Metric).To(Equal(model.Metric{"clusterID": "a-1"}))
-	g.Expect(res.Data.ResultType).To(Equal(model.ValMatrix))
+	ans = answer{}
+	g.Expect(json.Unmarshal([]byte(`{"status":"success","data":{"resultType":"matrix","result":[
+		{"metric":{"clusterID":"a-1","pod":"p"},"values":[[1,"1"],[2,"2"]]}]}}`), &ans)).To(Succeed())
+	res, err = s.result(ans, allowed)
+	g.Expect(err).NotTo(HaveOccurred())
+	body, _ = json.Marshal(res)
+	g.Expect(string(body)).To(MatchJSON(`{"status":"success","data":{"resultType":"matrix","result":[
+		{"metric":{"clusterID":"a-1"},"values":[[1,"1"],[2,"2"]]}]}}`))
+
+	ans = answer{}
+	g.Expect(json.Unmarshal([]byte(`{"status":"success","data":{"resultType":"scalar","result":[1,"2"]}}`), &ans)).To(Succeed())
+	res, err = s.result(ans, allowed)
+	g.Expect(err).NotTo(HaveOccurred())
+	body, _ = json.Marshal(res)
+	g.Expect(string(body)).To(MatchJSON(`{"status":"success","data":{"resultType":"scalar","result":[1,"2"]}}`))
+}
+
+func TestSampleValue(t *testing.T) {
+	g := NewWithT(t)
+	v, ok := sampleValue(json.RawMessage(`[1700000000.5,"2.5"]`))
+	g.Expect(ok).To(BeTrue())
+	g.Expect(v).To(Equal(2.5))
+	v, ok = sampleValue(json.RawMessage(`[1,"NaN"]`))
+	g.Expect(ok).To(BeTrue())
+	g.Expect(math.IsNaN(v)).To(BeTrue())
+	for _, bad := range []string{`[1]`, `[1,2]`, `{}`, `[1,"x"]`} {
+		_, ok = sampleValue(json.RawMessage(bad))
+		g.Expect(ok).To(BeFalse(), bad)
+	}
 }
 
 func TestBackendErrorLeavesOutLabelSets(t *testing.T) {
 	g := NewWithT(t)
-	err := backendError(&promv1.Error{Type: promv1.ErrExec,
-		Msg: `found duplicate series for the match group {} on the right hand-side of the operation: [{__name__="cpu", clusterID="a-1", secret="hunter2"}, {__name__="cpu", clusterID="a-2", secret="s"}];many-to-many matching not allowed`})
+	cause := errors.New("the backend answered 422")
+	err := backendError(422, answer{ErrorType: "execution",
+		Error: `found duplicate series for the match group {} on the right hand-side of the operation: [{__name__="cpu", clusterID="a-1", secret="hunter2"}, {__name__="cpu", clusterID="a-2", secret="s"}];many-to-many matching not allowed`}, cause)
 	g.Expect(fleet.ErrorCodeOf(err)).To(Equal(fleet.CodeMetricsBackend))
 	g.Expect(fleet.ErrorMessageOf(err)).NotTo(ContainSubstring("hunter2"))
 	g.Expect(fleet.ErrorMessageOf(err)).To(ContainSubstring("many-to-many matching not allowed"))
-	g.Expect(fleet.ErrorCodeOf(backendError(&promv1.Error{Type: promv1.ErrTimeout}))).To(Equal(fleet.CodeUnavailable))
-	g.Expect(fleet.ErrorCodeOf(backendError(&promv1.Error{Type: promv1.ErrServer, Msg: "token abc refused"}))).To(Equal(fleet.CodeUnavailable))
-	g.Expect(fleet.ErrorMessageOf(backendError(&promv1.Error{Type: promv1.ErrServer, Msg: "token abc refused"}))).NotTo(ContainSubstring("abc"))
+	g.Expect(fleet.ErrorCodeOf(backendError(503, answer{ErrorType: "timeout"}, cause))).To(Equal(fleet.CodeUnavailable))
+	server := backendError(500, answer{ErrorType: "internal", Error: "token abc refused"}, cause)
+	g.Expect(fleet.ErrorCodeOf(server)).To(Equal(fleet.CodeUnavailable))
+	g.Expect(fleet.ErrorMessageOf(server)).NotTo(ContainSubstring("abc"))
+	g.Expect(fleet.ErrorCodeOf(backendError(200, answer{}, errTooLarge))).To(Equal(fleet.CodeMetricsQueryRefused))
 }
