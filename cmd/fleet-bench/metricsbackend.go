@@ -112,7 +112,7 @@ type promBackend struct {
 }
 
 // promConfig is the scrape configuration: every second while the history
-// is replayed, then every 15 s. Prometheus's own series of the scrape (up)
+// is replayed, then every liveScrapeInterval. Prometheus's own series of the scrape (up)
 // are written at the current time, so the history's older samples are out
 // of order: the window admits them.
 func promConfig(target string, interval, window time.Duration) string {
@@ -174,10 +174,14 @@ func startPrometheus(binary, dir, target string, history time.Duration) (*promBa
 func (p *promBackend) pid() int { return p.proc.Pid() }
 func (p *promBackend) stop()    { p.proc.Stop(30 * time.Second) }
 
-// slowDown reloads the configuration with a 15 s scrape interval (SIGHUP),
+// liveScrapeInterval is how often Prometheus scrapes once the history is
+// in: the exporter's live samples move no faster.
+const liveScrapeInterval = 15 * time.Second
+
+// slowDown reloads the configuration with liveScrapeInterval (SIGHUP),
 // returning once Prometheus serves it.
 func (p *promBackend) slowDown(ctx context.Context) error {
-	if err := os.WriteFile(p.config, []byte(promConfig(p.target, 15*time.Second, p.window)), 0o600); err != nil {
+	if err := os.WriteFile(p.config, []byte(promConfig(p.target, liveScrapeInterval, p.window)), 0o600); err != nil {
 		return err
 	}
 	if err := syscall.Kill(p.pid(), syscall.SIGHUP); err != nil {

@@ -243,7 +243,7 @@ func metricsOrgClusters(ctx context.Context, o options, db *benchDB, out io.Writ
 
 // feedPrometheus has the exporter replay --metrics-history of every
 // cluster's series up to end, waits until Prometheus holds all of them,
-// then slows its scrapes to every 15 s.
+// then slows its scrapes to liveScrapeInterval.
 func feedPrometheus(ctx context.Context, o options, exp *exporter, prom *promBackend, ids []string, end time.Time, out io.Writer) error {
 	start := time.Now()
 	exp.replay(ids, o.MetricsHistory, end)

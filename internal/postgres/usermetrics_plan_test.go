@@ -15,11 +15,12 @@ import (
 	"github.com/fleetmanager/fleet-manager/internal/postgres/pgtest"
 )
 
-// seedMetricsFleetSQL is a fleet of 300 organisations on 30 shared hubs,
-// each registration with its cluster, its organisation's three policies
-// and their compliance, and its organisation's pool holding it; and 10 hubs
-// owned by organisations own-0 to own-9, of 400 clusters each. org-big
-// holds 300 registrations, org-small 3, the others about 40.
+// seedMetricsFleetSQL is a fleet of many organisations on shared hubs, each
+// registration with its cluster, its organisation's policies and their
+// compliance, and its organisation's pool holding it; and hubs owned by
+// organisations own-<n>, each with many clusters. org-big holds many more
+// registrations than an average organisation, org-small a handful (the
+// sizes are the SQL's own).
 const seedMetricsFleetSQL = `
 INSERT INTO hubs (id, name, zone, region, delivery_mode, capacity, agent_identity, owner_org_id)
 SELECT 'hub-' || i, 'hub-' || i, 'eu', 'eu-west-1', 'agent', 100000, 'agent-' || i, CASE WHEN i >= 30 THEN 'own-' || (i - 30) END

@@ -206,8 +206,12 @@ func (p *Prometheus) query(expr string) (model.Vector, error) {
 	return vector, nil
 }
 
+// waitTimeout bounds WaitForSeries: a scrape target's first samples wait
+// for Prometheus's target reload, then its scrape interval.
+const waitTimeout = 30 * time.Second
+
 // WaitForSeries polls expr until it returns n series and returns them; it
-// fails the test when that does not happen within 30 s.
+// fails the test when that does not happen within waitTimeout.
 func (p *Prometheus) WaitForSeries(t testing.TB, expr string, n int) model.Vector {
 	t.Helper()
 	var last model.Vector
@@ -215,7 +219,7 @@ func (p *Prometheus) WaitForSeries(t testing.TB, expr string, n int) model.Vecto
 	gomega.NewWithT(t).Eventually(func() int {
 		last, lastErr = p.query(expr)
 		return len(last)
-	}).WithTimeout(30*time.Second).WithPolling(200*time.Millisecond).Should(gomega.Equal(n),
+	}).WithTimeout(waitTimeout).WithPolling(200*time.Millisecond).Should(gomega.Equal(n),
 		func() string {
 			return fmt.Sprintf("series of %s; last answer %v, error %v; targets:\n%s\nend of the log:\n%s",
 				expr, last, lastErr, p.targets(), p.LogTail(20))
