@@ -8,11 +8,12 @@ import (
 	"net/url"
 	"os"
 	"strings"
-	"sync"
 	"time"
 
 	"golang.org/x/oauth2"
 	"golang.org/x/oauth2/clientcredentials"
+
+	"github.com/fleetmanager/fleet-manager/internal/config"
 )
 
 // tokenEarlyExpiry is how long before its expiry an OIDC token is replaced,
@@ -24,43 +25,9 @@ const tokenEarlyExpiry = 30 * time.Second
 // tokens, fetched with tokenClient and replaced before they expire.
 func NewTokenSource(cfg Config, tokenClient *http.Client) oauth2.TokenSource {
 	if cfg.TokenFile != "" {
-		return &fileTokenSource{path: cfg.TokenFile}
+		return config.NewFileTokenSource(cfg.TokenFile)
 	}
 	return oauth2.ReuseTokenSourceWithExpiry(nil, &clientCredentialsSource{cfg: cfg, client: tokenClient}, tokenEarlyExpiry)
-}
-
-// fileTokenSource reads a token from a file (a mounted Secret or a projected
-// service-account token), again whenever its modification time or size
-// moves: Kubernetes rotates such files by swapping a symlink.
-type fileTokenSource struct {
-	path string
-
-	mu      sync.Mutex
-	modTime time.Time
-	size    int64
-	token   string
-}
-
-// Token returns the file's current token.
-func (s *fileTokenSource) Token() (*oauth2.Token, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	fi, err := os.Stat(s.path)
-	if err != nil {
-		return nil, fmt.Errorf("token file: %w", err)
-	}
-	if s.token == "" || !fi.ModTime().Equal(s.modTime) || fi.Size() != s.size {
-		b, err := os.ReadFile(s.path)
-		if err != nil {
-			return nil, fmt.Errorf("token file: %w", err)
-		}
-		tok := strings.TrimSpace(string(b))
-		if tok == "" {
-			return nil, fmt.Errorf("token file %s is empty", s.path)
-		}
-		s.token, s.modTime, s.size = tok, fi.ModTime(), fi.Size()
-	}
-	return &oauth2.Token{AccessToken: s.token, TokenType: "Bearer"}, nil
 }
 
 // clientCredentialsSource fetches a new token with the client-credentials

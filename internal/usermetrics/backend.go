@@ -1,7 +1,6 @@
 package usermetrics
 
 import (
-	"bytes"
 	"context"
 	"crypto/tls"
 	"crypto/x509"
@@ -15,9 +14,11 @@ import (
 	"regexp"
 	"strconv"
 	"strings"
-	"sync"
 	"time"
 
+	"golang.org/x/oauth2"
+
+	"github.com/fleetmanager/fleet-manager/internal/config"
 	"github.com/fleetmanager/fleet-manager/internal/fleet"
 )
 
@@ -46,7 +47,13 @@ func newBackend(cfg Config) (*backend, error) {
 	transport := http.DefaultTransport.(*http.Transport).Clone()
 	transport.TLSClientConfig = tlsConfig
 	transport.MaxIdleConnsPerHost = 32
-	rt := &backendTransport{next: transport, header: cfg.TenantHeader, tenant: cfg.Tenant, token: tokenFile{path: cfg.TokenFile}}
+	var rt http.RoundTripper = transport
+	if cfg.TenantHeader != "" {
+		rt = &tenantTransport{next: rt, header: cfg.TenantHeader, tenant: cfg.Tenant}
+	}
+	if cfg.TokenFile != "" {
+		rt = &oauth2.Transport{Source: config.NewFileTokenSource(cfg.TokenFile), Base: rt}
+	}
 	return &backend{client: &http.Client{Transport: rt}, base: strings.TrimSuffix(cfg.BackendURL, "/"),
 		timeout: cfg.BackendTimeout, limit: cfg.MaxResponseBytes}, nil
 }
@@ -73,54 +80,17 @@ func backendTLS(cfg Config) (*tls.Config, error) {
 	return c, nil
 }
 
-// backendTransport adds the tenant header and the token.
-type backendTransport struct {
+// tenantTransport adds the tenant header.
+type tenantTransport struct {
 	next   http.RoundTripper
 	header string
 	tenant string
-	token  tokenFile
 }
 
-func (t *backendTransport) RoundTrip(r *http.Request) (*http.Response, error) {
+func (t *tenantTransport) RoundTrip(r *http.Request) (*http.Response, error) {
 	r = r.Clone(r.Context())
-	if t.header != "" {
-		r.Header.Set(t.header, t.tenant)
-	}
-	if t.token.path != "" {
-		tok, err := t.token.read()
-		if err != nil {
-			return nil, err
-		}
-		r.Header.Set("Authorization", "Bearer "+tok)
-	}
+	r.Header.Set(t.header, t.tenant)
 	return t.next.RoundTrip(r)
-}
-
-// tokenFile reads a token file again when it changes.
-type tokenFile struct {
-	path    string
-	mu      sync.Mutex
-	modTime time.Time
-	size    int64
-	token   string
-}
-
-func (f *tokenFile) read() (string, error) {
-	st, err := os.Stat(f.path)
-	if err != nil {
-		return "", fmt.Errorf("--user-metrics-backend-token-file: %w", err)
-	}
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	if f.token != "" && st.ModTime().Equal(f.modTime) && st.Size() == f.size {
-		return f.token, nil
-	}
-	b, err := os.ReadFile(f.path)
-	if err != nil {
-		return "", fmt.Errorf("--user-metrics-backend-token-file: %w", err)
-	}
-	f.token, f.modTime, f.size = string(bytes.TrimSpace(b)), st.ModTime(), st.Size()
-	return f.token, nil
 }
 
 // answer is a backend's answer to a query: the Prometheus HTTP API's
