@@ -19,50 +19,40 @@ func (s *Server) metricsCaller(r *http.Request) (fleet.MetricsCaller, error) {
 	return c, s.services.Metrics.Admit(c)
 }
 
-// handleMetricsQuery serves an instant query (GET, or POST with a form).
-func (s *Server) handleMetricsQuery(w http.ResponseWriter, r *http.Request) error {
-	c, err := s.metricsCaller(r)
-	if err != nil {
-		return err
+// handleMetricsQuery serves an instant query, or with ranged a range query
+// (GET, or POST with a form: FormValue reads both).
+func (s *Server) handleMetricsQuery(ranged bool) handlerFunc {
+	required, times := []string{"query"}, []string{"time"}
+	if ranged {
+		required, times = []string{"query", "start", "end", "step"}, []string{"start", "end"}
 	}
-	p := fleet.MetricsQuery{Query: r.FormValue("query")}
-	if p.Query == "" {
-		return fleet.Errorf(fleet.CodeValidation, "parameter query is required")
-	}
-	if p.Time, err = promTime(r, "time", time.Time{}); err != nil {
-		return err
-	}
-	if p.Timeout, err = promDuration(r, "timeout"); err != nil {
-		return err
-	}
-	return s.writeMetricsAnswer(w, r, c, p)
-}
-
-// handleMetricsQueryRange serves a range query (GET, or POST with a form).
-func (s *Server) handleMetricsQueryRange(w http.ResponseWriter, r *http.Request) error {
-	c, err := s.metricsCaller(r)
-	if err != nil {
-		return err
-	}
-	p := fleet.MetricsQuery{Query: r.FormValue("query"), Range: true}
-	for name, v := range map[string]string{"query": p.Query, "start": r.FormValue("start"), "end": r.FormValue("end"), "step": r.FormValue("step")} {
-		if v == "" {
-			return fleet.Errorf(fleet.CodeValidation, "parameter %s is required", name)
+	return func(w http.ResponseWriter, r *http.Request) error {
+		c, err := s.metricsCaller(r)
+		if err != nil {
+			return err
 		}
+		for _, name := range required {
+			if r.FormValue(name) == "" {
+				return fleet.Errorf(fleet.CodeValidation, "parameter %s is required", name)
+			}
+		}
+		parsed := map[string]time.Time{}
+		for _, name := range times {
+			if parsed[name], err = promTime(r, name); err != nil {
+				return err
+			}
+		}
+		q := fleet.MetricsQuery{Query: r.FormValue("query"), Range: ranged, Time: parsed["time"], Start: parsed["start"], End: parsed["end"]}
+		if ranged {
+			if q.Step, err = promDuration(r, "step"); err != nil {
+				return err
+			}
+		}
+		if q.Timeout, err = promDuration(r, "timeout"); err != nil {
+			return err
+		}
+		return s.writeMetricsAnswer(w, r, c, q)
 	}
-	if p.Start, err = promTime(r, "start", time.Time{}); err != nil {
-		return err
-	}
-	if p.End, err = promTime(r, "end", time.Time{}); err != nil {
-		return err
-	}
-	if p.Step, err = promDuration(r, "step"); err != nil {
-		return err
-	}
-	if p.Timeout, err = promDuration(r, "timeout"); err != nil {
-		return err
-	}
-	return s.writeMetricsAnswer(w, r, c, p)
 }
 
 // writeMetricsAnswer runs the query and writes the backend's answer, as
@@ -109,11 +99,11 @@ func (s *Server) writeMetricsText(w http.ResponseWriter, r *http.Request, regist
 }
 
 // promTime parses a Prometheus API time: Unix seconds (with a fraction) or
-// RFC 3339; def when absent.
-func promTime(r *http.Request, name string, def time.Time) (time.Time, error) {
+// RFC 3339; zero when absent.
+func promTime(r *http.Request, name string) (time.Time, error) {
 	v := r.FormValue(name)
 	if v == "" {
-		return def, nil
+		return time.Time{}, nil
 	}
 	if f, err := strconv.ParseFloat(v, 64); err == nil && !math.IsNaN(f) && !math.IsInf(f, 0) && math.Abs(f) < 1e11 {
 		sec, frac := math.Modf(f)

@@ -155,14 +155,14 @@ func (s *Server) handlers() map[string]handlerFunc {
 		"deleteReservation":        s.handleReservationDelete,
 
 		// User-facing metrics; the store scopes each read to the caller's clusters.
-		"queryMetrics":                    s.can(fleet.ActionUserMetricsRead, "cluster", s.handleMetricsQuery),
-		"queryMetricsForm":                s.can(fleet.ActionUserMetricsRead, "cluster", s.handleMetricsQuery),
-		"queryMetricsPrometheus":          s.can(fleet.ActionUserMetricsRead, "cluster", s.handleMetricsQuery),
-		"queryMetricsPrometheusForm":      s.can(fleet.ActionUserMetricsRead, "cluster", s.handleMetricsQuery),
-		"queryMetricsRange":               s.can(fleet.ActionUserMetricsRead, "cluster", s.handleMetricsQueryRange),
-		"queryMetricsRangeForm":           s.can(fleet.ActionUserMetricsRead, "cluster", s.handleMetricsQueryRange),
-		"queryMetricsRangePrometheus":     s.can(fleet.ActionUserMetricsRead, "cluster", s.handleMetricsQueryRange),
-		"queryMetricsRangePrometheusForm": s.can(fleet.ActionUserMetricsRead, "cluster", s.handleMetricsQueryRange),
+		"queryMetrics":                    s.can(fleet.ActionUserMetricsRead, "cluster", s.handleMetricsQuery(false)),
+		"queryMetricsForm":                s.can(fleet.ActionUserMetricsRead, "cluster", s.handleMetricsQuery(false)),
+		"queryMetricsPrometheus":          s.can(fleet.ActionUserMetricsRead, "cluster", s.handleMetricsQuery(false)),
+		"queryMetricsPrometheusForm":      s.can(fleet.ActionUserMetricsRead, "cluster", s.handleMetricsQuery(false)),
+		"queryMetricsRange":               s.can(fleet.ActionUserMetricsRead, "cluster", s.handleMetricsQuery(true)),
+		"queryMetricsRangeForm":           s.can(fleet.ActionUserMetricsRead, "cluster", s.handleMetricsQuery(true)),
+		"queryMetricsRangePrometheus":     s.can(fleet.ActionUserMetricsRead, "cluster", s.handleMetricsQuery(true)),
+		"queryMetricsRangePrometheusForm": s.can(fleet.ActionUserMetricsRead, "cluster", s.handleMetricsQuery(true)),
 		"getMetricsText":                  s.can(fleet.ActionUserMetricsRead, "cluster", s.handleMetricsText),
 		"getClusterMetricsText":           s.can(fleet.ActionUserMetricsRead, "cluster", s.handleClusterMetricsText),
 	}

@@ -79,22 +79,9 @@ func rateKey(c Caller) string {
 	return "subject:" + c.Identity.Subject + c.Identity.Username
 }
 
-// QueryParams are an instant query's parameters.
-type QueryParams struct {
-	Query   string
-	Time    time.Time
-	Timeout time.Duration
-}
-
-// RangeParams are a range query's parameters.
-type RangeParams struct {
-	Query      string
-	Start, End time.Time
-	Step       time.Duration
-	Timeout    time.Duration
-}
-
-// Result is a query's answer in the Prometheus HTTP API's shape.
+// Result is a query's answer in the Prometheus HTTP API's shape; Data.Result
+// is the filtered series of a vector or matrix, or the backend's scalar or
+// string as it came.
 type Result struct {
 	Status   string     `json:"status"`
 	Data     ResultData `json:"data"`
@@ -102,70 +89,49 @@ type Result struct {
 	Infos    []string   `json:"infos,omitempty"`
 }
 
-// ResultData is a result's type and value, as JSON.
+// ResultData is a result's type and value.
 type ResultData struct {
-	ResultType string          `json:"resultType"`
-	Result     json.RawMessage `json:"result"`
+	ResultType string `json:"resultType"`
+	Result     any    `json:"result"`
 }
 
-// Query runs q, an instant or range query, and answers its JSON.
+// Query runs q, an instant or range query confined to the caller's
+// clusters, and answers its JSON.
 func (s *Service) Query(ctx context.Context, c Caller, q fleet.MetricsQuery) ([]byte, error) {
-	var res Result
-	var err error
+	b, err := s.queryBackend()
+	if err != nil {
+		return nil, err
+	}
 	if q.Range {
-		res, err = s.QueryRange(ctx, c, RangeParams{Query: q.Query, Start: q.Start, End: q.End, Step: q.Step, Timeout: q.Timeout})
+		if err := s.confiner.checkRange(q.Start, q.End, q.Step); err != nil {
+			return nil, err
+		}
+	}
+	confined, allowed, err := s.confine(ctx, c, q.Query)
+	if err != nil {
+		return nil, err
+	}
+	start := time.Now()
+	var ans answer
+	if q.Range {
+		ans, err = b.queryRange(ctx, confined, q.Start, q.End, q.Step, q.Timeout)
+		s.metrics.observe("query_range", start, err)
 	} else {
-		res, err = s.QueryInstant(ctx, c, QueryParams{Query: q.Query, Time: q.Time, Timeout: q.Timeout})
+		at := q.Time
+		if at.IsZero() {
+			at = s.now()
+		}
+		ans, err = b.query(ctx, confined, at, q.Timeout)
+		s.metrics.observe("query", start, err)
 	}
 	if err != nil {
 		return nil, err
 	}
+	res, err := s.result(ans, allowed)
+	if err != nil {
+		return nil, err
+	}
 	return json.Marshal(res)
-}
-
-// QueryInstant runs an instant query confined to the caller's clusters.
-func (s *Service) QueryInstant(ctx context.Context, c Caller, p QueryParams) (Result, error) {
-	b, err := s.queryBackend()
-	if err != nil {
-		return Result{}, err
-	}
-	q, allowed, err := s.confine(ctx, c, p.Query)
-	if err != nil {
-		return Result{}, err
-	}
-	at := p.Time
-	if at.IsZero() {
-		at = s.now()
-	}
-	start := time.Now()
-	ans, err := b.query(ctx, q, at, p.Timeout)
-	s.metrics.observe("query", start, err)
-	if err != nil {
-		return Result{}, err
-	}
-	return s.result(ans, allowed)
-}
-
-// QueryRange runs a range query confined to the caller's clusters.
-func (s *Service) QueryRange(ctx context.Context, c Caller, p RangeParams) (Result, error) {
-	b, err := s.queryBackend()
-	if err != nil {
-		return Result{}, err
-	}
-	if err := s.confiner.checkRange(p.Start, p.End, p.Step); err != nil {
-		return Result{}, err
-	}
-	q, allowed, err := s.confine(ctx, c, p.Query)
-	if err != nil {
-		return Result{}, err
-	}
-	start := time.Now()
-	ans, err := b.queryRange(ctx, q, p.Start, p.End, p.Step, p.Timeout)
-	s.metrics.observe("query_range", start, err)
-	if err != nil {
-		return Result{}, err
-	}
-	return s.result(ans, allowed)
 }
 
 func (s *Service) queryBackend() (*backend, error) {
@@ -245,11 +211,7 @@ func (s *Service) result(ans answer, allowed Allowed) (Result, error) {
 	keep := func(name string) bool {
 		return name == model.MetricNameLabel || name == s.cfg.ClusterLabel || allowed.Labels[name]
 	}
-	out, err := json.Marshal(filterSeries(all, keep))
-	if err != nil {
-		return Result{}, err
-	}
-	res.Data.Result = out
+	res.Data.Result = filterSeries(all, keep)
 	return res, nil
 }
 
