@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"maps"
 	"net/http"
 	"net/url"
 	"os"
@@ -414,7 +415,7 @@ func (r *metricsResults) check() error {
 			byPair[ph.scenario.pair] = append(byPair[ph.scenario.pair], ph)
 		}
 	}
-	for _, pair := range sortedKeysOf(byPair) {
+	for _, pair := range slices.Sorted(maps.Keys(byPair)) {
 		phs := byPair[pair]
 		if len(phs) != 2 || phs[0].results != phs[1].results {
 			return fmt.Errorf("%s: the direct and proxied answers differ in their series", pair)
@@ -425,15 +426,6 @@ func (r *metricsResults) check() error {
 		r.checks = append(r.checks, fmt.Sprintf("%s: %d series both ways", pair, phs[0].results))
 	}
 	return nil
-}
-
-func sortedKeysOf[V any](m map[string]V) []string {
-	keys := make([]string, 0, len(m))
-	for k := range m {
-		keys = append(keys, k)
-	}
-	slices.Sort(keys)
-	return keys
 }
 
 func cloneValues(v url.Values, key, value string) url.Values {
@@ -623,7 +615,7 @@ func reportUserMetrics(out io.Writer, r *metricsResults) {
 			msf(percentile(p.Latencies, .5)-percentile(d.Latencies, .5)), msf(percentile(p.Latencies, .99)-percentile(d.Latencies, .99)))
 	}
 	fmt.Fprintf(out, "\nin this process: confining the per-cluster query to %d clusters (parse, inject, print) %s\n", r.orgClusters, msf(r.confine))
-	for _, name := range sortedKeysOf(r.storeReads) {
+	for _, name := range slices.Sorted(maps.Keys(r.storeReads)) {
 		ds := r.storeReads[name]
 		fmt.Fprintf(out, "store %s of %s: p50 %s, max %s (%d reads)\n", name, metricsOrg, msf(percentile(ds, .5)), msf(percentile(ds, 1)), len(ds))
 	}

@@ -2,6 +2,7 @@ package usermetrics
 
 import (
 	"errors"
+	"maps"
 	"regexp"
 	"slices"
 	"strings"
@@ -131,7 +132,7 @@ func (c confiner) clusterMatcher(values []string) *labels.Matcher {
 
 // nameMatcher matches exactly the allowed metric names.
 func nameMatcher(names map[string]bool) *labels.Matcher {
-	return labels.MustNewMatcher(labels.MatchRegexp, labels.MetricName, alternation(sortedKeys(names)))
+	return labels.MustNewMatcher(labels.MatchRegexp, labels.MetricName, alternation(slices.Collect(maps.Keys(names))))
 }
 
 // alternation is a regular expression matching exactly the non-empty values;
@@ -149,17 +150,6 @@ func alternation(values []string) string {
 	}
 	slices.Sort(quoted)
 	return strings.Join(slices.Compact(quoted), "|")
-}
-
-func sortedKeys(m map[string]bool) []string {
-	keys := make([]string, 0, len(m))
-	for k, ok := range m {
-		if ok {
-			keys = append(keys, k)
-		}
-	}
-	slices.Sort(keys)
-	return keys
 }
 
 // checkSelector checks a selector's metric name and label matchers; named

@@ -1,6 +1,7 @@
 package usermetrics
 
 import (
+	"maps"
 	"slices"
 	"strings"
 
@@ -85,19 +86,10 @@ func (f *families) add(name, help string, typ dto.MetricType, lbls []*dto.LabelP
 // sorted returns the families in name order.
 func (f *families) sorted() []*dto.MetricFamily {
 	out := make([]*dto.MetricFamily, 0, len(f.byName))
-	for _, name := range sortedKeysOf(f.byName) {
+	for _, name := range slices.Sorted(maps.Keys(f.byName)) {
 		out = append(out, f.byName[name])
 	}
 	return out
-}
-
-func sortedKeysOf[V any](m map[string]V) []string {
-	keys := make([]string, 0, len(m))
-	for k := range m {
-		keys = append(keys, k)
-	}
-	slices.Sort(keys)
-	return keys
 }
 
 func pair(name, value string) *dto.LabelPair {
@@ -162,7 +154,7 @@ func (r inventoryRenderer) render(f *families, inv fleet.MetricsInventory, allow
 			if err != nil {
 				continue
 			}
-			for _, res := range sortedKeysOf(amounts) {
+			for _, res := range slices.Sorted(maps.Keys(amounts)) {
 				qty, err := resource.ParseQuantity(amounts[res])
 				if err != nil {
 					continue

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"io"
 	"log/slog"
+	"maps"
 	"slices"
 	"strconv"
 	"strings"
@@ -237,7 +238,7 @@ func filterSeries(all []series, keep func(string) bool) []series {
 // labelKey identifies a label set: its pairs in name order.
 func labelKey(m map[string]string) string {
 	var b strings.Builder
-	for _, k := range sortedKeysOf(m) {
+	for _, k := range slices.Sorted(maps.Keys(m)) {
 		b.WriteString(k)
 		b.WriteByte(0)
 		b.WriteString(m[k])
