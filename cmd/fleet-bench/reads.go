@@ -11,7 +11,6 @@ import (
 	"net/url"
 	"os"
 	"path/filepath"
-	"runtime"
 	"strings"
 	"sync"
 	"time"
@@ -63,8 +62,7 @@ type readResults struct {
 // phases (--reads).
 func runReads(ctx context.Context, o options, out io.Writer) error {
 	r := &readResults{opts: o, started: time.Now(), totals: map[string]int{}}
-	r.machine = machine{cpus: runtime.NumCPU(), cpuModel: cpuModel(), goVersion: runtime.Version(), loadBefore: loadAverage()}
-	r.machine.memory, _ = fileFieldKB("/proc/meminfo", "MemTotal")
+	r.machine = thisMachine()
 	dir, err := os.MkdirTemp("", "fleet-bench-")
 	if err != nil {
 		return err

@@ -49,6 +49,13 @@ type machine struct {
 	loadBefore, loadAfter string
 }
 
+// thisMachine reads the facts of the machine a run starts on.
+func thisMachine() machine {
+	m := machine{cpus: runtime.NumCPU(), cpuModel: cpuModel(), goVersion: runtime.Version(), loadBefore: loadAverage()}
+	m.memory, _ = fileFieldKB("/proc/meminfo", "MemTotal")
+	return m
+}
+
 // run sets up the database, the server and the fleet, runs every phase and
 // prints the report. It fails when the run broke or the acknowledgements did
 // not add up, never because a target was missed.
@@ -207,8 +214,7 @@ type benchServer struct {
 // and starts serve on it; close stops serve and drops the database (unless
 // --keep-database). label names the run in its first line.
 func startBenchServer(ctx context.Context, o options, out io.Writer, label string) (b *benchServer, err error) {
-	b = &benchServer{machine: machine{cpus: runtime.NumCPU(), cpuModel: cpuModel(), goVersion: runtime.Version(), loadBefore: loadAverage()}}
-	b.machine.memory, _ = fileFieldKB("/proc/meminfo", "MemTotal")
+	b = &benchServer{machine: thisMachine()}
 	version, err := exec.CommandContext(ctx, o.FleetManager, "version").Output()
 	if err != nil {
 		return nil, fmt.Errorf("%s version: %w", o.FleetManager, err)

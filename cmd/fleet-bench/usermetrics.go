@@ -13,7 +13,6 @@ import (
 	"os"
 	"path/filepath"
 	"regexp"
-	"runtime"
 	"slices"
 	"strconv"
 	"strings"
@@ -111,8 +110,7 @@ type metricsResults struct {
 func runUserMetrics(ctx context.Context, o options, out io.Writer) error {
 	o.Resources = 0 // the generic resources play no part in the metrics
 	r := &metricsResults{opts: o, started: time.Now(), storeReads: map[string][]time.Duration{}}
-	r.machine = machine{cpus: runtime.NumCPU(), cpuModel: cpuModel(), goVersion: runtime.Version(), loadBefore: loadAverage()}
-	r.machine.memory, _ = fileFieldKB("/proc/meminfo", "MemTotal")
+	r.machine = thisMachine()
 	dir, err := os.MkdirTemp("", "fleet-bench-")
 	if err != nil {
 		return err
