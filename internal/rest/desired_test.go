@@ -121,7 +121,10 @@ func TestDesiredDeltaMakesTheWholeSet(t *testing.T) {
 	create := func(name string) public.Cluster {
 		return e.createCluster(t, tok, public.ClusterCreate{Name: name, Product: public.OCP, Zone: ptr("eu")})
 	}
-	fetch := func(params private.GetHubDesiredParams) *private.DesiredSet {
+	// fetch long-polls the desired set; inside Eventually it takes the
+	// attempt's Gomega, so a poll that ends before the reconcilers publish
+	// (304) is retried rather than failing the test.
+	fetch := func(g gomega.Gomega, params private.GetHubDesiredParams) *private.DesiredSet {
 		params.Wait = ptr("100ms")
 		resp, err := e.agent.GetHubDesiredWithResponse(ctx, hub.Id, &params, agent)
 		g.Expect(err).NotTo(gomega.HaveOccurred())
@@ -130,8 +133,8 @@ func TestDesiredDeltaMakesTheWholeSet(t *testing.T) {
 	}
 	kept, changed, gone := create("kept"), create("changed"), create("gone")
 	var base *private.DesiredSet
-	g.Eventually(func() []private.DesiredRegistration {
-		base = fetch(private.GetHubDesiredParams{})
+	g.Eventually(func(g gomega.Gomega) []private.DesiredRegistration {
+		base = fetch(g, private.GetHubDesiredParams{})
 		if base.Revision == 0 { // placed, not published yet
 			return nil
 		}
@@ -164,8 +167,8 @@ func TestDesiredDeltaMakesTheWholeSet(t *testing.T) {
 	}
 	want := []entry{{kept.Id, 1, 3}, {changed.Id, 2, 3}, {added.Id, 1, 3}}
 	var delta *private.DesiredSet
-	g.Eventually(func() []entry {
-		delta = fetch(private.GetHubDesiredParams{After: &base.Revision, Since: &base.Revision})
+	g.Eventually(func(g gomega.Gomega) []entry {
+		delta = fetch(g, private.GetHubDesiredParams{After: &base.Revision, Since: &base.Revision})
 		if delta.BaseRevision == nil || *delta.BaseRevision != base.Revision || delta.RemovedRegistrations == nil {
 			return nil
 		}
@@ -192,7 +195,7 @@ func TestDesiredDeltaMakesTheWholeSet(t *testing.T) {
 	// The whole set read after it holds the same entries. Its revision is
 	// the delta's or later: a publication that changes no entry may move the
 	// hub's revision in between (see below).
-	whole := fetch(private.GetHubDesiredParams{})
+	whole := fetch(g, private.GetHubDesiredParams{})
 	g.Expect(whole.Revision).To(gomega.BeNumerically(">=", delta.Revision))
 	g.Expect(entries(whole.Registrations)).To(gomega.ConsistOf(want))
 
@@ -200,7 +203,7 @@ func TestDesiredDeltaMakesTheWholeSet(t *testing.T) {
 	// (a publication that only moves it), so delta.Revision + 1 may be
 	// reached by the time it is asked.
 	past := delta.Revision + 1_000_000
-	again := fetch(private.GetHubDesiredParams{Since: &past})
+	again := fetch(g, private.GetHubDesiredParams{Since: &past})
 	g.Expect(again.BaseRevision).To(gomega.BeNil(), "a since past the hub's revision gets the whole set")
 	g.Expect(entries(again.Registrations)).To(gomega.ConsistOf(want))
 }
