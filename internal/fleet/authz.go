@@ -154,8 +154,8 @@ func DefaultRoleMap() RoleMap {
 		DefaultOrgRole: OrgRoleAdmin, ServiceAccountPrefix: "service-account-"}
 }
 
-// The actions the code asks about: "<resource>:<verb>". The policy also
-// names the coming ones (metrics, DNS records).
+// The actions the code asks about: "<resource>:<verb>". Naming policies
+// (DNS services) are asked about as dns_zones: onboarding is one role.
 const (
 	ActionClustersList       = "clusters:list"
 	ActionClustersGet        = "clusters:get"
@@ -201,4 +201,14 @@ const (
 	ActionReservationsCreate = "reservations:create"
 	ActionReservationsDelete = "reservations:delete"
 	ActionUserMetricsRead    = "user_metrics:read"
+	ActionDNSRecordsList     = "dns_records:list"
+	ActionDNSRecordsGet      = "dns_records:get"
+	ActionDNSRecordsCreate   = "dns_records:create"
+	ActionDNSRecordsUpdate   = "dns_records:update"
+	ActionDNSRecordsDelete   = "dns_records:delete"
+	ActionDNSZonesList       = "dns_zones:list"
+	ActionDNSZonesGet        = "dns_zones:get"
+	ActionDNSZonesCreate     = "dns_zones:create"
+	ActionDNSZonesUpdate     = "dns_zones:update"
+	ActionDNSZonesDelete     = "dns_zones:delete"
 )

@@ -66,6 +66,7 @@ const (
 	CodeMetricsBackend         ErrorCode = 30
 	CodeRateLimited            ErrorCode = 31
 	CodeMetricsTooManyClusters ErrorCode = 32
+	CodeDNSWriterNotAllowed    ErrorCode = 33
 )
 
 // CatalogueEntry describes one error code: its kind and the reason a client sees
@@ -112,6 +113,7 @@ func Catalogue() []CatalogueEntry {
 		{CodeMetricsBackend, KindInvalid, "MetricsBackendRefused", "The metrics backend could not evaluate the query; the reason gives its answer"},
 		{CodeRateLimited, KindTooManyRequests, "RateLimited", "The organisation sent more requests than its rate limit allows; retry after the Retry-After header's seconds"},
 		{CodeMetricsTooManyClusters, KindInvalid, "MetricsTooManyClusters", "The request covers more clusters than one metrics read may; read fewer (one cluster's metrics, or a narrower scope)"},
+		{CodeDNSWriterNotAllowed, KindForbidden, "DNSWriterNotAllowed", "The caller's organisation or service account is not one of the DNS service's writers; its administrators onboard writers"},
 	}
 	sort.Slice(entries, func(i, j int) bool { return entries[i].Code < entries[j].Code })
 	return entries

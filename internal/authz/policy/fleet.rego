@@ -28,7 +28,7 @@ verb := parts[1]
 org_families := {"clusters", "policies", "compliance", "inventory", "blueprints", "pools", "reservations", "dns_records", "user_metrics"}
 
 # Families of the fleet's own resources, for fleet admins and viewers.
-fleet_families := {"hubs", "resources", "metrics"}
+fleet_families := {"hubs", "resources", "metrics", "dns_zones"}
 
 read_verbs := {"list", "get", "watch", "compliance", "summary", "read"}
 
@@ -41,6 +41,7 @@ fleet_viewer_actions := {
 	"hubs:list", "hubs:get", "resources:list", "resources:watch",
 	"inventory:list", "inventory:get", "inventory:watch", "metrics:read", "user_metrics:read",
 	"blueprints:list", "blueprints:get", "pools:list", "pools:get", "reservations:list", "reservations:get",
+	"dns_zones:list", "dns_zones:get", "dns_records:list", "dns_records:get",
 }
 
 own_org if {
