@@ -3,9 +3,6 @@ package reconcile
 import (
 	"context"
 	"log/slog"
-	"maps"
-	"slices"
-	"sync"
 	"time"
 
 	"github.com/fleetmanager/fleet-manager/internal/fleet"
@@ -25,38 +22,16 @@ type PoolManager struct {
 	owner   string
 	logger  *slog.Logger
 	metrics *Metrics
-
-	mu sync.Mutex
-	// woken holds the pools named by wake-ups and not claimed yet, each with
-	// the passes left to try: a pool another pass holds (of this replica's
-	// resync, or another replica's) is tried again until that pass released
-	// it, or the wake-up would be lost to the holder's older reading.
-	woken map[string]wokenPool
-	seq   uint64
-}
-
-// wokenPool is a woken pool's tries left and its latest wake-up's number: a
-// wake-up that comes while a pass claims the pool is kept for the next one.
-type wokenPool struct {
-	left int
-	seq  uint64
+	woken   *wokenSet
 }
 
 // poolBatch is how many pools one pass claims.
 const poolBatch = 50
 
-// wokenRetries and wokenRetryDelay bound how long a woken pool another pass
-// holds is tried again: a pass holds a pool only while it decides and
-// applies, far less than the bound.
-const (
-	wokenRetries    = 20
-	wokenRetryDelay = 100 * time.Millisecond
-)
-
 // NewPoolManager returns pool_mgr.
 func NewPoolManager(cfg Config, scaler fleet.ScalerConfig, queue fleet.PoolQueue, owner string, logger *slog.Logger, metrics *Metrics) *PoolManager {
 	return &PoolManager{cfg: cfg, scaler: scaler, queue: queue, owner: owner, logger: logger.With("reconciler", "pool_mgr"),
-		metrics: metrics, woken: map[string]wokenPool{}}
+		metrics: metrics, woken: newWokenSet()}
 }
 
 // Run passes at start, on every wake-up (its payload a pool id, claimed
@@ -64,69 +39,15 @@ func NewPoolManager(cfg Config, scaler fleet.ScalerConfig, queue fleet.PoolQueue
 func (m *PoolManager) Run(ctx context.Context, wake <-chan string) {
 	kick := make(chan string, 1)
 	if wake != nil {
-		go func() {
-			for {
-				select {
-				case <-ctx.Done():
-					return
-				case id := <-wake:
-					if id != "" { // "" is the listener's poll while it is down
-						m.mu.Lock()
-						m.seq++
-						m.woken[id] = wokenPool{left: wokenRetries, seq: m.seq}
-						m.mu.Unlock()
-					}
-					select {
-					case kick <- id:
-					default:
-					}
-				}
-			}
-		}()
+		go m.woken.forward(ctx, wake, kick)
 	}
 	loop(ctx, "pool_mgr", kick, m.cfg.PoolResync, m.pass)
 }
 
-// takeWoken returns the pools named by wake-ups and not claimed yet, with
-// the number of each one's latest wake-up.
-func (m *PoolManager) takeWoken() map[string]uint64 {
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	out := make(map[string]uint64, len(m.woken))
-	for id, w := range m.woken {
-		out[id] = w.seq
-	}
-	return out
-}
-
-// settleWoken forgets the woken pools that were claimed and counts down the
-// others, keeping those woken again since taken; it reports whether any is
-// left to try.
-func (m *PoolManager) settleWoken(taken map[string]uint64, claims []fleet.PoolClaim) bool {
-	claimed := make(map[string]bool, len(claims))
-	for _, c := range claims {
-		claimed[c.Input.Pool.ID] = true
-	}
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	for id, seq := range taken {
-		w, ok := m.woken[id]
-		switch {
-		case !ok || w.seq != seq:
-		case claimed[id] || w.left <= 1:
-			delete(m.woken, id)
-		default:
-			m.woken[id] = wokenPool{left: w.left - 1, seq: seq}
-		}
-	}
-	return len(m.woken) > 0
-}
-
 func (m *PoolManager) pass(ctx context.Context) (time.Duration, bool) {
-	taken := m.takeWoken()
-	woken := slices.Sorted(maps.Keys(taken))
+	taken := m.woken.take()
 	claims, err := untilAnswered(ctx, func(ctx context.Context) ([]fleet.PoolClaim, error) {
-		return m.queue.ClaimPools(ctx, m.owner, woken, poolBatch, m.cfg.Lease)
+		return m.queue.ClaimPools(ctx, m.owner, sorted(taken), poolBatch, m.cfg.Lease)
 	})
 	if err != nil {
 		if ctx.Err() == nil {
@@ -137,7 +58,11 @@ func (m *PoolManager) pass(ctx context.Context) (time.Duration, bool) {
 	for _, c := range claims {
 		m.reconcilePool(ctx, c)
 	}
-	pending := m.settleWoken(taken, claims)
+	claimed := make(map[string]bool, len(claims))
+	for _, c := range claims {
+		claimed[c.Input.Pool.ID] = true
+	}
+	pending := m.woken.settle(taken, claimed)
 	switch {
 	case len(claims) == poolBatch:
 		return 0, true
