@@ -791,7 +791,7 @@ type DNSOutcome struct {
 	// Synced clears ChangeID.
 	Synced bool
 	// RequeueAfter asks for another pass after this long; 0 waits for a
-	// wake-up (or, for a record that follows a cluster, the resync).
+	// wake-up. dns_mgr sets it for a failed pass too: it owns the backoff.
 	RequeueAfter time.Duration
 	// Failed counts the pass as failed: the record's attempts go up.
 	Failed bool
@@ -858,4 +858,25 @@ type DNSRecords interface {
 	// the provider removed the name. Errors: CodeNotFound,
 	// CodePreconditionFailed.
 	RequestDNSRecordDeletion(ctx context.Context, org string, service DNSService, id string, match *int64) error
+}
+
+// Desired is the set w's record wants at its provider for its current
+// generation; nil with the Published condition's reason while the cluster
+// it follows has no known ingress, or is gone.
+func (w DNSWork) Desired() (*DNSRecordSet, string) {
+	r := w.Record
+	values := r.Targets
+	if r.ClusterID != "" {
+		switch {
+		case w.ClusterGone:
+			return nil, DNSReasonClusterGone
+		case w.IngressHost == "":
+			return nil, DNSReasonWaitingForCluster
+		}
+		values = []string{w.IngressHost}
+	}
+	if r.Type == DNSRecordCNAME {
+		values = []string{NormalizeDNSName(values[0])}
+	}
+	return &DNSRecordSet{Name: r.Name, Type: r.Type, TTL: r.TTL, Values: slices.Clone(values)}, ""
 }

@@ -54,6 +54,13 @@ type Config struct {
 	// a wake-up: what the hubs report of the pools' clusters (joined,
 	// installed, scaled) reaches the scaler within it.
 	PoolResync time.Duration
+	// DNSResync is how often dns_mgr looks for due records without a
+	// wake-up, and how often a record that follows a cluster whose ingress
+	// is not known yet is looked at again.
+	DNSResync time.Duration
+	// DNSBatch is how many of a zone's records one dns_mgr pass takes, and
+	// so the largest change batch it sends a provider.
+	DNSBatch int
 }
 
 // DefaultConfig returns the reconcilers' defaults.
@@ -62,7 +69,7 @@ func DefaultConfig() Config {
 		Enabled: true, Workers: 8, BatchSize: 5000, Lease: time.Minute, Resync: 5 * time.Minute, Recheck: time.Hour,
 		Poll: 10 * time.Second, RemovalTimeout: 30 * time.Minute, StatsInterval: 30 * time.Second,
 		TombstoneRetention: 7 * 24 * time.Hour, TombstonePurgeBatch: 1000, PolicyResolve: 5 * time.Second,
-		PoolResync: 15 * time.Second,
+		PoolResync: 15 * time.Second, DNSResync: 10 * time.Second, DNSBatch: 500,
 	}
 }
 
@@ -84,6 +91,9 @@ func (c *Config) AddFlags(fs *pflag.FlagSet) {
 		"shortest time between two placements of the configuration policies on hubs after the inventory moved")
 	fs.DurationVar(&c.PoolResync, "pool-resync-interval", c.PoolResync,
 		"how often pool_mgr looks at every capacity pool without a wake-up, so what the hubs report of its clusters reaches the scaler")
+	fs.DurationVar(&c.DNSResync, "dns-resync-interval", c.DNSResync,
+		"how often dns_mgr looks for due records without a wake-up, and at a record whose cluster's ingress is not known yet")
+	fs.IntVar(&c.DNSBatch, "dns-batch-size", c.DNSBatch, "records of one zone a dns_mgr pass takes: the largest change batch sent to a DNS provider")
 }
 
 // Validate reports every invalid setting, naming its flag.
@@ -95,6 +105,9 @@ func (c Config) Validate() error {
 	if c.TombstonePurgeBatch < 1 || c.TombstonePurgeBatch > 100_000 {
 		p.Addf("inventory-tombstone-purge-batch", "must be between 1 and 100000 (got %d)", c.TombstonePurgeBatch)
 	}
+	if c.DNSBatch < 1 || c.DNSBatch > 1000 {
+		p.Addf("dns-batch-size", "must be between 1 and 1000 (got %d)", c.DNSBatch)
+	}
 	if c.BatchSize < 1 || c.BatchSize > 10_000 {
 		p.Addf("reconcile-batch-size", "must be between 1 and 10000 (got %d)", c.BatchSize)
 	}
@@ -102,7 +115,7 @@ func (c Config) Validate() error {
 		"reconcile-lease": c.Lease, "reconcile-resync-interval": c.Resync, "reconcile-recheck-interval": c.Recheck,
 		"reconcile-poll-interval": c.Poll, "reconcile-removal-timeout": c.RemovalTimeout, "reconcile-stats-interval": c.StatsInterval,
 		"inventory-tombstone-retention": c.TombstoneRetention, "policy-resolve-interval": c.PolicyResolve,
-		"pool-resync-interval": c.PoolResync,
+		"pool-resync-interval": c.PoolResync, "dns-resync-interval": c.DNSResync,
 	} {
 		if d <= 0 {
 			p.Addf(flag, "must be positive (got %s)", d)

@@ -16,6 +16,8 @@ type Metrics struct {
 	purged *prometheus.CounterVec
 	// poolActions counts pool_mgr's scaling decisions, by type and reason.
 	poolActions *prometheus.CounterVec
+	// dnsChanges counts dns_mgr's record changes, by provider and result.
+	dnsChanges *prometheus.CounterVec
 }
 
 // Pass outcomes, the values of the outcome label.
@@ -54,8 +56,12 @@ func NewMetrics(namespace string, reg prometheus.Registerer) (*Metrics, error) {
 			Namespace: namespace, Subsystem: "pool", Name: "scale_actions_total",
 			Help: "Decisions pool_mgr's scaler carried out (cluster added or removed, nodes scaled, version or add-ons applied), by type and reason.",
 		}, []string{"type", "reason"}),
+		dnsChanges: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Namespace: namespace, Subsystem: "dns", Name: "record_changes_total",
+			Help: "Record changes dns_mgr sent to DNS providers, by provider and result (published, removed, refused, unavailable).",
+		}, []string{"provider", "result"}),
 	}
-	for _, c := range []prometheus.Collector{m.duration, m.queueDepth, m.phases, m.hubs, m.purged, m.poolActions} {
+	for _, c := range []prometheus.Collector{m.duration, m.queueDepth, m.phases, m.hubs, m.purged, m.poolActions, m.dnsChanges} {
 		if err := reg.Register(c); err != nil {
 			return nil, err
 		}
