@@ -35,12 +35,14 @@ type Wakeups struct {
 	Inventory <-chan string
 	// Pools receives a pool's id when it or its reservations changed.
 	Pools <-chan string
+	// DNS receives a zone's id when one of its records changed.
+	DNS <-chan string
 }
 
 // Channels names the notification channels on which registrations, hubs
 // and the inventory change (the store's).
 type Channels struct {
-	Registrations, Hubs, Inventory, Pools string
+	Registrations, Hubs, Inventory, Pools, DNS string
 }
 
 // Subscribe returns a set's wake-ups, each its own subscription made with
@@ -48,7 +50,7 @@ type Channels struct {
 func Subscribe(subscribe func(channel string) <-chan string, ch Channels) Wakeups {
 	return Wakeups{
 		Provisioning: subscribe(ch.Registrations), Deleting: subscribe(ch.Registrations),
-		Hubs: subscribe(ch.Hubs), Inventory: subscribe(ch.Inventory), Pools: subscribe(ch.Pools),
+		Hubs: subscribe(ch.Hubs), Inventory: subscribe(ch.Inventory), Pools: subscribe(ch.Pools), DNS: subscribe(ch.DNS),
 	}
 }
 
@@ -62,6 +64,12 @@ type Set struct {
 	Pools fleet.PoolQueue
 	// Scaler is pool_mgr's scaling settings.
 	Scaler fleet.ScalerConfig
+	// DNS is dns_mgr's queue, DNSProviders its provider of each kind this
+	// deployment writes to and DNSResolver how it asks authoritative
+	// servers; without a queue dns_mgr does not run.
+	DNS          fleet.DNSQueue
+	DNSProviders map[fleet.DNSProviderKind]fleet.DNSProvider
+	DNSResolver  fleet.DNSResolver
 	// Deliveries holds one Delivery per mode this deployment supports.
 	Deliveries map[fleet.DeliveryMode]fleet.Delivery
 	// TombstoneTables are the inventory tables the purge works through: the
@@ -86,6 +94,7 @@ func (s Set) validate() error {
 		{"Store", s.Store == nil}, {"Queue", s.Queue == nil}, {"Pools", s.Pools == nil}, {"Deliveries", len(s.Deliveries) == 0},
 		{"TombstoneTables", len(s.TombstoneTables) == 0}, {"HeartbeatCheck", s.HeartbeatCheck <= 0},
 		{"Clock", s.Clock == nil}, {"Logger", s.Logger == nil}, {"Metrics", s.Metrics == nil},
+		{"DNSResolver", s.DNS != nil && s.DNSResolver == nil},
 	} {
 		if dep.missing {
 			errs = append(errs, fmt.Errorf("no %s", dep.name))
@@ -102,7 +111,8 @@ type Running struct {
 
 // Start runs every reconciler of a replica until ctx ends or Stop:
 // provisioning_mgr, deleting_mgr, hub_mgr, the housekeeping (fleet gauges,
-// idempotency keys), the tombstone purge, the policy resolver and pool_mgr. It refuses
+// idempotency keys), the tombstone purge, the policy resolver, pool_mgr and
+// dns_mgr (with a DNS queue). It refuses
 // a set with a missing dependency or an invalid Config.
 func Start(ctx context.Context, s Set) (*Running, error) {
 	if err := s.validate(); err != nil {
@@ -128,6 +138,10 @@ func Start(ctx context.Context, s Set) (*Running, error) {
 		func() { pools.Run(ctx, s.Wake.Pools) },
 	} {
 		r.done.Go(run)
+	}
+	if s.DNS != nil {
+		dns := NewDNSManager(cfg, s.DNS, s.DNSProviders, s.DNSResolver, clock, owner, logger, metrics)
+		r.done.Go(func() { dns.Run(ctx, s.Wake.DNS) })
 	}
 	logger.Info("reconcilers started", "owner", owner, "delivery_modes", modes)
 	return r, nil

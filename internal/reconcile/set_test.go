@@ -157,19 +157,19 @@ func TestSubscribeGivesEachReconcilerItsOwnChannel(t *testing.T) {
 		subscribed[c] = channel
 		return c
 	}
-	w := reconcile.Subscribe(subscribe, reconcile.Channels{Registrations: "regs", Hubs: "hubs", Inventory: "inv", Pools: "pools"})
+	w := reconcile.Subscribe(subscribe, reconcile.Channels{Registrations: "regs", Hubs: "hubs", Inventory: "inv", Pools: "pools", DNS: "dns"})
 	for name, got := range map[string]struct {
 		c    <-chan string
 		want string
 	}{
 		"Provisioning": {w.Provisioning, "regs"}, "Deleting": {w.Deleting, "regs"},
-		"Hubs": {w.Hubs, "hubs"}, "Inventory": {w.Inventory, "inv"}, "Pools": {w.Pools, "pools"},
+		"Hubs": {w.Hubs, "hubs"}, "Inventory": {w.Inventory, "inv"}, "Pools": {w.Pools, "pools"}, "DNS": {w.DNS, "dns"},
 	} {
 		if ch, ok := subscribed[got.c]; !ok || ch != got.want {
 			t.Errorf("%s wake-up subscribed to %q (made by subscribe: %v), want %q", name, ch, ok, got.want)
 		}
 	}
-	if len(subscribed) != 5 || w.Provisioning == w.Deleting {
-		t.Errorf("%d subscriptions, want 5, one per wake-up", len(subscribed))
+	if len(subscribed) != 6 || w.Provisioning == w.Deleting {
+		t.Errorf("%d subscriptions, want 6, one per wake-up", len(subscribed))
 	}
 }
