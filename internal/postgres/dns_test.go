@@ -329,3 +329,15 @@ func TestDNSZoneCredentialsRotateWithTheMasterKey(t *testing.T) {
 	g.Expect(claims).To(gomega.HaveLen(1))
 	g.Expect(claims[0].Zone.Credentials).To(gomega.Equal(*create.Credentials))
 }
+
+func TestDNSResyncIsValidated(t *testing.T) {
+	t.Parallel()
+	cfg := postgres.DefaultStoreConfig()
+	if err := cfg.Validate(); err != nil {
+		t.Fatalf("DefaultStoreConfig().Validate() = %v", err)
+	}
+	cfg.DNSResync = time.Second
+	if err := cfg.Validate(); err == nil || !strings.Contains(err.Error(), "--dns-cluster-resync") {
+		t.Errorf("Validate() with a one-second DNS resync = %v; want an error naming --dns-cluster-resync", err)
+	}
+}
