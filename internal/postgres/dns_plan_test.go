@@ -21,11 +21,11 @@ import (
 // for PostgreSQL to prefer an index wherever one serves.
 const dnsPlanRecords = 300000
 
-// seedDNSFleetSQL is three zones of ten services each and $1 records:
-// org-big holds the first tenth, all in svc-0 (some following its pool
-// cluster cl-big), the others are spread over 300 organisations and every
-// service. One record in a hundred is due; the others are at rest, their
-// conditions as wide as a published record's.
+// seedDNSFleetSQL is a few zones of several services each and $1 records:
+// org-big holds a tenth of them, all in svc-0 (some following its pool
+// cluster cl-big), the others are spread over many organisations and every
+// service. A few records are due; the others are at rest, their conditions
+// as wide as a published record's (the sizes are the SQL's own).
 const seedDNSFleetSQL = `
 INSERT INTO dns_zones (id, name, provider, settings) SELECT 'z-' || i, 'zone-' || i || '.example', 'rfc2136', '{}' FROM generate_series(0, 2) i;
 INSERT INTO dns_services (id, name, zone_id, subdomain, name_template, record_types, min_ttl, max_ttl, default_ttl)
