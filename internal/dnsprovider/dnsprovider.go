@@ -17,6 +17,7 @@ const (
 	DefaultDNSTimeout         = 5 * time.Second
 	DefaultRoute53MaxAttempts = 5
 	DefaultRoute53MaxBackoff  = 20 * time.Second
+	DefaultRoute53Timeout     = 30 * time.Second
 	DefaultRoute53Region      = "us-east-1"
 )
 
@@ -32,6 +33,9 @@ type Config struct {
 	// Route53MaxBackoff bounds the standard retryer's delay between two
 	// attempts.
 	Route53MaxBackoff time.Duration
+	// Route53Timeout bounds one HTTP attempt of a Route53 call, so that a
+	// connection that hangs becomes a retried error.
+	Route53Timeout time.Duration
 }
 
 func (c Config) defaulted() Config {
@@ -43,6 +47,9 @@ func (c Config) defaulted() Config {
 	}
 	if c.Route53MaxBackoff <= 0 {
 		c.Route53MaxBackoff = DefaultRoute53MaxBackoff
+	}
+	if c.Route53Timeout <= 0 {
+		c.Route53Timeout = DefaultRoute53Timeout
 	}
 	return c
 }

@@ -183,15 +183,19 @@ func TestRFC2136OutageIsTransient(t *testing.T) {
 // an accepted update.
 func TestRFC2136AnswersThatAreNotBINDs(t *testing.T) {
 	t.Parallel()
+	secret := base64.StdEncoding.EncodeToString([]byte("0123456789abcdef0123456789abcdef"))
+	other := base64.StdEncoding.EncodeToString([]byte("fedcba9876543210fedcba9876543210"))
 	for _, tc := range []struct {
 		name    string
 		rcode   int
+		signer  string // the secret the server signs its answer with, if any
 		refusal bool
 		want    string
 	}{
-		{"SERVFAIL", dns.RcodeServerFailure, false, "SERVFAIL"},
-		{"REFUSED", dns.RcodeRefused, true, "REFUSED"},
-		{"unsigned NOERROR", dns.RcodeSuccess, false, "without TSIG"},
+		{"SERVFAIL", dns.RcodeServerFailure, "", false, "SERVFAIL"},
+		{"REFUSED", dns.RcodeRefused, "", true, "REFUSED"},
+		{"unsigned NOERROR", dns.RcodeSuccess, "", false, "without TSIG"},
+		{"NOERROR signed with another secret", dns.RcodeSuccess, other, false, "does not verify"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
@@ -204,14 +208,20 @@ func TestRFC2136AnswersThatAreNotBINDs(t *testing.T) {
 			srv := &dns.Server{Listener: l, MsgAcceptFunc: accept, Handler: dns.HandlerFunc(func(w dns.ResponseWriter, r *dns.Msg) {
 				m := new(dns.Msg)
 				m.SetRcode(r, tc.rcode)
+				if tc.signer != "" {
+					m.SetTsig("k.", dns.HmacSHA512, 300, time.Now().Unix())
+				}
 				_ = w.WriteMsg(m)
 			})}
+			if tc.signer != "" {
+				srv.TsigSecret = map[string]string{"k.": tc.signer}
+			}
 			go func() { _ = srv.ActivateAndServe() }()
 			t.Cleanup(func() { _ = srv.Shutdown() })
 			zone := fleet.DNSZoneAccess{
 				Zone: fleet.DNSZone{Name: "example.test", Provider: fleet.DNSProviderRFC2136, RFC2136: &fleet.RFC2136Settings{
 					Server: l.Addr().String(), TSIGKeyName: "k.", TSIGAlgorithm: fleet.TSIGHMACSHA512}},
-				Credentials: fleet.DNSCredentials{TSIGSecret: base64.StdEncoding.EncodeToString([]byte("0123456789abcdef0123456789abcdef"))},
+				Credentials: fleet.DNSCredentials{TSIGSecret: secret},
 			}
 			_, err = apply(t, dnsprovider.NewRFC2136(testConfig), zone, fleet.DNSChange{Upsert: set("a.example.test", fleet.DNSRecordA, 60, "192.0.2.1")})
 			_, refused := errors.AsType[*fleet.DNSRefusal](err)

@@ -14,6 +14,7 @@ import (
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/aws/retry"
+	awshttp "github.com/aws/aws-sdk-go-v2/aws/transport/http"
 	"github.com/aws/aws-sdk-go-v2/config"
 	"github.com/aws/aws-sdk-go-v2/credentials"
 	"github.com/aws/aws-sdk-go-v2/service/route53"
@@ -385,11 +386,12 @@ func (p *Route53) client(ctx context.Context, zone fleet.DNSZoneAccess) (*route5
 	if region == "" {
 		region = DefaultRoute53Region
 	}
-	opts := []func(*config.LoadOptions) error{config.WithRegion(region), config.WithRetryer(func() aws.Retryer {
-		return retry.NewStandard(func(o *retry.StandardOptions) {
-			o.MaxAttempts, o.MaxBackoff = p.cfg.Route53MaxAttempts, p.cfg.Route53MaxBackoff
-		})
-	})}
+	opts := []func(*config.LoadOptions) error{config.WithRegion(region),
+		config.WithHTTPClient(awshttp.NewBuildableClient().WithTimeout(p.cfg.Route53Timeout)), config.WithRetryer(func() aws.Retryer {
+			return retry.NewStandard(func(o *retry.StandardOptions) {
+				o.MaxAttempts, o.MaxBackoff = p.cfg.Route53MaxAttempts, p.cfg.Route53MaxBackoff
+			})
+		})}
 	if creds.AccessKeyID != "" {
 		opts = append(opts, config.WithCredentialsProvider(credentials.NewStaticCredentialsProvider(creds.AccessKeyID,
 			creds.SecretAccessKey, "")))
