@@ -16,45 +16,46 @@ import (
 	"github.com/fleetmanager/fleet-manager/internal/fleet"
 )
 
-// TestResolverAnswers asks a real BIND: an answer, NODATA (the name holds
+// TestResolverAnswers asks real primaries (BIND 9, Knot): an answer, NODATA (the name holds
 // another type), NXDOMAIN, a CNAME asked as A (no A), and a name of a zone
 // the server does not serve (an error: it does not answer for it).
 func TestResolverAnswers(t *testing.T) {
 	t.Parallel()
-	g := gomega.NewWithT(t)
-	b := dnstest.StartBIND(t, "example.test")
-	_, err := apply(t, dnsprovider.NewRFC2136(testConfig), bindZone(b),
-		fleet.DNSChange{Upsert: set("a.svc.example.test", fleet.DNSRecordA, 60, "192.0.2.1")},
-		fleet.DNSChange{Upsert: set("c.svc.example.test", fleet.DNSRecordCNAME, 60, "a.svc.example.test")})
-	g.Expect(err).NotTo(gomega.HaveOccurred())
-	r := dnsprovider.NewResolver(testConfig)
-	ctx := context.Background()
-	for _, tc := range []struct {
-		name   string
-		typ    fleet.DNSRecordType
-		values []string
-		found  bool
-		err    string
-	}{
-		{"A.SVC.example.test.", fleet.DNSRecordA, []string{"192.0.2.1"}, true, ""},
-		{"a.svc.example.test", fleet.DNSRecordAAAA, nil, false, ""},
-		{"svc.example.test", fleet.DNSRecordA, nil, false, ""},
-		{"nothing.svc.example.test", fleet.DNSRecordCNAME, nil, false, ""},
-		{"c.svc.example.test", fleet.DNSRecordCNAME, []string{"a.svc.example.test"}, true, ""},
-		{"c.svc.example.test", fleet.DNSRecordA, nil, false, ""},
-		{"a.elsewhere.test", fleet.DNSRecordA, nil, false, "REFUSED"},
-	} {
-		values, found, err := r.Lookup(ctx, b.Addr, tc.name, tc.typ)
-		if tc.err != "" {
-			if err == nil || !strings.Contains(err.Error(), tc.err) {
-				t.Errorf("Lookup(%s %s) = %v, %t, %v; want an error with %q", tc.name, tc.typ, values, found, err, tc.err)
+	forEachPrimary(t, func(t *testing.T, b *dnstest.Primary) {
+		g := gomega.NewWithT(t)
+		_, err := apply(t, dnsprovider.NewRFC2136(testConfig), primaryZone(b),
+			fleet.DNSChange{Upsert: set("a.svc.example.test", fleet.DNSRecordA, 60, "192.0.2.1")},
+			fleet.DNSChange{Upsert: set("c.svc.example.test", fleet.DNSRecordCNAME, 60, "a.svc.example.test")})
+		g.Expect(err).NotTo(gomega.HaveOccurred())
+		r := dnsprovider.NewResolver(testConfig)
+		ctx := context.Background()
+		for _, tc := range []struct {
+			name   string
+			typ    fleet.DNSRecordType
+			values []string
+			found  bool
+			err    string
+		}{
+			{"A.SVC.example.test.", fleet.DNSRecordA, []string{"192.0.2.1"}, true, ""},
+			{"a.svc.example.test", fleet.DNSRecordAAAA, nil, false, ""},
+			{"svc.example.test", fleet.DNSRecordA, nil, false, ""},
+			{"nothing.svc.example.test", fleet.DNSRecordCNAME, nil, false, ""},
+			{"c.svc.example.test", fleet.DNSRecordCNAME, []string{"a.svc.example.test"}, true, ""},
+			{"c.svc.example.test", fleet.DNSRecordA, nil, false, ""},
+			{"a.elsewhere.test", fleet.DNSRecordA, nil, false, "REFUSED"},
+		} {
+			values, found, err := r.Lookup(ctx, b.Addr, tc.name, tc.typ)
+			if tc.err != "" {
+				if err == nil || !strings.Contains(err.Error(), tc.err) {
+					t.Errorf("Lookup(%s %s) = %v, %t, %v; want an error with %q", tc.name, tc.typ, values, found, err, tc.err)
+				}
+				continue
 			}
-			continue
+			if err != nil || found != tc.found || strings.Join(values, ",") != strings.Join(tc.values, ",") {
+				t.Errorf("Lookup(%s %s) = %v, %t, %v; want %v, %t", tc.name, tc.typ, values, found, err, tc.values, tc.found)
+			}
 		}
-		if err != nil || found != tc.found || strings.Join(values, ",") != strings.Join(tc.values, ",") {
-			t.Errorf("Lookup(%s %s) = %v, %t, %v; want %v, %t", tc.name, tc.typ, values, found, err, tc.values, tc.found)
-		}
-	}
+	})
 }
 
 // TestResolverRetriesTruncatedOverTCP: an answer truncated over UDP is asked

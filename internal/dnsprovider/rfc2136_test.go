@@ -24,7 +24,7 @@ const testTimeout = 30 * time.Second
 
 var testConfig = dnsprovider.Config{DNSTimeout: 2 * time.Second, Route53MaxAttempts: 3, Route53MaxBackoff: 20 * time.Millisecond}
 
-func bindZone(b *dnstest.BIND) fleet.DNSZoneAccess {
+func primaryZone(b *dnstest.Primary) fleet.DNSZoneAccess {
 	return fleet.DNSZoneAccess{
 		Zone: fleet.DNSZone{ID: "zone-bind", Name: b.Zone, Provider: fleet.DNSProviderRFC2136,
 			RFC2136: &fleet.RFC2136Settings{Server: b.Addr, TSIGKeyName: b.KeyName, TSIGAlgorithm: b.Algorithm}},
@@ -61,43 +61,45 @@ func apply(t *testing.T, p fleet.DNSProvider, zone fleet.DNSZoneAccess, changes 
 }
 
 // TestRFC2136ApplyUpsertsReplacesAndDeletes: batches of upserts, a type
-// change, a replaced value and a delete reach a real BIND 9 and its answers.
+// change, a replaced value and a delete reach real primaries (BIND 9,
+// Knot) and their answers.
 func TestRFC2136ApplyUpsertsReplacesAndDeletes(t *testing.T) {
 	t.Parallel()
-	g := gomega.NewWithT(t)
-	b := dnstest.StartBIND(t, "example.test")
-	zone, p := bindZone(b), dnsprovider.NewRFC2136(testConfig)
-	a, c, v6, gone := "a.svc.example.test", "c.svc.example.test", "v6.svc.example.test", "gone.svc.example.test"
+	forEachPrimary(t, func(t *testing.T, b *dnstest.Primary) {
+		g := gomega.NewWithT(t)
+		zone, p := primaryZone(b), dnsprovider.NewRFC2136(testConfig)
+		a, c, v6, gone := "a.svc.example.test", "c.svc.example.test", "v6.svc.example.test", "gone.svc.example.test"
 
-	id, err := apply(t, p, zone,
-		fleet.DNSChange{RecordID: "1", Upsert: set(a, fleet.DNSRecordA, 60, "192.0.2.2", "192.0.2.1")},
-		fleet.DNSChange{RecordID: "2", Upsert: set(c, fleet.DNSRecordCNAME, 60, "Ingress.Apps.Example.NET")},
-		fleet.DNSChange{RecordID: "3", Upsert: set(v6, fleet.DNSRecordAAAA, 60, "2001:db8::1")},
-		fleet.DNSChange{RecordID: "4", Upsert: set(gone, fleet.DNSRecordA, 60, "192.0.2.9")})
-	g.Expect(err).NotTo(gomega.HaveOccurred())
-	g.Expect(id).To(gomega.BeEmpty(), "an accepted update is in place: no change id")
-	g.Expect(lookup(t, b.Addr, a, fleet.DNSRecordA)).To(gomega.Equal([]string{"192.0.2.1", "192.0.2.2"}))
-	g.Expect(lookup(t, b.Addr, c, fleet.DNSRecordCNAME)).To(gomega.Equal([]string{"ingress.apps.example.net"}))
-	g.Expect(lookup(t, b.Addr, v6, fleet.DNSRecordAAAA)).To(gomega.Equal([]string{"2001:db8::1"}))
+		id, err := apply(t, p, zone,
+			fleet.DNSChange{RecordID: "1", Upsert: set(a, fleet.DNSRecordA, 60, "192.0.2.2", "192.0.2.1")},
+			fleet.DNSChange{RecordID: "2", Upsert: set(c, fleet.DNSRecordCNAME, 60, "Ingress.Apps.Example.NET")},
+			fleet.DNSChange{RecordID: "3", Upsert: set(v6, fleet.DNSRecordAAAA, 60, "2001:db8::1")},
+			fleet.DNSChange{RecordID: "4", Upsert: set(gone, fleet.DNSRecordA, 60, "192.0.2.9")})
+		g.Expect(err).NotTo(gomega.HaveOccurred())
+		g.Expect(id).To(gomega.BeEmpty(), "an accepted update is in place: no change id")
+		g.Expect(lookup(t, b.Addr, a, fleet.DNSRecordA)).To(gomega.Equal([]string{"192.0.2.1", "192.0.2.2"}))
+		g.Expect(lookup(t, b.Addr, c, fleet.DNSRecordCNAME)).To(gomega.Equal([]string{"ingress.apps.example.net"}))
+		g.Expect(lookup(t, b.Addr, v6, fleet.DNSRecordAAAA)).To(gomega.Equal([]string{"2001:db8::1"}))
 
-	// A type change, new values, a delete, and an upsert whose Previous is
-	// wrong (nil): the name ends up holding exactly the upsert.
-	_, err = apply(t, p, zone,
-		fleet.DNSChange{RecordID: "1", Upsert: set(a, fleet.DNSRecordCNAME, 60, "lb.example.net"), Previous: set(a, fleet.DNSRecordA, 60, "192.0.2.1", "192.0.2.2")},
-		fleet.DNSChange{RecordID: "2", Upsert: set(c, fleet.DNSRecordAAAA, 60, "2001:db8::2")},
-		fleet.DNSChange{RecordID: "3", Upsert: set(v6, fleet.DNSRecordAAAA, 120, "2001:db8::3", "2001:db8::4"), Previous: set(v6, fleet.DNSRecordAAAA, 60, "2001:db8::1")},
-		fleet.DNSChange{RecordID: "4", Previous: set(gone, fleet.DNSRecordA, 60, "192.0.2.9")})
-	g.Expect(err).NotTo(gomega.HaveOccurred())
-	g.Expect(lookup(t, b.Addr, a, fleet.DNSRecordCNAME)).To(gomega.Equal([]string{"lb.example.net"}))
-	g.Expect(lookup(t, b.Addr, a, fleet.DNSRecordA)).To(gomega.BeEmpty(), "the A set went with the type change")
-	g.Expect(lookup(t, b.Addr, c, fleet.DNSRecordAAAA)).To(gomega.Equal([]string{"2001:db8::2"}))
-	g.Expect(lookup(t, b.Addr, c, fleet.DNSRecordCNAME)).To(gomega.BeEmpty(), "the CNAME went though Previous did not name it")
-	g.Expect(lookup(t, b.Addr, v6, fleet.DNSRecordAAAA)).To(gomega.Equal([]string{"2001:db8::3", "2001:db8::4"}))
-	g.Expect(lookup(t, b.Addr, gone, fleet.DNSRecordA)).To(gomega.BeEmpty())
+		// A type change, new values, a delete, and an upsert whose Previous is
+		// wrong (nil): the name ends up holding exactly the upsert.
+		_, err = apply(t, p, zone,
+			fleet.DNSChange{RecordID: "1", Upsert: set(a, fleet.DNSRecordCNAME, 60, "lb.example.net"), Previous: set(a, fleet.DNSRecordA, 60, "192.0.2.1", "192.0.2.2")},
+			fleet.DNSChange{RecordID: "2", Upsert: set(c, fleet.DNSRecordAAAA, 60, "2001:db8::2")},
+			fleet.DNSChange{RecordID: "3", Upsert: set(v6, fleet.DNSRecordAAAA, 120, "2001:db8::3", "2001:db8::4"), Previous: set(v6, fleet.DNSRecordAAAA, 60, "2001:db8::1")},
+			fleet.DNSChange{RecordID: "4", Previous: set(gone, fleet.DNSRecordA, 60, "192.0.2.9")})
+		g.Expect(err).NotTo(gomega.HaveOccurred())
+		g.Expect(lookup(t, b.Addr, a, fleet.DNSRecordCNAME)).To(gomega.Equal([]string{"lb.example.net"}))
+		g.Expect(lookup(t, b.Addr, a, fleet.DNSRecordA)).To(gomega.BeEmpty(), "the A set went with the type change")
+		g.Expect(lookup(t, b.Addr, c, fleet.DNSRecordAAAA)).To(gomega.Equal([]string{"2001:db8::2"}))
+		g.Expect(lookup(t, b.Addr, c, fleet.DNSRecordCNAME)).To(gomega.BeEmpty(), "the CNAME went though Previous did not name it")
+		g.Expect(lookup(t, b.Addr, v6, fleet.DNSRecordAAAA)).To(gomega.Equal([]string{"2001:db8::3", "2001:db8::4"}))
+		g.Expect(lookup(t, b.Addr, gone, fleet.DNSRecordA)).To(gomega.BeEmpty())
 
-	synced, err := p.Synced(context.Background(), zone, "")
-	g.Expect(synced, err).To(gomega.BeTrue())
-	g.Expect(p.Nameservers(context.Background(), zone)).To(gomega.Equal([]string{b.Addr}))
+		synced, err := p.Synced(context.Background(), zone, "")
+		g.Expect(synced, err).To(gomega.BeTrue())
+		g.Expect(p.Nameservers(context.Background(), zone)).To(gomega.Equal([]string{b.Addr}))
+	})
 }
 
 // TestRFC2136RefusesABadKey: an update signed with a wrong secret or an
@@ -105,83 +107,87 @@ func TestRFC2136ApplyUpsertsReplacesAndDeletes(t *testing.T) {
 // neither secret, and nothing is written.
 func TestRFC2136RefusesABadKey(t *testing.T) {
 	t.Parallel()
-	b := dnstest.StartBIND(t, "example.test")
-	p := dnsprovider.NewRFC2136(testConfig)
-	wrong := make([]byte, 32)
-	if _, err := rand.Read(wrong); err != nil {
-		t.Fatal(err)
-	}
-	for _, tc := range []struct{ name, key, secret, want string }{
-		{"wrong secret", b.KeyName, base64.StdEncoding.EncodeToString(wrong), "NOTAUTH (TSIG BADSIG)"},
-		{"unknown key", "someone-else.", b.Secret, "NOTAUTH (TSIG BADKEY)"},
-	} {
-		t.Run(tc.name, func(t *testing.T) {
-			zone := bindZone(b)
-			zone.Zone.RFC2136.TSIGKeyName, zone.Credentials.TSIGSecret = tc.key, tc.secret
-			name := "x.svc.example.test"
-			_, err := apply(t, p, zone, fleet.DNSChange{Upsert: set(name, fleet.DNSRecordA, 60, "192.0.2.7")})
-			refusal, ok := errors.AsType[*fleet.DNSRefusal](err)
-			if !ok || !strings.Contains(refusal.Reason, tc.want) {
-				t.Fatalf("Apply(%s) = %v, want a refusal %q", tc.name, err, tc.want)
-			}
-			if strings.Contains(err.Error(), tc.secret) || strings.Contains(err.Error(), b.Secret) {
-				t.Errorf("Apply(%s) = %q: the error holds a secret", tc.name, err)
-			}
-			if got := lookup(t, b.Addr, name, fleet.DNSRecordA); len(got) > 0 {
-				t.Errorf("after a refused update %s A = %v, want nothing", name, got)
-			}
-		})
-	}
+	forEachPrimary(t, func(t *testing.T, b *dnstest.Primary) {
+		p := dnsprovider.NewRFC2136(testConfig)
+		wrong := make([]byte, 32)
+		if _, err := rand.Read(wrong); err != nil {
+			t.Fatal(err)
+		}
+		for _, tc := range []struct{ name, key, secret, want string }{
+			{"wrong secret", b.KeyName, base64.StdEncoding.EncodeToString(wrong), "NOTAUTH (TSIG BADSIG)"},
+			{"unknown key", "someone-else.", b.Secret, "NOTAUTH (TSIG BADKEY)"},
+		} {
+			t.Run(tc.name, func(t *testing.T) {
+				zone := primaryZone(b)
+				zone.Zone.RFC2136.TSIGKeyName, zone.Credentials.TSIGSecret = tc.key, tc.secret
+				name := "x.svc.example.test"
+				_, err := apply(t, p, zone, fleet.DNSChange{Upsert: set(name, fleet.DNSRecordA, 60, "192.0.2.7")})
+				refusal, ok := errors.AsType[*fleet.DNSRefusal](err)
+				if !ok || !strings.Contains(refusal.Reason, tc.want) {
+					t.Fatalf("Apply(%s) = %v, want a refusal %q", tc.name, err, tc.want)
+				}
+				if strings.Contains(err.Error(), tc.secret) || strings.Contains(err.Error(), b.Secret) {
+					t.Errorf("Apply(%s) = %q: the error holds a secret", tc.name, err)
+				}
+				if got := lookup(t, b.Addr, name, fleet.DNSRecordA); len(got) > 0 {
+					t.Errorf("after a refused update %s A = %v, want nothing", name, got)
+				}
+			})
+		}
+	})
 }
 
-// TestRFC2136RefusesABatchAtomically: one change outside the zone has BIND
-// refuse the whole update (NOTZONE); the batch's other change is not made.
+// TestRFC2136RefusesABatchAtomically: one change outside the zone has the
+// server refuse the whole update (NOTZONE); the batch's other change is not
+// made.
 func TestRFC2136RefusesABatchAtomically(t *testing.T) {
 	t.Parallel()
-	b := dnstest.StartBIND(t, "example.test")
-	zone, p := bindZone(b), dnsprovider.NewRFC2136(testConfig)
-	inside := "in.svc.example.test"
-	_, err := apply(t, p, zone,
-		fleet.DNSChange{Upsert: set(inside, fleet.DNSRecordA, 60, "192.0.2.8")},
-		fleet.DNSChange{Upsert: set("out.other.test", fleet.DNSRecordA, 60, "192.0.2.8")})
-	if refusal, ok := errors.AsType[*fleet.DNSRefusal](err); !ok || !strings.Contains(refusal.Reason, "NOTZONE") {
-		t.Fatalf("Apply(a change outside the zone) = %v, want a NOTZONE refusal", err)
-	}
-	if got := lookup(t, b.Addr, inside, fleet.DNSRecordA); len(got) > 0 {
-		t.Errorf("after a refused batch %s A = %v, want nothing: the update is atomic", inside, got)
-	}
+	forEachPrimary(t, func(t *testing.T, b *dnstest.Primary) {
+		zone, p := primaryZone(b), dnsprovider.NewRFC2136(testConfig)
+		inside := "in.svc.example.test"
+		_, err := apply(t, p, zone,
+			fleet.DNSChange{Upsert: set(inside, fleet.DNSRecordA, 60, "192.0.2.8")},
+			fleet.DNSChange{Upsert: set("out.other.test", fleet.DNSRecordA, 60, "192.0.2.8")})
+		if refusal, ok := errors.AsType[*fleet.DNSRefusal](err); !ok || !strings.Contains(refusal.Reason, "NOTZONE") {
+			t.Fatalf("Apply(a change outside the zone) = %v, want a NOTZONE refusal", err)
+		}
+		if got := lookup(t, b.Addr, inside, fleet.DNSRecordA); len(got) > 0 {
+			t.Errorf("after a refused batch %s A = %v, want nothing: the update is atomic", inside, got)
+		}
+	})
 }
 
-// TestRFC2136OutageIsTransient: while BIND is down Apply fails with an error
-// that is no refusal; once BIND is back (its journal kept the earlier
-// update) the same batch goes through.
+// TestRFC2136OutageIsTransient: while the server is down Apply fails with
+// an error that is no refusal; once it is back (its journal kept the
+// earlier update) the same batch goes through.
 func TestRFC2136OutageIsTransient(t *testing.T) {
 	t.Parallel()
-	g := gomega.NewWithT(t)
-	b := dnstest.StartBIND(t, "example.test")
-	zone, p := bindZone(b), dnsprovider.NewRFC2136(testConfig)
-	before, after := "before.svc.example.test", "after.svc.example.test"
-	_, err := apply(t, p, zone, fleet.DNSChange{Upsert: set(before, fleet.DNSRecordA, 60, "192.0.2.10")})
-	g.Expect(err).NotTo(gomega.HaveOccurred())
+	forEachPrimary(t, func(t *testing.T, b *dnstest.Primary) {
+		g := gomega.NewWithT(t)
+		zone, p := primaryZone(b), dnsprovider.NewRFC2136(testConfig)
+		before, after := "before.svc.example.test", "after.svc.example.test"
+		_, err := apply(t, p, zone, fleet.DNSChange{Upsert: set(before, fleet.DNSRecordA, 60, "192.0.2.10")})
+		g.Expect(err).NotTo(gomega.HaveOccurred())
 
-	b.Stop()
-	change := fleet.DNSChange{Upsert: set(after, fleet.DNSRecordA, 60, "192.0.2.11")}
-	_, err = apply(t, p, zone, change)
-	g.Expect(err).To(gomega.HaveOccurred())
-	_, refused := errors.AsType[*fleet.DNSRefusal](err)
-	g.Expect(refused).To(gomega.BeFalse(), "an outage is transient, not a refusal: %v", err)
+		b.Stop()
+		change := fleet.DNSChange{Upsert: set(after, fleet.DNSRecordA, 60, "192.0.2.11")}
+		_, err = apply(t, p, zone, change)
+		g.Expect(err).To(gomega.HaveOccurred())
+		_, refused := errors.AsType[*fleet.DNSRefusal](err)
+		g.Expect(refused).To(gomega.BeFalse(), "an outage is transient, not a refusal: %v", err)
 
-	b.Start(t)
-	_, err = apply(t, p, zone, change)
-	g.Expect(err).NotTo(gomega.HaveOccurred())
-	g.Expect(lookup(t, b.Addr, after, fleet.DNSRecordA)).To(gomega.Equal([]string{"192.0.2.11"}))
-	g.Expect(lookup(t, b.Addr, before, fleet.DNSRecordA)).To(gomega.Equal([]string{"192.0.2.10"}))
+		b.Start(t)
+		_, err = apply(t, p, zone, change)
+		g.Expect(err).NotTo(gomega.HaveOccurred())
+		g.Expect(lookup(t, b.Addr, after, fleet.DNSRecordA)).To(gomega.Equal([]string{"192.0.2.11"}))
+		g.Expect(lookup(t, b.Addr, before, fleet.DNSRecordA)).To(gomega.Equal([]string{"192.0.2.10"}))
+	})
 }
 
-// TestRFC2136AnswersThatAreNotBINDs: a server that answers SERVFAIL is
+// TestRFC2136AnswersOfOtherServers: a server that answers SERVFAIL is
 // transient, REFUSED a refusal, and a NOERROR without TSIG is not taken for
 // an accepted update.
-func TestRFC2136AnswersThatAreNotBINDs(t *testing.T) {
+func TestRFC2136AnswersOfOtherServers(t *testing.T) {
 	t.Parallel()
 	secret := base64.StdEncoding.EncodeToString([]byte("0123456789abcdef0123456789abcdef"))
 	other := base64.StdEncoding.EncodeToString([]byte("fedcba9876543210fedcba9876543210"))
@@ -228,6 +234,23 @@ func TestRFC2136AnswersThatAreNotBINDs(t *testing.T) {
 			if err == nil || refused != tc.refusal || !strings.Contains(err.Error(), tc.want) {
 				t.Errorf("Apply(server answers %s) = %v, want an error with %q, refusal %t", tc.name, err, tc.want, tc.refusal)
 			}
+		})
+	}
+}
+
+// primaries are the RFC 2136 implementations the provider is tested
+// against.
+var primaries = []struct {
+	name  string
+	start func(testing.TB, string) *dnstest.Primary
+}{{"BIND", dnstest.StartBIND}, {"Knot", dnstest.StartKnot}}
+
+// forEachPrimary runs test against each implementation, in parallel.
+func forEachPrimary(t *testing.T, test func(t *testing.T, b *dnstest.Primary)) {
+	for _, p := range primaries {
+		t.Run(p.name, func(t *testing.T) {
+			t.Parallel()
+			test(t, p.start(t, "example.test"))
 		})
 	}
 }

@@ -165,24 +165,29 @@ func query(t *testing.T, addr, name string, qtype uint16) string {
 	return fmt.Sprintf("%s%s answers %d authority %s", dns.RcodeToString[resp.Rcode], aa, len(resp.Answer), strings.Join(authority, ","))
 }
 
-// TestBINDStopsAndStarts: a BIND started by the test answers its zone's SOA;
-// stopped, it does not answer; started again, it answers on the same
-// address.
-func TestBINDStopsAndStarts(t *testing.T) {
+// TestPrimariesStopAndStart: a primary started by the test (BIND 9, Knot)
+// answers its zone's SOA; stopped, it does not answer; started again, it
+// answers on the same address.
+func TestPrimariesStopAndStart(t *testing.T) {
 	t.Parallel()
-	b := dnstest.StartBIND(t, "example.test")
-	if got := query(t, b.Addr, "example.test", dns.TypeSOA); got != "NOERROR AA answers 1 authority " {
-		t.Fatalf("SOA = %q, want an authoritative answer", got)
-	}
-	addr := b.Addr
-	b.Stop()
-	q := new(dns.Msg)
-	q.SetQuestion("example.test.", dns.TypeSOA)
-	if _, _, err := (&dns.Client{Net: "tcp", Timeout: time.Second}).Exchange(q, addr); err == nil {
-		t.Errorf("a stopped BIND answered")
-	}
-	b.Start(t)
-	if got := query(t, b.Addr, "example.test", dns.TypeSOA); b.Addr != addr || got != "NOERROR AA answers 1 authority " {
-		t.Errorf("restarted at %s (was %s): SOA = %q, want the same address and an answer", b.Addr, addr, got)
+	for name, start := range map[string]func(testing.TB, string) *dnstest.Primary{"BIND": dnstest.StartBIND, "Knot": dnstest.StartKnot} {
+		t.Run(name, func(t *testing.T) {
+			t.Parallel()
+			b := start(t, "example.test")
+			if got := query(t, b.Addr, "example.test", dns.TypeSOA); got != "NOERROR AA answers 1 authority " {
+				t.Fatalf("SOA = %q, want an authoritative answer", got)
+			}
+			addr := b.Addr
+			b.Stop()
+			q := new(dns.Msg)
+			q.SetQuestion("example.test.", dns.TypeSOA)
+			if _, _, err := (&dns.Client{Net: "tcp", Timeout: time.Second}).Exchange(q, addr); err == nil {
+				t.Errorf("a stopped %s answered", name)
+			}
+			b.Start(t)
+			if got := query(t, b.Addr, "example.test", dns.TypeSOA); b.Addr != addr || got != "NOERROR AA answers 1 authority " {
+				t.Errorf("restarted at %s (was %s): SOA = %q, want the same address and an answer", b.Addr, addr, got)
+			}
+		})
 	}
 }

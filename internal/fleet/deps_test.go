@@ -55,7 +55,7 @@ var (
 		{"hub", "childproc"}:      "hub/hubtest starts its hub once per test binary with childproc.Shared, as hydratest starts Hydra",
 		{"oidc", "childproc"}:     "oidc/hydratest starts Ory Hydra as a child process",
 		{"promtest", "childproc"}: "promtest starts Prometheus as a child process",
-		{"dnstest", "childproc"}:  "dnstest starts BIND's named as a child process",
+		{"dnstest", "childproc"}:  "dnstest starts BIND's named and Knot's knotd as child processes",
 	}
 )
 
