@@ -43,9 +43,9 @@ var (
 	}
 	// adapters connect the domain to one thing outside (a database, a token
 	// issuer, HTTP, a hub, OCM); they do not import each other.
-	adapters = []string{"agent", "auth", "authz", "policyschema", "postgres", "reconcile", "rest", "secrets", "syncset", "usermetrics"}
+	adapters = []string{"agent", "auth", "authz", "dnsprovider", "policyschema", "postgres", "reconcile", "rest", "secrets", "syncset", "usermetrics"}
 	// testSupport is imported by tests only.
-	testSupport = []string{"childproc", "e2e", "hub", "logtest", "oidc", "promtest"}
+	testSupport = []string{"childproc", "dnstest", "e2e", "hub", "logtest", "oidc", "promtest"}
 	// allowedEdges are the only dependencies between two components neither
 	// of which is shared, each with its reason. A new one fails
 	// TestAdaptersDoNotImportEachOther until it is argued here and in
@@ -55,6 +55,7 @@ var (
 		{"hub", "childproc"}:      "hub/hubtest starts its hub once per test binary with childproc.Shared, as hydratest starts Hydra",
 		{"oidc", "childproc"}:     "oidc/hydratest starts Ory Hydra as a child process",
 		{"promtest", "childproc"}: "promtest starts Prometheus as a child process",
+		{"dnstest", "childproc"}:  "dnstest starts BIND's named and Knot's knotd as child processes",
 	}
 )
 

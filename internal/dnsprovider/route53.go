@@ -1,0 +1,417 @@
+package dnsprovider
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"net"
+	"slices"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/aws/retry"
+	awshttp "github.com/aws/aws-sdk-go-v2/aws/transport/http"
+	"github.com/aws/aws-sdk-go-v2/config"
+	"github.com/aws/aws-sdk-go-v2/credentials"
+	"github.com/aws/aws-sdk-go-v2/service/route53"
+	"github.com/aws/aws-sdk-go-v2/service/route53/types"
+	"github.com/aws/smithy-go"
+
+	"github.com/fleetmanager/fleet-manager/internal/fleet"
+)
+
+// Route53 writes zones to Amazon Route53 hosted zones. Each zone has its
+// own client: the zone's access key when it has one, else the deployment's
+// credentials as the SDK's default chain finds them. The SDK's standard
+// retryer retries throttling, 5xx answers and network errors with its
+// backoff, up to Config.Route53MaxAttempts attempts per call.
+type Route53 struct {
+	cfg Config
+
+	mu      sync.Mutex
+	clients map[string]*route53.Client // by clientKey
+}
+
+// NewRoute53 returns the Route53 provider.
+func NewRoute53(cfg Config) *Route53 {
+	return &Route53{cfg: cfg.defaulted(), clients: map[string]*route53.Client{}}
+}
+
+// changeIDSeparator joins the change ids of a batch sent in several
+// requests (route53's ids are letters and digits).
+const changeIDSeparator = " "
+
+// Route53's documented limits of one ChangeResourceRecordSets request: at
+// most route53MaxElements ResourceRecord elements and route53MaxValueChars
+// characters in Value elements, an UPSERT's counting twice.
+const (
+	route53MaxElements   = 1000
+	route53MaxValueChars = 32000
+	// route53ListPage is what one ListResourceRecordSets call returns at
+	// most (Route53's maximum).
+	route53ListPage = 300
+)
+
+// group is the Route53 changes of one fleet.DNSChange: they stay in one
+// request, so that a type change (DELETE and CREATE) is atomic.
+type group struct {
+	change  fleet.DNSChange
+	changes []types.Change
+}
+
+// name is the name the group's change is about.
+func (g group) name() string {
+	if g.change.Upsert != nil {
+		return fleet.NormalizeDNSName(g.change.Upsert.Name)
+	}
+	return fleet.NormalizeDNSName(g.change.Previous.Name)
+}
+
+// Apply sends changes as ChangeResourceRecordSets requests: one when the
+// batch fits Route53's limits of a request, else consecutive chunks that
+// each fit (each is atomic, the batch as a whole is not: a failure leaves
+// the chunks before it applied, and the next pass's changes self-heal, as
+// below). An upsert of the type of Previous is an UPSERT; of another type,
+// a DELETE of Previous (exactly) and a CREATE; with no Previous, a CREATE.
+// A delete is a DELETE of Previous. When Route53 refuses a request only
+// because sets differ from Previous (not found, already exist, other
+// values, a conflicting type), Apply reads the names' sets and sends the
+// request once more with them: the name ends up holding exactly the
+// upsert, or nothing. The change id joins the requests' ids.
+func (p *Route53) Apply(ctx context.Context, zone fleet.DNSZoneAccess, changes []fleet.DNSChange) (string, error) {
+	client, zoneID, err := p.client(ctx, zone)
+	if err != nil {
+		return "", err
+	}
+	var groups []group
+	for _, c := range changes {
+		g, err := planned(c)
+		if err != nil {
+			return "", err
+		}
+		if len(g.changes) > 0 {
+			groups = append(groups, g)
+		}
+	}
+	var ids []string
+	for _, chunk := range chunks(groups) {
+		id, err := p.send(ctx, client, zone, zoneID, chunk)
+		if err != nil {
+			return "", err
+		}
+		ids = append(ids, id)
+	}
+	return strings.Join(ids, changeIDSeparator), nil
+}
+
+// planned returns a change's Route53 changes from Previous.
+func planned(c fleet.DNSChange) (group, error) {
+	g := group{change: c}
+	switch {
+	case c.Upsert == nil && c.Previous == nil:
+	case c.Upsert == nil:
+		g.changes = []types.Change{{Action: types.ChangeActionDelete, ResourceRecordSet: recordSet(*c.Previous)}}
+	case c.Previous == nil:
+		g.changes = []types.Change{{Action: types.ChangeActionCreate, ResourceRecordSet: recordSet(*c.Upsert)}}
+	case c.Previous.Type == c.Upsert.Type && fleet.NormalizeDNSName(c.Previous.Name) == fleet.NormalizeDNSName(c.Upsert.Name):
+		g.changes = []types.Change{{Action: types.ChangeActionUpsert, ResourceRecordSet: recordSet(*c.Upsert)}}
+	default:
+		g.changes = []types.Change{{Action: types.ChangeActionDelete, ResourceRecordSet: recordSet(*c.Previous)},
+			{Action: types.ChangeActionCreate, ResourceRecordSet: recordSet(*c.Upsert)}}
+	}
+	if c.Upsert != nil && !slices.Contains(fleet.DNSRecordTypes(), c.Upsert.Type) {
+		return g, &fleet.DNSRefusal{Reason: "record type " + string(c.Upsert.Type) + " is not supported"}
+	}
+	return g, nil
+}
+
+// recordSet converts a set to Route53's: names and CNAME targets fully
+// qualified.
+func recordSet(s fleet.DNSRecordSet) *types.ResourceRecordSet {
+	rs := &types.ResourceRecordSet{Name: aws.String(fleet.NormalizeDNSName(s.Name) + "."), Type: types.RRType(s.Type),
+		TTL: aws.Int64(int64(s.TTL))}
+	for _, v := range s.Values {
+		if s.Type == fleet.DNSRecordCNAME {
+			v = fleet.NormalizeDNSName(v) + "."
+		}
+		rs.ResourceRecords = append(rs.ResourceRecords, types.ResourceRecord{Value: aws.String(v)})
+	}
+	return rs
+}
+
+// cost returns what changes count against a request's limits.
+func cost(changes []types.Change) (elements, chars int) {
+	for _, c := range changes {
+		factor := 1
+		if c.Action == types.ChangeActionUpsert {
+			factor = 2
+		}
+		for _, r := range c.ResourceRecordSet.ResourceRecords {
+			elements += factor
+			chars += factor * len(aws.ToString(r.Value))
+		}
+	}
+	return elements, chars
+}
+
+// chunks splits groups, in order, into requests within Route53's limits.
+// A group larger than a request alone (which a record's few values cannot
+// make) is a request of its own, that Route53 refuses.
+func chunks(groups []group) [][]group {
+	var out [][]group
+	var cur []group
+	elements, chars := 0, 0
+	for _, g := range groups {
+		e, c := cost(g.changes)
+		if len(cur) > 0 && (elements+e > route53MaxElements || chars+c > route53MaxValueChars) {
+			out, cur, elements, chars = append(out, cur), nil, 0, 0
+		}
+		cur = append(cur, g)
+		elements, chars = elements+e, chars+c
+	}
+	if len(cur) > 0 {
+		out = append(out, cur)
+	}
+	return out
+}
+
+// send sends one request and, when Route53 refuses it for drift, once more
+// with the names' sets as Route53 holds them.
+func (p *Route53) send(ctx context.Context, client *route53.Client, zone fleet.DNSZoneAccess, zoneID string, groups []group) (string, error) {
+	id, err := changeSets(ctx, client, zoneID, groups)
+	if drifted := driftedNames(err); len(drifted) > 0 {
+		for i, g := range groups {
+			if !drifted[g.name()] {
+				continue
+			}
+			if groups[i], err = healed(ctx, client, zoneID, g); err != nil {
+				return "", p.classify(zone, "ListResourceRecordSets", err)
+			}
+		}
+		id, err = changeSets(ctx, client, zoneID, groups)
+	}
+	if err != nil {
+		return "", p.classify(zone, "ChangeResourceRecordSets", err)
+	}
+	return id, nil
+}
+
+func changeSets(ctx context.Context, client *route53.Client, zoneID string, groups []group) (string, error) {
+	var changes []types.Change
+	for _, g := range groups {
+		changes = append(changes, g.changes...)
+	}
+	if len(changes) == 0 {
+		return "", nil
+	}
+	out, err := client.ChangeResourceRecordSets(ctx, &route53.ChangeResourceRecordSetsInput{HostedZoneId: aws.String(zoneID),
+		ChangeBatch: &types.ChangeBatch{Changes: changes, Comment: aws.String("fleet-manager dns_mgr")}})
+	if err != nil {
+		return "", err
+	}
+	return strings.TrimPrefix(aws.ToString(out.ChangeInfo.Id), "/change/"), nil
+}
+
+// healed rebuilds a group from the name's sets as Route53 holds them: every
+// CNAME, A and AAAA set at the name is deleted exactly, but the upsert's
+// type, which is UPSERT.
+func healed(ctx context.Context, client *route53.Client, zoneID string, g group) (group, error) {
+	name := g.name()
+	out, err := client.ListResourceRecordSets(ctx, &route53.ListResourceRecordSetsInput{HostedZoneId: aws.String(zoneID),
+		StartRecordName: aws.String(name + "."), MaxItems: aws.Int32(route53ListPage)})
+	if err != nil {
+		return g, err
+	}
+	g.changes = nil
+	for _, rs := range out.ResourceRecordSets {
+		t := fleet.DNSRecordType(rs.Type)
+		if fleet.NormalizeDNSName(aws.ToString(rs.Name)) != name || !slices.Contains(fleet.DNSRecordTypes(), t) ||
+			(g.change.Upsert != nil && t == g.change.Upsert.Type) {
+			continue
+		}
+		g.changes = append(g.changes, types.Change{Action: types.ChangeActionDelete, ResourceRecordSet: &rs})
+	}
+	if g.change.Upsert != nil {
+		g.changes = append(g.changes, types.Change{Action: types.ChangeActionUpsert, ResourceRecordSet: recordSet(*g.change.Upsert)})
+	}
+	return g, nil
+}
+
+// Route53's messages of an InvalidChangeBatch that say a set is not as
+// Previous said.
+var driftMessages = []string{"but it already exists", "but it was not found", "but the values provided do not match the current values",
+	"conflicts with other records with the same DNS name", "because a conflicting RRSet of type"}
+
+// driftedNames returns the names an InvalidChangeBatch names when every one
+// of its messages is about drift, else nil.
+func driftedNames(err error) map[string]bool {
+	var icb *types.InvalidChangeBatch
+	if !errors.As(err, &icb) {
+		return nil
+	}
+	messages := icb.Messages
+	if len(messages) == 0 {
+		// The ErrorResponse shape holds the messages in one, in brackets.
+		messages = splitMessages(aws.ToString(icb.Message))
+	}
+	names := map[string]bool{}
+	for _, m := range messages {
+		if !slices.ContainsFunc(driftMessages, func(d string) bool { return strings.Contains(m, d) }) {
+			return nil
+		}
+		name := messageName(m)
+		if name == "" {
+			return nil
+		}
+		names[name] = true
+	}
+	return names
+}
+
+// splitMessages splits "[m1, m2]" into its messages.
+func splitMessages(s string) []string {
+	s = strings.TrimSuffix(strings.TrimPrefix(s, "["), "]")
+	var out []string
+	for _, start := range []string{", Tried to ", ", RRSet "} {
+		s = strings.ReplaceAll(s, start, "\x00"+start[2:])
+	}
+	for m := range strings.SplitSeq(s, "\x00") {
+		if m != "" {
+			out = append(out, m)
+		}
+	}
+	return out
+}
+
+// messageName returns the name a drift message is about, normalized.
+func messageName(m string) string {
+	if _, rest, ok := strings.Cut(m, "name='"); ok {
+		name, _, _ := strings.Cut(rest, "'")
+		return fleet.NormalizeDNSName(name)
+	}
+	if _, rest, ok := strings.Cut(m, "with DNS name "); ok {
+		name, _, _ := strings.Cut(rest, " ")
+		return fleet.NormalizeDNSName(name)
+	}
+	return ""
+}
+
+// refusedCodes are Route53's answers about the request's content or the
+// caller's rights: sending the same again fails again.
+var refusedCodes = []string{"InvalidChangeBatch", "InvalidInput", "NoSuchHostedZone", "NoSuchChange", "AccessDenied",
+	"AccessDeniedException", "SignatureDoesNotMatch", "InvalidClientTokenId", "IncompleteSignature",
+	"MissingAuthenticationToken", "UnrecognizedClientException", "InvalidSignatureException"}
+
+// classify turns an SDK error into a refusal or a transient error, without
+// credentials.
+func (p *Route53) classify(zone fleet.DNSZoneAccess, op string, err error) error {
+	secrets := []string{zone.Credentials.AccessKeyID, zone.Credentials.SecretAccessKey}
+	var icb *types.InvalidChangeBatch
+	if errors.As(err, &icb) {
+		msg := strings.Join(icb.Messages, "; ")
+		if msg == "" {
+			msg = aws.ToString(icb.Message)
+		}
+		return &fleet.DNSRefusal{Reason: redact("InvalidChangeBatch: "+msg, secrets...)}
+	}
+	var api smithy.APIError
+	if errors.As(err, &api) && slices.Contains(refusedCodes, api.ErrorCode()) {
+		return &fleet.DNSRefusal{Reason: redact(api.ErrorCode()+": "+api.ErrorMessage(), secrets...)}
+	}
+	return fmt.Errorf("Route53 %s(%s): %s", op, zone.Zone.Name, redact(err.Error(), secrets...))
+}
+
+// Synced reports whether every request of the change is INSYNC.
+func (p *Route53) Synced(ctx context.Context, zone fleet.DNSZoneAccess, changeID string) (bool, error) {
+	client, _, err := p.client(ctx, zone)
+	if err != nil {
+		return false, err
+	}
+	for id := range strings.SplitSeq(changeID, changeIDSeparator) {
+		if id == "" {
+			continue
+		}
+		out, err := client.GetChange(ctx, &route53.GetChangeInput{Id: aws.String(id)})
+		if err != nil {
+			return false, p.classify(zone, "GetChange", err)
+		}
+		if out.ChangeInfo.Status != types.ChangeStatusInsync {
+			return false, nil
+		}
+	}
+	return true, nil
+}
+
+// Nameservers returns the hosted zone's delegation set, on port 53.
+func (p *Route53) Nameservers(ctx context.Context, zone fleet.DNSZoneAccess) ([]string, error) {
+	client, zoneID, err := p.client(ctx, zone)
+	if err != nil {
+		return nil, err
+	}
+	out, err := client.GetHostedZone(ctx, &route53.GetHostedZoneInput{Id: aws.String(zoneID)})
+	if err != nil {
+		return nil, p.classify(zone, "GetHostedZone", err)
+	}
+	if out.DelegationSet == nil || len(out.DelegationSet.NameServers) == 0 {
+		return nil, &fleet.DNSRefusal{Reason: "the hosted zone has no delegation set (a private zone): name the zone's nameservers"}
+	}
+	ns := make([]string, 0, len(out.DelegationSet.NameServers))
+	for _, n := range out.DelegationSet.NameServers {
+		ns = append(ns, net.JoinHostPort(fleet.NormalizeDNSName(n), "53"))
+	}
+	return ns, nil
+}
+
+// client returns the zone's client, made on first use and kept while the
+// zone's settings and credentials stay the same.
+func (p *Route53) client(ctx context.Context, zone fleet.DNSZoneAccess) (*route53.Client, string, error) {
+	s := zone.Zone.Route53
+	if s == nil {
+		return nil, "", &fleet.DNSRefusal{Reason: "the zone has no route53 settings"}
+	}
+	creds := zone.Credentials
+	sum := sha256.Sum256([]byte(strings.Join([]string{zone.Zone.ID, s.HostedZoneID, s.Region, s.Endpoint, creds.AccessKeyID,
+		creds.SecretAccessKey}, "\x00")))
+	key := hex.EncodeToString(sum[:])
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if c, ok := p.clients[key]; ok {
+		return c, s.HostedZoneID, nil
+	}
+	region := s.Region
+	if region == "" {
+		region = DefaultRoute53Region
+	}
+	opts := []func(*config.LoadOptions) error{config.WithRegion(region),
+		config.WithHTTPClient(awshttp.NewBuildableClient().WithTimeout(p.cfg.Route53Timeout)), config.WithRetryer(func() aws.Retryer {
+			return retry.NewStandard(func(o *retry.StandardOptions) {
+				o.MaxAttempts, o.MaxBackoff = p.cfg.Route53MaxAttempts, p.cfg.Route53MaxBackoff
+			})
+		})}
+	if creds.AccessKeyID != "" {
+		opts = append(opts, config.WithCredentialsProvider(credentials.NewStaticCredentialsProvider(creds.AccessKeyID,
+			creds.SecretAccessKey, "")))
+	}
+	loadCtx, cancel := context.WithTimeout(ctx, p.cfg.DNSTimeout+loadConfigTimeout)
+	defer cancel()
+	cfg, err := config.LoadDefaultConfig(loadCtx, opts...)
+	if err != nil {
+		return nil, "", fmt.Errorf("Route53(%s): loading the AWS configuration: %s", zone.Zone.Name,
+			redact(err.Error(), creds.AccessKeyID, creds.SecretAccessKey))
+	}
+	c := route53.NewFromConfig(cfg, func(o *route53.Options) {
+		if s.Endpoint != "" {
+			o.BaseEndpoint = aws.String(s.Endpoint)
+		}
+	})
+	p.clients[key] = c
+	return c, s.HostedZoneID, nil
+}
+
+// loadConfigTimeout bounds reading the AWS configuration (files and
+// environment; credentials are fetched later, on a call).
+const loadConfigTimeout = 10 * time.Second
