@@ -57,6 +57,7 @@ func migrations() []*gormigrate.Migration {
 		migration202612021100Autovacuum(),
 		migration202612021200RevisionHistory(),
 		migration202612021400ClusterIdentity(),
+		migration202612021500DNS(),
 	}
 }
 

@@ -18,6 +18,7 @@ var sealedColumns = [][2]string{
 	{"registrations", "credentials"},
 	{"registrations", "import_material"},
 	{"capacity_pools", "credentials"},
+	{"dns_zones", "credentials"},
 }
 
 // RewrapSecrets re-wraps every stored secret not under the keyring's primary

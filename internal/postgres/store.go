@@ -50,6 +50,10 @@ type StoreConfig struct {
 	// on one channel after its writes commit; the writes committed meanwhile
 	// share the next (wake.go).
 	WakeInterval time.Duration
+	// DNSResync is how long after its pass a DNS record that follows a
+	// pool cluster is due again, woken or not, so that it follows the
+	// cluster's URL and notices the cluster's removal (dns_config.go).
+	DNSResync time.Duration
 }
 
 // Store implements the domain's services on PostgreSQL.

@@ -24,6 +24,7 @@ func DefaultStoreConfig() StoreConfig {
 		CountedLabels:     []string{"env", "environment", "cloud", "vendor", "openshiftVersion-major-minor"},
 		WakeInterval:      50 * time.Millisecond,
 		Pools:             fleet.DefaultPoolConfig(),
+		DNSResync:         defaultDNSResync,
 	}
 }
 
@@ -40,6 +41,7 @@ func (c *StoreConfig) AddFlags(fs *pflag.FlagSet) {
 	fs.DurationVar(&c.WakeInterval, "wake-interval", c.WakeInterval, "shortest time between two wake-ups (NOTIFY) a replica sends the reconcilers after registration writes; the writes committed meanwhile share the next, so writes do not commit one at a time on the notification queue")
 	fs.StringVar(&c.Policies.ClusterSet, "policy-cluster-set", c.Policies.ClusterSet, "ManagedClusterSet the policies' Placements select from, bound into --policy-namespace")
 	c.addPoolFlags(fs)
+	c.addDNSFlags(fs)
 }
 
 // Validate reports every invalid setting, naming its flag.
@@ -72,6 +74,7 @@ func (c StoreConfig) Validate() error {
 		p.Addf("policy-cluster-set", "%q must be a DNS label", c.Policies.ClusterSet)
 	}
 	c.validatePools(&p)
+	c.validateDNS(&p)
 	return p.Err()
 }
 
