@@ -61,14 +61,9 @@ func (s *Server) dnsRecordsHref(service string) string {
 	return s.cfg.BasePath + "/dns_services/" + service + "/records"
 }
 
-// dnsService returns the path's service; an unknown one is 404, with a
-// reason that does not repeat the name asked for.
+// dnsService returns the path's service; an unknown one is 404.
 func (s *Server) dnsService(r *http.Request) (fleet.DNSService, error) {
-	svc, err := s.services.DNSRecords.FindDNSServiceByName(r.Context(), pathParam(r, "service_name"))
-	if fleet.ErrorCodeOf(err) == fleet.CodeNotFound {
-		return svc, fleet.Errorf(fleet.CodeNotFound, "DNS service not found")
-	}
-	return svc, err
+	return s.services.DNSRecords.FindDNSServiceByName(r.Context(), pathParam(r, "service_name"))
 }
 
 // dnsWritableService returns the path's service when the caller is one of

@@ -920,7 +920,7 @@ type ClientInterface interface {
 
 	// ListDNSServices The services' naming policies, a page at a time.
 	//
-	// Search fields: `id`, `name`, `zone_id`, `subdomain`, `created_at`, `updated_at`; order by `name`, `created_at` (default), `updated_at`.
+	// Search fields: `id`, `name`, `zone_id`, `zone_name`, `subdomain`, `created_by`, `created_at`, `updated_at`; order by `name`, `zone_name`, `created_at` (default), `updated_at`.
 	//
 	// Corresponds with GET /admin/dns_services (the `ListDNSServices` operationId).
 	ListDNSServices(ctx context.Context, params *ListDNSServicesParams, reqEditors ...RequestEditorFn) (*http.Response, error)
@@ -987,7 +987,7 @@ type ClientInterface interface {
 
 	// ListDNSZones The DNS zones the fleet manager writes service instances' records into, a page at a time.
 	//
-	// Search fields: `id`, `name`, `provider`, `created_at`, `updated_at`; order by `name`, `created_at` (default), `updated_at`.
+	// Search fields: `id`, `name`, `provider`, `created_by`, `created_at`, `updated_at`; order by `name`, `provider`, `created_at` (default), `updated_at`.
 	// Credentials are never returned: `has_credentials` says whether the zone has some.
 	//
 	// Corresponds with GET /admin/dns_zones (the `ListDNSZones` operationId).
@@ -1131,7 +1131,7 @@ type ClientInterface interface {
 
 // ListDNSServices The services' naming policies, a page at a time.
 //
-// Search fields: `id`, `name`, `zone_id`, `subdomain`, `created_at`, `updated_at`; order by `name`, `created_at` (default), `updated_at`.
+// Search fields: `id`, `name`, `zone_id`, `zone_name`, `subdomain`, `created_by`, `created_at`, `updated_at`; order by `name`, `zone_name`, `created_at` (default), `updated_at`.
 //
 // Corresponds with GET /admin/dns_services (the `ListDNSServices` operationId).
 func (c *Client) ListDNSServices(ctx context.Context, params *ListDNSServicesParams, reqEditors ...RequestEditorFn) (*http.Response, error) {
@@ -1268,7 +1268,7 @@ func (c *Client) UpdateDNSService(ctx context.Context, id Id, params *UpdateDNSS
 
 // ListDNSZones The DNS zones the fleet manager writes service instances' records into, a page at a time.
 //
-// Search fields: `id`, `name`, `provider`, `created_at`, `updated_at`; order by `name`, `created_at` (default), `updated_at`.
+// Search fields: `id`, `name`, `provider`, `created_by`, `created_at`, `updated_at`; order by `name`, `provider`, `created_at` (default), `updated_at`.
 // Credentials are never returned: `has_credentials` says whether the zone has some.
 //
 // Corresponds with GET /admin/dns_zones (the `ListDNSZones` operationId).
@@ -2733,7 +2733,7 @@ type ClientWithResponsesInterface interface {
 
 	// ListDNSServicesWithResponse The services' naming policies, a page at a time.
 	//
-	// Search fields: `id`, `name`, `zone_id`, `subdomain`, `created_at`, `updated_at`; order by `name`, `created_at` (default), `updated_at`.
+	// Search fields: `id`, `name`, `zone_id`, `zone_name`, `subdomain`, `created_by`, `created_at`, `updated_at`; order by `name`, `zone_name`, `created_at` (default), `updated_at`.
 	//
 	// Returns a wrapper object for the known response body format(s).
 	//
@@ -2806,7 +2806,7 @@ type ClientWithResponsesInterface interface {
 
 	// ListDNSZonesWithResponse The DNS zones the fleet manager writes service instances' records into, a page at a time.
 	//
-	// Search fields: `id`, `name`, `provider`, `created_at`, `updated_at`; order by `name`, `created_at` (default), `updated_at`.
+	// Search fields: `id`, `name`, `provider`, `created_by`, `created_at`, `updated_at`; order by `name`, `provider`, `created_at` (default), `updated_at`.
 	// Credentials are never returned: `has_credentials` says whether the zone has some.
 	//
 	// Returns a wrapper object for the known response body format(s).
@@ -4878,7 +4878,7 @@ func (r ListResourceChangesResponse) ContentType() string {
 
 // ListDNSServicesWithResponse The services' naming policies, a page at a time.
 //
-// Search fields: `id`, `name`, `zone_id`, `subdomain`, `created_at`, `updated_at`; order by `name`, `created_at` (default), `updated_at`.
+// Search fields: `id`, `name`, `zone_id`, `zone_name`, `subdomain`, `created_by`, `created_at`, `updated_at`; order by `name`, `zone_name`, `created_at` (default), `updated_at`.
 //
 // Returns a wrapper object for the known response body format(s).
 //
@@ -4993,7 +4993,7 @@ func (c *ClientWithResponses) UpdateDNSServiceWithResponse(ctx context.Context, 
 
 // ListDNSZonesWithResponse The DNS zones the fleet manager writes service instances' records into, a page at a time.
 //
-// Search fields: `id`, `name`, `provider`, `created_at`, `updated_at`; order by `name`, `created_at` (default), `updated_at`.
+// Search fields: `id`, `name`, `provider`, `created_by`, `created_at`, `updated_at`; order by `name`, `provider`, `created_at` (default), `updated_at`.
 // Credentials are never returned: `has_credentials` says whether the zone has some.
 //
 // Returns a wrapper object for the known response body format(s).

@@ -2788,8 +2788,8 @@ type ClientInterface interface {
 	//
 	// Reads are scoped to the caller's organisation: an organisation that is not one of the
 	// service's writers has no records there, and sees none. Search fields: `id`, `instance`,
-	// `name`, `type`, `cluster_id`, `created_by`, `created_at`, `updated_at`; order by `instance`,
-	// `name`, `created_at` (default), `updated_at`.
+	// `name`, `type`, `phase`, `ttl`, `cluster_id`, `created_by`, `created_at`, `updated_at`; order
+	// by `instance`, `name`, `type`, `phase`, `created_at` (default), `updated_at`.
 	//
 	// Corresponds with GET /dns_services/{service_name}/records (the `ListDNSRecords` operationId).
 	ListDNSRecords(ctx context.Context, serviceName ServiceName, params *ListDNSRecordsParams, reqEditors ...RequestEditorFn) (*http.Response, error)
@@ -3793,8 +3793,8 @@ func (c *Client) ListWritableDNSServices(ctx context.Context, params *ListWritab
 //
 // Reads are scoped to the caller's organisation: an organisation that is not one of the
 // service's writers has no records there, and sees none. Search fields: `id`, `instance`,
-// `name`, `type`, `cluster_id`, `created_by`, `created_at`, `updated_at`; order by `instance`,
-// `name`, `created_at` (default), `updated_at`.
+// `name`, `type`, `phase`, `ttl`, `cluster_id`, `created_by`, `created_at`, `updated_at`; order
+// by `instance`, `name`, `type`, `phase`, `created_at` (default), `updated_at`.
 //
 // Corresponds with GET /dns_services/{service_name}/records (the `ListDNSRecords` operationId).
 func (c *Client) ListDNSRecords(ctx context.Context, serviceName ServiceName, params *ListDNSRecordsParams, reqEditors ...RequestEditorFn) (*http.Response, error) {
@@ -8303,8 +8303,8 @@ type ClientWithResponsesInterface interface {
 	//
 	// Reads are scoped to the caller's organisation: an organisation that is not one of the
 	// service's writers has no records there, and sees none. Search fields: `id`, `instance`,
-	// `name`, `type`, `cluster_id`, `created_by`, `created_at`, `updated_at`; order by `instance`,
-	// `name`, `created_at` (default), `updated_at`.
+	// `name`, `type`, `phase`, `ttl`, `cluster_id`, `created_by`, `created_at`, `updated_at`; order
+	// by `instance`, `name`, `type`, `phase`, `created_at` (default), `updated_at`.
 	//
 	// Returns a wrapper object for the known response body format(s).
 	//
@@ -14639,8 +14639,8 @@ func (c *ClientWithResponses) ListWritableDNSServicesWithResponse(ctx context.Co
 //
 // Reads are scoped to the caller's organisation: an organisation that is not one of the
 // service's writers has no records there, and sees none. Search fields: `id`, `instance`,
-// `name`, `type`, `cluster_id`, `created_by`, `created_at`, `updated_at`; order by `instance`,
-// `name`, `created_at` (default), `updated_at`.
+// `name`, `type`, `phase`, `ttl`, `cluster_id`, `created_by`, `created_at`, `updated_at`; order
+// by `instance`, `name`, `type`, `phase`, `created_at` (default), `updated_at`.
 //
 // Returns a wrapper object for the known response body format(s).
 //
