@@ -201,7 +201,7 @@ func (s *Store) ListDNSRecords(ctx context.Context, org string, service fleet.DN
 		}
 		return []fleet.DNSRecord{}, 0, nil
 	}
-	query := s.db.Gorm.WithContext(ctx).Table("dns_records AS d").Select("d.*").
+	query := s.db.Gorm.WithContext(ctx).Table("dns_records AS d").
 		Where("d.org_id = ? AND d.service_id = ? AND d.deleted_at IS NULL", org, service.ID)
 	rows, total, err := list[dnsRecordRow](query, dnsRecordList, q, page, size)
 	if err != nil {
