@@ -197,7 +197,7 @@ func serve(ctx context.Context, opts serveOptions, logger *slog.Logger) error {
 			return rest.NewServer(ctx, cfg, l, a, m, rest.Services{Registrations: store, Hubs: store, Agents: store,
 				Inventory: store, Resources: store, Revisions: watch,
 				Feed: store, InventoryChanges: inventory, Policies: store, PolicySchema: schema, Pools: store, Authorizer: decide,
-				Metrics: userMetrics})
+				Metrics: userMetrics, DNSAdmin: store, DNSRecords: store})
 		}),
 	)
 	if err != nil {

@@ -1,6 +1,7 @@
 package rest_test
 
 import (
+	"context"
 	"encoding/json"
 	"fmt"
 	"io/fs"
@@ -14,6 +15,7 @@ import (
 	"github.com/getkin/kin-openapi/openapi3"
 
 	"github.com/fleetmanager/fleet-manager/openapi"
+	"github.com/fleetmanager/fleet-manager/pkg/api/admin"
 	"github.com/fleetmanager/fleet-manager/pkg/api/public"
 )
 
@@ -65,6 +67,11 @@ func FuzzAPIOperation(f *testing.F) {
 		`{"full_sync":true,"clusters":[{"name":"mc","labels":{"k":"v"}}]}`,
 		`{"name":"p","zone":"eu","policy":{"spec":{"remediationAction":"inform","policy-templates":[]}},"placement":{"label_selector":{}}}`,
 		`{"items":[{"registration_id":"x","conditions":[]}]}`,
+		`{"name":"fz.example.com","provider":"rfc2136","rfc2136":{"server":"ns.fz.example.com:53","tsig_key_name":"fz",` +
+			`"tsig_algorithm":"hmac-sha256"},"credentials":{"tsig_secret":"VFNJR1NFQ1JFVC1WQUxVRS0wMTIzNDU2Nzg5"}}`,
+		`{"name":"fzsvc","zone_id":"ZONEIDSECRET","writer_organizations":["org-fuzz"],"min_ttl":60}`,
+		`{"instance":"fz","type":"A","ttl":60,"targets":["198.51.100.7"]}`,
+		`{"instance":"FZ.SECRET","cluster_id":"CLUSTERSECRET"}`,
 		`{"a":` + strings.Repeat("[", 200) + strings.Repeat("]", 200) + `}`,
 		`{"name":"fz"} trailing`, `{"name":"a\u0000b"}`, "{\"name\":\"\xff\"}", ``, `null`, `[]`, `"s"`,
 	}
@@ -86,16 +93,20 @@ func FuzzAPIOperation(f *testing.F) {
 	hub := e.createAgentHub(f, "fuzz-hub", "eu", 5)
 	agentTok := e.agentToken(f, deref(hub.AgentIdentity))
 	cluster := e.createCluster(f, userTok, public.ClusterCreate{Name: "fuzz", Zone: ptr("eu"), Product: public.OCP})
+	dnsZone := e.createDNSZone(f, rfc2136Zone("fuzz.example.com"))
+	dnsService := e.createDNSService(f, admin.DNSServiceCreate{Name: "fuzz", ZoneId: dnsZone.Id, WriterOrganizations: &[]string{"org-fuzz"}})
+	record, err := e.client.CreateDNSRecordWithResponse(context.Background(), dnsService.Name,
+		public.DNSRecordCreate{Instance: "fuzz", Targets: &[]string{"ingress.apps.fuzz.example.net"}}, bearer(userTok))
+	if err != nil || record.JSON201 == nil {
+		f.Fatalf("CreateDNSRecord(fuzz) = %s; want 201", outcome(record, err))
+	}
 	tokens := map[string]string{openapi.Public: userTok, openapi.Admin: adminTok, openapi.Private: agentTok}
+	pathValues := map[string]string{"{id}": cluster.Id, "{hub_id}": hub.Id, "{service_name}": dnsService.Name, "{record_id}": record.JSON201.Id}
 
 	f.Fuzz(func(t *testing.T, opIndex uint16, rawQuery, pathArg string, body []byte) {
 		op := ops[int(opIndex)%len(ops)]
 		path := op.path
-		for _, name := range []string{"{id}", "{hub_id}"} {
-			value := cluster.Id
-			if name == "{hub_id}" {
-				value = hub.Id
-			}
+		for name, value := range pathValues {
 			if pathArg != "" {
 				value = url.PathEscape(pathArg)
 			}

@@ -96,7 +96,7 @@ func newStackEnvWith(t testing.TB, f flavour, storeCfg postgres.StoreConfig) *st
 	srv, err := rest.NewServer(context.Background(), f.http, logger, verifier, metrics,
 		rest.Services{Registrations: store, Hubs: store, Agents: store, Inventory: store, Resources: store, Revisions: startRevisionWatch(t, dbCfg),
 			Feed: store, InventoryChanges: startInventoryWatch(t, dbCfg), Policies: store, PolicySchema: policySchema(t), Pools: store,
-			Authorizer: authorizer, Metrics: userMetrics(t, f.http, store, reg)})
+			Authorizer: authorizer, Metrics: userMetrics(t, f.http, store, reg), DNSAdmin: store, DNSRecords: store})
 	if err != nil {
 		t.Fatalf("NewServer(): %v", err)
 	}

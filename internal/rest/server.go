@@ -35,6 +35,10 @@ type Services struct {
 	Pools fleet.PoolService
 	// Metrics answers the user-facing metrics endpoints.
 	Metrics fleet.UserMetrics
+	// DNSAdmin onboards DNS zones and naming policies; DNSRecords keeps the
+	// services' records. Without both, the DNS operations answer 404.
+	DNSAdmin   fleet.DNSAdmin
+	DNSRecords fleet.DNSRecords
 	// Authorizer is the one decision point every handler asks.
 	Authorizer fleet.Authorizer
 }
@@ -153,6 +157,25 @@ func (s *Server) handlers() map[string]handlerFunc {
 		"createReservation":        s.can(fleet.ActionReservationsCreate, "reservation", s.handleReservationCreate),
 		"getReservation":           s.can(fleet.ActionReservationsGet, "reservation", s.handleReservationGet),
 		"deleteReservation":        s.handleReservationDelete,
+
+		// DNS zones and naming policies (admin), services' records (public);
+		// the record handlers check the service's writers (handlers_dns.go).
+		"listDNSZones":            s.can(fleet.ActionDNSZonesList, "dns_zone", s.withDNS(s.handleDNSZoneList)),
+		"createDNSZone":           s.can(fleet.ActionDNSZonesCreate, "dns_zone", s.withDNS(s.handleDNSZoneCreate)),
+		"getDNSZone":              s.can(fleet.ActionDNSZonesGet, "dns_zone", s.withDNS(s.handleDNSZoneGet)),
+		"updateDNSZone":           s.can(fleet.ActionDNSZonesUpdate, "dns_zone", s.withDNS(s.handleDNSZoneUpdate)),
+		"deleteDNSZone":           s.can(fleet.ActionDNSZonesDelete, "dns_zone", s.withDNS(s.handleDNSZoneDelete)),
+		"listDNSServices":         s.can(fleet.ActionDNSZonesList, "dns_service", s.withDNS(s.handleDNSServiceList)),
+		"createDNSService":        s.can(fleet.ActionDNSZonesCreate, "dns_service", s.withDNS(s.handleDNSServiceCreate)),
+		"getDNSService":           s.can(fleet.ActionDNSZonesGet, "dns_service", s.withDNS(s.handleDNSServiceGet)),
+		"updateDNSService":        s.can(fleet.ActionDNSZonesUpdate, "dns_service", s.withDNS(s.handleDNSServiceUpdate)),
+		"deleteDNSService":        s.can(fleet.ActionDNSZonesDelete, "dns_service", s.withDNS(s.handleDNSServiceDelete)),
+		"listWritableDNSServices": s.can(fleet.ActionDNSRecordsList, "dns_record", s.withDNS(s.handleWritableDNSServiceList)),
+		"listDNSRecords":          s.can(fleet.ActionDNSRecordsList, "dns_record", s.withDNS(s.handleDNSRecordList)),
+		"createDNSRecord":         s.can(fleet.ActionDNSRecordsCreate, "dns_record", s.withDNS(s.handleDNSRecordCreate)),
+		"getDNSRecord":            s.can(fleet.ActionDNSRecordsGet, "dns_record", s.withDNS(s.handleDNSRecordGet)),
+		"updateDNSRecord":         s.withDNS(s.handleDNSRecordUpdate),
+		"deleteDNSRecord":         s.withDNS(s.handleDNSRecordDelete),
 
 		// User-facing metrics; the store scopes each read to the caller's clusters.
 		"queryMetrics":                    s.can(fleet.ActionUserMetricsRead, "cluster", s.handleMetricsQuery(false)),

@@ -61,7 +61,7 @@ func newOutageEnv(t *testing.T, httpCfg rest.Config) *outageEnv {
 	srv, err := rest.NewServer(context.Background(), f.http, logger, verifier, metrics,
 		rest.Services{Registrations: store, Hubs: store, Agents: store, Inventory: store, Resources: store, Revisions: startRevisionWatch(t, direct),
 			Feed: store, InventoryChanges: startInventoryWatch(t, direct), Policies: store, PolicySchema: policySchema(t), Pools: store,
-			Authorizer: authorizer, Metrics: userMetrics(t, f.http, store, reg)})
+			Authorizer: authorizer, Metrics: userMetrics(t, f.http, store, reg), DNSAdmin: store, DNSRecords: store})
 	if err != nil {
 		t.Fatalf("NewServer(): %v", err)
 	}
@@ -113,6 +113,7 @@ var outageRequests = []struct{ method, path, body string }{
 	{"GET", "/clusters", ""},
 	{"GET", "/managed_clusters", ""},
 	{"GET", "/policies", ""},
+	{"GET", "/dns_services", ""},
 }
 
 // TestDatabaseOutageAnswers503: with the database gone, creates and lists

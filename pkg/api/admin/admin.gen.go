@@ -38,6 +38,105 @@ func (e ConditionStatus) Valid() bool {
 	}
 }
 
+// Defines values for DNSProvider.
+const (
+	DNSProviderRFC2136 DNSProvider = "rfc2136"
+	DNSProviderRoute53 DNSProvider = "route53"
+)
+
+// Valid indicates whether the value is a known member of the DNSProvider enum.
+func (e DNSProvider) Valid() bool {
+	switch e {
+	case DNSProviderRFC2136:
+		return true
+	case DNSProviderRoute53:
+		return true
+	default:
+		return false
+	}
+}
+
+// Defines values for DNSRecordType.
+const (
+	DNSRecordA     DNSRecordType = "A"
+	DNSRecordAAAA  DNSRecordType = "AAAA"
+	DNSRecordCNAME DNSRecordType = "CNAME"
+)
+
+// Valid indicates whether the value is a known member of the DNSRecordType enum.
+func (e DNSRecordType) Valid() bool {
+	switch e {
+	case DNSRecordA:
+		return true
+	case DNSRecordAAAA:
+		return true
+	case DNSRecordCNAME:
+		return true
+	default:
+		return false
+	}
+}
+
+// Defines values for DNSServiceKind.
+const (
+	DNSServiceKindDNSService DNSServiceKind = "DNSService"
+)
+
+// Valid indicates whether the value is a known member of the DNSServiceKind enum.
+func (e DNSServiceKind) Valid() bool {
+	switch e {
+	case DNSServiceKindDNSService:
+		return true
+	default:
+		return false
+	}
+}
+
+// Defines values for DNSServiceListKind.
+const (
+	DNSServiceListKindDNSServiceList DNSServiceListKind = "DNSServiceList"
+)
+
+// Valid indicates whether the value is a known member of the DNSServiceListKind enum.
+func (e DNSServiceListKind) Valid() bool {
+	switch e {
+	case DNSServiceListKindDNSServiceList:
+		return true
+	default:
+		return false
+	}
+}
+
+// Defines values for DNSZoneKind.
+const (
+	DNSZoneKindDNSZone DNSZoneKind = "DNSZone"
+)
+
+// Valid indicates whether the value is a known member of the DNSZoneKind enum.
+func (e DNSZoneKind) Valid() bool {
+	switch e {
+	case DNSZoneKindDNSZone:
+		return true
+	default:
+		return false
+	}
+}
+
+// Defines values for DNSZoneListKind.
+const (
+	DNSZoneListKindDNSZoneList DNSZoneListKind = "DNSZoneList"
+)
+
+// Valid indicates whether the value is a known member of the DNSZoneListKind enum.
+func (e DNSZoneListKind) Valid() bool {
+	switch e {
+	case DNSZoneListKindDNSZoneList:
+		return true
+	default:
+		return false
+	}
+}
+
 // Defines values for DeliveryMode.
 const (
 	Agent       DeliveryMode = "agent"
@@ -104,6 +203,27 @@ func (e HubListKind) Valid() bool {
 	}
 }
 
+// Defines values for RFC2136SettingsTsigAlgorithm.
+const (
+	TSIGHMACSHA256 RFC2136SettingsTsigAlgorithm = "hmac-sha256"
+	TSIGHMACSHA384 RFC2136SettingsTsigAlgorithm = "hmac-sha384"
+	TSIGHMACSHA512 RFC2136SettingsTsigAlgorithm = "hmac-sha512"
+)
+
+// Valid indicates whether the value is a known member of the RFC2136SettingsTsigAlgorithm enum.
+func (e RFC2136SettingsTsigAlgorithm) Valid() bool {
+	switch e {
+	case TSIGHMACSHA256:
+		return true
+	case TSIGHMACSHA384:
+		return true
+	case TSIGHMACSHA512:
+		return true
+	default:
+		return false
+	}
+}
+
 // Defines values for ResourceKind.
 const (
 	ResourceKindResource ResourceKind = "Resource"
@@ -164,6 +284,170 @@ type ConditionStatus string
 
 // Credentials Credentials for SyncSet delivery. Write-only; stored encrypted; an empty object removes them.
 type Credentials map[string]string
+
+// DNSCredentials A zone's secrets: `tsig_secret` (base64) for an rfc2136 zone; `access_key_id` and `secret_access_key` for a route53 zone. Write-only; stored encrypted; never returned.
+type DNSCredentials struct {
+	AccessKeyId     *string `json:"access_key_id,omitempty"`
+	SecretAccessKey *string `json:"secret_access_key,omitempty"`
+	TsigSecret      *string `json:"tsig_secret,omitempty"`
+}
+
+// DNSProvider Where a zone's records are written. rfc2136 is RFC 2136 dynamic updates signed with TSIG; route53 an Amazon Route53 hosted zone.
+type DNSProvider string
+
+// DNSRecordType defines model for DNSRecordType.
+type DNSRecordType string
+
+// DNSService defines model for DNSService.
+type DNSService struct {
+	CreatedAt    time.Time      `json:"created_at"`
+	DefaultTtl   int            `json:"default_ttl"`
+	Generation   int64          `json:"generation"`
+	Href         string         `json:"href"`
+	Id           string         `json:"id"`
+	Kind         DNSServiceKind `json:"kind"`
+	MaxTtl       int            `json:"max_ttl"`
+	MinTtl       int            `json:"min_ttl"`
+	Name         string         `json:"name"`
+	NameTemplate string         `json:"name_template"`
+
+	// RecordCount The service's live records, of every organisation.
+	RecordCount int             `json:"record_count"`
+	RecordTypes []DNSRecordType `json:"record_types"`
+	Subdomain   string          `json:"subdomain"`
+
+	// Subtree The domain every record of the service is strictly below, `<subdomain>.<zone_name>`.
+	Subtree               string    `json:"subtree"`
+	UpdatedAt             time.Time `json:"updated_at"`
+	WriterOrganizations   []string  `json:"writer_organizations"`
+	WriterServiceAccounts []string  `json:"writer_service_accounts"`
+	ZoneId                string    `json:"zone_id"`
+	ZoneName              string    `json:"zone_name"`
+}
+
+// DNSServiceKind defines model for DNSService.Kind.
+type DNSServiceKind string
+
+// DNSServiceCreate defines model for DNSServiceCreate.
+type DNSServiceCreate struct {
+	DefaultTtl *int `json:"default_ttl,omitempty"`
+	MaxTtl     *int `json:"max_ttl,omitempty"`
+	MinTtl     *int `json:"min_ttl,omitempty"`
+
+	// Name The service's name, unique in the fleet; the public API's records are under /dns_services/{name}.
+	Name string `json:"name"`
+
+	// NameTemplate An instance's name relative to the subtree, holding `{instance}` once; `{instance}` when absent.
+	NameTemplate *string          `json:"name_template,omitempty"`
+	RecordTypes  *[]DNSRecordType `json:"record_types,omitempty"`
+
+	// Subdomain The service's subtree relative to the zone; the service's name when absent.
+	Subdomain             *string     `json:"subdomain,omitempty"`
+	WriterOrganizations   *DNSWriters `json:"writer_organizations,omitempty"`
+	WriterServiceAccounts *DNSWriters `json:"writer_service_accounts,omitempty"`
+	ZoneId                string      `json:"zone_id"`
+}
+
+// DNSServiceList defines model for DNSServiceList.
+type DNSServiceList struct {
+	Items []DNSService       `json:"items"`
+	Kind  DNSServiceListKind `json:"kind"`
+	Page  int                `json:"page"`
+	Size  int                `json:"size"`
+	Total int                `json:"total"`
+}
+
+// DNSServiceListKind defines model for DNSServiceList.Kind.
+type DNSServiceListKind string
+
+// DNSServicePatch defines model for DNSServicePatch.
+type DNSServicePatch struct {
+	DefaultTtl            *int             `json:"default_ttl,omitempty"`
+	MaxTtl                *int             `json:"max_ttl,omitempty"`
+	MinTtl                *int             `json:"min_ttl,omitempty"`
+	RecordTypes           *[]DNSRecordType `json:"record_types,omitempty"`
+	WriterOrganizations   *DNSWriters      `json:"writer_organizations,omitempty"`
+	WriterServiceAccounts *DNSWriters      `json:"writer_service_accounts,omitempty"`
+}
+
+// DNSWriters defines model for DNSWriters.
+type DNSWriters = []string
+
+// DNSZone defines model for DNSZone.
+type DNSZone struct {
+	CreatedAt  time.Time `json:"created_at"`
+	Generation int64     `json:"generation"`
+
+	// HasCredentials Whether the zone has credentials; they are never returned.
+	HasCredentials bool        `json:"has_credentials"`
+	Href           string      `json:"href"`
+	Id             string      `json:"id"`
+	Kind           DNSZoneKind `json:"kind"`
+	Name           string      `json:"name"`
+	Nameservers    []string    `json:"nameservers"`
+
+	// Provider Where a zone's records are written. rfc2136 is RFC 2136 dynamic updates signed with TSIG; route53 an Amazon Route53 hosted zone.
+	Provider DNSProvider `json:"provider"`
+
+	// Rfc2136 Where and how an rfc2136 zone is updated. The TSIG secret is a credential, never a setting.
+	Rfc2136 *RFC2136Settings `json:"rfc2136,omitempty"`
+
+	// Route53 The Route53 hosted zone of a route53 zone.
+	Route53 *Route53Settings `json:"route53,omitempty"`
+
+	// ServiceCount The naming policies onboarded in the zone.
+	ServiceCount int       `json:"service_count"`
+	UpdatedAt    time.Time `json:"updated_at"`
+}
+
+// DNSZoneKind defines model for DNSZone.Kind.
+type DNSZoneKind string
+
+// DNSZoneCreate defines model for DNSZoneCreate.
+type DNSZoneCreate struct {
+	// Credentials A zone's secrets: `tsig_secret` (base64) for an rfc2136 zone; `access_key_id` and `secret_access_key` for a route53 zone. Write-only; stored encrypted; never returned.
+	Credentials *DNSCredentials `json:"credentials,omitempty"`
+
+	// Name The zone's apex, e.g. services.example.com (a final dot and capitals are dropped).
+	Name string `json:"name"`
+
+	// Nameservers The host:port of the zone's authoritative servers that a record's Resolvable condition is checked against; absent for the provider's own (the rfc2136 server, the hosted zone's delegation set).
+	Nameservers *[]string `json:"nameservers,omitempty"`
+
+	// Provider Where a zone's records are written. rfc2136 is RFC 2136 dynamic updates signed with TSIG; route53 an Amazon Route53 hosted zone.
+	Provider DNSProvider `json:"provider"`
+
+	// Rfc2136 Where and how an rfc2136 zone is updated. The TSIG secret is a credential, never a setting.
+	Rfc2136 *RFC2136Settings `json:"rfc2136,omitempty"`
+
+	// Route53 The Route53 hosted zone of a route53 zone.
+	Route53 *Route53Settings `json:"route53,omitempty"`
+}
+
+// DNSZoneList defines model for DNSZoneList.
+type DNSZoneList struct {
+	Items []DNSZone       `json:"items"`
+	Kind  DNSZoneListKind `json:"kind"`
+	Page  int             `json:"page"`
+	Size  int             `json:"size"`
+	Total int             `json:"total"`
+}
+
+// DNSZoneListKind defines model for DNSZoneList.Kind.
+type DNSZoneListKind string
+
+// DNSZonePatch defines model for DNSZonePatch.
+type DNSZonePatch struct {
+	// Credentials A zone's secrets: `tsig_secret` (base64) for an rfc2136 zone; `access_key_id` and `secret_access_key` for a route53 zone. Write-only; stored encrypted; never returned.
+	Credentials *DNSCredentials `json:"credentials,omitempty"`
+	Nameservers *[]string       `json:"nameservers,omitempty"`
+
+	// Rfc2136 Where and how an rfc2136 zone is updated. The TSIG secret is a credential, never a setting.
+	Rfc2136 *RFC2136Settings `json:"rfc2136,omitempty"`
+
+	// Route53 The Route53 hosted zone of a route53 zone.
+	Route53 *Route53Settings `json:"route53,omitempty"`
+}
 
 // DeliveryMode defines model for DeliveryMode.
 type DeliveryMode string
@@ -324,6 +608,19 @@ type OCMTarget struct {
 	TokenUrl *string `json:"token_url,omitempty"`
 }
 
+// RFC2136Settings Where and how an rfc2136 zone is updated. The TSIG secret is a credential, never a setting.
+type RFC2136Settings struct {
+	// Server The primary's host:port the updates are sent to (over TCP).
+	Server        string                       `json:"server"`
+	TsigAlgorithm RFC2136SettingsTsigAlgorithm `json:"tsig_algorithm"`
+
+	// TsigKeyName The TSIG key's name as the server knows it.
+	TsigKeyName string `json:"tsig_key_name"`
+}
+
+// RFC2136SettingsTsigAlgorithm defines model for RFC2136Settings.TsigAlgorithm.
+type RFC2136SettingsTsigAlgorithm string
+
 // Resource defines model for Resource.
 type Resource struct {
 	ApiGroup string                 `json:"api_group"`
@@ -391,6 +688,16 @@ type ResourceList struct {
 // ResourceListKind defines model for ResourceList.Kind.
 type ResourceListKind string
 
+// Route53Settings The Route53 hosted zone of a route53 zone.
+type Route53Settings struct {
+	// Endpoint Replaces Route53's address (a VPC endpoint, a partition's); absent for the default.
+	Endpoint     *string `json:"endpoint,omitempty"`
+	HostedZoneId string  `json:"hosted_zone_id"`
+
+	// Region The region requests are signed for; us-east-1 when absent.
+	Region *string `json:"region,omitempty"`
+}
+
 // Id defines model for id.
 type Id = string
 
@@ -436,6 +743,46 @@ type Unauthenticated = Error
 // Unavailable The OCM error body. `code` is stable; `reason` is for people.
 type Unavailable = Error
 
+// ListDNSServicesParams defines parameters for ListDNSServices.
+type ListDNSServicesParams struct {
+	Page *Page `form:"page,omitempty" json:"page,omitempty"`
+	Size *Size `form:"size,omitempty" json:"size,omitempty"`
+
+	// Search A filter in the search language, as for clusters.
+	Search  *Search  `form:"search,omitempty" json:"search,omitempty"`
+	OrderBy *OrderBy `form:"orderBy,omitempty" json:"orderBy,omitempty"`
+}
+
+// DeleteDNSServiceParams defines parameters for DeleteDNSService.
+type DeleteDNSServiceParams struct {
+	IfMatch *IfMatch `json:"If-Match,omitempty"`
+}
+
+// UpdateDNSServiceParams defines parameters for UpdateDNSService.
+type UpdateDNSServiceParams struct {
+	IfMatch *IfMatch `json:"If-Match,omitempty"`
+}
+
+// ListDNSZonesParams defines parameters for ListDNSZones.
+type ListDNSZonesParams struct {
+	Page *Page `form:"page,omitempty" json:"page,omitempty"`
+	Size *Size `form:"size,omitempty" json:"size,omitempty"`
+
+	// Search A filter in the search language, as for clusters.
+	Search  *Search  `form:"search,omitempty" json:"search,omitempty"`
+	OrderBy *OrderBy `form:"orderBy,omitempty" json:"orderBy,omitempty"`
+}
+
+// DeleteDNSZoneParams defines parameters for DeleteDNSZone.
+type DeleteDNSZoneParams struct {
+	IfMatch *IfMatch `json:"If-Match,omitempty"`
+}
+
+// UpdateDNSZoneParams defines parameters for UpdateDNSZone.
+type UpdateDNSZoneParams struct {
+	IfMatch *IfMatch `json:"If-Match,omitempty"`
+}
+
 // ListHubsParams defines parameters for ListHubs.
 type ListHubsParams struct {
 	Page *Page `form:"page,omitempty" json:"page,omitempty"`
@@ -478,6 +825,18 @@ type ListResourceChangesParams struct {
 	Wait *string `form:"wait,omitempty" json:"wait,omitempty"`
 	Size *Size   `form:"size,omitempty" json:"size,omitempty"`
 }
+
+// CreateDNSServiceJSONRequestBody defines body for CreateDNSService for application/json ContentType.
+type CreateDNSServiceJSONRequestBody = DNSServiceCreate
+
+// UpdateDNSServiceJSONRequestBody defines body for UpdateDNSService for application/json ContentType.
+type UpdateDNSServiceJSONRequestBody = DNSServicePatch
+
+// CreateDNSZoneJSONRequestBody defines body for CreateDNSZone for application/json ContentType.
+type CreateDNSZoneJSONRequestBody = DNSZoneCreate
+
+// UpdateDNSZoneJSONRequestBody defines body for UpdateDNSZone for application/json ContentType.
+type UpdateDNSZoneJSONRequestBody = DNSZonePatch
 
 // CreateHubJSONRequestBody defines body for CreateHub for application/json ContentType.
 type CreateHubJSONRequestBody = HubCreate
@@ -558,6 +917,131 @@ func WithRequestEditorFn(fn RequestEditorFn) ClientOption {
 
 // The interface specification for the client above.
 type ClientInterface interface {
+
+	// ListDNSServices The services' naming policies, a page at a time.
+	//
+	// Search fields: `id`, `name`, `zone_id`, `zone_name`, `subdomain`, `created_by`, `created_at`, `updated_at`; order by `name`, `zone_name`, `created_at` (default), `updated_at`.
+	//
+	// Corresponds with GET /admin/dns_services (the `ListDNSServices` operationId).
+	ListDNSServices(ctx context.Context, params *ListDNSServicesParams, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// CreateDNSServiceWithBody Onboard a service's naming policy in a zone.
+	//
+	// The service's records live strictly below its subtree, `<subdomain>.<zone>`; an instance's
+	// name is `name_template` with `{instance}` replaced, below the subtree. The subtree may not
+	// overlap another service's (409 code 19). Absent fields take their defaults: `subdomain` the
+	// service's name, `name_template` `{instance}`, every record type, TTLs from 5 to 86400 seconds
+	// with 300 by default. Writers are organisation ids and service account user names (either
+	// may write); fleet administrators write every service's records.
+	//
+	// Takes any type of body and a specified content type.
+	//
+	// Corresponds with POST /admin/dns_services (the `CreateDNSService` operationId).
+	CreateDNSServiceWithBody(ctx context.Context, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// CreateDNSService Onboard a service's naming policy in a zone.
+	//
+	// The service's records live strictly below its subtree, `<subdomain>.<zone>`; an instance's
+	// name is `name_template` with `{instance}` replaced, below the subtree. The subtree may not
+	// overlap another service's (409 code 19). Absent fields take their defaults: `subdomain` the
+	// service's name, `name_template` `{instance}`, every record type, TTLs from 5 to 86400 seconds
+	// with 300 by default. Writers are organisation ids and service account user names (either
+	// may write); fleet administrators write every service's records.
+	//
+	// Takes a body of the `application/json` content type.
+	//
+	// Corresponds with POST /admin/dns_services (the `CreateDNSService` operationId).
+	CreateDNSService(ctx context.Context, body CreateDNSServiceJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// DeleteDNSService Remove a policy; refused (409) while it has live records.
+	//
+	// Corresponds with DELETE /admin/dns_services/{id} (the `DeleteDNSService` operationId).
+	DeleteDNSService(ctx context.Context, id Id, params *DeleteDNSServiceParams, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// GetDNSService One naming policy.
+	//
+	// Corresponds with GET /admin/dns_services/{id} (the `GetDNSService` operationId).
+	GetDNSService(ctx context.Context, id Id, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// UpdateDNSServiceWithBody Change a policy's writers, record types or TTL bounds; existing records keep their type and TTL.
+	//
+	// The zone, the subdomain and the name template never change: the names of existing records
+	// are made from them. A writer removed keeps its existing records readable, but may no longer
+	// change them.
+	//
+	// Takes any type of body and a specified content type.
+	//
+	// Corresponds with PATCH /admin/dns_services/{id} (the `UpdateDNSService` operationId).
+	UpdateDNSServiceWithBody(ctx context.Context, id Id, params *UpdateDNSServiceParams, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// UpdateDNSService Change a policy's writers, record types or TTL bounds; existing records keep their type and TTL.
+	//
+	// The zone, the subdomain and the name template never change: the names of existing records
+	// are made from them. A writer removed keeps its existing records readable, but may no longer
+	// change them.
+	//
+	// Takes a body of the `application/json` content type.
+	//
+	// Corresponds with PATCH /admin/dns_services/{id} (the `UpdateDNSService` operationId).
+	UpdateDNSService(ctx context.Context, id Id, params *UpdateDNSServiceParams, body UpdateDNSServiceJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// ListDNSZones The DNS zones the fleet manager writes service instances' records into, a page at a time.
+	//
+	// Search fields: `id`, `name`, `provider`, `created_by`, `created_at`, `updated_at`; order by `name`, `provider`, `created_at` (default), `updated_at`.
+	// Credentials are never returned: `has_credentials` says whether the zone has some.
+	//
+	// Corresponds with GET /admin/dns_zones (the `ListDNSZones` operationId).
+	ListDNSZones(ctx context.Context, params *ListDNSZonesParams, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// CreateDNSZoneWithBody Onboard a DNS zone with its provider's settings and credentials.
+	//
+	// An `rfc2136` zone is updated by RFC 2136 dynamic updates signed with its TSIG key
+	// (`credentials.tsig_secret`, required); a `route53` zone is a Route53 hosted zone, written
+	// with `credentials.access_key_id` and `secret_access_key`, or without credentials with the
+	// deployment's own AWS credentials. Credentials are write-only and stored encrypted.
+	// A zone whose name is, holds or is held by another zone's is refused (409 code 19).
+	//
+	// Takes any type of body and a specified content type.
+	//
+	// Corresponds with POST /admin/dns_zones (the `CreateDNSZone` operationId).
+	CreateDNSZoneWithBody(ctx context.Context, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// CreateDNSZone Onboard a DNS zone with its provider's settings and credentials.
+	//
+	// An `rfc2136` zone is updated by RFC 2136 dynamic updates signed with its TSIG key
+	// (`credentials.tsig_secret`, required); a `route53` zone is a Route53 hosted zone, written
+	// with `credentials.access_key_id` and `secret_access_key`, or without credentials with the
+	// deployment's own AWS credentials. Credentials are write-only and stored encrypted.
+	// A zone whose name is, holds or is held by another zone's is refused (409 code 19).
+	//
+	// Takes a body of the `application/json` content type.
+	//
+	// Corresponds with POST /admin/dns_zones (the `CreateDNSZone` operationId).
+	CreateDNSZone(ctx context.Context, body CreateDNSZoneJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// DeleteDNSZone Remove a zone; refused (409) while services are onboarded in it.
+	//
+	// Corresponds with DELETE /admin/dns_zones/{id} (the `DeleteDNSZone` operationId).
+	DeleteDNSZone(ctx context.Context, id Id, params *DeleteDNSZoneParams, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// GetDNSZone One DNS zone.
+	//
+	// Corresponds with GET /admin/dns_zones/{id} (the `GetDNSZone` operationId).
+	GetDNSZone(ctx context.Context, id Id, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// UpdateDNSZoneWithBody Change a zone's provider settings, nameservers or credentials; its name and provider never change.
+	//
+	// Takes any type of body and a specified content type.
+	//
+	// Corresponds with PATCH /admin/dns_zones/{id} (the `UpdateDNSZone` operationId).
+	UpdateDNSZoneWithBody(ctx context.Context, id Id, params *UpdateDNSZoneParams, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// UpdateDNSZone Change a zone's provider settings, nameservers or credentials; its name and provider never change.
+	//
+	// Takes a body of the `application/json` content type.
+	//
+	// Corresponds with PATCH /admin/dns_zones/{id} (the `UpdateDNSZone` operationId).
+	UpdateDNSZone(ctx context.Context, id Id, params *UpdateDNSZoneParams, body UpdateDNSZoneJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error)
 
 	// ListHubs The registered hubs, a page at a time.
 	//
@@ -643,6 +1127,271 @@ type ClientInterface interface {
 	//
 	// Corresponds with GET /admin/resources/changes (the `ListResourceChanges` operationId).
 	ListResourceChanges(ctx context.Context, params *ListResourceChangesParams, reqEditors ...RequestEditorFn) (*http.Response, error)
+}
+
+// ListDNSServices The services' naming policies, a page at a time.
+//
+// Search fields: `id`, `name`, `zone_id`, `zone_name`, `subdomain`, `created_by`, `created_at`, `updated_at`; order by `name`, `zone_name`, `created_at` (default), `updated_at`.
+//
+// Corresponds with GET /admin/dns_services (the `ListDNSServices` operationId).
+func (c *Client) ListDNSServices(ctx context.Context, params *ListDNSServicesParams, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewListDNSServicesRequest(c.Server, params)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// CreateDNSServiceWithBody Onboard a service's naming policy in a zone.
+//
+// The service's records live strictly below its subtree, `<subdomain>.<zone>`; an instance's
+// name is `name_template` with `{instance}` replaced, below the subtree. The subtree may not
+// overlap another service's (409 code 19). Absent fields take their defaults: `subdomain` the
+// service's name, `name_template` `{instance}`, every record type, TTLs from 5 to 86400 seconds
+// with 300 by default. Writers are organisation ids and service account user names (either
+// may write); fleet administrators write every service's records.
+//
+// Takes any type of body and a specified content type.
+//
+// Corresponds with POST /admin/dns_services (the `CreateDNSService` operationId).
+func (c *Client) CreateDNSServiceWithBody(ctx context.Context, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewCreateDNSServiceRequestWithBody(c.Server, contentType, body)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// CreateDNSService Onboard a service's naming policy in a zone.
+//
+// The service's records live strictly below its subtree, `<subdomain>.<zone>`; an instance's
+// name is `name_template` with `{instance}` replaced, below the subtree. The subtree may not
+// overlap another service's (409 code 19). Absent fields take their defaults: `subdomain` the
+// service's name, `name_template` `{instance}`, every record type, TTLs from 5 to 86400 seconds
+// with 300 by default. Writers are organisation ids and service account user names (either
+// may write); fleet administrators write every service's records.
+//
+// Takes a body of the `application/json` content type.
+//
+// Corresponds with POST /admin/dns_services (the `CreateDNSService` operationId).
+func (c *Client) CreateDNSService(ctx context.Context, body CreateDNSServiceJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewCreateDNSServiceRequest(c.Server, body)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// DeleteDNSService Remove a policy; refused (409) while it has live records.
+//
+// Corresponds with DELETE /admin/dns_services/{id} (the `DeleteDNSService` operationId).
+func (c *Client) DeleteDNSService(ctx context.Context, id Id, params *DeleteDNSServiceParams, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewDeleteDNSServiceRequest(c.Server, id, params)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// GetDNSService One naming policy.
+//
+// Corresponds with GET /admin/dns_services/{id} (the `GetDNSService` operationId).
+func (c *Client) GetDNSService(ctx context.Context, id Id, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewGetDNSServiceRequest(c.Server, id)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// UpdateDNSServiceWithBody Change a policy's writers, record types or TTL bounds; existing records keep their type and TTL.
+//
+// The zone, the subdomain and the name template never change: the names of existing records
+// are made from them. A writer removed keeps its existing records readable, but may no longer
+// change them.
+//
+// Takes any type of body and a specified content type.
+//
+// Corresponds with PATCH /admin/dns_services/{id} (the `UpdateDNSService` operationId).
+func (c *Client) UpdateDNSServiceWithBody(ctx context.Context, id Id, params *UpdateDNSServiceParams, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewUpdateDNSServiceRequestWithBody(c.Server, id, params, contentType, body)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// UpdateDNSService Change a policy's writers, record types or TTL bounds; existing records keep their type and TTL.
+//
+// The zone, the subdomain and the name template never change: the names of existing records
+// are made from them. A writer removed keeps its existing records readable, but may no longer
+// change them.
+//
+// Takes a body of the `application/json` content type.
+//
+// Corresponds with PATCH /admin/dns_services/{id} (the `UpdateDNSService` operationId).
+func (c *Client) UpdateDNSService(ctx context.Context, id Id, params *UpdateDNSServiceParams, body UpdateDNSServiceJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewUpdateDNSServiceRequest(c.Server, id, params, body)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// ListDNSZones The DNS zones the fleet manager writes service instances' records into, a page at a time.
+//
+// Search fields: `id`, `name`, `provider`, `created_by`, `created_at`, `updated_at`; order by `name`, `provider`, `created_at` (default), `updated_at`.
+// Credentials are never returned: `has_credentials` says whether the zone has some.
+//
+// Corresponds with GET /admin/dns_zones (the `ListDNSZones` operationId).
+func (c *Client) ListDNSZones(ctx context.Context, params *ListDNSZonesParams, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewListDNSZonesRequest(c.Server, params)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// CreateDNSZoneWithBody Onboard a DNS zone with its provider's settings and credentials.
+//
+// An `rfc2136` zone is updated by RFC 2136 dynamic updates signed with its TSIG key
+// (`credentials.tsig_secret`, required); a `route53` zone is a Route53 hosted zone, written
+// with `credentials.access_key_id` and `secret_access_key`, or without credentials with the
+// deployment's own AWS credentials. Credentials are write-only and stored encrypted.
+// A zone whose name is, holds or is held by another zone's is refused (409 code 19).
+//
+// Takes any type of body and a specified content type.
+//
+// Corresponds with POST /admin/dns_zones (the `CreateDNSZone` operationId).
+func (c *Client) CreateDNSZoneWithBody(ctx context.Context, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewCreateDNSZoneRequestWithBody(c.Server, contentType, body)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// CreateDNSZone Onboard a DNS zone with its provider's settings and credentials.
+//
+// An `rfc2136` zone is updated by RFC 2136 dynamic updates signed with its TSIG key
+// (`credentials.tsig_secret`, required); a `route53` zone is a Route53 hosted zone, written
+// with `credentials.access_key_id` and `secret_access_key`, or without credentials with the
+// deployment's own AWS credentials. Credentials are write-only and stored encrypted.
+// A zone whose name is, holds or is held by another zone's is refused (409 code 19).
+//
+// Takes a body of the `application/json` content type.
+//
+// Corresponds with POST /admin/dns_zones (the `CreateDNSZone` operationId).
+func (c *Client) CreateDNSZone(ctx context.Context, body CreateDNSZoneJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewCreateDNSZoneRequest(c.Server, body)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// DeleteDNSZone Remove a zone; refused (409) while services are onboarded in it.
+//
+// Corresponds with DELETE /admin/dns_zones/{id} (the `DeleteDNSZone` operationId).
+func (c *Client) DeleteDNSZone(ctx context.Context, id Id, params *DeleteDNSZoneParams, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewDeleteDNSZoneRequest(c.Server, id, params)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// GetDNSZone One DNS zone.
+//
+// Corresponds with GET /admin/dns_zones/{id} (the `GetDNSZone` operationId).
+func (c *Client) GetDNSZone(ctx context.Context, id Id, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewGetDNSZoneRequest(c.Server, id)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// UpdateDNSZoneWithBody Change a zone's provider settings, nameservers or credentials; its name and provider never change.
+//
+// Takes any type of body and a specified content type.
+//
+// Corresponds with PATCH /admin/dns_zones/{id} (the `UpdateDNSZone` operationId).
+func (c *Client) UpdateDNSZoneWithBody(ctx context.Context, id Id, params *UpdateDNSZoneParams, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewUpdateDNSZoneRequestWithBody(c.Server, id, params, contentType, body)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// UpdateDNSZone Change a zone's provider settings, nameservers or credentials; its name and provider never change.
+//
+// Takes a body of the `application/json` content type.
+//
+// Corresponds with PATCH /admin/dns_zones/{id} (the `UpdateDNSZone` operationId).
+func (c *Client) UpdateDNSZone(ctx context.Context, id Id, params *UpdateDNSZoneParams, body UpdateDNSZoneJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewUpdateDNSZoneRequest(c.Server, id, params, body)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
 }
 
 // ListHubs The registered hubs, a page at a time.
@@ -838,6 +1587,556 @@ func (c *Client) ListResourceChanges(ctx context.Context, params *ListResourceCh
 		return nil, err
 	}
 	return c.Client.Do(req)
+}
+
+// NewListDNSServicesRequest constructs an http.Request for the ListDNSServices method
+func NewListDNSServicesRequest(server string, params *ListDNSServicesParams) (*http.Request, error) {
+	var err error
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/admin/dns_services")
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	if params != nil {
+		// queryValues collects non-styled parameters (passthrough, JSON)
+		// that are safe to round-trip through url.Values.Encode().
+		queryValues := queryURL.Query()
+		// rawQueryFragments collects pre-encoded query fragments from
+		// styled parameters, preserving literal commas as delimiters
+		// per the OpenAPI spec (e.g. "color=blue,black,brown").
+		var rawQueryFragments []string
+
+		if params.Page != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", true, "page", *params.Page, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
+		if params.Size != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", true, "size", *params.Size, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
+		if params.Search != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", true, "search", *params.Search, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
+		if params.OrderBy != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", true, "orderBy", *params.OrderBy, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
+		if encoded := queryValues.Encode(); encoded != "" {
+			rawQueryFragments = append(rawQueryFragments, encoded)
+		}
+		queryURL.RawQuery = strings.Join(rawQueryFragments, "&")
+	}
+
+	req, err := http.NewRequest(http.MethodGet, queryURL.String(), nil)
+	if err != nil {
+		return nil, err
+	}
+
+	return req, nil
+}
+
+// NewCreateDNSServiceRequest calls the generic CreateDNSService builder with application/json body
+func NewCreateDNSServiceRequest(server string, body CreateDNSServiceJSONRequestBody) (*http.Request, error) {
+	var bodyReader io.Reader
+	buf, err := json.Marshal(body)
+	if err != nil {
+		return nil, err
+	}
+	bodyReader = bytes.NewReader(buf)
+	return NewCreateDNSServiceRequestWithBody(server, "application/json", bodyReader)
+}
+
+// NewCreateDNSServiceRequestWithBody constructs an http.Request for the CreateDNSService method, with any body, and a specified content type
+func NewCreateDNSServiceRequestWithBody(server string, contentType string, body io.Reader) (*http.Request, error) {
+	var err error
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/admin/dns_services")
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	req, err := http.NewRequest(http.MethodPost, queryURL.String(), body)
+	if err != nil {
+		return nil, err
+	}
+
+	req.Header.Add("Content-Type", contentType)
+
+	return req, nil
+}
+
+// NewDeleteDNSServiceRequest constructs an http.Request for the DeleteDNSService method
+func NewDeleteDNSServiceRequest(server string, id Id, params *DeleteDNSServiceParams) (*http.Request, error) {
+	var err error
+
+	var pathParam0 string
+
+	pathParam0, err = runtime.StyleParamWithOptions("simple", false, "id", id, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationPath, Type: "string", Format: ""})
+	if err != nil {
+		return nil, err
+	}
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/admin/dns_services/%s", pathParam0)
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	req, err := http.NewRequest(http.MethodDelete, queryURL.String(), nil)
+	if err != nil {
+		return nil, err
+	}
+
+	if params != nil {
+
+		if params.IfMatch != nil {
+			var headerParam0 string
+
+			headerParam0, err = runtime.StyleParamWithOptions("simple", false, "If-Match", *params.IfMatch, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationHeader, Type: "string", Format: ""})
+			if err != nil {
+				return nil, err
+			}
+
+			req.Header.Set("If-Match", headerParam0)
+		}
+
+	}
+
+	return req, nil
+}
+
+// NewGetDNSServiceRequest constructs an http.Request for the GetDNSService method
+func NewGetDNSServiceRequest(server string, id Id) (*http.Request, error) {
+	var err error
+
+	var pathParam0 string
+
+	pathParam0, err = runtime.StyleParamWithOptions("simple", false, "id", id, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationPath, Type: "string", Format: ""})
+	if err != nil {
+		return nil, err
+	}
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/admin/dns_services/%s", pathParam0)
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	req, err := http.NewRequest(http.MethodGet, queryURL.String(), nil)
+	if err != nil {
+		return nil, err
+	}
+
+	return req, nil
+}
+
+// NewUpdateDNSServiceRequest calls the generic UpdateDNSService builder with application/json body
+func NewUpdateDNSServiceRequest(server string, id Id, params *UpdateDNSServiceParams, body UpdateDNSServiceJSONRequestBody) (*http.Request, error) {
+	var bodyReader io.Reader
+	buf, err := json.Marshal(body)
+	if err != nil {
+		return nil, err
+	}
+	bodyReader = bytes.NewReader(buf)
+	return NewUpdateDNSServiceRequestWithBody(server, id, params, "application/json", bodyReader)
+}
+
+// NewUpdateDNSServiceRequestWithBody constructs an http.Request for the UpdateDNSService method, with any body, and a specified content type
+func NewUpdateDNSServiceRequestWithBody(server string, id Id, params *UpdateDNSServiceParams, contentType string, body io.Reader) (*http.Request, error) {
+	var err error
+
+	var pathParam0 string
+
+	pathParam0, err = runtime.StyleParamWithOptions("simple", false, "id", id, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationPath, Type: "string", Format: ""})
+	if err != nil {
+		return nil, err
+	}
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/admin/dns_services/%s", pathParam0)
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	req, err := http.NewRequest(http.MethodPatch, queryURL.String(), body)
+	if err != nil {
+		return nil, err
+	}
+
+	req.Header.Add("Content-Type", contentType)
+
+	if params != nil {
+
+		if params.IfMatch != nil {
+			var headerParam0 string
+
+			headerParam0, err = runtime.StyleParamWithOptions("simple", false, "If-Match", *params.IfMatch, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationHeader, Type: "string", Format: ""})
+			if err != nil {
+				return nil, err
+			}
+
+			req.Header.Set("If-Match", headerParam0)
+		}
+
+	}
+
+	return req, nil
+}
+
+// NewListDNSZonesRequest constructs an http.Request for the ListDNSZones method
+func NewListDNSZonesRequest(server string, params *ListDNSZonesParams) (*http.Request, error) {
+	var err error
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/admin/dns_zones")
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	if params != nil {
+		// queryValues collects non-styled parameters (passthrough, JSON)
+		// that are safe to round-trip through url.Values.Encode().
+		queryValues := queryURL.Query()
+		// rawQueryFragments collects pre-encoded query fragments from
+		// styled parameters, preserving literal commas as delimiters
+		// per the OpenAPI spec (e.g. "color=blue,black,brown").
+		var rawQueryFragments []string
+
+		if params.Page != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", true, "page", *params.Page, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
+		if params.Size != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", true, "size", *params.Size, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
+		if params.Search != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", true, "search", *params.Search, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
+		if params.OrderBy != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", true, "orderBy", *params.OrderBy, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
+		if encoded := queryValues.Encode(); encoded != "" {
+			rawQueryFragments = append(rawQueryFragments, encoded)
+		}
+		queryURL.RawQuery = strings.Join(rawQueryFragments, "&")
+	}
+
+	req, err := http.NewRequest(http.MethodGet, queryURL.String(), nil)
+	if err != nil {
+		return nil, err
+	}
+
+	return req, nil
+}
+
+// NewCreateDNSZoneRequest calls the generic CreateDNSZone builder with application/json body
+func NewCreateDNSZoneRequest(server string, body CreateDNSZoneJSONRequestBody) (*http.Request, error) {
+	var bodyReader io.Reader
+	buf, err := json.Marshal(body)
+	if err != nil {
+		return nil, err
+	}
+	bodyReader = bytes.NewReader(buf)
+	return NewCreateDNSZoneRequestWithBody(server, "application/json", bodyReader)
+}
+
+// NewCreateDNSZoneRequestWithBody constructs an http.Request for the CreateDNSZone method, with any body, and a specified content type
+func NewCreateDNSZoneRequestWithBody(server string, contentType string, body io.Reader) (*http.Request, error) {
+	var err error
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/admin/dns_zones")
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	req, err := http.NewRequest(http.MethodPost, queryURL.String(), body)
+	if err != nil {
+		return nil, err
+	}
+
+	req.Header.Add("Content-Type", contentType)
+
+	return req, nil
+}
+
+// NewDeleteDNSZoneRequest constructs an http.Request for the DeleteDNSZone method
+func NewDeleteDNSZoneRequest(server string, id Id, params *DeleteDNSZoneParams) (*http.Request, error) {
+	var err error
+
+	var pathParam0 string
+
+	pathParam0, err = runtime.StyleParamWithOptions("simple", false, "id", id, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationPath, Type: "string", Format: ""})
+	if err != nil {
+		return nil, err
+	}
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/admin/dns_zones/%s", pathParam0)
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	req, err := http.NewRequest(http.MethodDelete, queryURL.String(), nil)
+	if err != nil {
+		return nil, err
+	}
+
+	if params != nil {
+
+		if params.IfMatch != nil {
+			var headerParam0 string
+
+			headerParam0, err = runtime.StyleParamWithOptions("simple", false, "If-Match", *params.IfMatch, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationHeader, Type: "string", Format: ""})
+			if err != nil {
+				return nil, err
+			}
+
+			req.Header.Set("If-Match", headerParam0)
+		}
+
+	}
+
+	return req, nil
+}
+
+// NewGetDNSZoneRequest constructs an http.Request for the GetDNSZone method
+func NewGetDNSZoneRequest(server string, id Id) (*http.Request, error) {
+	var err error
+
+	var pathParam0 string
+
+	pathParam0, err = runtime.StyleParamWithOptions("simple", false, "id", id, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationPath, Type: "string", Format: ""})
+	if err != nil {
+		return nil, err
+	}
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/admin/dns_zones/%s", pathParam0)
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	req, err := http.NewRequest(http.MethodGet, queryURL.String(), nil)
+	if err != nil {
+		return nil, err
+	}
+
+	return req, nil
+}
+
+// NewUpdateDNSZoneRequest calls the generic UpdateDNSZone builder with application/json body
+func NewUpdateDNSZoneRequest(server string, id Id, params *UpdateDNSZoneParams, body UpdateDNSZoneJSONRequestBody) (*http.Request, error) {
+	var bodyReader io.Reader
+	buf, err := json.Marshal(body)
+	if err != nil {
+		return nil, err
+	}
+	bodyReader = bytes.NewReader(buf)
+	return NewUpdateDNSZoneRequestWithBody(server, id, params, "application/json", bodyReader)
+}
+
+// NewUpdateDNSZoneRequestWithBody constructs an http.Request for the UpdateDNSZone method, with any body, and a specified content type
+func NewUpdateDNSZoneRequestWithBody(server string, id Id, params *UpdateDNSZoneParams, contentType string, body io.Reader) (*http.Request, error) {
+	var err error
+
+	var pathParam0 string
+
+	pathParam0, err = runtime.StyleParamWithOptions("simple", false, "id", id, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationPath, Type: "string", Format: ""})
+	if err != nil {
+		return nil, err
+	}
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/admin/dns_zones/%s", pathParam0)
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	req, err := http.NewRequest(http.MethodPatch, queryURL.String(), body)
+	if err != nil {
+		return nil, err
+	}
+
+	req.Header.Add("Content-Type", contentType)
+
+	if params != nil {
+
+		if params.IfMatch != nil {
+			var headerParam0 string
+
+			headerParam0, err = runtime.StyleParamWithOptions("simple", false, "If-Match", *params.IfMatch, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationHeader, Type: "string", Format: ""})
+			if err != nil {
+				return nil, err
+			}
+
+			req.Header.Set("If-Match", headerParam0)
+		}
+
+	}
+
+	return req, nil
 }
 
 // NewListHubsRequest constructs an http.Request for the ListHubs method
@@ -1432,6 +2731,143 @@ func WithBaseURL(baseURL string) ClientOption {
 // ClientWithResponsesInterface is the interface specification for the client with responses above.
 type ClientWithResponsesInterface interface {
 
+	// ListDNSServicesWithResponse The services' naming policies, a page at a time.
+	//
+	// Search fields: `id`, `name`, `zone_id`, `zone_name`, `subdomain`, `created_by`, `created_at`, `updated_at`; order by `name`, `zone_name`, `created_at` (default), `updated_at`.
+	//
+	// Returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with GET /admin/dns_services (the `ListDNSServices` operationId).
+	ListDNSServicesWithResponse(ctx context.Context, params *ListDNSServicesParams, reqEditors ...RequestEditorFn) (*ListDNSServicesResponse, error)
+
+	// CreateDNSServiceWithBodyWithResponse Onboard a service's naming policy in a zone.
+	//
+	// The service's records live strictly below its subtree, `<subdomain>.<zone>`; an instance's
+	// name is `name_template` with `{instance}` replaced, below the subtree. The subtree may not
+	// overlap another service's (409 code 19). Absent fields take their defaults: `subdomain` the
+	// service's name, `name_template` `{instance}`, every record type, TTLs from 5 to 86400 seconds
+	// with 300 by default. Writers are organisation ids and service account user names (either
+	// may write); fleet administrators write every service's records.
+	//
+	// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with POST /admin/dns_services (the `CreateDNSService` operationId).
+	CreateDNSServiceWithBodyWithResponse(ctx context.Context, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*CreateDNSServiceResponse, error)
+
+	// CreateDNSServiceWithResponse Onboard a service's naming policy in a zone.
+	//
+	// The service's records live strictly below its subtree, `<subdomain>.<zone>`; an instance's
+	// name is `name_template` with `{instance}` replaced, below the subtree. The subtree may not
+	// overlap another service's (409 code 19). Absent fields take their defaults: `subdomain` the
+	// service's name, `name_template` `{instance}`, every record type, TTLs from 5 to 86400 seconds
+	// with 300 by default. Writers are organisation ids and service account user names (either
+	// may write); fleet administrators write every service's records.
+	//
+	// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with POST /admin/dns_services (the `CreateDNSService` operationId).
+	CreateDNSServiceWithResponse(ctx context.Context, body CreateDNSServiceJSONRequestBody, reqEditors ...RequestEditorFn) (*CreateDNSServiceResponse, error)
+
+	// DeleteDNSServiceWithResponse Remove a policy; refused (409) while it has live records.
+	//
+	// Returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with DELETE /admin/dns_services/{id} (the `DeleteDNSService` operationId).
+	DeleteDNSServiceWithResponse(ctx context.Context, id Id, params *DeleteDNSServiceParams, reqEditors ...RequestEditorFn) (*DeleteDNSServiceResponse, error)
+
+	// GetDNSServiceWithResponse One naming policy.
+	//
+	// Returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with GET /admin/dns_services/{id} (the `GetDNSService` operationId).
+	GetDNSServiceWithResponse(ctx context.Context, id Id, reqEditors ...RequestEditorFn) (*GetDNSServiceResponse, error)
+
+	// UpdateDNSServiceWithBodyWithResponse Change a policy's writers, record types or TTL bounds; existing records keep their type and TTL.
+	//
+	// The zone, the subdomain and the name template never change: the names of existing records
+	// are made from them. A writer removed keeps its existing records readable, but may no longer
+	// change them.
+	//
+	// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with PATCH /admin/dns_services/{id} (the `UpdateDNSService` operationId).
+	UpdateDNSServiceWithBodyWithResponse(ctx context.Context, id Id, params *UpdateDNSServiceParams, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*UpdateDNSServiceResponse, error)
+
+	// UpdateDNSServiceWithResponse Change a policy's writers, record types or TTL bounds; existing records keep their type and TTL.
+	//
+	// The zone, the subdomain and the name template never change: the names of existing records
+	// are made from them. A writer removed keeps its existing records readable, but may no longer
+	// change them.
+	//
+	// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with PATCH /admin/dns_services/{id} (the `UpdateDNSService` operationId).
+	UpdateDNSServiceWithResponse(ctx context.Context, id Id, params *UpdateDNSServiceParams, body UpdateDNSServiceJSONRequestBody, reqEditors ...RequestEditorFn) (*UpdateDNSServiceResponse, error)
+
+	// ListDNSZonesWithResponse The DNS zones the fleet manager writes service instances' records into, a page at a time.
+	//
+	// Search fields: `id`, `name`, `provider`, `created_by`, `created_at`, `updated_at`; order by `name`, `provider`, `created_at` (default), `updated_at`.
+	// Credentials are never returned: `has_credentials` says whether the zone has some.
+	//
+	// Returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with GET /admin/dns_zones (the `ListDNSZones` operationId).
+	ListDNSZonesWithResponse(ctx context.Context, params *ListDNSZonesParams, reqEditors ...RequestEditorFn) (*ListDNSZonesResponse, error)
+
+	// CreateDNSZoneWithBodyWithResponse Onboard a DNS zone with its provider's settings and credentials.
+	//
+	// An `rfc2136` zone is updated by RFC 2136 dynamic updates signed with its TSIG key
+	// (`credentials.tsig_secret`, required); a `route53` zone is a Route53 hosted zone, written
+	// with `credentials.access_key_id` and `secret_access_key`, or without credentials with the
+	// deployment's own AWS credentials. Credentials are write-only and stored encrypted.
+	// A zone whose name is, holds or is held by another zone's is refused (409 code 19).
+	//
+	// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with POST /admin/dns_zones (the `CreateDNSZone` operationId).
+	CreateDNSZoneWithBodyWithResponse(ctx context.Context, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*CreateDNSZoneResponse, error)
+
+	// CreateDNSZoneWithResponse Onboard a DNS zone with its provider's settings and credentials.
+	//
+	// An `rfc2136` zone is updated by RFC 2136 dynamic updates signed with its TSIG key
+	// (`credentials.tsig_secret`, required); a `route53` zone is a Route53 hosted zone, written
+	// with `credentials.access_key_id` and `secret_access_key`, or without credentials with the
+	// deployment's own AWS credentials. Credentials are write-only and stored encrypted.
+	// A zone whose name is, holds or is held by another zone's is refused (409 code 19).
+	//
+	// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with POST /admin/dns_zones (the `CreateDNSZone` operationId).
+	CreateDNSZoneWithResponse(ctx context.Context, body CreateDNSZoneJSONRequestBody, reqEditors ...RequestEditorFn) (*CreateDNSZoneResponse, error)
+
+	// DeleteDNSZoneWithResponse Remove a zone; refused (409) while services are onboarded in it.
+	//
+	// Returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with DELETE /admin/dns_zones/{id} (the `DeleteDNSZone` operationId).
+	DeleteDNSZoneWithResponse(ctx context.Context, id Id, params *DeleteDNSZoneParams, reqEditors ...RequestEditorFn) (*DeleteDNSZoneResponse, error)
+
+	// GetDNSZoneWithResponse One DNS zone.
+	//
+	// Returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with GET /admin/dns_zones/{id} (the `GetDNSZone` operationId).
+	GetDNSZoneWithResponse(ctx context.Context, id Id, reqEditors ...RequestEditorFn) (*GetDNSZoneResponse, error)
+
+	// UpdateDNSZoneWithBodyWithResponse Change a zone's provider settings, nameservers or credentials; its name and provider never change.
+	//
+	// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with PATCH /admin/dns_zones/{id} (the `UpdateDNSZone` operationId).
+	UpdateDNSZoneWithBodyWithResponse(ctx context.Context, id Id, params *UpdateDNSZoneParams, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*UpdateDNSZoneResponse, error)
+
+	// UpdateDNSZoneWithResponse Change a zone's provider settings, nameservers or credentials; its name and provider never change.
+	//
+	// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with PATCH /admin/dns_zones/{id} (the `UpdateDNSZone` operationId).
+	UpdateDNSZoneWithResponse(ctx context.Context, id Id, params *UpdateDNSZoneParams, body UpdateDNSZoneJSONRequestBody, reqEditors ...RequestEditorFn) (*UpdateDNSZoneResponse, error)
+
 	// ListHubsWithResponse The registered hubs, a page at a time.
 	//
 	// Returns a wrapper object for the known response body format(s).
@@ -1530,6 +2966,1041 @@ type ClientWithResponsesInterface interface {
 	//
 	// Corresponds with GET /admin/resources/changes (the `ListResourceChanges` operationId).
 	ListResourceChangesWithResponse(ctx context.Context, params *ListResourceChangesParams, reqEditors ...RequestEditorFn) (*ListResourceChangesResponse, error)
+}
+
+// ListDNSServicesResponse503Headers the declared response headers of an HTTP 503 response for ListDNSServices
+type ListDNSServicesResponse503Headers struct {
+	RetryAfter *int
+}
+
+type ListDNSServicesResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// JSON200 the response for an HTTP 200 `application/json` response
+	JSON200 *DNSServiceList
+	// JSON400 the response for an HTTP 400 `application/json` response
+	JSON400 *BadRequest
+	// JSON401 the response for an HTTP 401 `application/json` response
+	JSON401 *Unauthenticated
+	// JSON403 the response for an HTTP 403 `application/json` response
+	JSON403 *Forbidden
+	// JSON500 the response for an HTTP 500 `application/json` response
+	JSON500 *InternalError
+	// JSON503 the response for an HTTP 503 `application/json` response
+	JSON503 *Unavailable
+	// Headers503 the parsed response headers for an HTTP 503 response
+	Headers503 *ListDNSServicesResponse503Headers
+}
+
+// GetJSON200 returns the response for an HTTP 200 `application/json` response
+func (r ListDNSServicesResponse) GetJSON200() *DNSServiceList {
+	return r.JSON200
+}
+
+// GetJSON400 returns the response for an HTTP 400 `application/json` response
+func (r ListDNSServicesResponse) GetJSON400() *BadRequest {
+	return r.JSON400
+}
+
+// GetJSON401 returns the response for an HTTP 401 `application/json` response
+func (r ListDNSServicesResponse) GetJSON401() *Unauthenticated {
+	return r.JSON401
+}
+
+// GetJSON403 returns the response for an HTTP 403 `application/json` response
+func (r ListDNSServicesResponse) GetJSON403() *Forbidden {
+	return r.JSON403
+}
+
+// GetJSON500 returns the response for an HTTP 500 `application/json` response
+func (r ListDNSServicesResponse) GetJSON500() *InternalError {
+	return r.JSON500
+}
+
+// GetJSON503 returns the response for an HTTP 503 `application/json` response
+func (r ListDNSServicesResponse) GetJSON503() *Unavailable {
+	return r.JSON503
+}
+
+// GetBody returns the raw response body bytes
+func (r ListDNSServicesResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r ListDNSServicesResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r ListDNSServicesResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r ListDNSServicesResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
+// CreateDNSServiceResponse201Headers the declared response headers of an HTTP 201 response for CreateDNSService
+type CreateDNSServiceResponse201Headers struct {
+	ETag     *string
+	Location *string
+}
+
+// CreateDNSServiceResponse503Headers the declared response headers of an HTTP 503 response for CreateDNSService
+type CreateDNSServiceResponse503Headers struct {
+	RetryAfter *int
+}
+
+type CreateDNSServiceResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// JSON201 the response for an HTTP 201 `application/json` response
+	JSON201 *DNSService
+	// JSON400 the response for an HTTP 400 `application/json` response
+	JSON400 *BadRequest
+	// JSON401 the response for an HTTP 401 `application/json` response
+	JSON401 *Unauthenticated
+	// JSON403 the response for an HTTP 403 `application/json` response
+	JSON403 *Forbidden
+	// JSON404 the response for an HTTP 404 `application/json` response
+	JSON404 *NotFound
+	// JSON409 the response for an HTTP 409 `application/json` response
+	JSON409 *Conflict
+	// JSON413 the response for an HTTP 413 `application/json` response
+	JSON413 *BadRequest
+	// JSON415 the response for an HTTP 415 `application/json` response
+	JSON415 *BadRequest
+	// JSON500 the response for an HTTP 500 `application/json` response
+	JSON500 *InternalError
+	// JSON503 the response for an HTTP 503 `application/json` response
+	JSON503 *Unavailable
+	// Headers201 the parsed response headers for an HTTP 201 response
+	Headers201 *CreateDNSServiceResponse201Headers
+	// Headers503 the parsed response headers for an HTTP 503 response
+	Headers503 *CreateDNSServiceResponse503Headers
+}
+
+// GetJSON201 returns the response for an HTTP 201 `application/json` response
+func (r CreateDNSServiceResponse) GetJSON201() *DNSService {
+	return r.JSON201
+}
+
+// GetJSON400 returns the response for an HTTP 400 `application/json` response
+func (r CreateDNSServiceResponse) GetJSON400() *BadRequest {
+	return r.JSON400
+}
+
+// GetJSON401 returns the response for an HTTP 401 `application/json` response
+func (r CreateDNSServiceResponse) GetJSON401() *Unauthenticated {
+	return r.JSON401
+}
+
+// GetJSON403 returns the response for an HTTP 403 `application/json` response
+func (r CreateDNSServiceResponse) GetJSON403() *Forbidden {
+	return r.JSON403
+}
+
+// GetJSON404 returns the response for an HTTP 404 `application/json` response
+func (r CreateDNSServiceResponse) GetJSON404() *NotFound {
+	return r.JSON404
+}
+
+// GetJSON409 returns the response for an HTTP 409 `application/json` response
+func (r CreateDNSServiceResponse) GetJSON409() *Conflict {
+	return r.JSON409
+}
+
+// GetJSON413 returns the response for an HTTP 413 `application/json` response
+func (r CreateDNSServiceResponse) GetJSON413() *BadRequest {
+	return r.JSON413
+}
+
+// GetJSON415 returns the response for an HTTP 415 `application/json` response
+func (r CreateDNSServiceResponse) GetJSON415() *BadRequest {
+	return r.JSON415
+}
+
+// GetJSON500 returns the response for an HTTP 500 `application/json` response
+func (r CreateDNSServiceResponse) GetJSON500() *InternalError {
+	return r.JSON500
+}
+
+// GetJSON503 returns the response for an HTTP 503 `application/json` response
+func (r CreateDNSServiceResponse) GetJSON503() *Unavailable {
+	return r.JSON503
+}
+
+// GetBody returns the raw response body bytes
+func (r CreateDNSServiceResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r CreateDNSServiceResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r CreateDNSServiceResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r CreateDNSServiceResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
+// DeleteDNSServiceResponse503Headers the declared response headers of an HTTP 503 response for DeleteDNSService
+type DeleteDNSServiceResponse503Headers struct {
+	RetryAfter *int
+}
+
+type DeleteDNSServiceResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// JSON400 the response for an HTTP 400 `application/json` response
+	JSON400 *BadRequest
+	// JSON401 the response for an HTTP 401 `application/json` response
+	JSON401 *Unauthenticated
+	// JSON403 the response for an HTTP 403 `application/json` response
+	JSON403 *Forbidden
+	// JSON404 the response for an HTTP 404 `application/json` response
+	JSON404 *NotFound
+	// JSON409 the response for an HTTP 409 `application/json` response
+	JSON409 *Conflict
+	// JSON412 the response for an HTTP 412 `application/json` response
+	JSON412 *PreconditionFailed
+	// JSON500 the response for an HTTP 500 `application/json` response
+	JSON500 *InternalError
+	// JSON503 the response for an HTTP 503 `application/json` response
+	JSON503 *Unavailable
+	// Headers503 the parsed response headers for an HTTP 503 response
+	Headers503 *DeleteDNSServiceResponse503Headers
+}
+
+// GetJSON400 returns the response for an HTTP 400 `application/json` response
+func (r DeleteDNSServiceResponse) GetJSON400() *BadRequest {
+	return r.JSON400
+}
+
+// GetJSON401 returns the response for an HTTP 401 `application/json` response
+func (r DeleteDNSServiceResponse) GetJSON401() *Unauthenticated {
+	return r.JSON401
+}
+
+// GetJSON403 returns the response for an HTTP 403 `application/json` response
+func (r DeleteDNSServiceResponse) GetJSON403() *Forbidden {
+	return r.JSON403
+}
+
+// GetJSON404 returns the response for an HTTP 404 `application/json` response
+func (r DeleteDNSServiceResponse) GetJSON404() *NotFound {
+	return r.JSON404
+}
+
+// GetJSON409 returns the response for an HTTP 409 `application/json` response
+func (r DeleteDNSServiceResponse) GetJSON409() *Conflict {
+	return r.JSON409
+}
+
+// GetJSON412 returns the response for an HTTP 412 `application/json` response
+func (r DeleteDNSServiceResponse) GetJSON412() *PreconditionFailed {
+	return r.JSON412
+}
+
+// GetJSON500 returns the response for an HTTP 500 `application/json` response
+func (r DeleteDNSServiceResponse) GetJSON500() *InternalError {
+	return r.JSON500
+}
+
+// GetJSON503 returns the response for an HTTP 503 `application/json` response
+func (r DeleteDNSServiceResponse) GetJSON503() *Unavailable {
+	return r.JSON503
+}
+
+// GetBody returns the raw response body bytes
+func (r DeleteDNSServiceResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r DeleteDNSServiceResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r DeleteDNSServiceResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r DeleteDNSServiceResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
+// GetDNSServiceResponse200Headers the declared response headers of an HTTP 200 response for GetDNSService
+type GetDNSServiceResponse200Headers struct {
+	ETag *string
+}
+
+// GetDNSServiceResponse503Headers the declared response headers of an HTTP 503 response for GetDNSService
+type GetDNSServiceResponse503Headers struct {
+	RetryAfter *int
+}
+
+type GetDNSServiceResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// JSON200 the response for an HTTP 200 `application/json` response
+	JSON200 *DNSService
+	// JSON400 the response for an HTTP 400 `application/json` response
+	JSON400 *BadRequest
+	// JSON401 the response for an HTTP 401 `application/json` response
+	JSON401 *Unauthenticated
+	// JSON403 the response for an HTTP 403 `application/json` response
+	JSON403 *Forbidden
+	// JSON404 the response for an HTTP 404 `application/json` response
+	JSON404 *NotFound
+	// JSON500 the response for an HTTP 500 `application/json` response
+	JSON500 *InternalError
+	// JSON503 the response for an HTTP 503 `application/json` response
+	JSON503 *Unavailable
+	// Headers200 the parsed response headers for an HTTP 200 response
+	Headers200 *GetDNSServiceResponse200Headers
+	// Headers503 the parsed response headers for an HTTP 503 response
+	Headers503 *GetDNSServiceResponse503Headers
+}
+
+// GetJSON200 returns the response for an HTTP 200 `application/json` response
+func (r GetDNSServiceResponse) GetJSON200() *DNSService {
+	return r.JSON200
+}
+
+// GetJSON400 returns the response for an HTTP 400 `application/json` response
+func (r GetDNSServiceResponse) GetJSON400() *BadRequest {
+	return r.JSON400
+}
+
+// GetJSON401 returns the response for an HTTP 401 `application/json` response
+func (r GetDNSServiceResponse) GetJSON401() *Unauthenticated {
+	return r.JSON401
+}
+
+// GetJSON403 returns the response for an HTTP 403 `application/json` response
+func (r GetDNSServiceResponse) GetJSON403() *Forbidden {
+	return r.JSON403
+}
+
+// GetJSON404 returns the response for an HTTP 404 `application/json` response
+func (r GetDNSServiceResponse) GetJSON404() *NotFound {
+	return r.JSON404
+}
+
+// GetJSON500 returns the response for an HTTP 500 `application/json` response
+func (r GetDNSServiceResponse) GetJSON500() *InternalError {
+	return r.JSON500
+}
+
+// GetJSON503 returns the response for an HTTP 503 `application/json` response
+func (r GetDNSServiceResponse) GetJSON503() *Unavailable {
+	return r.JSON503
+}
+
+// GetBody returns the raw response body bytes
+func (r GetDNSServiceResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r GetDNSServiceResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r GetDNSServiceResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r GetDNSServiceResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
+// UpdateDNSServiceResponse200Headers the declared response headers of an HTTP 200 response for UpdateDNSService
+type UpdateDNSServiceResponse200Headers struct {
+	ETag *string
+}
+
+// UpdateDNSServiceResponse503Headers the declared response headers of an HTTP 503 response for UpdateDNSService
+type UpdateDNSServiceResponse503Headers struct {
+	RetryAfter *int
+}
+
+type UpdateDNSServiceResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// JSON200 the response for an HTTP 200 `application/json` response
+	JSON200 *DNSService
+	// JSON400 the response for an HTTP 400 `application/json` response
+	JSON400 *BadRequest
+	// JSON401 the response for an HTTP 401 `application/json` response
+	JSON401 *Unauthenticated
+	// JSON403 the response for an HTTP 403 `application/json` response
+	JSON403 *Forbidden
+	// JSON404 the response for an HTTP 404 `application/json` response
+	JSON404 *NotFound
+	// JSON409 the response for an HTTP 409 `application/json` response
+	JSON409 *Conflict
+	// JSON412 the response for an HTTP 412 `application/json` response
+	JSON412 *PreconditionFailed
+	// JSON413 the response for an HTTP 413 `application/json` response
+	JSON413 *BadRequest
+	// JSON415 the response for an HTTP 415 `application/json` response
+	JSON415 *BadRequest
+	// JSON500 the response for an HTTP 500 `application/json` response
+	JSON500 *InternalError
+	// JSON503 the response for an HTTP 503 `application/json` response
+	JSON503 *Unavailable
+	// Headers200 the parsed response headers for an HTTP 200 response
+	Headers200 *UpdateDNSServiceResponse200Headers
+	// Headers503 the parsed response headers for an HTTP 503 response
+	Headers503 *UpdateDNSServiceResponse503Headers
+}
+
+// GetJSON200 returns the response for an HTTP 200 `application/json` response
+func (r UpdateDNSServiceResponse) GetJSON200() *DNSService {
+	return r.JSON200
+}
+
+// GetJSON400 returns the response for an HTTP 400 `application/json` response
+func (r UpdateDNSServiceResponse) GetJSON400() *BadRequest {
+	return r.JSON400
+}
+
+// GetJSON401 returns the response for an HTTP 401 `application/json` response
+func (r UpdateDNSServiceResponse) GetJSON401() *Unauthenticated {
+	return r.JSON401
+}
+
+// GetJSON403 returns the response for an HTTP 403 `application/json` response
+func (r UpdateDNSServiceResponse) GetJSON403() *Forbidden {
+	return r.JSON403
+}
+
+// GetJSON404 returns the response for an HTTP 404 `application/json` response
+func (r UpdateDNSServiceResponse) GetJSON404() *NotFound {
+	return r.JSON404
+}
+
+// GetJSON409 returns the response for an HTTP 409 `application/json` response
+func (r UpdateDNSServiceResponse) GetJSON409() *Conflict {
+	return r.JSON409
+}
+
+// GetJSON412 returns the response for an HTTP 412 `application/json` response
+func (r UpdateDNSServiceResponse) GetJSON412() *PreconditionFailed {
+	return r.JSON412
+}
+
+// GetJSON413 returns the response for an HTTP 413 `application/json` response
+func (r UpdateDNSServiceResponse) GetJSON413() *BadRequest {
+	return r.JSON413
+}
+
+// GetJSON415 returns the response for an HTTP 415 `application/json` response
+func (r UpdateDNSServiceResponse) GetJSON415() *BadRequest {
+	return r.JSON415
+}
+
+// GetJSON500 returns the response for an HTTP 500 `application/json` response
+func (r UpdateDNSServiceResponse) GetJSON500() *InternalError {
+	return r.JSON500
+}
+
+// GetJSON503 returns the response for an HTTP 503 `application/json` response
+func (r UpdateDNSServiceResponse) GetJSON503() *Unavailable {
+	return r.JSON503
+}
+
+// GetBody returns the raw response body bytes
+func (r UpdateDNSServiceResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r UpdateDNSServiceResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r UpdateDNSServiceResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r UpdateDNSServiceResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
+// ListDNSZonesResponse503Headers the declared response headers of an HTTP 503 response for ListDNSZones
+type ListDNSZonesResponse503Headers struct {
+	RetryAfter *int
+}
+
+type ListDNSZonesResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// JSON200 the response for an HTTP 200 `application/json` response
+	JSON200 *DNSZoneList
+	// JSON400 the response for an HTTP 400 `application/json` response
+	JSON400 *BadRequest
+	// JSON401 the response for an HTTP 401 `application/json` response
+	JSON401 *Unauthenticated
+	// JSON403 the response for an HTTP 403 `application/json` response
+	JSON403 *Forbidden
+	// JSON500 the response for an HTTP 500 `application/json` response
+	JSON500 *InternalError
+	// JSON503 the response for an HTTP 503 `application/json` response
+	JSON503 *Unavailable
+	// Headers503 the parsed response headers for an HTTP 503 response
+	Headers503 *ListDNSZonesResponse503Headers
+}
+
+// GetJSON200 returns the response for an HTTP 200 `application/json` response
+func (r ListDNSZonesResponse) GetJSON200() *DNSZoneList {
+	return r.JSON200
+}
+
+// GetJSON400 returns the response for an HTTP 400 `application/json` response
+func (r ListDNSZonesResponse) GetJSON400() *BadRequest {
+	return r.JSON400
+}
+
+// GetJSON401 returns the response for an HTTP 401 `application/json` response
+func (r ListDNSZonesResponse) GetJSON401() *Unauthenticated {
+	return r.JSON401
+}
+
+// GetJSON403 returns the response for an HTTP 403 `application/json` response
+func (r ListDNSZonesResponse) GetJSON403() *Forbidden {
+	return r.JSON403
+}
+
+// GetJSON500 returns the response for an HTTP 500 `application/json` response
+func (r ListDNSZonesResponse) GetJSON500() *InternalError {
+	return r.JSON500
+}
+
+// GetJSON503 returns the response for an HTTP 503 `application/json` response
+func (r ListDNSZonesResponse) GetJSON503() *Unavailable {
+	return r.JSON503
+}
+
+// GetBody returns the raw response body bytes
+func (r ListDNSZonesResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r ListDNSZonesResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r ListDNSZonesResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r ListDNSZonesResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
+// CreateDNSZoneResponse201Headers the declared response headers of an HTTP 201 response for CreateDNSZone
+type CreateDNSZoneResponse201Headers struct {
+	ETag     *string
+	Location *string
+}
+
+// CreateDNSZoneResponse503Headers the declared response headers of an HTTP 503 response for CreateDNSZone
+type CreateDNSZoneResponse503Headers struct {
+	RetryAfter *int
+}
+
+type CreateDNSZoneResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// JSON201 the response for an HTTP 201 `application/json` response
+	JSON201 *DNSZone
+	// JSON400 the response for an HTTP 400 `application/json` response
+	JSON400 *BadRequest
+	// JSON401 the response for an HTTP 401 `application/json` response
+	JSON401 *Unauthenticated
+	// JSON403 the response for an HTTP 403 `application/json` response
+	JSON403 *Forbidden
+	// JSON409 the response for an HTTP 409 `application/json` response
+	JSON409 *Conflict
+	// JSON413 the response for an HTTP 413 `application/json` response
+	JSON413 *BadRequest
+	// JSON415 the response for an HTTP 415 `application/json` response
+	JSON415 *BadRequest
+	// JSON500 the response for an HTTP 500 `application/json` response
+	JSON500 *InternalError
+	// JSON503 the response for an HTTP 503 `application/json` response
+	JSON503 *Unavailable
+	// Headers201 the parsed response headers for an HTTP 201 response
+	Headers201 *CreateDNSZoneResponse201Headers
+	// Headers503 the parsed response headers for an HTTP 503 response
+	Headers503 *CreateDNSZoneResponse503Headers
+}
+
+// GetJSON201 returns the response for an HTTP 201 `application/json` response
+func (r CreateDNSZoneResponse) GetJSON201() *DNSZone {
+	return r.JSON201
+}
+
+// GetJSON400 returns the response for an HTTP 400 `application/json` response
+func (r CreateDNSZoneResponse) GetJSON400() *BadRequest {
+	return r.JSON400
+}
+
+// GetJSON401 returns the response for an HTTP 401 `application/json` response
+func (r CreateDNSZoneResponse) GetJSON401() *Unauthenticated {
+	return r.JSON401
+}
+
+// GetJSON403 returns the response for an HTTP 403 `application/json` response
+func (r CreateDNSZoneResponse) GetJSON403() *Forbidden {
+	return r.JSON403
+}
+
+// GetJSON409 returns the response for an HTTP 409 `application/json` response
+func (r CreateDNSZoneResponse) GetJSON409() *Conflict {
+	return r.JSON409
+}
+
+// GetJSON413 returns the response for an HTTP 413 `application/json` response
+func (r CreateDNSZoneResponse) GetJSON413() *BadRequest {
+	return r.JSON413
+}
+
+// GetJSON415 returns the response for an HTTP 415 `application/json` response
+func (r CreateDNSZoneResponse) GetJSON415() *BadRequest {
+	return r.JSON415
+}
+
+// GetJSON500 returns the response for an HTTP 500 `application/json` response
+func (r CreateDNSZoneResponse) GetJSON500() *InternalError {
+	return r.JSON500
+}
+
+// GetJSON503 returns the response for an HTTP 503 `application/json` response
+func (r CreateDNSZoneResponse) GetJSON503() *Unavailable {
+	return r.JSON503
+}
+
+// GetBody returns the raw response body bytes
+func (r CreateDNSZoneResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r CreateDNSZoneResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r CreateDNSZoneResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r CreateDNSZoneResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
+// DeleteDNSZoneResponse503Headers the declared response headers of an HTTP 503 response for DeleteDNSZone
+type DeleteDNSZoneResponse503Headers struct {
+	RetryAfter *int
+}
+
+type DeleteDNSZoneResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// JSON400 the response for an HTTP 400 `application/json` response
+	JSON400 *BadRequest
+	// JSON401 the response for an HTTP 401 `application/json` response
+	JSON401 *Unauthenticated
+	// JSON403 the response for an HTTP 403 `application/json` response
+	JSON403 *Forbidden
+	// JSON404 the response for an HTTP 404 `application/json` response
+	JSON404 *NotFound
+	// JSON409 the response for an HTTP 409 `application/json` response
+	JSON409 *Conflict
+	// JSON412 the response for an HTTP 412 `application/json` response
+	JSON412 *PreconditionFailed
+	// JSON500 the response for an HTTP 500 `application/json` response
+	JSON500 *InternalError
+	// JSON503 the response for an HTTP 503 `application/json` response
+	JSON503 *Unavailable
+	// Headers503 the parsed response headers for an HTTP 503 response
+	Headers503 *DeleteDNSZoneResponse503Headers
+}
+
+// GetJSON400 returns the response for an HTTP 400 `application/json` response
+func (r DeleteDNSZoneResponse) GetJSON400() *BadRequest {
+	return r.JSON400
+}
+
+// GetJSON401 returns the response for an HTTP 401 `application/json` response
+func (r DeleteDNSZoneResponse) GetJSON401() *Unauthenticated {
+	return r.JSON401
+}
+
+// GetJSON403 returns the response for an HTTP 403 `application/json` response
+func (r DeleteDNSZoneResponse) GetJSON403() *Forbidden {
+	return r.JSON403
+}
+
+// GetJSON404 returns the response for an HTTP 404 `application/json` response
+func (r DeleteDNSZoneResponse) GetJSON404() *NotFound {
+	return r.JSON404
+}
+
+// GetJSON409 returns the response for an HTTP 409 `application/json` response
+func (r DeleteDNSZoneResponse) GetJSON409() *Conflict {
+	return r.JSON409
+}
+
+// GetJSON412 returns the response for an HTTP 412 `application/json` response
+func (r DeleteDNSZoneResponse) GetJSON412() *PreconditionFailed {
+	return r.JSON412
+}
+
+// GetJSON500 returns the response for an HTTP 500 `application/json` response
+func (r DeleteDNSZoneResponse) GetJSON500() *InternalError {
+	return r.JSON500
+}
+
+// GetJSON503 returns the response for an HTTP 503 `application/json` response
+func (r DeleteDNSZoneResponse) GetJSON503() *Unavailable {
+	return r.JSON503
+}
+
+// GetBody returns the raw response body bytes
+func (r DeleteDNSZoneResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r DeleteDNSZoneResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r DeleteDNSZoneResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r DeleteDNSZoneResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
+// GetDNSZoneResponse200Headers the declared response headers of an HTTP 200 response for GetDNSZone
+type GetDNSZoneResponse200Headers struct {
+	ETag *string
+}
+
+// GetDNSZoneResponse503Headers the declared response headers of an HTTP 503 response for GetDNSZone
+type GetDNSZoneResponse503Headers struct {
+	RetryAfter *int
+}
+
+type GetDNSZoneResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// JSON200 the response for an HTTP 200 `application/json` response
+	JSON200 *DNSZone
+	// JSON400 the response for an HTTP 400 `application/json` response
+	JSON400 *BadRequest
+	// JSON401 the response for an HTTP 401 `application/json` response
+	JSON401 *Unauthenticated
+	// JSON403 the response for an HTTP 403 `application/json` response
+	JSON403 *Forbidden
+	// JSON404 the response for an HTTP 404 `application/json` response
+	JSON404 *NotFound
+	// JSON500 the response for an HTTP 500 `application/json` response
+	JSON500 *InternalError
+	// JSON503 the response for an HTTP 503 `application/json` response
+	JSON503 *Unavailable
+	// Headers200 the parsed response headers for an HTTP 200 response
+	Headers200 *GetDNSZoneResponse200Headers
+	// Headers503 the parsed response headers for an HTTP 503 response
+	Headers503 *GetDNSZoneResponse503Headers
+}
+
+// GetJSON200 returns the response for an HTTP 200 `application/json` response
+func (r GetDNSZoneResponse) GetJSON200() *DNSZone {
+	return r.JSON200
+}
+
+// GetJSON400 returns the response for an HTTP 400 `application/json` response
+func (r GetDNSZoneResponse) GetJSON400() *BadRequest {
+	return r.JSON400
+}
+
+// GetJSON401 returns the response for an HTTP 401 `application/json` response
+func (r GetDNSZoneResponse) GetJSON401() *Unauthenticated {
+	return r.JSON401
+}
+
+// GetJSON403 returns the response for an HTTP 403 `application/json` response
+func (r GetDNSZoneResponse) GetJSON403() *Forbidden {
+	return r.JSON403
+}
+
+// GetJSON404 returns the response for an HTTP 404 `application/json` response
+func (r GetDNSZoneResponse) GetJSON404() *NotFound {
+	return r.JSON404
+}
+
+// GetJSON500 returns the response for an HTTP 500 `application/json` response
+func (r GetDNSZoneResponse) GetJSON500() *InternalError {
+	return r.JSON500
+}
+
+// GetJSON503 returns the response for an HTTP 503 `application/json` response
+func (r GetDNSZoneResponse) GetJSON503() *Unavailable {
+	return r.JSON503
+}
+
+// GetBody returns the raw response body bytes
+func (r GetDNSZoneResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r GetDNSZoneResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r GetDNSZoneResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r GetDNSZoneResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
+// UpdateDNSZoneResponse200Headers the declared response headers of an HTTP 200 response for UpdateDNSZone
+type UpdateDNSZoneResponse200Headers struct {
+	ETag *string
+}
+
+// UpdateDNSZoneResponse503Headers the declared response headers of an HTTP 503 response for UpdateDNSZone
+type UpdateDNSZoneResponse503Headers struct {
+	RetryAfter *int
+}
+
+type UpdateDNSZoneResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// JSON200 the response for an HTTP 200 `application/json` response
+	JSON200 *DNSZone
+	// JSON400 the response for an HTTP 400 `application/json` response
+	JSON400 *BadRequest
+	// JSON401 the response for an HTTP 401 `application/json` response
+	JSON401 *Unauthenticated
+	// JSON403 the response for an HTTP 403 `application/json` response
+	JSON403 *Forbidden
+	// JSON404 the response for an HTTP 404 `application/json` response
+	JSON404 *NotFound
+	// JSON409 the response for an HTTP 409 `application/json` response
+	JSON409 *Conflict
+	// JSON412 the response for an HTTP 412 `application/json` response
+	JSON412 *PreconditionFailed
+	// JSON413 the response for an HTTP 413 `application/json` response
+	JSON413 *BadRequest
+	// JSON415 the response for an HTTP 415 `application/json` response
+	JSON415 *BadRequest
+	// JSON500 the response for an HTTP 500 `application/json` response
+	JSON500 *InternalError
+	// JSON503 the response for an HTTP 503 `application/json` response
+	JSON503 *Unavailable
+	// Headers200 the parsed response headers for an HTTP 200 response
+	Headers200 *UpdateDNSZoneResponse200Headers
+	// Headers503 the parsed response headers for an HTTP 503 response
+	Headers503 *UpdateDNSZoneResponse503Headers
+}
+
+// GetJSON200 returns the response for an HTTP 200 `application/json` response
+func (r UpdateDNSZoneResponse) GetJSON200() *DNSZone {
+	return r.JSON200
+}
+
+// GetJSON400 returns the response for an HTTP 400 `application/json` response
+func (r UpdateDNSZoneResponse) GetJSON400() *BadRequest {
+	return r.JSON400
+}
+
+// GetJSON401 returns the response for an HTTP 401 `application/json` response
+func (r UpdateDNSZoneResponse) GetJSON401() *Unauthenticated {
+	return r.JSON401
+}
+
+// GetJSON403 returns the response for an HTTP 403 `application/json` response
+func (r UpdateDNSZoneResponse) GetJSON403() *Forbidden {
+	return r.JSON403
+}
+
+// GetJSON404 returns the response for an HTTP 404 `application/json` response
+func (r UpdateDNSZoneResponse) GetJSON404() *NotFound {
+	return r.JSON404
+}
+
+// GetJSON409 returns the response for an HTTP 409 `application/json` response
+func (r UpdateDNSZoneResponse) GetJSON409() *Conflict {
+	return r.JSON409
+}
+
+// GetJSON412 returns the response for an HTTP 412 `application/json` response
+func (r UpdateDNSZoneResponse) GetJSON412() *PreconditionFailed {
+	return r.JSON412
+}
+
+// GetJSON413 returns the response for an HTTP 413 `application/json` response
+func (r UpdateDNSZoneResponse) GetJSON413() *BadRequest {
+	return r.JSON413
+}
+
+// GetJSON415 returns the response for an HTTP 415 `application/json` response
+func (r UpdateDNSZoneResponse) GetJSON415() *BadRequest {
+	return r.JSON415
+}
+
+// GetJSON500 returns the response for an HTTP 500 `application/json` response
+func (r UpdateDNSZoneResponse) GetJSON500() *InternalError {
+	return r.JSON500
+}
+
+// GetJSON503 returns the response for an HTTP 503 `application/json` response
+func (r UpdateDNSZoneResponse) GetJSON503() *Unavailable {
+	return r.JSON503
+}
+
+// GetBody returns the raw response body bytes
+func (r UpdateDNSZoneResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r UpdateDNSZoneResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r UpdateDNSZoneResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r UpdateDNSZoneResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
 }
 
 // ListHubsResponse503Headers the declared response headers of an HTTP 503 response for ListHubs
@@ -2405,6 +4876,227 @@ func (r ListResourceChangesResponse) ContentType() string {
 	return ""
 }
 
+// ListDNSServicesWithResponse The services' naming policies, a page at a time.
+//
+// Search fields: `id`, `name`, `zone_id`, `zone_name`, `subdomain`, `created_by`, `created_at`, `updated_at`; order by `name`, `zone_name`, `created_at` (default), `updated_at`.
+//
+// Returns a wrapper object for the known response body format(s).
+//
+// Corresponds with GET /admin/dns_services (the `ListDNSServices` operationId).
+func (c *ClientWithResponses) ListDNSServicesWithResponse(ctx context.Context, params *ListDNSServicesParams, reqEditors ...RequestEditorFn) (*ListDNSServicesResponse, error) {
+	rsp, err := c.ListDNSServices(ctx, params, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseListDNSServicesResponse(rsp)
+}
+
+// CreateDNSServiceWithBodyWithResponse Onboard a service's naming policy in a zone.
+//
+// The service's records live strictly below its subtree, `<subdomain>.<zone>`; an instance's
+// name is `name_template` with `{instance}` replaced, below the subtree. The subtree may not
+// overlap another service's (409 code 19). Absent fields take their defaults: `subdomain` the
+// service's name, `name_template` `{instance}`, every record type, TTLs from 5 to 86400 seconds
+// with 300 by default. Writers are organisation ids and service account user names (either
+// may write); fleet administrators write every service's records.
+//
+// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
+//
+// Corresponds with POST /admin/dns_services (the `CreateDNSService` operationId).
+func (c *ClientWithResponses) CreateDNSServiceWithBodyWithResponse(ctx context.Context, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*CreateDNSServiceResponse, error) {
+	rsp, err := c.CreateDNSServiceWithBody(ctx, contentType, body, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseCreateDNSServiceResponse(rsp)
+}
+
+// CreateDNSServiceWithResponse Onboard a service's naming policy in a zone.
+//
+// The service's records live strictly below its subtree, `<subdomain>.<zone>`; an instance's
+// name is `name_template` with `{instance}` replaced, below the subtree. The subtree may not
+// overlap another service's (409 code 19). Absent fields take their defaults: `subdomain` the
+// service's name, `name_template` `{instance}`, every record type, TTLs from 5 to 86400 seconds
+// with 300 by default. Writers are organisation ids and service account user names (either
+// may write); fleet administrators write every service's records.
+//
+// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
+//
+// Corresponds with POST /admin/dns_services (the `CreateDNSService` operationId).
+func (c *ClientWithResponses) CreateDNSServiceWithResponse(ctx context.Context, body CreateDNSServiceJSONRequestBody, reqEditors ...RequestEditorFn) (*CreateDNSServiceResponse, error) {
+	rsp, err := c.CreateDNSService(ctx, body, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseCreateDNSServiceResponse(rsp)
+}
+
+// DeleteDNSServiceWithResponse Remove a policy; refused (409) while it has live records.
+//
+// Returns a wrapper object for the known response body format(s).
+//
+// Corresponds with DELETE /admin/dns_services/{id} (the `DeleteDNSService` operationId).
+func (c *ClientWithResponses) DeleteDNSServiceWithResponse(ctx context.Context, id Id, params *DeleteDNSServiceParams, reqEditors ...RequestEditorFn) (*DeleteDNSServiceResponse, error) {
+	rsp, err := c.DeleteDNSService(ctx, id, params, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseDeleteDNSServiceResponse(rsp)
+}
+
+// GetDNSServiceWithResponse One naming policy.
+//
+// Returns a wrapper object for the known response body format(s).
+//
+// Corresponds with GET /admin/dns_services/{id} (the `GetDNSService` operationId).
+func (c *ClientWithResponses) GetDNSServiceWithResponse(ctx context.Context, id Id, reqEditors ...RequestEditorFn) (*GetDNSServiceResponse, error) {
+	rsp, err := c.GetDNSService(ctx, id, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseGetDNSServiceResponse(rsp)
+}
+
+// UpdateDNSServiceWithBodyWithResponse Change a policy's writers, record types or TTL bounds; existing records keep their type and TTL.
+//
+// The zone, the subdomain and the name template never change: the names of existing records
+// are made from them. A writer removed keeps its existing records readable, but may no longer
+// change them.
+//
+// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
+//
+// Corresponds with PATCH /admin/dns_services/{id} (the `UpdateDNSService` operationId).
+func (c *ClientWithResponses) UpdateDNSServiceWithBodyWithResponse(ctx context.Context, id Id, params *UpdateDNSServiceParams, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*UpdateDNSServiceResponse, error) {
+	rsp, err := c.UpdateDNSServiceWithBody(ctx, id, params, contentType, body, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseUpdateDNSServiceResponse(rsp)
+}
+
+// UpdateDNSServiceWithResponse Change a policy's writers, record types or TTL bounds; existing records keep their type and TTL.
+//
+// The zone, the subdomain and the name template never change: the names of existing records
+// are made from them. A writer removed keeps its existing records readable, but may no longer
+// change them.
+//
+// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
+//
+// Corresponds with PATCH /admin/dns_services/{id} (the `UpdateDNSService` operationId).
+func (c *ClientWithResponses) UpdateDNSServiceWithResponse(ctx context.Context, id Id, params *UpdateDNSServiceParams, body UpdateDNSServiceJSONRequestBody, reqEditors ...RequestEditorFn) (*UpdateDNSServiceResponse, error) {
+	rsp, err := c.UpdateDNSService(ctx, id, params, body, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseUpdateDNSServiceResponse(rsp)
+}
+
+// ListDNSZonesWithResponse The DNS zones the fleet manager writes service instances' records into, a page at a time.
+//
+// Search fields: `id`, `name`, `provider`, `created_by`, `created_at`, `updated_at`; order by `name`, `provider`, `created_at` (default), `updated_at`.
+// Credentials are never returned: `has_credentials` says whether the zone has some.
+//
+// Returns a wrapper object for the known response body format(s).
+//
+// Corresponds with GET /admin/dns_zones (the `ListDNSZones` operationId).
+func (c *ClientWithResponses) ListDNSZonesWithResponse(ctx context.Context, params *ListDNSZonesParams, reqEditors ...RequestEditorFn) (*ListDNSZonesResponse, error) {
+	rsp, err := c.ListDNSZones(ctx, params, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseListDNSZonesResponse(rsp)
+}
+
+// CreateDNSZoneWithBodyWithResponse Onboard a DNS zone with its provider's settings and credentials.
+//
+// An `rfc2136` zone is updated by RFC 2136 dynamic updates signed with its TSIG key
+// (`credentials.tsig_secret`, required); a `route53` zone is a Route53 hosted zone, written
+// with `credentials.access_key_id` and `secret_access_key`, or without credentials with the
+// deployment's own AWS credentials. Credentials are write-only and stored encrypted.
+// A zone whose name is, holds or is held by another zone's is refused (409 code 19).
+//
+// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
+//
+// Corresponds with POST /admin/dns_zones (the `CreateDNSZone` operationId).
+func (c *ClientWithResponses) CreateDNSZoneWithBodyWithResponse(ctx context.Context, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*CreateDNSZoneResponse, error) {
+	rsp, err := c.CreateDNSZoneWithBody(ctx, contentType, body, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseCreateDNSZoneResponse(rsp)
+}
+
+// CreateDNSZoneWithResponse Onboard a DNS zone with its provider's settings and credentials.
+//
+// An `rfc2136` zone is updated by RFC 2136 dynamic updates signed with its TSIG key
+// (`credentials.tsig_secret`, required); a `route53` zone is a Route53 hosted zone, written
+// with `credentials.access_key_id` and `secret_access_key`, or without credentials with the
+// deployment's own AWS credentials. Credentials are write-only and stored encrypted.
+// A zone whose name is, holds or is held by another zone's is refused (409 code 19).
+//
+// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
+//
+// Corresponds with POST /admin/dns_zones (the `CreateDNSZone` operationId).
+func (c *ClientWithResponses) CreateDNSZoneWithResponse(ctx context.Context, body CreateDNSZoneJSONRequestBody, reqEditors ...RequestEditorFn) (*CreateDNSZoneResponse, error) {
+	rsp, err := c.CreateDNSZone(ctx, body, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseCreateDNSZoneResponse(rsp)
+}
+
+// DeleteDNSZoneWithResponse Remove a zone; refused (409) while services are onboarded in it.
+//
+// Returns a wrapper object for the known response body format(s).
+//
+// Corresponds with DELETE /admin/dns_zones/{id} (the `DeleteDNSZone` operationId).
+func (c *ClientWithResponses) DeleteDNSZoneWithResponse(ctx context.Context, id Id, params *DeleteDNSZoneParams, reqEditors ...RequestEditorFn) (*DeleteDNSZoneResponse, error) {
+	rsp, err := c.DeleteDNSZone(ctx, id, params, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseDeleteDNSZoneResponse(rsp)
+}
+
+// GetDNSZoneWithResponse One DNS zone.
+//
+// Returns a wrapper object for the known response body format(s).
+//
+// Corresponds with GET /admin/dns_zones/{id} (the `GetDNSZone` operationId).
+func (c *ClientWithResponses) GetDNSZoneWithResponse(ctx context.Context, id Id, reqEditors ...RequestEditorFn) (*GetDNSZoneResponse, error) {
+	rsp, err := c.GetDNSZone(ctx, id, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseGetDNSZoneResponse(rsp)
+}
+
+// UpdateDNSZoneWithBodyWithResponse Change a zone's provider settings, nameservers or credentials; its name and provider never change.
+//
+// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
+//
+// Corresponds with PATCH /admin/dns_zones/{id} (the `UpdateDNSZone` operationId).
+func (c *ClientWithResponses) UpdateDNSZoneWithBodyWithResponse(ctx context.Context, id Id, params *UpdateDNSZoneParams, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*UpdateDNSZoneResponse, error) {
+	rsp, err := c.UpdateDNSZoneWithBody(ctx, id, params, contentType, body, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseUpdateDNSZoneResponse(rsp)
+}
+
+// UpdateDNSZoneWithResponse Change a zone's provider settings, nameservers or credentials; its name and provider never change.
+//
+// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
+//
+// Corresponds with PATCH /admin/dns_zones/{id} (the `UpdateDNSZone` operationId).
+func (c *ClientWithResponses) UpdateDNSZoneWithResponse(ctx context.Context, id Id, params *UpdateDNSZoneParams, body UpdateDNSZoneJSONRequestBody, reqEditors ...RequestEditorFn) (*UpdateDNSZoneResponse, error) {
+	rsp, err := c.UpdateDNSZone(ctx, id, params, body, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseUpdateDNSZoneResponse(rsp)
+}
+
 // ListHubsWithResponse The registered hubs, a page at a time.
 //
 // Returns a wrapper object for the known response body format(s).
@@ -2568,6 +5260,987 @@ func (c *ClientWithResponses) ListResourceChangesWithResponse(ctx context.Contex
 		return nil, err
 	}
 	return ParseListResourceChangesResponse(rsp)
+}
+
+// ParseListDNSServicesResponse parses an HTTP response from a ListDNSServicesWithResponse call
+func ParseListDNSServicesResponse(rsp *http.Response) (*ListDNSServicesResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &ListDNSServicesResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 200:
+		var dest DNSServiceList
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON200 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 400:
+		var dest BadRequest
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON400 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 401:
+		var dest Unauthenticated
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON401 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 403:
+		var dest Forbidden
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON403 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 500:
+		var dest InternalError
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON500 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 503:
+		var dest Unavailable
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON503 = &dest
+
+	}
+
+	switch {
+	case rsp.StatusCode == 503:
+		var headers ListDNSServicesResponse503Headers
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = &value
+		}
+		response.Headers503 = &headers
+	}
+
+	return response, nil
+}
+
+// ParseCreateDNSServiceResponse parses an HTTP response from a CreateDNSServiceWithResponse call
+func ParseCreateDNSServiceResponse(rsp *http.Response) (*CreateDNSServiceResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &CreateDNSServiceResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 201:
+		var dest DNSService
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON201 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 400:
+		var dest BadRequest
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON400 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 401:
+		var dest Unauthenticated
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON401 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 403:
+		var dest Forbidden
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON403 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 404:
+		var dest NotFound
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON404 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 409:
+		var dest Conflict
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON409 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 413:
+		var dest BadRequest
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON413 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 415:
+		var dest BadRequest
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON415 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 500:
+		var dest InternalError
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON500 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 503:
+		var dest Unavailable
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON503 = &dest
+
+	}
+
+	switch {
+	case rsp.StatusCode == 201:
+		var headers CreateDNSServiceResponse201Headers
+		if values := rsp.Header.Values("ETag"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "ETag", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.ETag = &value
+		}
+		if values := rsp.Header.Values("Location"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "Location", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.Location = &value
+		}
+		response.Headers201 = &headers
+	case rsp.StatusCode == 503:
+		var headers CreateDNSServiceResponse503Headers
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = &value
+		}
+		response.Headers503 = &headers
+	}
+
+	return response, nil
+}
+
+// ParseDeleteDNSServiceResponse parses an HTTP response from a DeleteDNSServiceWithResponse call
+func ParseDeleteDNSServiceResponse(rsp *http.Response) (*DeleteDNSServiceResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &DeleteDNSServiceResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case rsp.StatusCode == 204:
+		break // No content-type
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 400:
+		var dest BadRequest
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON400 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 401:
+		var dest Unauthenticated
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON401 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 403:
+		var dest Forbidden
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON403 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 404:
+		var dest NotFound
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON404 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 409:
+		var dest Conflict
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON409 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 412:
+		var dest PreconditionFailed
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON412 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 500:
+		var dest InternalError
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON500 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 503:
+		var dest Unavailable
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON503 = &dest
+
+	}
+
+	switch {
+	case rsp.StatusCode == 503:
+		var headers DeleteDNSServiceResponse503Headers
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = &value
+		}
+		response.Headers503 = &headers
+	}
+
+	return response, nil
+}
+
+// ParseGetDNSServiceResponse parses an HTTP response from a GetDNSServiceWithResponse call
+func ParseGetDNSServiceResponse(rsp *http.Response) (*GetDNSServiceResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &GetDNSServiceResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 200:
+		var dest DNSService
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON200 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 400:
+		var dest BadRequest
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON400 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 401:
+		var dest Unauthenticated
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON401 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 403:
+		var dest Forbidden
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON403 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 404:
+		var dest NotFound
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON404 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 500:
+		var dest InternalError
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON500 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 503:
+		var dest Unavailable
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON503 = &dest
+
+	}
+
+	switch {
+	case rsp.StatusCode == 200:
+		var headers GetDNSServiceResponse200Headers
+		if values := rsp.Header.Values("ETag"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "ETag", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.ETag = &value
+		}
+		response.Headers200 = &headers
+	case rsp.StatusCode == 503:
+		var headers GetDNSServiceResponse503Headers
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = &value
+		}
+		response.Headers503 = &headers
+	}
+
+	return response, nil
+}
+
+// ParseUpdateDNSServiceResponse parses an HTTP response from a UpdateDNSServiceWithResponse call
+func ParseUpdateDNSServiceResponse(rsp *http.Response) (*UpdateDNSServiceResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &UpdateDNSServiceResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 200:
+		var dest DNSService
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON200 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 400:
+		var dest BadRequest
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON400 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 401:
+		var dest Unauthenticated
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON401 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 403:
+		var dest Forbidden
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON403 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 404:
+		var dest NotFound
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON404 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 409:
+		var dest Conflict
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON409 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 412:
+		var dest PreconditionFailed
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON412 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 413:
+		var dest BadRequest
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON413 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 415:
+		var dest BadRequest
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON415 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 500:
+		var dest InternalError
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON500 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 503:
+		var dest Unavailable
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON503 = &dest
+
+	}
+
+	switch {
+	case rsp.StatusCode == 200:
+		var headers UpdateDNSServiceResponse200Headers
+		if values := rsp.Header.Values("ETag"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "ETag", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.ETag = &value
+		}
+		response.Headers200 = &headers
+	case rsp.StatusCode == 503:
+		var headers UpdateDNSServiceResponse503Headers
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = &value
+		}
+		response.Headers503 = &headers
+	}
+
+	return response, nil
+}
+
+// ParseListDNSZonesResponse parses an HTTP response from a ListDNSZonesWithResponse call
+func ParseListDNSZonesResponse(rsp *http.Response) (*ListDNSZonesResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &ListDNSZonesResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 200:
+		var dest DNSZoneList
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON200 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 400:
+		var dest BadRequest
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON400 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 401:
+		var dest Unauthenticated
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON401 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 403:
+		var dest Forbidden
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON403 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 500:
+		var dest InternalError
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON500 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 503:
+		var dest Unavailable
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON503 = &dest
+
+	}
+
+	switch {
+	case rsp.StatusCode == 503:
+		var headers ListDNSZonesResponse503Headers
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = &value
+		}
+		response.Headers503 = &headers
+	}
+
+	return response, nil
+}
+
+// ParseCreateDNSZoneResponse parses an HTTP response from a CreateDNSZoneWithResponse call
+func ParseCreateDNSZoneResponse(rsp *http.Response) (*CreateDNSZoneResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &CreateDNSZoneResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 201:
+		var dest DNSZone
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON201 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 400:
+		var dest BadRequest
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON400 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 401:
+		var dest Unauthenticated
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON401 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 403:
+		var dest Forbidden
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON403 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 409:
+		var dest Conflict
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON409 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 413:
+		var dest BadRequest
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON413 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 415:
+		var dest BadRequest
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON415 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 500:
+		var dest InternalError
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON500 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 503:
+		var dest Unavailable
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON503 = &dest
+
+	}
+
+	switch {
+	case rsp.StatusCode == 201:
+		var headers CreateDNSZoneResponse201Headers
+		if values := rsp.Header.Values("ETag"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "ETag", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.ETag = &value
+		}
+		if values := rsp.Header.Values("Location"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "Location", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.Location = &value
+		}
+		response.Headers201 = &headers
+	case rsp.StatusCode == 503:
+		var headers CreateDNSZoneResponse503Headers
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = &value
+		}
+		response.Headers503 = &headers
+	}
+
+	return response, nil
+}
+
+// ParseDeleteDNSZoneResponse parses an HTTP response from a DeleteDNSZoneWithResponse call
+func ParseDeleteDNSZoneResponse(rsp *http.Response) (*DeleteDNSZoneResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &DeleteDNSZoneResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case rsp.StatusCode == 204:
+		break // No content-type
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 400:
+		var dest BadRequest
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON400 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 401:
+		var dest Unauthenticated
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON401 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 403:
+		var dest Forbidden
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON403 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 404:
+		var dest NotFound
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON404 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 409:
+		var dest Conflict
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON409 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 412:
+		var dest PreconditionFailed
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON412 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 500:
+		var dest InternalError
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON500 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 503:
+		var dest Unavailable
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON503 = &dest
+
+	}
+
+	switch {
+	case rsp.StatusCode == 503:
+		var headers DeleteDNSZoneResponse503Headers
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = &value
+		}
+		response.Headers503 = &headers
+	}
+
+	return response, nil
+}
+
+// ParseGetDNSZoneResponse parses an HTTP response from a GetDNSZoneWithResponse call
+func ParseGetDNSZoneResponse(rsp *http.Response) (*GetDNSZoneResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &GetDNSZoneResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 200:
+		var dest DNSZone
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON200 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 400:
+		var dest BadRequest
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON400 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 401:
+		var dest Unauthenticated
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON401 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 403:
+		var dest Forbidden
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON403 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 404:
+		var dest NotFound
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON404 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 500:
+		var dest InternalError
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON500 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 503:
+		var dest Unavailable
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON503 = &dest
+
+	}
+
+	switch {
+	case rsp.StatusCode == 200:
+		var headers GetDNSZoneResponse200Headers
+		if values := rsp.Header.Values("ETag"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "ETag", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.ETag = &value
+		}
+		response.Headers200 = &headers
+	case rsp.StatusCode == 503:
+		var headers GetDNSZoneResponse503Headers
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = &value
+		}
+		response.Headers503 = &headers
+	}
+
+	return response, nil
+}
+
+// ParseUpdateDNSZoneResponse parses an HTTP response from a UpdateDNSZoneWithResponse call
+func ParseUpdateDNSZoneResponse(rsp *http.Response) (*UpdateDNSZoneResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &UpdateDNSZoneResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 200:
+		var dest DNSZone
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON200 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 400:
+		var dest BadRequest
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON400 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 401:
+		var dest Unauthenticated
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON401 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 403:
+		var dest Forbidden
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON403 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 404:
+		var dest NotFound
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON404 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 409:
+		var dest Conflict
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON409 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 412:
+		var dest PreconditionFailed
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON412 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 413:
+		var dest BadRequest
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON413 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 415:
+		var dest BadRequest
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON415 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 500:
+		var dest InternalError
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON500 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 503:
+		var dest Unavailable
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON503 = &dest
+
+	}
+
+	switch {
+	case rsp.StatusCode == 200:
+		var headers UpdateDNSZoneResponse200Headers
+		if values := rsp.Header.Values("ETag"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "ETag", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.ETag = &value
+		}
+		response.Headers200 = &headers
+	case rsp.StatusCode == 503:
+		var headers UpdateDNSZoneResponse503Headers
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = &value
+		}
+		response.Headers503 = &headers
+	}
+
+	return response, nil
 }
 
 // ParseListHubsResponse parses an HTTP response from a ListHubsWithResponse call

@@ -347,6 +347,114 @@ func (e CurrentUserKind) Valid() bool {
 	}
 }
 
+// Defines values for DNSRecordKind.
+const (
+	DNSRecordKindDNSRecord DNSRecordKind = "DNSRecord"
+)
+
+// Valid indicates whether the value is a known member of the DNSRecordKind enum.
+func (e DNSRecordKind) Valid() bool {
+	switch e {
+	case DNSRecordKindDNSRecord:
+		return true
+	default:
+		return false
+	}
+}
+
+// Defines values for DNSRecordPhase.
+const (
+	DNSRecordDeleting  DNSRecordPhase = "deleting"
+	DNSRecordFailed    DNSRecordPhase = "failed"
+	DNSRecordPending   DNSRecordPhase = "pending"
+	DNSRecordPublished DNSRecordPhase = "published"
+	DNSRecordReady     DNSRecordPhase = "ready"
+)
+
+// Valid indicates whether the value is a known member of the DNSRecordPhase enum.
+func (e DNSRecordPhase) Valid() bool {
+	switch e {
+	case DNSRecordDeleting:
+		return true
+	case DNSRecordFailed:
+		return true
+	case DNSRecordPending:
+		return true
+	case DNSRecordPublished:
+		return true
+	case DNSRecordReady:
+		return true
+	default:
+		return false
+	}
+}
+
+// Defines values for DNSRecordListKind.
+const (
+	DNSRecordListKindDNSRecordList DNSRecordListKind = "DNSRecordList"
+)
+
+// Valid indicates whether the value is a known member of the DNSRecordListKind enum.
+func (e DNSRecordListKind) Valid() bool {
+	switch e {
+	case DNSRecordListKindDNSRecordList:
+		return true
+	default:
+		return false
+	}
+}
+
+// Defines values for DNSRecordType.
+const (
+	DNSRecordA     DNSRecordType = "A"
+	DNSRecordAAAA  DNSRecordType = "AAAA"
+	DNSRecordCNAME DNSRecordType = "CNAME"
+)
+
+// Valid indicates whether the value is a known member of the DNSRecordType enum.
+func (e DNSRecordType) Valid() bool {
+	switch e {
+	case DNSRecordA:
+		return true
+	case DNSRecordAAAA:
+		return true
+	case DNSRecordCNAME:
+		return true
+	default:
+		return false
+	}
+}
+
+// Defines values for DNSServiceKind.
+const (
+	DNSServiceKindDNSService DNSServiceKind = "DNSService"
+)
+
+// Valid indicates whether the value is a known member of the DNSServiceKind enum.
+func (e DNSServiceKind) Valid() bool {
+	switch e {
+	case DNSServiceKindDNSService:
+		return true
+	default:
+		return false
+	}
+}
+
+// Defines values for DNSServiceListKind.
+const (
+	DNSServiceListKindDNSServiceList DNSServiceListKind = "DNSServiceList"
+)
+
+// Valid indicates whether the value is a known member of the DNSServiceListKind enum.
+func (e DNSServiceListKind) Valid() bool {
+	switch e {
+	case DNSServiceListKindDNSServiceList:
+		return true
+	default:
+		return false
+	}
+}
+
 // Defines values for ErrorKind.
 const (
 	ErrorKindError ErrorKind = "Error"
@@ -1187,6 +1295,124 @@ type CurrentUser struct {
 // CurrentUserKind defines model for CurrentUser.Kind.
 type CurrentUserKind string
 
+// DNSRecord defines model for DNSRecord.
+type DNSRecord struct {
+	ClusterId *string `json:"cluster_id,omitempty"`
+
+	// Conditions Accepted (the record passed its service's policy), Published (the provider accepted the record's current generation, or its removal; reasons Published, Pending, WaitingForClusterIngress, ClusterGone, ProviderUnavailable, ProviderRefused) and Resolvable (the zone's authoritative servers answer its values; reasons Answered, NotYetAnswered, NameserverUnreachable), as dns_mgr last saw them.
+	Conditions          []Condition   `json:"conditions"`
+	CreatedAt           time.Time     `json:"created_at"`
+	CreatedBy           *string       `json:"created_by,omitempty"`
+	DeletionRequestedAt *time.Time    `json:"deletion_requested_at,omitempty"`
+	Generation          int64         `json:"generation"`
+	Href                string        `json:"href"`
+	Id                  string        `json:"id"`
+	Instance            string        `json:"instance"`
+	Kind                DNSRecordKind `json:"kind"`
+
+	// Name The record's fully qualified name, without the final dot.
+	Name string `json:"name"`
+
+	// Phase Derived from the conditions: pending (not yet published), published (the provider has it, its servers do not answer it yet), ready (they do), failed (the provider refused it, or its cluster is gone), deleting (its removal is under way).
+	Phase DNSRecordPhase `json:"phase"`
+
+	// Service The service's name.
+	Service string `json:"service"`
+
+	// Targets What was asked for; empty when cluster_id names the target.
+	Targets   []string      `json:"targets"`
+	Ttl       int           `json:"ttl"`
+	Type      DNSRecordType `json:"type"`
+	UpdatedAt time.Time     `json:"updated_at"`
+
+	// Values What the provider holds for the name, as last published; empty before the first publication.
+	Values []string `json:"values"`
+}
+
+// DNSRecordKind defines model for DNSRecord.Kind.
+type DNSRecordKind string
+
+// DNSRecordPhase Derived from the conditions: pending (not yet published), published (the provider has it, its servers do not answer it yet), ready (they do), failed (the provider refused it, or its cluster is gone), deleting (its removal is under way).
+type DNSRecordPhase string
+
+// DNSRecordCreate defines model for DNSRecordCreate.
+type DNSRecordCreate struct {
+	// ClusterId A capacity pool's cluster of the organisation whose ingress router the CNAME follows (instead of targets).
+	ClusterId *string `json:"cluster_id,omitempty"`
+
+	// Instance The service instance, a DNS label (lowercase letters, digits and '-'); it makes the record's name.
+	Instance string `json:"instance"`
+
+	// Targets One host name for a CNAME; one to eight addresses for A (IPv4) and AAAA (IPv6).
+	Targets *DNSTargets `json:"targets,omitempty"`
+
+	// Ttl Seconds, within the service's bounds; its default when absent.
+	Ttl  *int           `json:"ttl,omitempty"`
+	Type *DNSRecordType `json:"type,omitempty"`
+}
+
+// DNSRecordList defines model for DNSRecordList.
+type DNSRecordList struct {
+	Items []DNSRecord       `json:"items"`
+	Kind  DNSRecordListKind `json:"kind"`
+	Page  int               `json:"page"`
+	Size  int               `json:"size"`
+	Total int               `json:"total"`
+}
+
+// DNSRecordListKind defines model for DNSRecordList.Kind.
+type DNSRecordListKind string
+
+// DNSRecordPatch defines model for DNSRecordPatch.
+type DNSRecordPatch struct {
+	ClusterId *string `json:"cluster_id,omitempty"`
+
+	// Targets One host name for a CNAME; one to eight addresses for A (IPv4) and AAAA (IPv6).
+	Targets *DNSTargets    `json:"targets,omitempty"`
+	Ttl     *int           `json:"ttl,omitempty"`
+	Type    *DNSRecordType `json:"type,omitempty"`
+}
+
+// DNSRecordType defines model for DNSRecordType.
+type DNSRecordType string
+
+// DNSService A service whose records the caller may write, and the rules its records follow.
+type DNSService struct {
+	DefaultTtl int            `json:"default_ttl"`
+	Kind       DNSServiceKind `json:"kind"`
+	MaxTtl     int            `json:"max_ttl"`
+	MinTtl     int            `json:"min_ttl"`
+	Name       string         `json:"name"`
+
+	// NameTemplate An instance's name relative to the subtree, `{instance}` replaced by the record's instance.
+	NameTemplate string          `json:"name_template"`
+	RecordTypes  []DNSRecordType `json:"record_types"`
+
+	// RecordsHref Where the service's records are.
+	RecordsHref string `json:"records_href"`
+
+	// Subtree The domain every record of the service is strictly below.
+	Subtree string `json:"subtree"`
+}
+
+// DNSServiceKind defines model for DNSService.Kind.
+type DNSServiceKind string
+
+// DNSServiceList defines model for DNSServiceList.
+type DNSServiceList struct {
+	Items []DNSService       `json:"items"`
+	Kind  DNSServiceListKind `json:"kind"`
+	Page  int                `json:"page"`
+	Size  int                `json:"size"`
+	Total int                `json:"total"`
+}
+
+// DNSServiceListKind defines model for DNSServiceList.Kind.
+type DNSServiceListKind string
+
+// DNSTargets One host name for a CNAME; one to eight addresses for A (IPv4) and AAAA (IPv6).
+type DNSTargets = []string
+
 // Error The OCM error body. `code` is stable; `reason` is for people.
 type Error struct {
 	// Code The prefix and number, e.g. FLEET-MGMT-4.
@@ -1666,11 +1892,17 @@ type PromTime = string
 // PromTimeout defines model for promTimeout.
 type PromTimeout = string
 
+// RecordId defines model for recordId.
+type RecordId = string
+
 // ReservationId defines model for reservationId.
 type ReservationId = string
 
 // Search defines model for search.
 type Search = string
+
+// ServiceName defines model for serviceName.
+type ServiceName = string
 
 // Size defines model for size.
 type Size = int
@@ -1683,6 +1915,9 @@ type BadRequest = Error
 
 // Conflict The OCM error body. `code` is stable; `reason` is for people.
 type Conflict = Error
+
+// DNSForbidden The OCM error body. `code` is stable; `reason` is for people.
+type DNSForbidden = Error
 
 // Forbidden The OCM error body. `code` is stable; `reason` is for people.
 type Forbidden = Error
@@ -1854,6 +2089,43 @@ type CreateClustersParams struct {
 type GetComplianceSummaryParams struct {
 	// PolicyId Count this policy's clusters only; without it, every policy's (a cluster counts once per policy).
 	PolicyId *string `form:"policy_id,omitempty" json:"policy_id,omitempty"`
+}
+
+// ListWritableDNSServicesParams defines parameters for ListWritableDNSServices.
+type ListWritableDNSServicesParams struct {
+	// Page The page to return, from 1.
+	Page *Page `form:"page,omitempty" json:"page,omitempty"`
+
+	// Size How many items a page holds.
+	Size *Size `form:"size,omitempty" json:"size,omitempty"`
+}
+
+// ListDNSRecordsParams defines parameters for ListDNSRecords.
+type ListDNSRecordsParams struct {
+	// Page The page to return, from 1.
+	Page *Page `form:"page,omitempty" json:"page,omitempty"`
+
+	// Size How many items a page holds.
+	Size *Size `form:"size,omitempty" json:"size,omitempty"`
+
+	// Search A filter in the search language, e.g. `name = 'a' and region in ('x','y') and labels.env = 'prod'`:
+	// comparisons (=, !=, <, <=, >, >=), in, not in, like, ilike, is null, and, or, not, parentheses.
+	Search *Search `form:"search,omitempty" json:"search,omitempty"`
+
+	// OrderBy Comma-separated fields, each optionally followed by asc or desc, e.g. `name asc, created_at desc`.
+	OrderBy *OrderBy `form:"orderBy,omitempty" json:"orderBy,omitempty"`
+}
+
+// DeleteDNSRecordParams defines parameters for DeleteDNSRecord.
+type DeleteDNSRecordParams struct {
+	// IfMatch The ETag of the version the change is based on; a mismatch answers 412.
+	IfMatch *IfMatch `json:"If-Match,omitempty"`
+}
+
+// UpdateDNSRecordParams defines parameters for UpdateDNSRecord.
+type UpdateDNSRecordParams struct {
+	// IfMatch The ETag of the version the change is based on; a mismatch answers 412.
+	IfMatch *IfMatch `json:"If-Match,omitempty"`
 }
 
 // ListErrorsParams defines parameters for ListErrors.
@@ -2080,6 +2352,12 @@ type UpdateClusterJSONRequestBody = ClusterPatch
 
 // CreateClustersJSONRequestBody defines body for CreateClusters for application/json ContentType.
 type CreateClustersJSONRequestBody = ClusterBatchCreate
+
+// CreateDNSRecordJSONRequestBody defines body for CreateDNSRecord for application/json ContentType.
+type CreateDNSRecordJSONRequestBody = DNSRecordCreate
+
+// UpdateDNSRecordJSONRequestBody defines body for UpdateDNSRecord for application/json ContentType.
+type UpdateDNSRecordJSONRequestBody = DNSRecordPatch
 
 // QueryMetricsPrometheusFormFormdataRequestBody defines body for QueryMetricsPrometheusForm for application/x-www-form-urlencoded ContentType.
 type QueryMetricsPrometheusFormFormdataRequestBody = PrometheusQueryForm
@@ -2497,6 +2775,92 @@ type ClientInterface interface {
 	//
 	// Corresponds with GET /current_user (the `GetCurrentUser` operationId).
 	GetCurrentUser(ctx context.Context, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// ListWritableDNSServices The DNS services whose records the caller may write, with how their names are made.
+	//
+	// The services whose writers name the caller's organisation or service account (every
+	// service for a fleet administrator), ordered by name. Nothing of other writers is shown.
+	//
+	// Corresponds with GET /dns_services (the `ListWritableDNSServices` operationId).
+	ListWritableDNSServices(ctx context.Context, params *ListWritableDNSServicesParams, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// ListDNSRecords The caller's organisation's records of a service, a page at a time.
+	//
+	// Reads are scoped to the caller's organisation: an organisation that is not one of the
+	// service's writers has no records there, and sees none. Search fields: `id`, `instance`,
+	// `name`, `type`, `phase`, `ttl`, `cluster_id`, `created_by`, `created_at`, `updated_at`; order
+	// by `instance`, `name`, `type`, `phase`, `created_at` (default), `updated_at`.
+	//
+	// Corresponds with GET /dns_services/{service_name}/records (the `ListDNSRecords` operationId).
+	ListDNSRecords(ctx context.Context, serviceName ServiceName, params *ListDNSRecordsParams, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// CreateDNSRecordWithBody Ask for a service instance's record; its name is made by the service's policy.
+	//
+	// The name is the service's `name_template` with `{instance}` replaced, below its subtree:
+	// never free text, never outside the subtree. `type` is CNAME when absent, `ttl` the
+	// service's default. A CNAME names one host (`targets`) or follows a capacity pool's cluster
+	// of the organisation (`cluster_id`): its ingress router's host, once the cluster's URL is
+	// known. A and AAAA records hold addresses.
+	//
+	// Creation is idempotent: asking again for a live record with the same instance, type, TTL
+	// and target answers 200 with that record. An instance whose name holds another record (of
+	// this or another organisation) answers 409 code 19. The record's conditions follow it to
+	// the provider: Accepted, Published when the provider accepted the change, Resolvable when
+	// the zone's authoritative servers answer with it.
+	//
+	// Takes any type of body and a specified content type.
+	//
+	// Corresponds with POST /dns_services/{service_name}/records (the `CreateDNSRecord` operationId).
+	CreateDNSRecordWithBody(ctx context.Context, serviceName ServiceName, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// CreateDNSRecord Ask for a service instance's record; its name is made by the service's policy.
+	//
+	// The name is the service's `name_template` with `{instance}` replaced, below its subtree:
+	// never free text, never outside the subtree. `type` is CNAME when absent, `ttl` the
+	// service's default. A CNAME names one host (`targets`) or follows a capacity pool's cluster
+	// of the organisation (`cluster_id`): its ingress router's host, once the cluster's URL is
+	// known. A and AAAA records hold addresses.
+	//
+	// Creation is idempotent: asking again for a live record with the same instance, type, TTL
+	// and target answers 200 with that record. An instance whose name holds another record (of
+	// this or another organisation) answers 409 code 19. The record's conditions follow it to
+	// the provider: Accepted, Published when the provider accepted the change, Resolvable when
+	// the zone's authoritative servers answer with it.
+	//
+	// Takes a body of the `application/json` content type.
+	//
+	// Corresponds with POST /dns_services/{service_name}/records (the `CreateDNSRecord` operationId).
+	CreateDNSRecord(ctx context.Context, serviceName ServiceName, body CreateDNSRecordJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// DeleteDNSRecord Remove a record; the provider removes its name before the record goes.
+	//
+	// Corresponds with DELETE /dns_services/{service_name}/records/{record_id} (the `DeleteDNSRecord` operationId).
+	DeleteDNSRecord(ctx context.Context, serviceName ServiceName, recordId RecordId, params *DeleteDNSRecordParams, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// GetDNSRecord One record of the caller's organisation, with its conditions and what the provider holds.
+	//
+	// Corresponds with GET /dns_services/{service_name}/records/{record_id} (the `GetDNSRecord` operationId).
+	GetDNSRecord(ctx context.Context, serviceName ServiceName, recordId RecordId, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// UpdateDNSRecordWithBody Change a record's type, TTL or target; its instance, hence its name, never changes.
+	//
+	// Giving `targets` drops `cluster_id`, and the other way round. Refused (409) while the
+	// record is being deleted.
+	//
+	// Takes any type of body and a specified content type.
+	//
+	// Corresponds with PATCH /dns_services/{service_name}/records/{record_id} (the `UpdateDNSRecord` operationId).
+	UpdateDNSRecordWithBody(ctx context.Context, serviceName ServiceName, recordId RecordId, params *UpdateDNSRecordParams, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// UpdateDNSRecord Change a record's type, TTL or target; its instance, hence its name, never changes.
+	//
+	// Giving `targets` drops `cluster_id`, and the other way round. Refused (409) while the
+	// record is being deleted.
+	//
+	// Takes a body of the `application/json` content type.
+	//
+	// Corresponds with PATCH /dns_services/{service_name}/records/{record_id} (the `UpdateDNSRecord` operationId).
+	UpdateDNSRecord(ctx context.Context, serviceName ServiceName, recordId RecordId, params *UpdateDNSRecordParams, body UpdateDNSRecordJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error)
 
 	// ListErrors The catalogue of error codes this service answers with.
 	//
@@ -3397,6 +3761,172 @@ func (c *Client) GetComplianceSummary(ctx context.Context, params *GetCompliance
 // Corresponds with GET /current_user (the `GetCurrentUser` operationId).
 func (c *Client) GetCurrentUser(ctx context.Context, reqEditors ...RequestEditorFn) (*http.Response, error) {
 	req, err := NewGetCurrentUserRequest(c.Server)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// ListWritableDNSServices The DNS services whose records the caller may write, with how their names are made.
+//
+// The services whose writers name the caller's organisation or service account (every
+// service for a fleet administrator), ordered by name. Nothing of other writers is shown.
+//
+// Corresponds with GET /dns_services (the `ListWritableDNSServices` operationId).
+func (c *Client) ListWritableDNSServices(ctx context.Context, params *ListWritableDNSServicesParams, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewListWritableDNSServicesRequest(c.Server, params)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// ListDNSRecords The caller's organisation's records of a service, a page at a time.
+//
+// Reads are scoped to the caller's organisation: an organisation that is not one of the
+// service's writers has no records there, and sees none. Search fields: `id`, `instance`,
+// `name`, `type`, `phase`, `ttl`, `cluster_id`, `created_by`, `created_at`, `updated_at`; order
+// by `instance`, `name`, `type`, `phase`, `created_at` (default), `updated_at`.
+//
+// Corresponds with GET /dns_services/{service_name}/records (the `ListDNSRecords` operationId).
+func (c *Client) ListDNSRecords(ctx context.Context, serviceName ServiceName, params *ListDNSRecordsParams, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewListDNSRecordsRequest(c.Server, serviceName, params)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// CreateDNSRecordWithBody Ask for a service instance's record; its name is made by the service's policy.
+//
+// The name is the service's `name_template` with `{instance}` replaced, below its subtree:
+// never free text, never outside the subtree. `type` is CNAME when absent, `ttl` the
+// service's default. A CNAME names one host (`targets`) or follows a capacity pool's cluster
+// of the organisation (`cluster_id`): its ingress router's host, once the cluster's URL is
+// known. A and AAAA records hold addresses.
+//
+// Creation is idempotent: asking again for a live record with the same instance, type, TTL
+// and target answers 200 with that record. An instance whose name holds another record (of
+// this or another organisation) answers 409 code 19. The record's conditions follow it to
+// the provider: Accepted, Published when the provider accepted the change, Resolvable when
+// the zone's authoritative servers answer with it.
+//
+// Takes any type of body and a specified content type.
+//
+// Corresponds with POST /dns_services/{service_name}/records (the `CreateDNSRecord` operationId).
+func (c *Client) CreateDNSRecordWithBody(ctx context.Context, serviceName ServiceName, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewCreateDNSRecordRequestWithBody(c.Server, serviceName, contentType, body)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// CreateDNSRecord Ask for a service instance's record; its name is made by the service's policy.
+//
+// The name is the service's `name_template` with `{instance}` replaced, below its subtree:
+// never free text, never outside the subtree. `type` is CNAME when absent, `ttl` the
+// service's default. A CNAME names one host (`targets`) or follows a capacity pool's cluster
+// of the organisation (`cluster_id`): its ingress router's host, once the cluster's URL is
+// known. A and AAAA records hold addresses.
+//
+// Creation is idempotent: asking again for a live record with the same instance, type, TTL
+// and target answers 200 with that record. An instance whose name holds another record (of
+// this or another organisation) answers 409 code 19. The record's conditions follow it to
+// the provider: Accepted, Published when the provider accepted the change, Resolvable when
+// the zone's authoritative servers answer with it.
+//
+// Takes a body of the `application/json` content type.
+//
+// Corresponds with POST /dns_services/{service_name}/records (the `CreateDNSRecord` operationId).
+func (c *Client) CreateDNSRecord(ctx context.Context, serviceName ServiceName, body CreateDNSRecordJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewCreateDNSRecordRequest(c.Server, serviceName, body)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// DeleteDNSRecord Remove a record; the provider removes its name before the record goes.
+//
+// Corresponds with DELETE /dns_services/{service_name}/records/{record_id} (the `DeleteDNSRecord` operationId).
+func (c *Client) DeleteDNSRecord(ctx context.Context, serviceName ServiceName, recordId RecordId, params *DeleteDNSRecordParams, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewDeleteDNSRecordRequest(c.Server, serviceName, recordId, params)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// GetDNSRecord One record of the caller's organisation, with its conditions and what the provider holds.
+//
+// Corresponds with GET /dns_services/{service_name}/records/{record_id} (the `GetDNSRecord` operationId).
+func (c *Client) GetDNSRecord(ctx context.Context, serviceName ServiceName, recordId RecordId, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewGetDNSRecordRequest(c.Server, serviceName, recordId)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// UpdateDNSRecordWithBody Change a record's type, TTL or target; its instance, hence its name, never changes.
+//
+// Giving `targets` drops `cluster_id`, and the other way round. Refused (409) while the
+// record is being deleted.
+//
+// Takes any type of body and a specified content type.
+//
+// Corresponds with PATCH /dns_services/{service_name}/records/{record_id} (the `UpdateDNSRecord` operationId).
+func (c *Client) UpdateDNSRecordWithBody(ctx context.Context, serviceName ServiceName, recordId RecordId, params *UpdateDNSRecordParams, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewUpdateDNSRecordRequestWithBody(c.Server, serviceName, recordId, params, contentType, body)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// UpdateDNSRecord Change a record's type, TTL or target; its instance, hence its name, never changes.
+//
+// Giving `targets` drops `cluster_id`, and the other way round. Refused (409) while the
+// record is being deleted.
+//
+// Takes a body of the `application/json` content type.
+//
+// Corresponds with PATCH /dns_services/{service_name}/records/{record_id} (the `UpdateDNSRecord` operationId).
+func (c *Client) UpdateDNSRecord(ctx context.Context, serviceName ServiceName, recordId RecordId, params *UpdateDNSRecordParams, body UpdateDNSRecordJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewUpdateDNSRecordRequest(c.Server, serviceName, recordId, params, body)
 	if err != nil {
 		return nil, err
 	}
@@ -5488,6 +6018,382 @@ func NewGetCurrentUserRequest(server string) (*http.Request, error) {
 	return req, nil
 }
 
+// NewListWritableDNSServicesRequest constructs an http.Request for the ListWritableDNSServices method
+func NewListWritableDNSServicesRequest(server string, params *ListWritableDNSServicesParams) (*http.Request, error) {
+	var err error
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/dns_services")
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	if params != nil {
+		// queryValues collects non-styled parameters (passthrough, JSON)
+		// that are safe to round-trip through url.Values.Encode().
+		queryValues := queryURL.Query()
+		// rawQueryFragments collects pre-encoded query fragments from
+		// styled parameters, preserving literal commas as delimiters
+		// per the OpenAPI spec (e.g. "color=blue,black,brown").
+		var rawQueryFragments []string
+
+		if params.Page != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", true, "page", *params.Page, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
+		if params.Size != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", true, "size", *params.Size, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
+		if encoded := queryValues.Encode(); encoded != "" {
+			rawQueryFragments = append(rawQueryFragments, encoded)
+		}
+		queryURL.RawQuery = strings.Join(rawQueryFragments, "&")
+	}
+
+	req, err := http.NewRequest(http.MethodGet, queryURL.String(), nil)
+	if err != nil {
+		return nil, err
+	}
+
+	return req, nil
+}
+
+// NewListDNSRecordsRequest constructs an http.Request for the ListDNSRecords method
+func NewListDNSRecordsRequest(server string, serviceName ServiceName, params *ListDNSRecordsParams) (*http.Request, error) {
+	var err error
+
+	var pathParam0 string
+
+	pathParam0, err = runtime.StyleParamWithOptions("simple", false, "service_name", serviceName, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationPath, Type: "string", Format: ""})
+	if err != nil {
+		return nil, err
+	}
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/dns_services/%s/records", pathParam0)
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	if params != nil {
+		// queryValues collects non-styled parameters (passthrough, JSON)
+		// that are safe to round-trip through url.Values.Encode().
+		queryValues := queryURL.Query()
+		// rawQueryFragments collects pre-encoded query fragments from
+		// styled parameters, preserving literal commas as delimiters
+		// per the OpenAPI spec (e.g. "color=blue,black,brown").
+		var rawQueryFragments []string
+
+		if params.Page != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", true, "page", *params.Page, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
+		if params.Size != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", true, "size", *params.Size, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
+		if params.Search != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", true, "search", *params.Search, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
+		if params.OrderBy != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", true, "orderBy", *params.OrderBy, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
+		if encoded := queryValues.Encode(); encoded != "" {
+			rawQueryFragments = append(rawQueryFragments, encoded)
+		}
+		queryURL.RawQuery = strings.Join(rawQueryFragments, "&")
+	}
+
+	req, err := http.NewRequest(http.MethodGet, queryURL.String(), nil)
+	if err != nil {
+		return nil, err
+	}
+
+	return req, nil
+}
+
+// NewCreateDNSRecordRequest calls the generic CreateDNSRecord builder with application/json body
+func NewCreateDNSRecordRequest(server string, serviceName ServiceName, body CreateDNSRecordJSONRequestBody) (*http.Request, error) {
+	var bodyReader io.Reader
+	buf, err := json.Marshal(body)
+	if err != nil {
+		return nil, err
+	}
+	bodyReader = bytes.NewReader(buf)
+	return NewCreateDNSRecordRequestWithBody(server, serviceName, "application/json", bodyReader)
+}
+
+// NewCreateDNSRecordRequestWithBody constructs an http.Request for the CreateDNSRecord method, with any body, and a specified content type
+func NewCreateDNSRecordRequestWithBody(server string, serviceName ServiceName, contentType string, body io.Reader) (*http.Request, error) {
+	var err error
+
+	var pathParam0 string
+
+	pathParam0, err = runtime.StyleParamWithOptions("simple", false, "service_name", serviceName, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationPath, Type: "string", Format: ""})
+	if err != nil {
+		return nil, err
+	}
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/dns_services/%s/records", pathParam0)
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	req, err := http.NewRequest(http.MethodPost, queryURL.String(), body)
+	if err != nil {
+		return nil, err
+	}
+
+	req.Header.Add("Content-Type", contentType)
+
+	return req, nil
+}
+
+// NewDeleteDNSRecordRequest constructs an http.Request for the DeleteDNSRecord method
+func NewDeleteDNSRecordRequest(server string, serviceName ServiceName, recordId RecordId, params *DeleteDNSRecordParams) (*http.Request, error) {
+	var err error
+
+	var pathParam0 string
+
+	pathParam0, err = runtime.StyleParamWithOptions("simple", false, "service_name", serviceName, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationPath, Type: "string", Format: ""})
+	if err != nil {
+		return nil, err
+	}
+
+	var pathParam1 string
+
+	pathParam1, err = runtime.StyleParamWithOptions("simple", false, "record_id", recordId, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationPath, Type: "string", Format: ""})
+	if err != nil {
+		return nil, err
+	}
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/dns_services/%s/records/%s", pathParam0, pathParam1)
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	req, err := http.NewRequest(http.MethodDelete, queryURL.String(), nil)
+	if err != nil {
+		return nil, err
+	}
+
+	if params != nil {
+
+		if params.IfMatch != nil {
+			var headerParam0 string
+
+			headerParam0, err = runtime.StyleParamWithOptions("simple", false, "If-Match", *params.IfMatch, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationHeader, Type: "string", Format: ""})
+			if err != nil {
+				return nil, err
+			}
+
+			req.Header.Set("If-Match", headerParam0)
+		}
+
+	}
+
+	return req, nil
+}
+
+// NewGetDNSRecordRequest constructs an http.Request for the GetDNSRecord method
+func NewGetDNSRecordRequest(server string, serviceName ServiceName, recordId RecordId) (*http.Request, error) {
+	var err error
+
+	var pathParam0 string
+
+	pathParam0, err = runtime.StyleParamWithOptions("simple", false, "service_name", serviceName, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationPath, Type: "string", Format: ""})
+	if err != nil {
+		return nil, err
+	}
+
+	var pathParam1 string
+
+	pathParam1, err = runtime.StyleParamWithOptions("simple", false, "record_id", recordId, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationPath, Type: "string", Format: ""})
+	if err != nil {
+		return nil, err
+	}
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/dns_services/%s/records/%s", pathParam0, pathParam1)
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	req, err := http.NewRequest(http.MethodGet, queryURL.String(), nil)
+	if err != nil {
+		return nil, err
+	}
+
+	return req, nil
+}
+
+// NewUpdateDNSRecordRequest calls the generic UpdateDNSRecord builder with application/json body
+func NewUpdateDNSRecordRequest(server string, serviceName ServiceName, recordId RecordId, params *UpdateDNSRecordParams, body UpdateDNSRecordJSONRequestBody) (*http.Request, error) {
+	var bodyReader io.Reader
+	buf, err := json.Marshal(body)
+	if err != nil {
+		return nil, err
+	}
+	bodyReader = bytes.NewReader(buf)
+	return NewUpdateDNSRecordRequestWithBody(server, serviceName, recordId, params, "application/json", bodyReader)
+}
+
+// NewUpdateDNSRecordRequestWithBody constructs an http.Request for the UpdateDNSRecord method, with any body, and a specified content type
+func NewUpdateDNSRecordRequestWithBody(server string, serviceName ServiceName, recordId RecordId, params *UpdateDNSRecordParams, contentType string, body io.Reader) (*http.Request, error) {
+	var err error
+
+	var pathParam0 string
+
+	pathParam0, err = runtime.StyleParamWithOptions("simple", false, "service_name", serviceName, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationPath, Type: "string", Format: ""})
+	if err != nil {
+		return nil, err
+	}
+
+	var pathParam1 string
+
+	pathParam1, err = runtime.StyleParamWithOptions("simple", false, "record_id", recordId, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationPath, Type: "string", Format: ""})
+	if err != nil {
+		return nil, err
+	}
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/dns_services/%s/records/%s", pathParam0, pathParam1)
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	req, err := http.NewRequest(http.MethodPatch, queryURL.String(), body)
+	if err != nil {
+		return nil, err
+	}
+
+	req.Header.Add("Content-Type", contentType)
+
+	if params != nil {
+
+		if params.IfMatch != nil {
+			var headerParam0 string
+
+			headerParam0, err = runtime.StyleParamWithOptions("simple", false, "If-Match", *params.IfMatch, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationHeader, Type: "string", Format: ""})
+			if err != nil {
+				return nil, err
+			}
+
+			req.Header.Set("If-Match", headerParam0)
+		}
+
+	}
+
+	return req, nil
+}
+
 // NewListErrorsRequest constructs an http.Request for the ListErrors method
 func NewListErrorsRequest(server string, params *ListErrorsParams) (*http.Request, error) {
 	var err error
@@ -7382,6 +8288,100 @@ type ClientWithResponsesInterface interface {
 	//
 	// Corresponds with GET /current_user (the `GetCurrentUser` operationId).
 	GetCurrentUserWithResponse(ctx context.Context, reqEditors ...RequestEditorFn) (*GetCurrentUserResponse, error)
+
+	// ListWritableDNSServicesWithResponse The DNS services whose records the caller may write, with how their names are made.
+	//
+	// The services whose writers name the caller's organisation or service account (every
+	// service for a fleet administrator), ordered by name. Nothing of other writers is shown.
+	//
+	// Returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with GET /dns_services (the `ListWritableDNSServices` operationId).
+	ListWritableDNSServicesWithResponse(ctx context.Context, params *ListWritableDNSServicesParams, reqEditors ...RequestEditorFn) (*ListWritableDNSServicesResponse, error)
+
+	// ListDNSRecordsWithResponse The caller's organisation's records of a service, a page at a time.
+	//
+	// Reads are scoped to the caller's organisation: an organisation that is not one of the
+	// service's writers has no records there, and sees none. Search fields: `id`, `instance`,
+	// `name`, `type`, `phase`, `ttl`, `cluster_id`, `created_by`, `created_at`, `updated_at`; order
+	// by `instance`, `name`, `type`, `phase`, `created_at` (default), `updated_at`.
+	//
+	// Returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with GET /dns_services/{service_name}/records (the `ListDNSRecords` operationId).
+	ListDNSRecordsWithResponse(ctx context.Context, serviceName ServiceName, params *ListDNSRecordsParams, reqEditors ...RequestEditorFn) (*ListDNSRecordsResponse, error)
+
+	// CreateDNSRecordWithBodyWithResponse Ask for a service instance's record; its name is made by the service's policy.
+	//
+	// The name is the service's `name_template` with `{instance}` replaced, below its subtree:
+	// never free text, never outside the subtree. `type` is CNAME when absent, `ttl` the
+	// service's default. A CNAME names one host (`targets`) or follows a capacity pool's cluster
+	// of the organisation (`cluster_id`): its ingress router's host, once the cluster's URL is
+	// known. A and AAAA records hold addresses.
+	//
+	// Creation is idempotent: asking again for a live record with the same instance, type, TTL
+	// and target answers 200 with that record. An instance whose name holds another record (of
+	// this or another organisation) answers 409 code 19. The record's conditions follow it to
+	// the provider: Accepted, Published when the provider accepted the change, Resolvable when
+	// the zone's authoritative servers answer with it.
+	//
+	// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with POST /dns_services/{service_name}/records (the `CreateDNSRecord` operationId).
+	CreateDNSRecordWithBodyWithResponse(ctx context.Context, serviceName ServiceName, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*CreateDNSRecordResponse, error)
+
+	// CreateDNSRecordWithResponse Ask for a service instance's record; its name is made by the service's policy.
+	//
+	// The name is the service's `name_template` with `{instance}` replaced, below its subtree:
+	// never free text, never outside the subtree. `type` is CNAME when absent, `ttl` the
+	// service's default. A CNAME names one host (`targets`) or follows a capacity pool's cluster
+	// of the organisation (`cluster_id`): its ingress router's host, once the cluster's URL is
+	// known. A and AAAA records hold addresses.
+	//
+	// Creation is idempotent: asking again for a live record with the same instance, type, TTL
+	// and target answers 200 with that record. An instance whose name holds another record (of
+	// this or another organisation) answers 409 code 19. The record's conditions follow it to
+	// the provider: Accepted, Published when the provider accepted the change, Resolvable when
+	// the zone's authoritative servers answer with it.
+	//
+	// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with POST /dns_services/{service_name}/records (the `CreateDNSRecord` operationId).
+	CreateDNSRecordWithResponse(ctx context.Context, serviceName ServiceName, body CreateDNSRecordJSONRequestBody, reqEditors ...RequestEditorFn) (*CreateDNSRecordResponse, error)
+
+	// DeleteDNSRecordWithResponse Remove a record; the provider removes its name before the record goes.
+	//
+	// Returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with DELETE /dns_services/{service_name}/records/{record_id} (the `DeleteDNSRecord` operationId).
+	DeleteDNSRecordWithResponse(ctx context.Context, serviceName ServiceName, recordId RecordId, params *DeleteDNSRecordParams, reqEditors ...RequestEditorFn) (*DeleteDNSRecordResponse, error)
+
+	// GetDNSRecordWithResponse One record of the caller's organisation, with its conditions and what the provider holds.
+	//
+	// Returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with GET /dns_services/{service_name}/records/{record_id} (the `GetDNSRecord` operationId).
+	GetDNSRecordWithResponse(ctx context.Context, serviceName ServiceName, recordId RecordId, reqEditors ...RequestEditorFn) (*GetDNSRecordResponse, error)
+
+	// UpdateDNSRecordWithBodyWithResponse Change a record's type, TTL or target; its instance, hence its name, never changes.
+	//
+	// Giving `targets` drops `cluster_id`, and the other way round. Refused (409) while the
+	// record is being deleted.
+	//
+	// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with PATCH /dns_services/{service_name}/records/{record_id} (the `UpdateDNSRecord` operationId).
+	UpdateDNSRecordWithBodyWithResponse(ctx context.Context, serviceName ServiceName, recordId RecordId, params *UpdateDNSRecordParams, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*UpdateDNSRecordResponse, error)
+
+	// UpdateDNSRecordWithResponse Change a record's type, TTL or target; its instance, hence its name, never changes.
+	//
+	// Giving `targets` drops `cluster_id`, and the other way round. Refused (409) while the
+	// record is being deleted.
+	//
+	// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with PATCH /dns_services/{service_name}/records/{record_id} (the `UpdateDNSRecord` operationId).
+	UpdateDNSRecordWithResponse(ctx context.Context, serviceName ServiceName, recordId RecordId, params *UpdateDNSRecordParams, body UpdateDNSRecordJSONRequestBody, reqEditors ...RequestEditorFn) (*UpdateDNSRecordResponse, error)
 
 	// ListErrorsWithResponse The catalogue of error codes this service answers with.
 	//
@@ -10415,6 +11415,625 @@ func (r GetCurrentUserResponse) ContentType() string {
 	return ""
 }
 
+// ListWritableDNSServicesResponse503Headers the declared response headers of an HTTP 503 response for ListWritableDNSServices
+type ListWritableDNSServicesResponse503Headers struct {
+	RetryAfter *int
+}
+
+type ListWritableDNSServicesResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// JSON200 the response for an HTTP 200 `application/json` response
+	JSON200 *DNSServiceList
+	// JSON400 the response for an HTTP 400 `application/json` response
+	JSON400 *BadRequest
+	// JSON401 the response for an HTTP 401 `application/json` response
+	JSON401 *Unauthenticated
+	// JSON403 the response for an HTTP 403 `application/json` response
+	JSON403 *Forbidden
+	// JSON500 the response for an HTTP 500 `application/json` response
+	JSON500 *InternalError
+	// JSON503 the response for an HTTP 503 `application/json` response
+	JSON503 *Unavailable
+	// Headers503 the parsed response headers for an HTTP 503 response
+	Headers503 *ListWritableDNSServicesResponse503Headers
+}
+
+// GetJSON200 returns the response for an HTTP 200 `application/json` response
+func (r ListWritableDNSServicesResponse) GetJSON200() *DNSServiceList {
+	return r.JSON200
+}
+
+// GetJSON400 returns the response for an HTTP 400 `application/json` response
+func (r ListWritableDNSServicesResponse) GetJSON400() *BadRequest {
+	return r.JSON400
+}
+
+// GetJSON401 returns the response for an HTTP 401 `application/json` response
+func (r ListWritableDNSServicesResponse) GetJSON401() *Unauthenticated {
+	return r.JSON401
+}
+
+// GetJSON403 returns the response for an HTTP 403 `application/json` response
+func (r ListWritableDNSServicesResponse) GetJSON403() *Forbidden {
+	return r.JSON403
+}
+
+// GetJSON500 returns the response for an HTTP 500 `application/json` response
+func (r ListWritableDNSServicesResponse) GetJSON500() *InternalError {
+	return r.JSON500
+}
+
+// GetJSON503 returns the response for an HTTP 503 `application/json` response
+func (r ListWritableDNSServicesResponse) GetJSON503() *Unavailable {
+	return r.JSON503
+}
+
+// GetBody returns the raw response body bytes
+func (r ListWritableDNSServicesResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r ListWritableDNSServicesResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r ListWritableDNSServicesResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r ListWritableDNSServicesResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
+// ListDNSRecordsResponse503Headers the declared response headers of an HTTP 503 response for ListDNSRecords
+type ListDNSRecordsResponse503Headers struct {
+	RetryAfter *int
+}
+
+type ListDNSRecordsResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// JSON200 the response for an HTTP 200 `application/json` response
+	JSON200 *DNSRecordList
+	// JSON400 the response for an HTTP 400 `application/json` response
+	JSON400 *BadRequest
+	// JSON401 the response for an HTTP 401 `application/json` response
+	JSON401 *Unauthenticated
+	// JSON403 the response for an HTTP 403 `application/json` response
+	JSON403 *Forbidden
+	// JSON404 the response for an HTTP 404 `application/json` response
+	JSON404 *NotFound
+	// JSON500 the response for an HTTP 500 `application/json` response
+	JSON500 *InternalError
+	// JSON503 the response for an HTTP 503 `application/json` response
+	JSON503 *Unavailable
+	// Headers503 the parsed response headers for an HTTP 503 response
+	Headers503 *ListDNSRecordsResponse503Headers
+}
+
+// GetJSON200 returns the response for an HTTP 200 `application/json` response
+func (r ListDNSRecordsResponse) GetJSON200() *DNSRecordList {
+	return r.JSON200
+}
+
+// GetJSON400 returns the response for an HTTP 400 `application/json` response
+func (r ListDNSRecordsResponse) GetJSON400() *BadRequest {
+	return r.JSON400
+}
+
+// GetJSON401 returns the response for an HTTP 401 `application/json` response
+func (r ListDNSRecordsResponse) GetJSON401() *Unauthenticated {
+	return r.JSON401
+}
+
+// GetJSON403 returns the response for an HTTP 403 `application/json` response
+func (r ListDNSRecordsResponse) GetJSON403() *Forbidden {
+	return r.JSON403
+}
+
+// GetJSON404 returns the response for an HTTP 404 `application/json` response
+func (r ListDNSRecordsResponse) GetJSON404() *NotFound {
+	return r.JSON404
+}
+
+// GetJSON500 returns the response for an HTTP 500 `application/json` response
+func (r ListDNSRecordsResponse) GetJSON500() *InternalError {
+	return r.JSON500
+}
+
+// GetJSON503 returns the response for an HTTP 503 `application/json` response
+func (r ListDNSRecordsResponse) GetJSON503() *Unavailable {
+	return r.JSON503
+}
+
+// GetBody returns the raw response body bytes
+func (r ListDNSRecordsResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r ListDNSRecordsResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r ListDNSRecordsResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r ListDNSRecordsResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
+// CreateDNSRecordResponse200Headers the declared response headers of an HTTP 200 response for CreateDNSRecord
+type CreateDNSRecordResponse200Headers struct {
+	ETag     *string
+	Location *string
+}
+
+// CreateDNSRecordResponse201Headers the declared response headers of an HTTP 201 response for CreateDNSRecord
+type CreateDNSRecordResponse201Headers struct {
+	ETag     *string
+	Location *string
+}
+
+// CreateDNSRecordResponse503Headers the declared response headers of an HTTP 503 response for CreateDNSRecord
+type CreateDNSRecordResponse503Headers struct {
+	RetryAfter *int
+}
+
+type CreateDNSRecordResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// JSON200 the response for an HTTP 200 `application/json` response
+	JSON200 *DNSRecord
+	// JSON201 the response for an HTTP 201 `application/json` response
+	JSON201 *DNSRecord
+	// JSON400 the response for an HTTP 400 `application/json` response
+	JSON400 *BadRequest
+	// JSON401 the response for an HTTP 401 `application/json` response
+	JSON401 *Unauthenticated
+	// JSON403 the response for an HTTP 403 `application/json` response
+	JSON403 *DNSForbidden
+	// JSON404 the response for an HTTP 404 `application/json` response
+	JSON404 *NotFound
+	// JSON409 the response for an HTTP 409 `application/json` response
+	JSON409 *Conflict
+	// JSON413 the response for an HTTP 413 `application/json` response
+	JSON413 *BadRequest
+	// JSON415 the response for an HTTP 415 `application/json` response
+	JSON415 *BadRequest
+	// JSON500 the response for an HTTP 500 `application/json` response
+	JSON500 *InternalError
+	// JSON503 the response for an HTTP 503 `application/json` response
+	JSON503 *Unavailable
+	// Headers200 the parsed response headers for an HTTP 200 response
+	Headers200 *CreateDNSRecordResponse200Headers
+	// Headers201 the parsed response headers for an HTTP 201 response
+	Headers201 *CreateDNSRecordResponse201Headers
+	// Headers503 the parsed response headers for an HTTP 503 response
+	Headers503 *CreateDNSRecordResponse503Headers
+}
+
+// GetJSON200 returns the response for an HTTP 200 `application/json` response
+func (r CreateDNSRecordResponse) GetJSON200() *DNSRecord {
+	return r.JSON200
+}
+
+// GetJSON201 returns the response for an HTTP 201 `application/json` response
+func (r CreateDNSRecordResponse) GetJSON201() *DNSRecord {
+	return r.JSON201
+}
+
+// GetJSON400 returns the response for an HTTP 400 `application/json` response
+func (r CreateDNSRecordResponse) GetJSON400() *BadRequest {
+	return r.JSON400
+}
+
+// GetJSON401 returns the response for an HTTP 401 `application/json` response
+func (r CreateDNSRecordResponse) GetJSON401() *Unauthenticated {
+	return r.JSON401
+}
+
+// GetJSON403 returns the response for an HTTP 403 `application/json` response
+func (r CreateDNSRecordResponse) GetJSON403() *DNSForbidden {
+	return r.JSON403
+}
+
+// GetJSON404 returns the response for an HTTP 404 `application/json` response
+func (r CreateDNSRecordResponse) GetJSON404() *NotFound {
+	return r.JSON404
+}
+
+// GetJSON409 returns the response for an HTTP 409 `application/json` response
+func (r CreateDNSRecordResponse) GetJSON409() *Conflict {
+	return r.JSON409
+}
+
+// GetJSON413 returns the response for an HTTP 413 `application/json` response
+func (r CreateDNSRecordResponse) GetJSON413() *BadRequest {
+	return r.JSON413
+}
+
+// GetJSON415 returns the response for an HTTP 415 `application/json` response
+func (r CreateDNSRecordResponse) GetJSON415() *BadRequest {
+	return r.JSON415
+}
+
+// GetJSON500 returns the response for an HTTP 500 `application/json` response
+func (r CreateDNSRecordResponse) GetJSON500() *InternalError {
+	return r.JSON500
+}
+
+// GetJSON503 returns the response for an HTTP 503 `application/json` response
+func (r CreateDNSRecordResponse) GetJSON503() *Unavailable {
+	return r.JSON503
+}
+
+// GetBody returns the raw response body bytes
+func (r CreateDNSRecordResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r CreateDNSRecordResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r CreateDNSRecordResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r CreateDNSRecordResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
+// DeleteDNSRecordResponse503Headers the declared response headers of an HTTP 503 response for DeleteDNSRecord
+type DeleteDNSRecordResponse503Headers struct {
+	RetryAfter *int
+}
+
+type DeleteDNSRecordResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// JSON400 the response for an HTTP 400 `application/json` response
+	JSON400 *BadRequest
+	// JSON401 the response for an HTTP 401 `application/json` response
+	JSON401 *Unauthenticated
+	// JSON403 the response for an HTTP 403 `application/json` response
+	JSON403 *DNSForbidden
+	// JSON404 the response for an HTTP 404 `application/json` response
+	JSON404 *NotFound
+	// JSON412 the response for an HTTP 412 `application/json` response
+	JSON412 *PreconditionFailed
+	// JSON500 the response for an HTTP 500 `application/json` response
+	JSON500 *InternalError
+	// JSON503 the response for an HTTP 503 `application/json` response
+	JSON503 *Unavailable
+	// Headers503 the parsed response headers for an HTTP 503 response
+	Headers503 *DeleteDNSRecordResponse503Headers
+}
+
+// GetJSON400 returns the response for an HTTP 400 `application/json` response
+func (r DeleteDNSRecordResponse) GetJSON400() *BadRequest {
+	return r.JSON400
+}
+
+// GetJSON401 returns the response for an HTTP 401 `application/json` response
+func (r DeleteDNSRecordResponse) GetJSON401() *Unauthenticated {
+	return r.JSON401
+}
+
+// GetJSON403 returns the response for an HTTP 403 `application/json` response
+func (r DeleteDNSRecordResponse) GetJSON403() *DNSForbidden {
+	return r.JSON403
+}
+
+// GetJSON404 returns the response for an HTTP 404 `application/json` response
+func (r DeleteDNSRecordResponse) GetJSON404() *NotFound {
+	return r.JSON404
+}
+
+// GetJSON412 returns the response for an HTTP 412 `application/json` response
+func (r DeleteDNSRecordResponse) GetJSON412() *PreconditionFailed {
+	return r.JSON412
+}
+
+// GetJSON500 returns the response for an HTTP 500 `application/json` response
+func (r DeleteDNSRecordResponse) GetJSON500() *InternalError {
+	return r.JSON500
+}
+
+// GetJSON503 returns the response for an HTTP 503 `application/json` response
+func (r DeleteDNSRecordResponse) GetJSON503() *Unavailable {
+	return r.JSON503
+}
+
+// GetBody returns the raw response body bytes
+func (r DeleteDNSRecordResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r DeleteDNSRecordResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r DeleteDNSRecordResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r DeleteDNSRecordResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
+// GetDNSRecordResponse200Headers the declared response headers of an HTTP 200 response for GetDNSRecord
+type GetDNSRecordResponse200Headers struct {
+	ETag *string
+}
+
+// GetDNSRecordResponse503Headers the declared response headers of an HTTP 503 response for GetDNSRecord
+type GetDNSRecordResponse503Headers struct {
+	RetryAfter *int
+}
+
+type GetDNSRecordResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// JSON200 the response for an HTTP 200 `application/json` response
+	JSON200 *DNSRecord
+	// JSON400 the response for an HTTP 400 `application/json` response
+	JSON400 *BadRequest
+	// JSON401 the response for an HTTP 401 `application/json` response
+	JSON401 *Unauthenticated
+	// JSON403 the response for an HTTP 403 `application/json` response
+	JSON403 *Forbidden
+	// JSON404 the response for an HTTP 404 `application/json` response
+	JSON404 *NotFound
+	// JSON500 the response for an HTTP 500 `application/json` response
+	JSON500 *InternalError
+	// JSON503 the response for an HTTP 503 `application/json` response
+	JSON503 *Unavailable
+	// Headers200 the parsed response headers for an HTTP 200 response
+	Headers200 *GetDNSRecordResponse200Headers
+	// Headers503 the parsed response headers for an HTTP 503 response
+	Headers503 *GetDNSRecordResponse503Headers
+}
+
+// GetJSON200 returns the response for an HTTP 200 `application/json` response
+func (r GetDNSRecordResponse) GetJSON200() *DNSRecord {
+	return r.JSON200
+}
+
+// GetJSON400 returns the response for an HTTP 400 `application/json` response
+func (r GetDNSRecordResponse) GetJSON400() *BadRequest {
+	return r.JSON400
+}
+
+// GetJSON401 returns the response for an HTTP 401 `application/json` response
+func (r GetDNSRecordResponse) GetJSON401() *Unauthenticated {
+	return r.JSON401
+}
+
+// GetJSON403 returns the response for an HTTP 403 `application/json` response
+func (r GetDNSRecordResponse) GetJSON403() *Forbidden {
+	return r.JSON403
+}
+
+// GetJSON404 returns the response for an HTTP 404 `application/json` response
+func (r GetDNSRecordResponse) GetJSON404() *NotFound {
+	return r.JSON404
+}
+
+// GetJSON500 returns the response for an HTTP 500 `application/json` response
+func (r GetDNSRecordResponse) GetJSON500() *InternalError {
+	return r.JSON500
+}
+
+// GetJSON503 returns the response for an HTTP 503 `application/json` response
+func (r GetDNSRecordResponse) GetJSON503() *Unavailable {
+	return r.JSON503
+}
+
+// GetBody returns the raw response body bytes
+func (r GetDNSRecordResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r GetDNSRecordResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r GetDNSRecordResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r GetDNSRecordResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
+// UpdateDNSRecordResponse200Headers the declared response headers of an HTTP 200 response for UpdateDNSRecord
+type UpdateDNSRecordResponse200Headers struct {
+	ETag *string
+}
+
+// UpdateDNSRecordResponse503Headers the declared response headers of an HTTP 503 response for UpdateDNSRecord
+type UpdateDNSRecordResponse503Headers struct {
+	RetryAfter *int
+}
+
+type UpdateDNSRecordResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// JSON200 the response for an HTTP 200 `application/json` response
+	JSON200 *DNSRecord
+	// JSON400 the response for an HTTP 400 `application/json` response
+	JSON400 *BadRequest
+	// JSON401 the response for an HTTP 401 `application/json` response
+	JSON401 *Unauthenticated
+	// JSON403 the response for an HTTP 403 `application/json` response
+	JSON403 *DNSForbidden
+	// JSON404 the response for an HTTP 404 `application/json` response
+	JSON404 *NotFound
+	// JSON409 the response for an HTTP 409 `application/json` response
+	JSON409 *Conflict
+	// JSON412 the response for an HTTP 412 `application/json` response
+	JSON412 *PreconditionFailed
+	// JSON413 the response for an HTTP 413 `application/json` response
+	JSON413 *BadRequest
+	// JSON415 the response for an HTTP 415 `application/json` response
+	JSON415 *BadRequest
+	// JSON500 the response for an HTTP 500 `application/json` response
+	JSON500 *InternalError
+	// JSON503 the response for an HTTP 503 `application/json` response
+	JSON503 *Unavailable
+	// Headers200 the parsed response headers for an HTTP 200 response
+	Headers200 *UpdateDNSRecordResponse200Headers
+	// Headers503 the parsed response headers for an HTTP 503 response
+	Headers503 *UpdateDNSRecordResponse503Headers
+}
+
+// GetJSON200 returns the response for an HTTP 200 `application/json` response
+func (r UpdateDNSRecordResponse) GetJSON200() *DNSRecord {
+	return r.JSON200
+}
+
+// GetJSON400 returns the response for an HTTP 400 `application/json` response
+func (r UpdateDNSRecordResponse) GetJSON400() *BadRequest {
+	return r.JSON400
+}
+
+// GetJSON401 returns the response for an HTTP 401 `application/json` response
+func (r UpdateDNSRecordResponse) GetJSON401() *Unauthenticated {
+	return r.JSON401
+}
+
+// GetJSON403 returns the response for an HTTP 403 `application/json` response
+func (r UpdateDNSRecordResponse) GetJSON403() *DNSForbidden {
+	return r.JSON403
+}
+
+// GetJSON404 returns the response for an HTTP 404 `application/json` response
+func (r UpdateDNSRecordResponse) GetJSON404() *NotFound {
+	return r.JSON404
+}
+
+// GetJSON409 returns the response for an HTTP 409 `application/json` response
+func (r UpdateDNSRecordResponse) GetJSON409() *Conflict {
+	return r.JSON409
+}
+
+// GetJSON412 returns the response for an HTTP 412 `application/json` response
+func (r UpdateDNSRecordResponse) GetJSON412() *PreconditionFailed {
+	return r.JSON412
+}
+
+// GetJSON413 returns the response for an HTTP 413 `application/json` response
+func (r UpdateDNSRecordResponse) GetJSON413() *BadRequest {
+	return r.JSON413
+}
+
+// GetJSON415 returns the response for an HTTP 415 `application/json` response
+func (r UpdateDNSRecordResponse) GetJSON415() *BadRequest {
+	return r.JSON415
+}
+
+// GetJSON500 returns the response for an HTTP 500 `application/json` response
+func (r UpdateDNSRecordResponse) GetJSON500() *InternalError {
+	return r.JSON500
+}
+
+// GetJSON503 returns the response for an HTTP 503 `application/json` response
+func (r UpdateDNSRecordResponse) GetJSON503() *Unavailable {
+	return r.JSON503
+}
+
+// GetBody returns the raw response body bytes
+func (r UpdateDNSRecordResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r UpdateDNSRecordResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r UpdateDNSRecordResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r UpdateDNSRecordResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
 // ListErrorsResponse503Headers the declared response headers of an HTTP 503 response for ListErrors
 type ListErrorsResponse503Headers struct {
 	RetryAfter *int
@@ -12998,6 +14617,148 @@ func (c *ClientWithResponses) GetCurrentUserWithResponse(ctx context.Context, re
 		return nil, err
 	}
 	return ParseGetCurrentUserResponse(rsp)
+}
+
+// ListWritableDNSServicesWithResponse The DNS services whose records the caller may write, with how their names are made.
+//
+// The services whose writers name the caller's organisation or service account (every
+// service for a fleet administrator), ordered by name. Nothing of other writers is shown.
+//
+// Returns a wrapper object for the known response body format(s).
+//
+// Corresponds with GET /dns_services (the `ListWritableDNSServices` operationId).
+func (c *ClientWithResponses) ListWritableDNSServicesWithResponse(ctx context.Context, params *ListWritableDNSServicesParams, reqEditors ...RequestEditorFn) (*ListWritableDNSServicesResponse, error) {
+	rsp, err := c.ListWritableDNSServices(ctx, params, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseListWritableDNSServicesResponse(rsp)
+}
+
+// ListDNSRecordsWithResponse The caller's organisation's records of a service, a page at a time.
+//
+// Reads are scoped to the caller's organisation: an organisation that is not one of the
+// service's writers has no records there, and sees none. Search fields: `id`, `instance`,
+// `name`, `type`, `phase`, `ttl`, `cluster_id`, `created_by`, `created_at`, `updated_at`; order
+// by `instance`, `name`, `type`, `phase`, `created_at` (default), `updated_at`.
+//
+// Returns a wrapper object for the known response body format(s).
+//
+// Corresponds with GET /dns_services/{service_name}/records (the `ListDNSRecords` operationId).
+func (c *ClientWithResponses) ListDNSRecordsWithResponse(ctx context.Context, serviceName ServiceName, params *ListDNSRecordsParams, reqEditors ...RequestEditorFn) (*ListDNSRecordsResponse, error) {
+	rsp, err := c.ListDNSRecords(ctx, serviceName, params, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseListDNSRecordsResponse(rsp)
+}
+
+// CreateDNSRecordWithBodyWithResponse Ask for a service instance's record; its name is made by the service's policy.
+//
+// The name is the service's `name_template` with `{instance}` replaced, below its subtree:
+// never free text, never outside the subtree. `type` is CNAME when absent, `ttl` the
+// service's default. A CNAME names one host (`targets`) or follows a capacity pool's cluster
+// of the organisation (`cluster_id`): its ingress router's host, once the cluster's URL is
+// known. A and AAAA records hold addresses.
+//
+// Creation is idempotent: asking again for a live record with the same instance, type, TTL
+// and target answers 200 with that record. An instance whose name holds another record (of
+// this or another organisation) answers 409 code 19. The record's conditions follow it to
+// the provider: Accepted, Published when the provider accepted the change, Resolvable when
+// the zone's authoritative servers answer with it.
+//
+// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
+//
+// Corresponds with POST /dns_services/{service_name}/records (the `CreateDNSRecord` operationId).
+func (c *ClientWithResponses) CreateDNSRecordWithBodyWithResponse(ctx context.Context, serviceName ServiceName, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*CreateDNSRecordResponse, error) {
+	rsp, err := c.CreateDNSRecordWithBody(ctx, serviceName, contentType, body, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseCreateDNSRecordResponse(rsp)
+}
+
+// CreateDNSRecordWithResponse Ask for a service instance's record; its name is made by the service's policy.
+//
+// The name is the service's `name_template` with `{instance}` replaced, below its subtree:
+// never free text, never outside the subtree. `type` is CNAME when absent, `ttl` the
+// service's default. A CNAME names one host (`targets`) or follows a capacity pool's cluster
+// of the organisation (`cluster_id`): its ingress router's host, once the cluster's URL is
+// known. A and AAAA records hold addresses.
+//
+// Creation is idempotent: asking again for a live record with the same instance, type, TTL
+// and target answers 200 with that record. An instance whose name holds another record (of
+// this or another organisation) answers 409 code 19. The record's conditions follow it to
+// the provider: Accepted, Published when the provider accepted the change, Resolvable when
+// the zone's authoritative servers answer with it.
+//
+// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
+//
+// Corresponds with POST /dns_services/{service_name}/records (the `CreateDNSRecord` operationId).
+func (c *ClientWithResponses) CreateDNSRecordWithResponse(ctx context.Context, serviceName ServiceName, body CreateDNSRecordJSONRequestBody, reqEditors ...RequestEditorFn) (*CreateDNSRecordResponse, error) {
+	rsp, err := c.CreateDNSRecord(ctx, serviceName, body, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseCreateDNSRecordResponse(rsp)
+}
+
+// DeleteDNSRecordWithResponse Remove a record; the provider removes its name before the record goes.
+//
+// Returns a wrapper object for the known response body format(s).
+//
+// Corresponds with DELETE /dns_services/{service_name}/records/{record_id} (the `DeleteDNSRecord` operationId).
+func (c *ClientWithResponses) DeleteDNSRecordWithResponse(ctx context.Context, serviceName ServiceName, recordId RecordId, params *DeleteDNSRecordParams, reqEditors ...RequestEditorFn) (*DeleteDNSRecordResponse, error) {
+	rsp, err := c.DeleteDNSRecord(ctx, serviceName, recordId, params, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseDeleteDNSRecordResponse(rsp)
+}
+
+// GetDNSRecordWithResponse One record of the caller's organisation, with its conditions and what the provider holds.
+//
+// Returns a wrapper object for the known response body format(s).
+//
+// Corresponds with GET /dns_services/{service_name}/records/{record_id} (the `GetDNSRecord` operationId).
+func (c *ClientWithResponses) GetDNSRecordWithResponse(ctx context.Context, serviceName ServiceName, recordId RecordId, reqEditors ...RequestEditorFn) (*GetDNSRecordResponse, error) {
+	rsp, err := c.GetDNSRecord(ctx, serviceName, recordId, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseGetDNSRecordResponse(rsp)
+}
+
+// UpdateDNSRecordWithBodyWithResponse Change a record's type, TTL or target; its instance, hence its name, never changes.
+//
+// Giving `targets` drops `cluster_id`, and the other way round. Refused (409) while the
+// record is being deleted.
+//
+// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
+//
+// Corresponds with PATCH /dns_services/{service_name}/records/{record_id} (the `UpdateDNSRecord` operationId).
+func (c *ClientWithResponses) UpdateDNSRecordWithBodyWithResponse(ctx context.Context, serviceName ServiceName, recordId RecordId, params *UpdateDNSRecordParams, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*UpdateDNSRecordResponse, error) {
+	rsp, err := c.UpdateDNSRecordWithBody(ctx, serviceName, recordId, params, contentType, body, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseUpdateDNSRecordResponse(rsp)
+}
+
+// UpdateDNSRecordWithResponse Change a record's type, TTL or target; its instance, hence its name, never changes.
+//
+// Giving `targets` drops `cluster_id`, and the other way round. Refused (409) while the
+// record is being deleted.
+//
+// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
+//
+// Corresponds with PATCH /dns_services/{service_name}/records/{record_id} (the `UpdateDNSRecord` operationId).
+func (c *ClientWithResponses) UpdateDNSRecordWithResponse(ctx context.Context, serviceName ServiceName, recordId RecordId, params *UpdateDNSRecordParams, body UpdateDNSRecordJSONRequestBody, reqEditors ...RequestEditorFn) (*UpdateDNSRecordResponse, error) {
+	rsp, err := c.UpdateDNSRecord(ctx, serviceName, recordId, params, body, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseUpdateDNSRecordResponse(rsp)
 }
 
 // ListErrorsWithResponse The catalogue of error codes this service answers with.
@@ -15979,6 +17740,598 @@ func ParseGetCurrentUserResponse(rsp *http.Response) (*GetCurrentUserResponse, e
 	switch {
 	case rsp.StatusCode == 503:
 		var headers GetCurrentUserResponse503Headers
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = &value
+		}
+		response.Headers503 = &headers
+	}
+
+	return response, nil
+}
+
+// ParseListWritableDNSServicesResponse parses an HTTP response from a ListWritableDNSServicesWithResponse call
+func ParseListWritableDNSServicesResponse(rsp *http.Response) (*ListWritableDNSServicesResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &ListWritableDNSServicesResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 200:
+		var dest DNSServiceList
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON200 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 400:
+		var dest BadRequest
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON400 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 401:
+		var dest Unauthenticated
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON401 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 403:
+		var dest Forbidden
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON403 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 500:
+		var dest InternalError
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON500 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 503:
+		var dest Unavailable
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON503 = &dest
+
+	}
+
+	switch {
+	case rsp.StatusCode == 503:
+		var headers ListWritableDNSServicesResponse503Headers
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = &value
+		}
+		response.Headers503 = &headers
+	}
+
+	return response, nil
+}
+
+// ParseListDNSRecordsResponse parses an HTTP response from a ListDNSRecordsWithResponse call
+func ParseListDNSRecordsResponse(rsp *http.Response) (*ListDNSRecordsResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &ListDNSRecordsResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 200:
+		var dest DNSRecordList
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON200 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 400:
+		var dest BadRequest
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON400 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 401:
+		var dest Unauthenticated
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON401 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 403:
+		var dest Forbidden
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON403 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 404:
+		var dest NotFound
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON404 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 500:
+		var dest InternalError
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON500 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 503:
+		var dest Unavailable
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON503 = &dest
+
+	}
+
+	switch {
+	case rsp.StatusCode == 503:
+		var headers ListDNSRecordsResponse503Headers
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = &value
+		}
+		response.Headers503 = &headers
+	}
+
+	return response, nil
+}
+
+// ParseCreateDNSRecordResponse parses an HTTP response from a CreateDNSRecordWithResponse call
+func ParseCreateDNSRecordResponse(rsp *http.Response) (*CreateDNSRecordResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &CreateDNSRecordResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 200:
+		var dest DNSRecord
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON200 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 201:
+		var dest DNSRecord
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON201 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 400:
+		var dest BadRequest
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON400 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 401:
+		var dest Unauthenticated
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON401 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 403:
+		var dest DNSForbidden
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON403 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 404:
+		var dest NotFound
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON404 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 409:
+		var dest Conflict
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON409 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 413:
+		var dest BadRequest
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON413 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 415:
+		var dest BadRequest
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON415 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 500:
+		var dest InternalError
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON500 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 503:
+		var dest Unavailable
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON503 = &dest
+
+	}
+
+	switch {
+	case rsp.StatusCode == 200:
+		var headers CreateDNSRecordResponse200Headers
+		if values := rsp.Header.Values("ETag"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "ETag", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.ETag = &value
+		}
+		if values := rsp.Header.Values("Location"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "Location", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.Location = &value
+		}
+		response.Headers200 = &headers
+	case rsp.StatusCode == 201:
+		var headers CreateDNSRecordResponse201Headers
+		if values := rsp.Header.Values("ETag"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "ETag", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.ETag = &value
+		}
+		if values := rsp.Header.Values("Location"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "Location", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.Location = &value
+		}
+		response.Headers201 = &headers
+	case rsp.StatusCode == 503:
+		var headers CreateDNSRecordResponse503Headers
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = &value
+		}
+		response.Headers503 = &headers
+	}
+
+	return response, nil
+}
+
+// ParseDeleteDNSRecordResponse parses an HTTP response from a DeleteDNSRecordWithResponse call
+func ParseDeleteDNSRecordResponse(rsp *http.Response) (*DeleteDNSRecordResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &DeleteDNSRecordResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case rsp.StatusCode == 202:
+		break // No content-type
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 400:
+		var dest BadRequest
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON400 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 401:
+		var dest Unauthenticated
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON401 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 403:
+		var dest DNSForbidden
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON403 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 404:
+		var dest NotFound
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON404 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 412:
+		var dest PreconditionFailed
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON412 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 500:
+		var dest InternalError
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON500 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 503:
+		var dest Unavailable
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON503 = &dest
+
+	}
+
+	switch {
+	case rsp.StatusCode == 503:
+		var headers DeleteDNSRecordResponse503Headers
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = &value
+		}
+		response.Headers503 = &headers
+	}
+
+	return response, nil
+}
+
+// ParseGetDNSRecordResponse parses an HTTP response from a GetDNSRecordWithResponse call
+func ParseGetDNSRecordResponse(rsp *http.Response) (*GetDNSRecordResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &GetDNSRecordResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 200:
+		var dest DNSRecord
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON200 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 400:
+		var dest BadRequest
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON400 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 401:
+		var dest Unauthenticated
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON401 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 403:
+		var dest Forbidden
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON403 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 404:
+		var dest NotFound
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON404 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 500:
+		var dest InternalError
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON500 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 503:
+		var dest Unavailable
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON503 = &dest
+
+	}
+
+	switch {
+	case rsp.StatusCode == 200:
+		var headers GetDNSRecordResponse200Headers
+		if values := rsp.Header.Values("ETag"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "ETag", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.ETag = &value
+		}
+		response.Headers200 = &headers
+	case rsp.StatusCode == 503:
+		var headers GetDNSRecordResponse503Headers
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = &value
+		}
+		response.Headers503 = &headers
+	}
+
+	return response, nil
+}
+
+// ParseUpdateDNSRecordResponse parses an HTTP response from a UpdateDNSRecordWithResponse call
+func ParseUpdateDNSRecordResponse(rsp *http.Response) (*UpdateDNSRecordResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &UpdateDNSRecordResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 200:
+		var dest DNSRecord
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON200 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 400:
+		var dest BadRequest
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON400 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 401:
+		var dest Unauthenticated
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON401 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 403:
+		var dest DNSForbidden
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON403 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 404:
+		var dest NotFound
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON404 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 409:
+		var dest Conflict
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON409 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 412:
+		var dest PreconditionFailed
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON412 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 413:
+		var dest BadRequest
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON413 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 415:
+		var dest BadRequest
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON415 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 500:
+		var dest InternalError
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON500 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 503:
+		var dest Unavailable
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON503 = &dest
+
+	}
+
+	switch {
+	case rsp.StatusCode == 200:
+		var headers UpdateDNSRecordResponse200Headers
+		if values := rsp.Header.Values("ETag"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "ETag", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.ETag = &value
+		}
+		response.Headers200 = &headers
+	case rsp.StatusCode == 503:
+		var headers UpdateDNSRecordResponse503Headers
 		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
 			var value int
 			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
