@@ -45,32 +45,6 @@ func NewRoute53(cfg Config) *Route53 {
 // requests (route53's ids are letters and digits).
 const changeIDSeparator = " "
 
-// Route53's documented limits of one ChangeResourceRecordSets request: at
-// most route53MaxElements ResourceRecord elements and route53MaxValueChars
-// characters in Value elements, an UPSERT's counting twice.
-const (
-	route53MaxElements   = 1000
-	route53MaxValueChars = 32000
-	// route53ListPage is what one ListResourceRecordSets call returns at
-	// most (Route53's maximum).
-	route53ListPage = 300
-)
-
-// group is the Route53 changes of one fleet.DNSChange: they stay in one
-// request, so that a type change (DELETE and CREATE) is atomic.
-type group struct {
-	change  fleet.DNSChange
-	changes []types.Change
-}
-
-// name is the name the group's change is about.
-func (g group) name() string {
-	if g.change.Upsert != nil {
-		return fleet.NormalizeDNSName(g.change.Upsert.Name)
-	}
-	return fleet.NormalizeDNSName(g.change.Previous.Name)
-}
-
 // Apply sends changes as ChangeResourceRecordSets requests: one when the
 // batch fits Route53's limits of a request, else consecutive chunks that
 // each fit (each is atomic, the batch as a whole is not: a failure leaves
@@ -81,7 +55,7 @@ func (g group) name() string {
 // because sets differ from Previous (not found, already exist, other
 // values, a conflicting type), Apply reads the names' sets and sends the
 // request once more with them: the name ends up holding exactly the
-// upsert, or nothing. The change id joins the requests' ids.
+// upsert, or nothing. The change id joins the requests' ids with spaces.
 func (p *Route53) Apply(ctx context.Context, zone fleet.DNSZoneAccess, changes []fleet.DNSChange) (string, error) {
 	client, zoneID, err := p.client(ctx, zone)
 	if err != nil {
@@ -99,105 +73,56 @@ func (p *Route53) Apply(ctx context.Context, zone fleet.DNSZoneAccess, changes [
 	}
 	var ids []string
 	for _, chunk := range chunks(groups) {
-		id, err := p.send(ctx, client, zone, zoneID, chunk)
+		sent, err := p.send(ctx, client, zone, zoneID, chunk)
 		if err != nil {
 			return "", err
 		}
-		ids = append(ids, id)
+		ids = append(ids, sent...)
 	}
 	return strings.Join(ids, changeIDSeparator), nil
 }
 
-// planned returns a change's Route53 changes from Previous.
-func planned(c fleet.DNSChange) (group, error) {
-	g := group{change: c}
-	switch {
-	case c.Upsert == nil && c.Previous == nil:
-	case c.Upsert == nil:
-		g.changes = []types.Change{{Action: types.ChangeActionDelete, ResourceRecordSet: recordSet(*c.Previous)}}
-	case c.Previous == nil:
-		g.changes = []types.Change{{Action: types.ChangeActionCreate, ResourceRecordSet: recordSet(*c.Upsert)}}
-	case c.Previous.Type == c.Upsert.Type && fleet.NormalizeDNSName(c.Previous.Name) == fleet.NormalizeDNSName(c.Upsert.Name):
-		g.changes = []types.Change{{Action: types.ChangeActionUpsert, ResourceRecordSet: recordSet(*c.Upsert)}}
-	default:
-		g.changes = []types.Change{{Action: types.ChangeActionDelete, ResourceRecordSet: recordSet(*c.Previous)},
-			{Action: types.ChangeActionCreate, ResourceRecordSet: recordSet(*c.Upsert)}}
-	}
-	if c.Upsert != nil && !slices.Contains(fleet.DNSRecordTypes(), c.Upsert.Type) {
-		return g, &fleet.DNSRefusal{Reason: "record type " + string(c.Upsert.Type) + " is not supported"}
-	}
-	return g, nil
-}
-
-// recordSet converts a set to Route53's: names and CNAME targets fully
-// qualified.
-func recordSet(s fleet.DNSRecordSet) *types.ResourceRecordSet {
-	rs := &types.ResourceRecordSet{Name: aws.String(fleet.NormalizeDNSName(s.Name) + "."), Type: types.RRType(s.Type),
-		TTL: aws.Int64(int64(s.TTL))}
-	for _, v := range s.Values {
-		if s.Type == fleet.DNSRecordCNAME {
-			v = fleet.NormalizeDNSName(v) + "."
-		}
-		rs.ResourceRecords = append(rs.ResourceRecords, types.ResourceRecord{Value: aws.String(v)})
-	}
-	return rs
-}
-
-// cost returns what changes count against a request's limits.
-func cost(changes []types.Change) (elements, chars int) {
-	for _, c := range changes {
-		factor := 1
-		if c.Action == types.ChangeActionUpsert {
-			factor = 2
-		}
-		for _, r := range c.ResourceRecordSet.ResourceRecords {
-			elements += factor
-			chars += factor * len(aws.ToString(r.Value))
-		}
-	}
-	return elements, chars
-}
-
-// chunks splits groups, in order, into requests within Route53's limits.
-// A group larger than a request alone (which a record's few values cannot
-// make) is a request of its own, that Route53 refuses.
-func chunks(groups []group) [][]group {
-	var out [][]group
-	var cur []group
-	elements, chars := 0, 0
-	for _, g := range groups {
-		e, c := cost(g.changes)
-		if len(cur) > 0 && (elements+e > route53MaxElements || chars+c > route53MaxValueChars) {
-			out, cur, elements, chars = append(out, cur), nil, 0, 0
-		}
-		cur = append(cur, g)
-		elements, chars = elements+e, chars+c
-	}
-	if len(cur) > 0 {
-		out = append(out, cur)
-	}
-	return out
-}
-
-// send sends one request and, when Route53 refuses it for drift, once more
-// with the names' sets as Route53 holds them.
-func (p *Route53) send(ctx context.Context, client *route53.Client, zone fleet.DNSZoneAccess, zoneID string, groups []group) (string, error) {
+// send sends one request and, when Route53 refuses it for drift, sends it
+// once more with the names' sets as Route53 holds them (in more than one
+// request when the deletions this adds pass a request's limits). Drift
+// again is someone writing the names meanwhile: a transient error, that
+// the next pass heals.
+func (p *Route53) send(ctx context.Context, client *route53.Client, zone fleet.DNSZoneAccess, zoneID string, groups []group) ([]string, error) {
 	id, err := changeSets(ctx, client, zoneID, groups)
-	if drifted := driftedNames(err); len(drifted) > 0 {
-		for i, g := range groups {
-			if !drifted[g.name()] {
-				continue
-			}
-			if groups[i], err = healed(ctx, client, zoneID, g); err != nil {
-				return "", p.classify(zone, "ListResourceRecordSets", err)
-			}
+	drifted := driftedNames(err)
+	if len(drifted) == 0 {
+		if err != nil {
+			return nil, p.classify(zone, "ChangeResourceRecordSets", err)
 		}
-		id, err = changeSets(ctx, client, zoneID, groups)
+		return nonEmpty(id), nil
 	}
-	if err != nil {
-		return "", p.classify(zone, "ChangeResourceRecordSets", err)
+	for i, g := range groups {
+		if !drifted[g.name()] {
+			continue
+		}
+		if groups[i], err = healed(ctx, client, zoneID, g); err != nil {
+			return nil, p.classify(zone, "ListResourceRecordSets", err)
+		}
 	}
-	return id, nil
+	var ids []string
+	for _, chunk := range chunks(groups) {
+		id, err := changeSets(ctx, client, zoneID, chunk)
+		switch {
+		case len(driftedNames(err)) > 0:
+			return nil, fmt.Errorf("Route53 ChangeResourceRecordSets(%s): the names changed again while their sets were read", zone.Zone.Name)
+		case err != nil:
+			return nil, p.classify(zone, "ChangeResourceRecordSets", err)
+		}
+		ids = append(ids, nonEmpty(id)...)
+	}
+	return ids, nil
+}
+
+func nonEmpty(id string) []string {
+	if id == "" {
+		return nil
+	}
+	return []string{id}
 }
 
 func changeSets(ctx context.Context, client *route53.Client, zoneID string, groups []group) (string, error) {
@@ -214,90 +139,6 @@ func changeSets(ctx context.Context, client *route53.Client, zoneID string, grou
 		return "", err
 	}
 	return strings.TrimPrefix(aws.ToString(out.ChangeInfo.Id), "/change/"), nil
-}
-
-// healed rebuilds a group from the name's sets as Route53 holds them: every
-// CNAME, A and AAAA set at the name is deleted exactly, but the upsert's
-// type, which is UPSERT.
-func healed(ctx context.Context, client *route53.Client, zoneID string, g group) (group, error) {
-	name := g.name()
-	out, err := client.ListResourceRecordSets(ctx, &route53.ListResourceRecordSetsInput{HostedZoneId: aws.String(zoneID),
-		StartRecordName: aws.String(name + "."), MaxItems: aws.Int32(route53ListPage)})
-	if err != nil {
-		return g, err
-	}
-	g.changes = nil
-	for _, rs := range out.ResourceRecordSets {
-		t := fleet.DNSRecordType(rs.Type)
-		if fleet.NormalizeDNSName(aws.ToString(rs.Name)) != name || !slices.Contains(fleet.DNSRecordTypes(), t) ||
-			(g.change.Upsert != nil && t == g.change.Upsert.Type) {
-			continue
-		}
-		g.changes = append(g.changes, types.Change{Action: types.ChangeActionDelete, ResourceRecordSet: &rs})
-	}
-	if g.change.Upsert != nil {
-		g.changes = append(g.changes, types.Change{Action: types.ChangeActionUpsert, ResourceRecordSet: recordSet(*g.change.Upsert)})
-	}
-	return g, nil
-}
-
-// Route53's messages of an InvalidChangeBatch that say a set is not as
-// Previous said.
-var driftMessages = []string{"but it already exists", "but it was not found", "but the values provided do not match the current values",
-	"conflicts with other records with the same DNS name", "because a conflicting RRSet of type"}
-
-// driftedNames returns the names an InvalidChangeBatch names when every one
-// of its messages is about drift, else nil.
-func driftedNames(err error) map[string]bool {
-	var icb *types.InvalidChangeBatch
-	if !errors.As(err, &icb) {
-		return nil
-	}
-	messages := icb.Messages
-	if len(messages) == 0 {
-		// The ErrorResponse shape holds the messages in one, in brackets.
-		messages = splitMessages(aws.ToString(icb.Message))
-	}
-	names := map[string]bool{}
-	for _, m := range messages {
-		if !slices.ContainsFunc(driftMessages, func(d string) bool { return strings.Contains(m, d) }) {
-			return nil
-		}
-		name := messageName(m)
-		if name == "" {
-			return nil
-		}
-		names[name] = true
-	}
-	return names
-}
-
-// splitMessages splits "[m1, m2]" into its messages.
-func splitMessages(s string) []string {
-	s = strings.TrimSuffix(strings.TrimPrefix(s, "["), "]")
-	var out []string
-	for _, start := range []string{", Tried to ", ", RRSet "} {
-		s = strings.ReplaceAll(s, start, "\x00"+start[2:])
-	}
-	for m := range strings.SplitSeq(s, "\x00") {
-		if m != "" {
-			out = append(out, m)
-		}
-	}
-	return out
-}
-
-// messageName returns the name a drift message is about, normalized.
-func messageName(m string) string {
-	if _, rest, ok := strings.Cut(m, "name='"); ok {
-		name, _, _ := strings.Cut(rest, "'")
-		return fleet.NormalizeDNSName(name)
-	}
-	if _, rest, ok := strings.Cut(m, "with DNS name "); ok {
-		name, _, _ := strings.Cut(rest, " ")
-		return fleet.NormalizeDNSName(name)
-	}
-	return ""
 }
 
 // refusedCodes are Route53's answers about the request's content or the

@@ -231,3 +231,23 @@ func TestRoute53ChunksALargeBatch(t *testing.T) {
 	g.Expect(s.Sets()).To(gomega.HaveEach(gomega.HaveField("TTL", 120)))
 	g.Expect(lookup(t, s.DNSAddr, "i1199.svc.example.test", fleet.DNSRecordA)).To(gomega.Equal([]string{"10.0.4.200"}))
 }
+
+// TestRoute53DefaultCredentials (against the Route53 contract server, as
+// Route53 and moto are unreachable here): a zone without an access key
+// signs with the deployment's credentials, as the SDK's default chain finds
+// them (here the environment).
+func TestRoute53DefaultCredentials(t *testing.T) {
+	s := dnstest.StartRoute53(t, dnstest.Route53Options{Zone: "example.test"})
+	t.Setenv("AWS_ACCESS_KEY_ID", s.AccessKeyID)
+	t.Setenv("AWS_SECRET_ACCESS_KEY", s.SecretAccessKey)
+	t.Setenv("AWS_CONFIG_FILE", t.TempDir()+"/none")
+	t.Setenv("AWS_SHARED_CREDENTIALS_FILE", t.TempDir()+"/none")
+	zone := route53Zone(s)
+	zone.Credentials = fleet.DNSCredentials{}
+	if _, err := apply(t, dnsprovider.NewRoute53(testConfig), zone, fleet.DNSChange{Upsert: set("d.svc.example.test", fleet.DNSRecordA, 60, "192.0.2.9")}); err != nil {
+		t.Fatalf("Apply(no access key, the environment's) = %v", err)
+	}
+	if got := s.Sets(); len(got) != 1 || got[0].Name != "d.svc.example.test" {
+		t.Errorf("after Apply the zone holds %v, want d.svc.example.test", got)
+	}
+}
