@@ -136,6 +136,10 @@ func (s *Store) CompleteDNSZone(ctx context.Context, claim fleet.DNSZoneClaim, o
 			PublishedGeneration: o.PublishedGeneration, ChangeID: o.ChangeID, Synced: o.Synced, Requeue: o.RequeueAfter.Seconds(),
 			Failed: o.Failed, Delete: o.Delete, LastError: dnsOutcomeError(o)}
 	}
+	resync := s.cfg.DNSResync
+	if resync <= 0 { // a configuration built by hand, not validated
+		resync = defaultDNSResync
+	}
 	held := false
 	err := s.transact(ctx, func(tx *gorm.DB) error {
 		var ids []string
@@ -147,7 +151,7 @@ func (s *Store) CompleteDNSZone(ctx context.Context, claim fleet.DNSZoneClaim, o
 			if err := tx.Exec(dnsPublishedSQL, jsonText(rows), zoneID).Error; err != nil {
 				return err
 			}
-			if err := tx.Exec(dnsOutcomeSQL, s.cfg.DNSResync.Seconds(), jsonText(rows), zoneID).Error; err != nil {
+			if err := tx.Exec(dnsOutcomeSQL, resync.Seconds(), jsonText(rows), zoneID).Error; err != nil {
 				return err
 			}
 		}

@@ -3,13 +3,16 @@ package postgres_test
 import (
 	"context"
 	"errors"
+	"log/slog"
 	"testing"
 	"time"
 
 	"github.com/onsi/gomega"
 
+	"github.com/fleetmanager/fleet-manager/internal/authz"
 	"github.com/fleetmanager/fleet-manager/internal/fleet"
 	"github.com/fleetmanager/fleet-manager/internal/postgres"
+	"github.com/fleetmanager/fleet-manager/internal/postgres/pgtest"
 )
 
 // dnsClaimed is, per claimed zone id, its records' instances in order.
@@ -284,4 +287,38 @@ func TestClaimDNSZonesReadsTheClustersRecordsFollow(t *testing.T) {
 		"cl-moved":        {"", true},
 		"plain":           {"", false},
 	}))
+}
+
+// TestDNSRecordWritesWakeDNSManager listens on ChannelDNS: each write that
+// makes a record due wakes dns_mgr with the record's zone.
+func TestDNSRecordWritesWakeDNSManager(t *testing.T) {
+	t.Parallel()
+	g := gomega.NewWithT(t)
+	ctx := context.Background()
+	db, cfg := pgtest.NewMigratedDatabase(t)
+	store := postgres.NewStore(db, mustKeyring(t, masterKey(t)), fleet.SystemClock{}, postgres.DefaultStoreConfig(), authz.MustDefault())
+	zone, shop := mustDNSService(t, store, "example.com", "shop", "org-a")
+	listener := postgres.NewListener(cfg, slog.New(slog.DiscardHandler), postgres.ChannelDNS)
+	woken := listener.Subscribe(postgres.ChannelDNS)
+	lctx, cancel := context.WithCancel(ctx)
+	done := make(chan struct{})
+	go func() { listener.Run(lctx); close(done) }()
+	t.Cleanup(func() { cancel(); <-done })
+	// wokenWith waits for payload on woken, past any other wake-up.
+	wokenWith := func(payload, after string) {
+		t.Helper()
+		g.Eventually(func(g gomega.Gomega) {
+			g.Expect(woken).To(gomega.Receive(gomega.Equal(payload)))
+		}).WithTimeout(5*time.Second).WithPolling(10*time.Millisecond).Should(gomega.Succeed(), after)
+	}
+	wokenWith("", "the listener connects")
+
+	rec := mustDNSRecords(t, store, shop, "i1")[0]
+	wokenWith(zone.ID, "CreateDNSRecord")
+	ttl := 60
+	_, err := store.UpdateDNSRecord(ctx, "org-a", shop, rec.ID, nil, fleet.DNSRecordUpdate{TTL: &ttl})
+	g.Expect(err).NotTo(gomega.HaveOccurred())
+	wokenWith(zone.ID, "UpdateDNSRecord")
+	g.Expect(store.RequestDNSRecordDeletion(ctx, "org-a", shop, rec.ID, nil)).To(gomega.Succeed())
+	wokenWith(zone.ID, "RequestDNSRecordDeletion")
 }

@@ -3,6 +3,7 @@ package postgres_test
 import (
 	"context"
 	"strings"
+	"sync"
 	"testing"
 
 	"github.com/onsi/gomega"
@@ -237,4 +238,51 @@ func TestDNSRecordsFollowTheirOrganisationsPoolClusters(t *testing.T) {
 	g.Expect(err).NotTo(gomega.HaveOccurred())
 	g.Expect(moved.ClusterID).To(gomega.BeEmpty())
 	g.Expect(moved.Targets).To(gomega.Equal(targets))
+}
+
+// The store implements the DNS contract.
+var _ interface {
+	fleet.DNSAdmin
+	fleet.DNSRecords
+	fleet.DNSQueue
+} = (*postgres.Store)(nil)
+
+// TestDNSRecordsConcurrentCreatesMakeOneRecord sends the same create at once
+// from many callers: one creates the record, the others get it back.
+func TestDNSRecordsConcurrentCreatesMakeOneRecord(t *testing.T) {
+	t.Parallel()
+	g := gomega.NewWithT(t)
+	ctx := context.Background()
+	store, _ := newStoreOn(t, nil)
+	_, shop := mustDNSService(t, store, "example.com", "shop", "org-a")
+	const racers = 8
+	type result struct {
+		id      string
+		created bool
+		err     error
+	}
+	results := make([]result, racers)
+	var wg sync.WaitGroup
+	start := make(chan struct{})
+	for i := range racers {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			<-start
+			r, created, err := store.CreateDNSRecord(ctx, fleet.Identity{OrgID: "org-a"}, shop,
+				fleet.DNSRecordCreate{Instance: "i1", Targets: []string{"lb.example.net"}})
+			results[i] = result{r.ID, created, err}
+		}()
+	}
+	close(start)
+	wg.Wait()
+	created := 0
+	for i, r := range results {
+		g.Expect(r.err).NotTo(gomega.HaveOccurred(), "racer %d", i)
+		g.Expect(r.id).To(gomega.Equal(results[0].id), "racer %d", i)
+		if r.created {
+			created++
+		}
+	}
+	g.Expect(created).To(gomega.Equal(1))
 }

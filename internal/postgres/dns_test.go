@@ -11,8 +11,10 @@ import (
 
 	"github.com/onsi/gomega"
 
+	"github.com/fleetmanager/fleet-manager/internal/authz"
 	"github.com/fleetmanager/fleet-manager/internal/fleet"
 	"github.com/fleetmanager/fleet-manager/internal/postgres"
+	"github.com/fleetmanager/fleet-manager/internal/postgres/pgtest"
 )
 
 // dnsAdmin is the fleet administrator who onboards zones and services.
@@ -298,4 +300,44 @@ func TestDNSServicesConcurrentCreatesOverlapOnce(t *testing.T) {
 	_, total, err := store.ListDNSServices(ctx, fleet.ListQuery{})
 	g.Expect(err).NotTo(gomega.HaveOccurred())
 	g.Expect(total).To(gomega.Equal(1))
+}
+
+// TestDNSZoneCredentialsRotateWithTheMasterKey re-encrypts a zone's
+// credentials under a new master key: dns_mgr's claim opens them with the
+// new key alone.
+func TestDNSZoneCredentialsRotateWithTheMasterKey(t *testing.T) {
+	t.Parallel()
+	g := gomega.NewWithT(t)
+	ctx := context.Background()
+	db, _ := pgtest.NewMigratedDatabase(t)
+	a, b := masterKey(t), masterKey(t)
+	underA := postgres.NewStore(db, mustKeyring(t, a), fleet.SystemClock{}, postgres.DefaultStoreConfig(), authz.MustDefault())
+	create := rfc2136Zone("example.com")
+	create.Credentials = &fleet.DNSCredentials{TSIGSecret: tsigSecret(tsigMarker)}
+	zone, err := underA.CreateDNSZone(ctx, dnsAdmin, create)
+	g.Expect(err).NotTo(gomega.HaveOccurred())
+
+	rotating := postgres.NewStore(db, mustKeyring(t, b, a), fleet.SystemClock{}, postgres.DefaultStoreConfig(), authz.MustDefault())
+	n, err := rotating.ReencryptSecrets(ctx, 10)
+	g.Expect(err).NotTo(gomega.HaveOccurred())
+	g.Expect(n).To(gomega.Equal(1))
+	onlyB := postgres.NewStore(db, mustKeyring(t, b), fleet.SystemClock{}, postgres.DefaultStoreConfig(), authz.MustDefault())
+	g.Expect(onlyB.UnknownMasterKeys(ctx)).To(gomega.BeEmpty())
+	g.Expect(underA.UnknownMasterKeys(ctx)).To(gomega.HaveLen(1), "the zone's credentials are no longer under the old key")
+	claims, err := onlyB.ClaimDNSZones(ctx, "mgr", []string{zone.ID}, 1, 1, time.Minute)
+	g.Expect(err).NotTo(gomega.HaveOccurred())
+	g.Expect(claims).To(gomega.HaveLen(1))
+	g.Expect(claims[0].Zone.Credentials).To(gomega.Equal(*create.Credentials))
+}
+
+func TestDNSResyncIsValidated(t *testing.T) {
+	t.Parallel()
+	cfg := postgres.DefaultStoreConfig()
+	if err := cfg.Validate(); err != nil {
+		t.Fatalf("DefaultStoreConfig().Validate() = %v", err)
+	}
+	cfg.DNSResync = time.Second
+	if err := cfg.Validate(); err == nil || !strings.Contains(err.Error(), "--dns-cluster-resync") {
+		t.Errorf("Validate() with a one-second DNS resync = %v; want an error naming --dns-cluster-resync", err)
+	}
 }
