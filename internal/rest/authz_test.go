@@ -137,7 +137,9 @@ type authzFixture struct {
 	tokens   map[string]string
 	creators map[string]string // resource → subject that creates it
 	hub      admin.Hub
-	n        int
+	// dnsService is a DNS service that orgs A and B write.
+	dnsService admin.DNSService
+	n          int
 }
 
 func (fx *authzFixture) cluster(t *testing.T, res string) string {
@@ -155,6 +157,27 @@ func (fx *authzFixture) policy(t *testing.T, res string) string {
 		t.Fatalf("CreatePolicy() as %s = %s; want 201", fx.creators[res], outcome(resp, err))
 	}
 	return resp.JSON201.Id
+}
+
+func (fx *authzFixture) dnsRecord(t *testing.T, res string) string {
+	t.Helper()
+	fx.n++
+	resp, err := fx.e.client.CreateDNSRecordWithResponse(context.Background(), fx.dnsService.Name, public.DNSRecordCreate{
+		Instance: fmt.Sprintf("r-%d", fx.n), Targets: &[]string{"ingress.apps.authz.example.net"}}, bearer(fx.tokens[fx.creators[res]]))
+	if err != nil || resp.JSON201 == nil {
+		t.Fatalf("CreateDNSRecord() as %s = %s; want 201", fx.creators[res], outcome(resp, err))
+	}
+	return resp.JSON201.Id
+}
+
+// wantDNSCreate is the outcome of a DNS record's create: a caller the
+// policy lets create must also be one of the service's writers (the fleet
+// viewer's organisation is not; fleet admins write every service's).
+func wantDNSCreate(subject string) authzWant {
+	if subject == subFleetViewer {
+		return authzWant{http.StatusForbidden, fleet.CodeDNSWriterNotAllowed}
+	}
+	return wantCollection(subject, false, ok201)
 }
 
 // authzActions are the API's operations, each as the table asks it.
@@ -259,6 +282,37 @@ func authzActions(fx *authzFixture) []authzAction {
 			func(t *testing.T, tok, _ string) (any, error) {
 				return e.admin.ListResourcesWithResponse(ctx, &admin.ListResourcesParams{Kind: "Policy"}, adminAuth(tok))
 			}},
+		{"dns_zones:list", none, func(s, _ string) authzWant { return wantFleet(s, true, ok200) },
+			func(t *testing.T, tok, _ string) (any, error) {
+				return e.admin.ListDNSZonesWithResponse(ctx, nil, adminAuth(tok))
+			}},
+		{"dns_zones:create", none, func(s, _ string) authzWant { return wantFleet(s, false, ok201) },
+			func(t *testing.T, tok, _ string) (any, error) {
+				fx.n++
+				return e.admin.CreateDNSZoneWithResponse(ctx, rfc2136Zone(fmt.Sprintf("z%d.zones.example.org", fx.n)), adminAuth(tok))
+			}},
+		{"dns_records:list", none, func(s, _ string) authzWant { return wantCollection(s, true, ok200) },
+			func(t *testing.T, tok, _ string) (any, error) {
+				return e.client.ListDNSRecordsWithResponse(ctx, fx.dnsService.Name, nil, bearer(tok))
+			}},
+		{"dns_records:create", none, func(s, _ string) authzWant { return wantDNSCreate(s) },
+			func(t *testing.T, tok, _ string) (any, error) {
+				fx.n++
+				return e.client.CreateDNSRecordWithResponse(ctx, fx.dnsService.Name, public.DNSRecordCreate{Instance: fmt.Sprintf("new-%d", fx.n),
+					Targets: &[]string{"ingress.apps.authz.example.net"}}, bearer(tok))
+			}},
+		{"dns_records:get", all, onCluster(true, ok200, false, false),
+			func(t *testing.T, tok, res string) (any, error) {
+				return e.client.GetDNSRecordWithResponse(ctx, fx.dnsService.Name, fx.dnsRecord(t, res), bearer(tok))
+			}},
+		{"dns_records:update", all, onCluster(false, ok200, true, true),
+			func(t *testing.T, tok, res string) (any, error) {
+				return e.client.UpdateDNSRecordWithResponse(ctx, fx.dnsService.Name, fx.dnsRecord(t, res), nil, public.DNSRecordPatch{Ttl: ptr(120)}, bearer(tok))
+			}},
+		{"dns_records:delete", all, onCluster(false, ok202, true, true),
+			func(t *testing.T, tok, res string) (any, error) {
+				return e.client.DeleteDNSRecordWithResponse(ctx, fx.dnsService.Name, fx.dnsRecord(t, res), nil, bearer(tok))
+			}},
 		// The agents' API: any other token finds no hub, as before.
 		{"agent:desired", none, func(s, _ string) authzWant {
 			if s == subAgent {
@@ -303,6 +357,8 @@ func newAuthzFixture(t *testing.T, f flavour) *authzFixture {
 		subAgent:       e.agentToken(t, "hub-1-agent"),
 	}, creators: map[string]string{resMels: subOrgMember, resAdas: subOrgAdmin, resBobs: subOtherOrg}}
 	fx.hub = e.createAgentHub(t, "hub-1", "eu", 100)
+	fx.dnsService = e.createDNSService(t, admin.DNSServiceCreate{Name: "authz", ZoneId: e.createDNSZone(t, rfc2136Zone("authz.example.com")).Id,
+		WriterOrganizations: &[]string{"org-a", "org-b"}})
 	return fx
 }
 

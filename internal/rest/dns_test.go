@@ -112,14 +112,14 @@ func testDNSRecordsAPI(t *testing.T, e *stackEnv) {
 	g.Expect(err).NotTo(gomega.HaveOccurred())
 	wantError(t, "CreateDNSRecord(unknown cluster)", e.apiEnv, noCluster.JSON404, noCluster.StatusCode(), http.StatusNotFound, fleet.CodeNotFound)
 
-	// Only writers write: another organisation gets code 33, on any change.
+	// Only writers write: another organisation gets code 33; another
+	// organisation's record it does not even find.
 	denied, err := e.client.CreateDNSRecordWithResponse(ctx, "kafka", public.DNSRecordCreate{Instance: "mine", Targets: target.Targets}, dave)
 	g.Expect(err).NotTo(gomega.HaveOccurred())
 	wantError(t, "CreateDNSRecord(non-writer)", e.apiEnv, denied.JSON403, denied.StatusCode(), http.StatusForbidden, fleet.CodeDNSWriterNotAllowed)
 	deniedDel, err := e.client.DeleteDNSRecordWithResponse(ctx, "kafka", rec.Id, nil, dave)
 	g.Expect(err).NotTo(gomega.HaveOccurred())
-	wantError(t, "DeleteDNSRecord(non-writer)", e.apiEnv, deniedDel.JSON403, deniedDel.StatusCode(), http.StatusForbidden,
-		fleet.CodeDNSWriterNotAllowed)
+	wantError(t, "DeleteDNSRecord(non-writer)", e.apiEnv, deniedDel.JSON404, deniedDel.StatusCode(), http.StatusNotFound, fleet.CodeNotFound)
 	// A writer service account writes from any organisation.
 	byCI, err := e.client.CreateDNSRecordWithResponse(ctx, "kafka", public.DNSRecordCreate{Instance: "ci", Type: ptr(public.DNSRecordA),
 		Ttl: ptr(60), Targets: &[]string{"198.51.100.10", "198.51.100.11"}}, ci)
@@ -156,6 +156,27 @@ func testDNSRecordsAPI(t *testing.T, e *stackEnv) {
 		Targets: target.Targets}, alice)
 	g.Expect(err).NotTo(gomega.HaveOccurred())
 	wantError(t, "CreateDNSRecord(other TTL)", e.apiEnv, differs.JSON409, differs.StatusCode(), http.StatusConflict, fleet.CodeNameTaken)
+
+	// A writer removed from the policy reads its records, but changes them
+	// no more.
+	adm := adminAuth(e.adminToken(t))
+	carols, err := e.client.CreateDNSRecordWithResponse(ctx, "kafka", public.DNSRecordCreate{Instance: "carols", Targets: target.Targets}, carol)
+	g.Expect(err).NotTo(gomega.HaveOccurred())
+	g.Expect(carols.JSON201).NotTo(gomega.BeNil(), outcome(carols, err))
+	removed, err := e.admin.UpdateDNSServiceWithResponse(ctx, kafka.Id, nil, admin.DNSServicePatch{WriterOrganizations: &[]string{"org-a"}}, adm)
+	g.Expect(err).NotTo(gomega.HaveOccurred())
+	g.Expect(removed.JSON200).NotTo(gomega.BeNil(), outcome(removed, err))
+	read, err := e.client.GetDNSRecordWithResponse(ctx, "kafka", carols.JSON201.Id, carol)
+	g.Expect(err).NotTo(gomega.HaveOccurred())
+	g.Expect(read.JSON200).NotTo(gomega.BeNil(), outcome(read, err))
+	formerUpdate, err := e.client.UpdateDNSRecordWithResponse(ctx, "kafka", carols.JSON201.Id, nil, public.DNSRecordPatch{Ttl: ptr(120)}, carol)
+	g.Expect(err).NotTo(gomega.HaveOccurred())
+	wantError(t, "UpdateDNSRecord(former writer)", e.apiEnv, formerUpdate.JSON403, formerUpdate.StatusCode(), http.StatusForbidden,
+		fleet.CodeDNSWriterNotAllowed)
+	formerDelete, err := e.client.DeleteDNSRecordWithResponse(ctx, "kafka", carols.JSON201.Id, nil, carol)
+	g.Expect(err).NotTo(gomega.HaveOccurred())
+	wantError(t, "DeleteDNSRecord(former writer)", e.apiEnv, formerDelete.JSON403, formerDelete.StatusCode(), http.StatusForbidden,
+		fleet.CodeDNSWriterNotAllowed)
 
 	// An unknown service is 404 whoever asks.
 	for _, tok := range []public.RequestEditorFn{alice, dave} {
@@ -197,11 +218,10 @@ func testDNSRecordsAPI(t *testing.T, e *stackEnv) {
 		fleet.CodeValidation)
 
 	// A policy whose records live is not deleted; the admin sees their count.
-	adm := adminAuth(e.adminToken(t))
 	policy, err := e.admin.GetDNSServiceWithResponse(ctx, kafka.Id, adm)
 	g.Expect(err).NotTo(gomega.HaveOccurred())
 	g.Expect(policy.JSON200).NotTo(gomega.BeNil(), outcome(policy, err))
-	g.Expect(policy.JSON200.RecordCount).To(gomega.Equal(2))
+	g.Expect(policy.JSON200.RecordCount).To(gomega.Equal(3))
 	held, err := e.admin.DeleteDNSServiceWithResponse(ctx, kafka.Id, nil, adm)
 	g.Expect(err).NotTo(gomega.HaveOccurred())
 	wantError(t, "DeleteDNSService(with records)", e.apiEnv, fromAdmin(held.JSON409), held.StatusCode(), http.StatusConflict, fleet.CodeConflict)

@@ -14,7 +14,9 @@ import (
 // that is not one of a service's writers has no records there, so it lists
 // none and finds none (404). Changes need both the action (the Authorizer,
 // dns_records:*) and a writer of the service (DNSService.MayWrite), else
-// 403 code 33. An unknown service is 404 for every operation.
+// 403 code 33; a writer removed from a service still reads its records. An
+// unknown service is 404 for every operation, and so is a record the caller
+// cannot read, whatever the change asked.
 
 // handleWritableDNSServiceList serves the services whose records the caller
 // may write, by name. Every policy is read and filtered here: MayWrite is
@@ -66,30 +68,30 @@ func (s *Server) dnsService(r *http.Request) (fleet.DNSService, error) {
 	return s.services.DNSRecords.FindDNSServiceByName(r.Context(), pathParam(r, "service_name"))
 }
 
-// dnsWritableService returns the path's service when the caller is one of
-// its writers: 404 for an unknown service, 403 code 33 for another caller.
-func (s *Server) dnsWritableService(r *http.Request) (fleet.DNSService, error) {
-	svc, err := s.dnsService(r)
-	if err != nil {
-		return svc, err
-	}
+// checkDNSWriter refuses, with code 33, a caller that is not one of the
+// service's writers.
+func (s *Server) checkDNSWriter(r *http.Request, svc fleet.DNSService) error {
 	if !svc.MayWrite(s.subject(r)) {
-		return svc, fleet.Errorf(fleet.CodeDNSWriterNotAllowed,
+		return fleet.Errorf(fleet.CodeDNSWriterNotAllowed,
 			"neither the caller's organisation nor its service account is one of the DNS service's writers")
 	}
-	return svc, nil
+	return nil
 }
 
 // dnsRecordToChange returns the path's service and record when the caller is
 // one of the service's writers and may do action on the record, who created
-// it included.
+// it included. The record is found first, in the caller's organisation: what
+// the caller cannot read is 404, whoever it is.
 func (s *Server) dnsRecordToChange(r *http.Request, action string) (fleet.DNSService, fleet.DNSRecord, error) {
-	svc, err := s.dnsWritableService(r)
+	svc, err := s.dnsService(r)
 	if err != nil {
 		return svc, fleet.DNSRecord{}, err
 	}
 	rec, err := s.services.DNSRecords.FindDNSRecord(r.Context(), caller(r).OrgID, svc, pathParam(r, "record_id"))
 	if err != nil {
+		return svc, rec, err
+	}
+	if err := s.checkDNSWriter(r, svc); err != nil {
 		return svc, rec, err
 	}
 	return svc, rec, s.authorize(r, action, fleet.AuthzResource{Kind: "dns_record", ID: rec.ID, OrgID: rec.OrgID, CreatedBy: rec.CreatedBy})
@@ -102,8 +104,11 @@ func (s *Server) handleDNSRecordCreate(w http.ResponseWriter, r *http.Request) e
 	if err := decodeBody(r, &body); err != nil {
 		return err
 	}
-	svc, err := s.dnsWritableService(r)
+	svc, err := s.dnsService(r)
 	if err != nil {
+		return err
+	}
+	if err := s.checkDNSWriter(r, svc); err != nil {
 		return err
 	}
 	rec, created, err := s.services.DNSRecords.CreateDNSRecord(r.Context(), caller(r), svc, fleet.DNSRecordCreate{
