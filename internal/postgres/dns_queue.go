@@ -107,14 +107,16 @@ WHERE d.id = x.id AND d.zone_id = ? AND d.deleted_at IS NULL AND (x.publish OR x
 
 // dnsOutcomeSQL records the rest of each outcome whose record is still at
 // the generation the pass decided on (one changed meanwhile keeps its new
-// due time): its conditions, attempts and next pass, a failure backing off
-// as pool passes do, and the soft deletion of a removed record.
+// due time): its conditions, attempts and next pass (dns_mgr's RequeueAfter,
+// which sets a failed pass's backoff; a failure without one backs off as
+// pool passes do), and the soft deletion of a removed record.
 const dnsOutcomeSQL = `UPDATE dns_records d SET conditions = x.conditions,
 	phase = CASE WHEN d.deletion_requested_at IS NOT NULL THEN 'deleting' ELSE x.phase END,
 	attempts = CASE WHEN x.failed THEN d.attempts + 1 ELSE 0 END,
 	last_error = x.last_error,
 	next_pass_at = CASE WHEN x.delete THEN NULL
-		WHEN x.failed THEN now() + make_interval(secs => greatest(x.requeue, least(300, 2 ^ least(d.attempts, 8))))
+		WHEN x.failed AND x.requeue > 0 THEN now() + make_interval(secs => x.requeue)
+		WHEN x.failed THEN now() + make_interval(secs => least(300, 2 ^ least(d.attempts, 8)))
 		WHEN x.requeue > 0 THEN now() + make_interval(secs => x.requeue)
 		WHEN d.cluster_id <> '' THEN now() + make_interval(secs => ?)
 		ELSE NULL END,
