@@ -86,6 +86,7 @@ func (m *DNSManager) Run(ctx context.Context, wake <-chan string) {
 
 func (m *DNSManager) pass(ctx context.Context) (time.Duration, bool) {
 	taken := m.woken.take()
+	leaseEnd := time.Now().Add(m.cfg.Lease)
 	claims, err := untilAnswered(ctx, func(ctx context.Context) ([]fleet.DNSZoneClaim, error) {
 		return m.queue.ClaimDNSZones(ctx, m.owner, sorted(taken), dnsZoneBatch, m.cfg.DNSBatch, m.cfg.Lease)
 	})
@@ -109,7 +110,7 @@ func (m *DNSManager) pass(ctx context.Context) (time.Duration, bool) {
 		slots <- struct{}{}
 		wg.Go(func() {
 			defer func() { <-slots }()
-			if next, ok := m.reconcileZone(ctx, c); ok {
+			if next, ok := m.reconcileZone(ctx, c, leaseEnd); ok {
 				mu.Lock()
 				again = min(again, next)
 				mu.Unlock()
@@ -137,24 +138,29 @@ type change struct {
 	refusal *fleet.DNSRefusal
 }
 
-// reconcileZone does one zone's pass and reports how soon a record of it
-// wants the next (false: none asked).
-func (m *DNSManager) reconcileZone(ctx context.Context, c fleet.DNSZoneClaim) (time.Duration, bool) {
+// reconcileZone does one zone's pass, claimed until leaseEnd, and reports
+// how soon a record of it wants the next (false: none asked).
+func (m *DNSManager) reconcileZone(ctx context.Context, c fleet.DNSZoneClaim, leaseEnd time.Time) (time.Duration, bool) {
 	defer logPanic(m.logger, c.Zone.Zone.ID)
 	start := time.Now()
 	zone := c.Zone
 	now := m.clock.Now()
 	outs := make([]fleet.DNSOutcome, len(c.Records))
 	var changes []*change
-	var checks []int
+	// checks are the records published to check; removals the removed
+	// ones whose change the provider has not synced yet.
+	var checks, removals []int
 	for i, w := range c.Records {
 		r := w.Record
 		outs[i] = fleet.DNSOutcome{ID: r.ID, Generation: r.Generation, Conditions: r.Conditions}
 		if r.DeletionRequestedAt != nil {
-			if w.Published == nil {
-				outs[i].Delete = true
-			} else {
+			switch {
+			case w.Published != nil:
 				changes = append(changes, &change{index: i, change: fleet.DNSChange{RecordID: r.ID, Previous: w.Published}})
+			case w.ChangeID != "":
+				removals = append(removals, i)
+			default:
+				outs[i].Delete = true
 			}
 			continue
 		}
@@ -177,24 +183,33 @@ func (m *DNSManager) reconcileZone(ctx context.Context, c fleet.DNSZoneClaim) (t
 			changes = append(changes, &change{index: i, change: fleet.DNSChange{RecordID: r.ID, Upsert: desired, Previous: w.Published}})
 		}
 	}
+	// The provider's calls end a fifth of the lease before it does, as
+	// provisioning_mgr's deliveries do: the rest is for recording, so a slow
+	// provider fails the pass instead of losing its claim.
+	work, cancel := context.WithDeadline(ctx, leaseEnd.Add(-m.cfg.Lease/5))
+	defer cancel()
 	provider, ok := m.providers[zone.Zone.Provider]
 	var zoneErr error
 	if len(changes) > 0 {
 		if !ok {
 			zoneErr = errors.New("no provider of kind " + string(zone.Zone.Provider) + " in this deployment")
 		} else {
-			zoneErr = m.push(ctx, provider, zone, changes)
+			zoneErr = m.push(work, provider, zone, changes)
 		}
 	}
 	for _, ch := range changes {
-		m.recordChange(&outs[ch.index], c.Records[ch.index], ch, string(zone.Zone.Provider), &checks, now)
+		m.recordChange(&outs[ch.index], c.Records[ch.index], ch, string(zone.Zone.Provider), &checks, &removals, now)
 	}
 	if zoneErr != nil && ctx.Err() == nil {
 		m.logger.Warn("DNS provider did not take a zone's changes; the zone backs off", "zone_id", zone.Zone.ID,
 			"provider", zone.Zone.Provider, "records", len(changes), errAttrs(zoneErr))
 	}
+	synced := map[string]bool{}
+	if ok && len(removals) > 0 {
+		m.checkRemovals(work, provider, zone, c.Records, outs, removals, synced)
+	}
 	if ok && len(checks) > 0 {
-		m.check(ctx, provider, zone, c.Records, outs, checks, now)
+		m.check(work, provider, zone, c.Records, outs, checks, synced, now)
 	}
 	held, err := untilAnswered(ctx, func(ctx context.Context) (bool, error) {
 		return m.queue.CompleteDNSZone(ctx, c, outs, zoneErr)
@@ -251,11 +266,18 @@ func (m *DNSManager) push(ctx context.Context, p fleet.DNSProvider, zone fleet.D
 }
 
 // recordChange sets a pushed record's outcome from its change's result.
-func (m *DNSManager) recordChange(out *fleet.DNSOutcome, w fleet.DNSWork, ch *change, provider string, checks *[]int, now time.Time) {
+func (m *DNSManager) recordChange(out *fleet.DNSOutcome, w fleet.DNSWork, ch *change, provider string, checks, removals *[]int,
+	now time.Time) {
 	r := w.Record
 	switch {
 	case ch.done && ch.change.Upsert == nil:
-		out.Delete = true
+		// The row goes once the provider's servers no longer hold the name:
+		// at once, or when its change is synced.
+		out.Delete = ch.id == ""
+		if !out.Delete {
+			out.Publish, out.Published, out.ChangeID = true, nil, ch.id
+			*removals = append(*removals, ch.index)
+		}
 		m.metrics.dnsChanges.WithLabelValues(provider, dnsRemoved).Inc()
 	case ch.done:
 		out.Publish, out.Published, out.PublishedGeneration, out.ChangeID = true, ch.change.Upsert, r.Generation, ch.id
@@ -286,7 +308,7 @@ func (m *DNSManager) recordChange(out *fleet.DNSOutcome, w fleet.DNSWork, ch *ch
 // not synced yet, or a server that does not answer the record's values yet,
 // leaves it False and the record is looked at again with backoff.
 func (m *DNSManager) check(ctx context.Context, p fleet.DNSProvider, zone fleet.DNSZoneAccess, works []fleet.DNSWork,
-	outs []fleet.DNSOutcome, checks []int, now time.Time) {
+	outs []fleet.DNSOutcome, checks []int, synced map[string]bool, now time.Time) {
 	servers := zone.Zone.Nameservers
 	if len(servers) == 0 {
 		var err error
@@ -297,18 +319,12 @@ func (m *DNSManager) check(ctx context.Context, p fleet.DNSProvider, zone fleet.
 			return
 		}
 	}
-	synced := map[string]bool{}
 	var wg sync.WaitGroup
 	slots := make(chan struct{}, dnsLookups)
 	for _, i := range checks {
 		out, w := &outs[i], works[i]
 		if id := out.ChangeID; id != "" {
-			ok, seen := synced[id]
-			if !seen {
-				ok, _ = p.Synced(ctx, zone, id)
-				synced[id] = ok
-			}
-			if !ok {
+			if !isSynced(ctx, p, zone, id, synced) {
 				notResolvable(out, fleet.DNSReasonNotAnswered, "the provider has not yet synced the change to its servers", w, now)
 				continue
 			}
@@ -321,6 +337,33 @@ func (m *DNSManager) check(ctx context.Context, p fleet.DNSProvider, zone fleet.
 		})
 	}
 	wg.Wait()
+}
+
+// checkRemovals soft-deletes the removed records whose change the provider
+// synced; the others are looked at again with backoff.
+func (m *DNSManager) checkRemovals(ctx context.Context, p fleet.DNSProvider, zone fleet.DNSZoneAccess, works []fleet.DNSWork,
+	outs []fleet.DNSOutcome, removals []int, synced map[string]bool) {
+	for _, i := range removals {
+		id := works[i].ChangeID
+		if outs[i].Publish {
+			id = outs[i].ChangeID
+		}
+		if isSynced(ctx, p, zone, id, synced) {
+			outs[i].Delete = true
+			continue
+		}
+		outs[i].Failed, outs[i].RequeueAfter = true, dnsRetry(works[i].Attempts)
+	}
+}
+
+// isSynced asks the provider whether change id is synced, once a pass.
+func isSynced(ctx context.Context, p fleet.DNSProvider, zone fleet.DNSZoneAccess, id string, synced map[string]bool) bool {
+	ok, seen := synced[id]
+	if !seen {
+		ok, _ = p.Synced(ctx, zone, id)
+		synced[id] = ok
+	}
+	return ok
 }
 
 // lookup asks every server for out's published set.

@@ -135,7 +135,7 @@ func TestDNSManagerIsolatesARefusedRecord(t *testing.T) {
 	for _, id := range []string{"r0", "r1", "r2", "r3", "r4", "r5", "r6", "r7"} {
 		works = append(works, dnsWork(id, "192.0.2.10"))
 	}
-	m.reconcileZone(context.Background(), dnsClaim(works...))
+	m.reconcileZone(context.Background(), dnsClaim(works...), time.Now().Add(time.Minute))
 	g.Expect(q.zoneErr).NotTo(gomega.HaveOccurred())
 	for _, o := range q.outs {
 		if o.ID == "r5" {
@@ -165,7 +165,7 @@ func TestDNSManagerProviderOutage(t *testing.T) {
 	q := &fakeDNSQueue{}
 	m := newTestDNSManager(t, p, q)
 	w := dnsWork("r0", "192.0.2.10")
-	m.reconcileZone(context.Background(), dnsClaim(w))
+	m.reconcileZone(context.Background(), dnsClaim(w), time.Now().Add(time.Minute))
 	g.Expect(q.zoneErr).To(gomega.HaveOccurred())
 	o := outcome(q.outs, "r0")
 	g.Expect(o.Failed).To(gomega.BeTrue())
@@ -177,7 +177,7 @@ func TestDNSManagerProviderOutage(t *testing.T) {
 	p.down = false
 	w.Attempts = 1
 	w.Record.Conditions = o.Conditions
-	m.reconcileZone(context.Background(), dnsClaim(w))
+	m.reconcileZone(context.Background(), dnsClaim(w), time.Now().Add(time.Minute))
 	g.Expect(q.zoneErr).NotTo(gomega.HaveOccurred())
 	g.Expect(outcome(q.outs, "r0").Conditions.IsTrue(fleet.DNSConditionResolvable)).To(gomega.BeTrue())
 	g.Expect(dnsRetry(1)).To(gomega.Equal(2 * dnsFirstRetry))
@@ -197,13 +197,13 @@ func TestDNSManagerDeletes(t *testing.T) {
 	never, published := dnsWork("r0", "192.0.2.10"), dnsWork("r1", "192.0.2.10")
 	never.Record.DeletionRequestedAt, published.Record.DeletionRequestedAt = &now, &now
 	published.Published = &set
-	m.reconcileZone(context.Background(), dnsClaim(never, published))
+	m.reconcileZone(context.Background(), dnsClaim(never, published), time.Now().Add(time.Minute))
 	g.Expect(outcome(q.outs, "r0").Delete).To(gomega.BeTrue())
 	g.Expect(outcome(q.outs, "r1").Delete).To(gomega.BeFalse())
 	g.Expect(p.sets).To(gomega.HaveKey(set.Name))
 
 	p.down = false
-	m.reconcileZone(context.Background(), dnsClaim(published))
+	m.reconcileZone(context.Background(), dnsClaim(published), time.Now().Add(time.Minute))
 	g.Expect(outcome(q.outs, "r1").Delete).To(gomega.BeTrue())
 	g.Expect(p.sets).NotTo(gomega.HaveKey(set.Name))
 }
@@ -218,24 +218,24 @@ func TestDNSManagerFollowsACluster(t *testing.T) {
 	m := newTestDNSManager(t, p, q)
 	w := fleet.DNSWork{Record: fleet.DNSRecord{ID: "r0", Name: "r0.svc.example.com", Type: fleet.DNSRecordCNAME, TTL: 60,
 		ClusterID: "c1", Generation: 1}}
-	m.reconcileZone(context.Background(), dnsClaim(w))
+	m.reconcileZone(context.Background(), dnsClaim(w), time.Now().Add(time.Minute))
 	o := outcome(q.outs, "r0")
 	g.Expect(o.Conditions.Reason(fleet.DNSConditionPublished)).To(gomega.Equal(fleet.DNSReasonWaitingForCluster))
 	g.Expect(o.RequeueAfter).To(gomega.Equal(DefaultConfig().DNSResync))
 	g.Expect(p.batches).To(gomega.BeEmpty())
 
 	w.IngressHost = "router-default.apps.c1.clusters.example.com"
-	m.reconcileZone(context.Background(), dnsClaim(w))
+	m.reconcileZone(context.Background(), dnsClaim(w), time.Now().Add(time.Minute))
 	o = outcome(q.outs, "r0")
 	g.Expect(o.Published).To(gomega.HaveField("Values", []string{w.IngressHost}))
 	g.Expect(fleet.DNSRecordPhase(o.Conditions, false)).To(gomega.Equal(fleet.DNSPhaseReady))
 
 	w.Published, w.IngressHost = o.Published, "router-default.apps.c1b.clusters.example.com"
-	m.reconcileZone(context.Background(), dnsClaim(w))
+	m.reconcileZone(context.Background(), dnsClaim(w), time.Now().Add(time.Minute))
 	g.Expect(p.sets["r0.svc.example.com"].Values).To(gomega.Equal([]string{w.IngressHost}))
 
 	w.ClusterGone = true
-	m.reconcileZone(context.Background(), dnsClaim(w))
+	m.reconcileZone(context.Background(), dnsClaim(w), time.Now().Add(time.Minute))
 	g.Expect(fleet.DNSRecordPhase(outcome(q.outs, "r0").Conditions, false)).To(gomega.Equal(fleet.DNSPhaseFailed))
 }
 
@@ -249,7 +249,7 @@ func TestDNSManagerWaitsForTheProviderSync(t *testing.T) {
 	m := newTestDNSManager(t, p, q)
 	w := dnsWork("r0", "2001:db8::1")
 	w.Record.Type = fleet.DNSRecordAAAA
-	m.reconcileZone(context.Background(), dnsClaim(w))
+	m.reconcileZone(context.Background(), dnsClaim(w), time.Now().Add(time.Minute))
 	o := outcome(q.outs, "r0")
 	g.Expect(o.ChangeID).To(gomega.Equal("change-1"))
 	g.Expect(o.Synced).To(gomega.BeFalse())
@@ -259,9 +259,37 @@ func TestDNSManagerWaitsForTheProviderSync(t *testing.T) {
 	// The provider answers the address spelled otherwise: still the same.
 	p.sets[w.Record.Name] = fleet.DNSRecordSet{Name: w.Record.Name, Type: fleet.DNSRecordAAAA, TTL: 60, Values: []string{"2001:0db8:0::1"}}
 	w.Published, w.PublishedGeneration, w.ChangeID, w.Record.Conditions = o.Published, 1, o.ChangeID, o.Conditions
-	m.reconcileZone(context.Background(), dnsClaim(w))
+	m.reconcileZone(context.Background(), dnsClaim(w), time.Now().Add(time.Minute))
 	o = outcome(q.outs, "r0")
 	g.Expect(o.Synced).To(gomega.BeTrue())
 	g.Expect(fleet.DNSRecordPhase(o.Conditions, false)).To(gomega.Equal(fleet.DNSPhaseReady))
 	g.Expect(p.batches).To(gomega.HaveLen(1), "an unchanged record is not sent again")
+}
+
+// TestDNSManagerRemovesOnceSynced checks that a record removed by a change
+// the provider syncs later goes only once that change is synced.
+func TestDNSManagerRemovesOnceSynced(t *testing.T) {
+	g := gomega.NewWithT(t)
+	set := fleet.DNSRecordSet{Name: "r0.svc.example.com", Type: fleet.DNSRecordA, TTL: 60, Values: []string{"192.0.2.10"}}
+	p := &fakeDNS{sets: map[string]fleet.DNSRecordSet{set.Name: set}, pending: true}
+	q := &fakeDNSQueue{}
+	m := newTestDNSManager(t, p, q)
+	now := time.Now()
+	w := dnsWork("r0", "192.0.2.10")
+	w.Record.DeletionRequestedAt, w.Published = &now, &set
+	m.reconcileZone(context.Background(), dnsClaim(w), time.Now().Add(time.Minute))
+	o := outcome(q.outs, "r0")
+	g.Expect(o.Delete).To(gomega.BeFalse(), "the removal is not synced yet")
+	g.Expect(o.Publish).To(gomega.BeTrue())
+	g.Expect(o.Published).To(gomega.BeNil())
+	g.Expect(o.ChangeID).To(gomega.Equal("change-1"))
+	g.Expect(o.RequeueAfter).To(gomega.BeNumerically(">", 0))
+
+	w.Published, w.ChangeID = nil, o.ChangeID
+	m.reconcileZone(context.Background(), dnsClaim(w), time.Now().Add(time.Minute))
+	g.Expect(outcome(q.outs, "r0").Delete).To(gomega.BeFalse())
+	p.pending = false
+	m.reconcileZone(context.Background(), dnsClaim(w), time.Now().Add(time.Minute))
+	g.Expect(outcome(q.outs, "r0").Delete).To(gomega.BeTrue())
+	g.Expect(p.batches).To(gomega.HaveLen(1), "the removal is sent once")
 }
