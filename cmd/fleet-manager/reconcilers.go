@@ -5,6 +5,7 @@ import (
 	"log/slog"
 	"sync"
 
+	"github.com/fleetmanager/fleet-manager/internal/dnsprovider"
 	"github.com/fleetmanager/fleet-manager/internal/fleet"
 	"github.com/fleetmanager/fleet-manager/internal/postgres"
 	"github.com/fleetmanager/fleet-manager/internal/reconcile"
@@ -42,10 +43,11 @@ func startReconcilers(b *background, opts serveOptions, logger *slog.Logger, lis
 	queue *postgres.Queue, deliveries map[fleet.DeliveryMode]fleet.Delivery, metrics *reconcile.Metrics) error {
 	running, err := reconcile.Start(b.ctx, reconcile.Set{
 		Config: opts.Reconcile, Store: store, Queue: queue, Pools: store, Scaler: opts.Store.Pools.Scaler,
+		DNS: store, DNSProviders: dnsprovider.New(opts.DNS), DNSResolver: dnsprovider.NewResolver(opts.DNS),
 		Deliveries: deliveries, TombstoneTables: postgres.TombstoneTables(),
 		Wake: reconcile.Subscribe(listener.SubscribePolling, reconcile.Channels{
 			Registrations: postgres.ChannelRegistrations, Hubs: postgres.ChannelHubs, Inventory: postgres.ChannelInventory,
-			Pools: postgres.ChannelPools}),
+			Pools: postgres.ChannelPools, DNS: postgres.ChannelDNS}),
 		// A silent hub must turn unready within a fraction of its timeout.
 		HeartbeatCheck: opts.Store.HeartbeatTimeout / 4,
 		Clock:          fleet.SystemClock{}, Logger: logger, Metrics: metrics,

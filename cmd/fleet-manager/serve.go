@@ -16,6 +16,7 @@ import (
 	"github.com/fleetmanager/fleet-manager/internal/auth"
 	"github.com/fleetmanager/fleet-manager/internal/authz"
 	"github.com/fleetmanager/fleet-manager/internal/config"
+	"github.com/fleetmanager/fleet-manager/internal/dnsprovider"
 	"github.com/fleetmanager/fleet-manager/internal/fleet"
 	"github.com/fleetmanager/fleet-manager/internal/httpserve"
 	"github.com/fleetmanager/fleet-manager/internal/policyschema"
@@ -43,6 +44,7 @@ type serveOptions struct {
 	OCM            syncset.OCMConfig
 	Hive           syncset.HiveConfig
 	UserMetrics    usermetrics.Config
+	DNS            dnsprovider.Config
 	MigrateOnStart bool
 }
 
@@ -61,6 +63,7 @@ func defaultServeOptions() serveOptions {
 		OCM:         syncset.DefaultOCMConfig(),
 		Hive:        syncset.DefaultHiveConfig(),
 		UserMetrics: usermetrics.DefaultConfig(),
+		DNS:         dnsprovider.DefaultConfig(),
 	}
 }
 
@@ -68,7 +71,7 @@ func (o *serveOptions) validate() error {
 	return joinProblems(
 		o.Log.Validate, o.DB.Validate, o.Replica.Validate, o.Auth.Validate, o.Authz.Validate, o.HTTP.Validate, o.Secrets.Validate,
 		o.Store.Validate, o.Queue.Validate, o.Reconcile.Validate, o.OCM.Validate, o.Hive.Validate, o.UserMetrics.Validate,
-		o.validateUserMetricsTimeout,
+		o.DNS.Validate, o.validateUserMetricsTimeout,
 	)
 }
 
@@ -115,6 +118,7 @@ func newServeCommand(env lookupEnv) *cobra.Command {
 	opts.OCM.AddFlags(cmd.Flags())
 	opts.Hive.AddFlags(cmd.Flags())
 	opts.UserMetrics.AddFlags(cmd.Flags())
+	opts.DNS.AddFlags(cmd.Flags())
 	cmd.Flags().BoolVar(&opts.MigrateOnStart, "migrate-on-start", false, "apply pending migrations before serving")
 	return cmd
 }
@@ -180,7 +184,7 @@ func serve(ctx context.Context, opts serveOptions, logger *slog.Logger) error {
 		}, di.As(new(fleet.Authenticator))),
 		di.Provide(func(cfg postgres.Config, l *slog.Logger) *postgres.Listener {
 			return postgres.NewListener(cfg, l, postgres.ChannelRegistrations, postgres.ChannelHubs, postgres.ChannelHubRevision,
-				postgres.ChannelInventory, postgres.ChannelPools)
+				postgres.ChannelInventory, postgres.ChannelPools, postgres.ChannelDNS)
 		}),
 		di.Provide(postgres.NewRevisionWatch),
 		di.Provide(postgres.NewInventoryWatch),

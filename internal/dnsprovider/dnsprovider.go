@@ -9,6 +9,9 @@ import (
 	"strings"
 	"time"
 
+	"github.com/spf13/pflag"
+
+	"github.com/fleetmanager/fleet-manager/internal/config"
 	"github.com/fleetmanager/fleet-manager/internal/fleet"
 )
 
@@ -36,6 +39,34 @@ type Config struct {
 	// Route53Timeout bounds one HTTP attempt of a Route53 call, so that a
 	// connection that hangs becomes a retried error.
 	Route53Timeout time.Duration
+}
+
+// DefaultConfig returns the defaults, as the flags show them.
+func DefaultConfig() Config { return Config{}.defaulted() }
+
+// AddFlags binds the configuration to flags.
+func (c *Config) AddFlags(fs *pflag.FlagSet) {
+	fs.DurationVar(&c.DNSTimeout, "dns-timeout", c.DNSTimeout,
+		"bound of one DNS exchange: an RFC 2136 update, or one query of an authoritative server")
+	fs.IntVar(&c.Route53MaxAttempts, "dns-route53-max-attempts", c.Route53MaxAttempts,
+		"attempts of one Route53 call by the AWS SDK's retryer (throttling, 5xx and network errors)")
+	fs.DurationVar(&c.Route53MaxBackoff, "dns-route53-max-backoff", c.Route53MaxBackoff, "longest wait between two attempts of a Route53 call")
+	fs.DurationVar(&c.Route53Timeout, "dns-route53-timeout", c.Route53Timeout, "bound of one HTTP attempt of a Route53 call")
+}
+
+// Validate reports every invalid setting, naming its flag.
+func (c Config) Validate() error {
+	var p config.Problems
+	for flag, d := range map[string]time.Duration{"dns-timeout": c.DNSTimeout, "dns-route53-max-backoff": c.Route53MaxBackoff,
+		"dns-route53-timeout": c.Route53Timeout} {
+		if d <= 0 {
+			p.Addf(flag, "must be positive (got %s)", d)
+		}
+	}
+	if c.Route53MaxAttempts < 1 || c.Route53MaxAttempts > 20 {
+		p.Addf("dns-route53-max-attempts", "must be between 1 and 20 (got %d)", c.Route53MaxAttempts)
+	}
+	return p.Err()
 }
 
 func (c Config) defaulted() Config {
