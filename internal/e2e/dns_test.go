@@ -14,6 +14,8 @@ import (
 
 	"github.com/fleetmanager/fleet-manager/internal/dnstest"
 	"github.com/fleetmanager/fleet-manager/internal/fleet"
+	"github.com/fleetmanager/fleet-manager/internal/hub/hubtest"
+	"github.com/fleetmanager/fleet-manager/internal/hub/provisiontest"
 	"github.com/fleetmanager/fleet-manager/internal/oidc/hydratest"
 	"github.com/fleetmanager/fleet-manager/pkg/api/admin"
 	"github.com/fleetmanager/fleet-manager/pkg/api/public"
@@ -326,4 +328,59 @@ func TestDNSRecordsThroughRoute53(t *testing.T) {
 	d.g.Expect(names).To(gomega.ConsistOf("checkout.kafka."+r53.Zone+" A",
 		"cache1-rw.redis."+r53.Zone+" CNAME"))
 	d.g.Expect(r53.Requests("GetChange")).To(gomega.BeNumerically(">", 0), "dns_mgr waits for INSYNC")
+}
+
+// TestDNSRecordFollowsAPoolCluster: through the fleet-manager and agent
+// binaries, with provisiontest playing Hive on the test hub, a record that
+// names a capacity pool's cluster resolves on a real BIND 9 as a CNAME to
+// the cluster's ingress router, made from the console URL the hub reports;
+// a cluster of another organisation's pool is not found.
+func TestDNSRecordFollowsAPoolCluster(t *testing.T) {
+	s := newStackArgs(t, "hub-e2e-dns-pool", append([]string{"--pool-resync-interval=300ms",
+		"--pool-base-domain=pools.dns.example.com"}, dnsFlags...)...)
+	provisiontest.Play(t, hubtest.Dynamic(t), provisiontest.DefaultOptions())
+	ctx := context.Background()
+	user := bearer(s.user)
+	bp, err := s.fm.Public.CreateBlueprintWithResponse(ctx, public.BlueprintCreate{Name: "web", Spec: public.BlueprintSpec{Release: "4.16.3",
+		ControlPlaneSize: public.SizeMedium, MachinePools: []public.MachinePool{{Name: "workers", Size: public.SizeLarge, Replicas: ptr(2)}}}}, user)
+	if err != nil || bp.JSON201 == nil {
+		t.Fatalf("CreateBlueprint = %d %s, %v", bp.StatusCode(), bp.Body, err)
+	}
+	created, err := s.fm.Public.CreateCapacityPoolWithResponse(ctx, public.CapacityPoolCreate{Name: "web-eu", BlueprintId: bp.JSON201.Id,
+		BlueprintVersion: 1, Cloud: public.CloudAWS, Region: "eu-west-1", Zone: ptr("eu"), MinClusters: 1, MaxClusters: 1, UnitsPerCluster: 10,
+		Credentials: public.PoolCredentials{Cloud: map[string]string{"aws_access_key_id": "AKIAE2E", "aws_secret_access_key": "e2e-secret"},
+			PullSecret: `{"auths":{}}`}}, user)
+	if err != nil || created.JSON201 == nil {
+		t.Fatalf("CreateCapacityPool = %d %s, %v", created.StatusCode(), created.Body, err)
+	}
+	var cluster public.PoolCluster
+	s.g.Eventually(func(g gomega.Gomega) {
+		cs := s.poolClusters(created.JSON201.Id)
+		g.Expect(cs).To(gomega.HaveLen(1))
+		cluster = cs[0]
+	}).WithTimeout(60 * time.Second).WithPolling(200 * time.Millisecond).Should(gomega.Succeed())
+
+	bind := dnstest.StartBIND(t, "pool.e2e.example.com")
+	d := &dnsFleet{t: t, g: s.g, fm: s.fm, admin: s.admin, kafka: s.user, server: bind.Addr,
+		nobody: s.fm.token("org-nobody", "eve")}
+	zone, err := s.fm.Admin.CreateDNSZoneWithResponse(ctx, admin.DNSZoneCreate{Name: bind.Zone, Provider: admin.DNSProviderRFC2136,
+		Rfc2136:     &admin.RFC2136Settings{Server: bind.Addr, TsigKeyName: bind.KeyName, TsigAlgorithm: admin.RFC2136SettingsTsigAlgorithm(bind.Algorithm)},
+		Credentials: &admin.DNSCredentials{TsigSecret: &bind.Secret}}, bearer(s.admin))
+	if err != nil || zone.JSON201 == nil {
+		t.Fatalf("CreateDNSZone = %d %s, %v", zone.StatusCode(), zone.Body, err)
+	}
+	svc, err := s.fm.Admin.CreateDNSServiceWithResponse(ctx, admin.DNSServiceCreate{Name: "kafka", ZoneId: zone.JSON201.Id,
+		WriterOrganizations: &[]string{"org-hub-e2e-dns-pool", "org-nobody"}}, bearer(s.admin))
+	if err != nil || svc.JSON201 == nil {
+		t.Fatalf("CreateDNSService = %d %s, %v", svc.StatusCode(), svc.Body, err)
+	}
+	code, _, body := d.create(d.nobody, "kafka", public.DNSRecordCreate{Instance: "stolen", ClusterId: &cluster.Id})
+	s.g.Expect(code).To(gomega.Equal(http.StatusNotFound), "another organisation's pool cluster: %s", body)
+
+	r := d.mustCreate(public.DNSRecordCreate{Instance: "shop", ClusterId: &cluster.Id})
+	rec := d.waitPhase(r.Id, public.DNSRecordReady, 90*time.Second)
+	name := fleet.ManagedClusterName(fleet.Registration{ID: cluster.Id, Name: cluster.Name})
+	router := "router-default.apps." + name + ".pools.dns.example.com"
+	s.g.Expect(rec.Values).To(gomega.Equal([]string{router}))
+	d.expectAnswer(rec.Name, dns.TypeCNAME, router)
 }
