@@ -93,6 +93,10 @@ bench/pools: build ## Benchmark capacity pools: 200 pools of 10 clusters, bookin
 bench/user-metrics: build ## Benchmark user-facing metrics: proxy vs Prometheus directly, text endpoint, 1,000 clusters of 300,000 (BENCHFLAGS=--quick to try it)
 	go run ./cmd/fleet-bench --user-metrics --fleet-manager=$(BINARY) --db-host=$(DB_HOST) --db-port=$(DB_PORT) --db-user=$(DB_USER) $(BENCHFLAGS)
 
+.PHONY: bench/dns
+bench/dns: db/setup ## Benchmark DNS records through the binary and BIND 9: 1,000 to resolvable, API reads at 300,000 records
+	go test -count=1 -timeout 20m -run '^$$' -bench BenchmarkDNSRecordsToResolvable -benchtime 1x $(BENCHFLAGS) ./internal/e2e/
+
 .PHONY: bench/go
 bench/go: db/setup ## Run the Go benchmarks (go test -bench), e.g. a page of 100 clusters through the API in process
 	go test -run '^$$' -bench . -benchmem $(BENCHFLAGS) ./internal/...
