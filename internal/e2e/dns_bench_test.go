@@ -105,55 +105,53 @@ func BenchmarkDNSRecordsToResolvable(b *testing.B) {
 			d := startDNSBench(b, fleetSize.seeded)
 			b.Run("resolvable", d.toResolvable)
 			id := d.someRecord(b)
-			var created public.DNSRecord
 			for _, op := range []struct {
 				name string
+				want int
 				call func(i int) (int, []byte, error)
 			}{
-				{"list", func(int) (int, []byte, error) {
+				{"list", http.StatusOK, func(int) (int, []byte, error) {
 					r, err := d.public.ListDNSRecordsWithResponse(context.Background(), dnsBenchService,
 						&public.ListDNSRecordsParams{Size: ptr(dnsBenchPageSize)}, bearer(d.writer))
 					return reply(r, err)
 				}},
-				{"list-search-order", func(int) (int, []byte, error) {
+				{"list-search-order", http.StatusOK, func(int) (int, []byte, error) {
 					r, err := d.public.ListDNSRecordsWithResponse(context.Background(), dnsBenchService, &public.ListDNSRecordsParams{
 						Size: ptr(dnsBenchPageSize), Search: ptr("phase = 'ready'"), OrderBy: ptr("instance desc")}, bearer(d.writer))
 					return reply(r, err)
 				}},
-				{"get", func(int) (int, []byte, error) {
+				{"get", http.StatusOK, func(int) (int, []byte, error) {
 					r, err := d.public.GetDNSRecordWithResponse(context.Background(), dnsBenchService, id, bearer(d.writer))
 					return reply(r, err)
 				}},
-				{"create-repeat", func(int) (int, []byte, error) {
+				{"create-repeat", http.StatusOK, func(int) (int, []byte, error) {
 					r, err := d.public.CreateDNSRecordWithResponse(context.Background(), dnsBenchService, d.recordCreate(0, 0), bearer(d.writer))
 					return reply(r, err)
 				}},
-				{"admin-list-services", func(int) (int, []byte, error) {
+				{"admin-list-services", http.StatusOK, func(int) (int, []byte, error) {
 					r, err := d.fm.Admin.ListDNSServicesWithResponse(context.Background(), nil, bearer(d.admin))
 					return reply(r, err)
 				}},
-				{"admin-list-zones", func(int) (int, []byte, error) {
+				{"admin-list-zones", http.StatusOK, func(int) (int, []byte, error) {
 					r, err := d.fm.Admin.ListDNSZonesWithResponse(context.Background(), nil, bearer(d.admin))
 					return reply(r, err)
 				}},
-				{"create-new", func(i int) (int, []byte, error) {
+				{"create-new", http.StatusCreated, func(i int) (int, []byte, error) {
 					r, err := d.public.CreateDNSRecordWithResponse(context.Background(), dnsBenchService,
-						d.recordCreate(d.iteration+1, i), bearer(d.writer))
-					if err == nil && r.JSON201 != nil {
-						created = *r.JSON201
+						d.recordCreate(d.iteration, i), bearer(d.writer))
+					if err == nil && r.StatusCode() == http.StatusCreated {
+						d.created++
 					}
 					return reply(r, err)
 				}},
 			} {
 				b.Run(op.name, func(b *testing.B) {
-					d.sample(b, op.name, op.call)
+					d.sample(b, op.name, op.want, op.call)
 				})
 			}
 			// The new records are published and answered as the first were.
-			d.created += dnsBenchSamples
 			d.waitReady(b, dnsBenchReadyTimeout)
-			g := gomega.NewWithT(b)
-			g.Expect(answer(g, d.server, created.Name, dns.TypeA)).To(gomega.Equal(created.Targets))
+			d.answered(b, fmt.Sprintf("i%d-", d.iteration))
 		})
 	}
 }
@@ -351,33 +349,39 @@ func (d *dnsBench) createAll(b *testing.B) (total, tail time.Duration, latencies
 	b.StopTimer()
 
 	// The end is the last record's Resolvable transition, which dns_mgr
-	// records when BIND answered it; BIND is then asked for every name.
-	var last time.Time
-	g := gomega.NewWithT(b)
-	prefix := fmt.Sprintf("i%d-", d.iteration)
-	checked := 0
-	for _, rec := range d.records(b) {
-		if !strings.HasPrefix(rec.Instance, prefix) {
-			continue
-		}
-		checked++
-		g.Expect(rec.Phase).To(gomega.Equal(public.DNSRecordReady), rec.Name)
-		i := slices.IndexFunc(rec.Conditions, func(c public.Condition) bool { return c.Type == fleet.DNSConditionResolvable })
-		g.Expect(i).NotTo(gomega.Equal(-1), rec.Name)
-		last = maxTime(last, rec.Conditions[i].LastTransitionTime)
-		g.Expect(answer(g, d.server, rec.Name, dns.TypeA)).To(gomega.Equal(rec.Targets), rec.Name)
+	// records when BIND answered it.
+	last, checked := d.answered(b, fmt.Sprintf("i%d-", d.iteration))
+	if checked != dnsBenchRecords {
+		b.Fatalf("%d records of iteration %d, want %d", checked, d.iteration, dnsBenchRecords)
 	}
-	g.Expect(checked).To(gomega.Equal(dnsBenchRecords))
 	b.Logf("created %d records in %s; the last ready %s after the first create", dnsBenchRecords,
 		created.Round(time.Millisecond), last.Sub(start).Round(time.Millisecond))
 	return last.Sub(start), last.Sub(start.Add(created)), latencies
 }
 
-func maxTime(a, b time.Time) time.Time {
-	if b.After(a) {
-		return b
+// answered checks that each of the writer's records whose instance has
+// prefix is ready and that BIND answers its name with its addresses; it
+// returns the last of their Resolvable transitions and how many there are.
+func (d *dnsBench) answered(b *testing.B, prefix string) (last time.Time, n int) {
+	b.Helper()
+	g := gomega.NewWithT(b)
+	for _, rec := range d.records(b) {
+		if !strings.HasPrefix(rec.Instance, prefix) {
+			continue
+		}
+		n++
+		g.Expect(rec.Phase).To(gomega.Equal(public.DNSRecordReady), rec.Name)
+		i := slices.IndexFunc(rec.Conditions, func(c public.Condition) bool { return c.Type == fleet.DNSConditionResolvable })
+		g.Expect(i).NotTo(gomega.Equal(-1), rec.Name)
+		if t := rec.Conditions[i].LastTransitionTime; t.After(last) {
+			last = t
+		}
+		g.Expect(answer(g, d.server, rec.Name, dns.TypeA)).To(gomega.Equal(rec.Targets), rec.Name)
 	}
-	return a
+	if n == 0 {
+		b.Fatalf("no record of the writer's has an instance starting %q", prefix)
+	}
+	return last, n
 }
 
 // waitReady waits until every one of the writer's records is ready.
@@ -431,8 +435,8 @@ func (d *dnsBench) someRecord(b *testing.B) string {
 }
 
 // sample makes dnsBenchSamples calls b.N times, one after the other, each
-// of which must answer 200 or 201, and reports their latency.
-func (d *dnsBench) sample(b *testing.B, name string, call func(i int) (int, []byte, error)) {
+// of which must answer want, and reports their latency.
+func (d *dnsBench) sample(b *testing.B, name string, want int, call func(i int) (int, []byte, error)) {
 	var latencies []time.Duration
 	b.ResetTimer()
 	for n := range b.N {
@@ -440,8 +444,8 @@ func (d *dnsBench) sample(b *testing.B, name string, call func(i int) (int, []by
 			began := time.Now()
 			code, raw, err := call(n*dnsBenchSamples + i)
 			took := time.Since(began)
-			if err != nil || (code != http.StatusOK && code != http.StatusCreated) {
-				b.Fatalf("%s: %d %s, %v", name, code, raw, err)
+			if err != nil || code != want {
+				b.Fatalf("%s: %d %s, %v; want %d", name, code, raw, err, want)
 			}
 			latencies = append(latencies, took)
 		}
