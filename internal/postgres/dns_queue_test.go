@@ -322,3 +322,51 @@ func TestDNSRecordWritesWakeDNSManager(t *testing.T) {
 	g.Expect(store.RequestDNSRecordDeletion(ctx, "org-a", shop, rec.ID, nil)).To(gomega.Succeed())
 	wokenWith(zone.ID, "RequestDNSRecordDeletion")
 }
+
+// TestDNSServiceRecordCountsFollowTheRecords checks the counters the
+// services' reads answer from: a create adds, a removal dns_mgr completes
+// takes off, a record asked to be deleted still counts until then, and
+// another service's records are its own.
+func TestDNSServiceRecordCountsFollowTheRecords(t *testing.T) {
+	t.Parallel()
+	g := gomega.NewWithT(t)
+	ctx := context.Background()
+	store, _ := newStoreOn(t, nil)
+	_, s1 := mustDNSService(t, store, "count-one.example", "count-one")
+	_, s2 := mustDNSService(t, store, "count-two.example", "count-two")
+	recs := mustDNSRecords(t, store, s1, "a", "b", "c", "d")
+	mustDNSRecords(t, store, s2, "e")
+	count := func(id string) int {
+		s, err := store.FindDNSService(ctx, id)
+		g.Expect(err).NotTo(gomega.HaveOccurred())
+		return s.Records
+	}
+	g.Expect(count(s1.ID)).To(gomega.Equal(4))
+	g.Expect(count(s2.ID)).To(gomega.Equal(1))
+
+	for _, r := range recs[:2] {
+		g.Expect(store.RequestDNSRecordDeletion(ctx, "org-a", s1, r.ID, nil)).To(gomega.Succeed())
+	}
+	g.Expect(count(s1.ID)).To(gomega.Equal(4), "a record being deleted is still live")
+	claims, err := store.ClaimDNSZones(ctx, "mgr", nil, 10, 10, time.Minute)
+	g.Expect(err).NotTo(gomega.HaveOccurred())
+	for _, c := range claims {
+		var outs []fleet.DNSOutcome
+		for _, w := range c.Records {
+			outs = append(outs, fleet.DNSOutcome{ID: w.Record.ID, Generation: w.Record.Generation, Conditions: w.Record.Conditions,
+				Delete: w.Record.DeletionRequestedAt != nil})
+		}
+		_, err := store.CompleteDNSZone(ctx, c, outs, nil)
+		g.Expect(err).NotTo(gomega.HaveOccurred())
+	}
+	g.Expect(count(s1.ID)).To(gomega.Equal(2))
+	list, _, err := store.ListDNSServices(ctx, fleet.ListQuery{})
+	g.Expect(err).NotTo(gomega.HaveOccurred())
+	byName := map[string]int{}
+	for _, s := range list {
+		byName[s.Name] = s.Records
+	}
+	g.Expect(byName).To(gomega.HaveKeyWithValue("count-one", 2))
+	g.Expect(byName).To(gomega.HaveKeyWithValue("count-two", 1))
+	g.Expect(fleet.ErrorCodeOf(store.DeleteDNSService(ctx, s2.ID, nil))).To(gomega.Equal(fleet.CodeConflict), "a service with a live record stays")
+}

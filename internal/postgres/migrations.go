@@ -58,6 +58,7 @@ func migrations() []*gormigrate.Migration {
 		migration202612021200RevisionHistory(),
 		migration202612021400ClusterIdentity(),
 		migration202612021500DNS(),
+		migration202612021600DNSRecordCounts(),
 	}
 }
 
