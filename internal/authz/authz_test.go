@@ -23,14 +23,15 @@ var actions = []string{
 	"agent:desired", "agent:status", "agent:inventory", "agent:resources", "agent:registrations",
 	"pools:list", "pools:get", "pools:create", "pools:update", "pools:delete",
 	"reservations:list", "reservations:create", "reservations:cancel", "metrics:read",
-	"dns_records:list", "dns_records:create", "dns_records:delete", "user_metrics:read",
+	"dns_records:list", "dns_records:get", "dns_records:create", "dns_records:delete", "user_metrics:read",
+	"dns_zones:list", "dns_zones:get", "dns_zones:create", "dns_zones:update", "dns_zones:delete",
 }
 
 var readVerbs = []string{"list", "get", "watch", "compliance", "summary", "read"}
 
 var fleetViewerActions = []string{"hubs:list", "hubs:get", "resources:list", "resources:watch", "inventory:list",
 	"inventory:get", "inventory:watch", "metrics:read", "pools:list", "pools:get", "reservations:list", "reservations:get",
-	"user_metrics:read"}
+	"user_metrics:read", "dns_zones:list", "dns_zones:get", "dns_records:list", "dns_records:get"}
 
 func newAuthorizer(t testing.TB, cfg authz.Config) *authz.Authorizer {
 	t.Helper()
@@ -62,7 +63,7 @@ func want(subject, action string, where place) fleet.ErrorCode {
 	family, verb, _ := strings.Cut(action, ":")
 	orgFamily := slices.Contains([]string{"clusters", "policies", "compliance", "inventory", "pools", "reservations", "dns_records", "user_metrics"}, family)
 	fleetDenial := fleet.CodeActionForbidden
-	if slices.Contains([]string{"hubs", "resources", "metrics"}, family) {
+	if slices.Contains([]string{"hubs", "resources", "metrics", "dns_zones"}, family) {
 		fleetDenial = fleet.CodeAdminRoleRequired
 	}
 	read := slices.Contains(readVerbs, verb)
