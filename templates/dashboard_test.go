@@ -9,7 +9,6 @@ import (
 	"testing"
 
 	dto "github.com/prometheus/client_model/go"
-	"github.com/prometheus/prometheus/promql/parser"
 )
 
 const dashboardFile = "grafana-dashboard.json"
@@ -95,26 +94,19 @@ func dashboardQueries(d dashboard) map[string]string {
 // unexported lists each problem of the dashboard's queries: one that does
 // not parse as PromQL, is empty, or names a metric the service does not
 // export.
-func unexported(t *testing.T, d dashboard, exported map[string]dto.MetricType) []string {
-	t.Helper()
+func unexported(d dashboard, exported map[string]dto.MetricType) []string {
 	var problems []string
 	for where, expr := range dashboardQueries(d) {
 		if strings.TrimSpace(expr) == "" {
 			problems = append(problems, where+": no query")
 			continue
 		}
-		e, err := parser.ParseExpr(promQL(expr))
+		names, err := selectedMetrics(promQL(expr))
 		if err != nil {
 			problems = append(problems, fmt.Sprintf("%s: %q: %v", where, expr, err))
 			continue
 		}
-		for _, selector := range parser.ExtractSelectors(e) {
-			name := ""
-			for _, m := range selector {
-				if m.Name == "__name__" && m.Type.String() == "=" {
-					name = m.Value
-				}
-			}
+		for _, name := range names {
 			if _, ok := exported[name]; !ok {
 				problems = append(problems, fmt.Sprintf("%s: %q reads %q, which the service does not export", where, expr, name))
 			}
@@ -145,19 +137,14 @@ func TestDashboardReadsExportedMetrics(t *testing.T) {
 	t.Parallel()
 	d := loadDashboard(t)
 	exported := exportedMetrics(t)
-	for _, p := range unexported(t, d, exported) {
+	for _, p := range unexported(d, exported) {
 		t.Error(p)
 	}
 	used := map[string]bool{}
 	for _, expr := range dashboardQueries(d) {
-		if e, err := parser.ParseExpr(promQL(expr)); err == nil {
-			for _, selector := range parser.ExtractSelectors(e) {
-				for _, m := range selector {
-					if m.Name == "__name__" {
-						used[m.Value] = true
-					}
-				}
-			}
+		names, _ := selectedMetrics(promQL(expr))
+		for _, name := range names {
+			used[name] = true
 		}
 	}
 	for _, want := range []string{
@@ -188,7 +175,7 @@ func TestDashboardCheckHasTeeth(t *testing.T) {
 		d.Panels = []panel{{ID: 1, Title: "bad", Targets: []struct {
 			Expr string `json:"expr"`
 		}{{Expr: c.expr}}}}
-		problems := unexported(t, d, exported)
+		problems := unexported(d, exported)
 		if len(problems) != 1 || !strings.Contains(problems[0], c.want) {
 			t.Errorf("unexported(%q) = %q, want one problem naming %q", c.expr, problems, c.want)
 		}

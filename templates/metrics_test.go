@@ -12,6 +12,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	dto "github.com/prometheus/client_model/go"
+	"github.com/prometheus/prometheus/model/labels"
 	"github.com/prometheus/prometheus/promql/parser"
 
 	"github.com/fleetmanager/fleet-manager/internal/authz"
@@ -140,29 +141,38 @@ func exportedMetrics(t *testing.T) map[string]dto.MetricType {
 	return names
 }
 
-// metricNames returns the metric names an expression selects, failing the
-// test when it does not parse or selects a series by something other than
-// its name.
-func metricNames(t *testing.T, what, expr string) []string {
-	t.Helper()
+// selectedMetrics returns the metric name of every series selector of a
+// PromQL expression; "" for a selector that names no metric.
+func selectedMetrics(expr string) ([]string, error) {
 	e, err := parser.ParseExpr(expr)
 	if err != nil {
-		t.Errorf("%s: ParseExpr(%q): %v", what, expr, err)
-		return nil
+		return nil, err
 	}
 	var names []string
-	for _, path := range parser.ExtractSelectors(e) {
+	for _, selector := range parser.ExtractSelectors(e) {
 		name := ""
-		for _, m := range path {
-			if m.Name == "__name__" && m.Type.String() == "=" {
+		for _, m := range selector {
+			if m.Name == "__name__" && m.Type == labels.MatchEqual {
 				name = m.Value
 			}
 		}
+		names = append(names, name)
+	}
+	return names, nil
+}
+
+// metricNames is selectedMetrics for a test: it fails the test when the
+// expression does not parse or selects series without naming a metric.
+func metricNames(t *testing.T, what, expr string) []string {
+	t.Helper()
+	names, err := selectedMetrics(expr)
+	if err != nil {
+		t.Errorf("%s: ParseExpr(%q): %v", what, expr, err)
+	}
+	for _, name := range names {
 		if name == "" {
 			t.Errorf("%s: %q selects series without naming a metric", what, expr)
-			continue
 		}
-		names = append(names, name)
 	}
 	return names
 }
