@@ -74,7 +74,7 @@ func TestEveryBaseImageIsPinned(t *testing.T) {
 	}
 
 	minorOrDigest := regexp.MustCompile(`(@sha256:[0-9a-f]{64}|:[0-9]+\.[0-9]+[^:/@]*)$`)
-	for _, file := range []string{serviceFile, dbFile, cnpgFile, cnpgRecoveryFile, "agent-template.yml"} {
+	for _, file := range []string{serviceFile, dbFile, cnpgFile, cnpgRecoveryFile, "agent-template.yml", monitoringFile} {
 		for _, p := range load(t, file).Parameters {
 			if strings.HasSuffix(p.Name, "_IMAGE") && !minorOrDigest.MatchString(p.Value) {
 				floating(file + " " + p.Name)

@@ -354,7 +354,7 @@ func TestTemplateParameters(t *testing.T) {
 		"USER_METRICS_BACKEND_TOKEN_FILE": true, "USER_METRICS_ALLOW_LIST_FILE": true}
 	nameOK := regexp.MustCompile(`^[A-Z][A-Z0-9_]*$`)
 
-	for _, file := range []string{serviceFile, dbFile, cnpgFile, cnpgRecoveryFile} {
+	for _, file := range []string{serviceFile, dbFile, cnpgFile, cnpgRecoveryFile, monitoringFile} {
 		t.Run(file, func(t *testing.T) {
 			tpl := load(t, file)
 			if tpl.APIVersion != "template.openshift.io/v1" || tpl.Kind != "Template" {

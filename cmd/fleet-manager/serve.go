@@ -334,11 +334,12 @@ func newReplica(cfg postgres.ReplicaConfig, dbCfg postgres.Config, db *postgres.
 	return r, func() { _ = r.Close() }, nil
 }
 
-// newRegistry returns the metrics registry with the Go runtime, process and
-// database pool collectors.
-func newRegistry(db *postgres.DB) (*prometheus.Registry, error) {
+// newRegistry returns the metrics registry with the build's, the Go runtime,
+// process and database pool collectors.
+func newRegistry(db *postgres.DB, http rest.Config) (*prometheus.Registry, error) {
 	reg := prometheus.NewRegistry()
 	for _, c := range []prometheus.Collector{
+		httpserve.NewBuildInfo(http.MetricsNamespace()),
 		collectors.NewGoCollector(),
 		collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
 		collectors.NewDBStatsCollector(db.SQL(), db.Name()),

@@ -8,6 +8,7 @@ import (
 	"net"
 	"net/http"
 	"path/filepath"
+	"runtime"
 	"strconv"
 	"strings"
 	"sync"
@@ -171,6 +172,8 @@ func TestMigrateThenServe(t *testing.T) {
 	for _, want := range []string{
 		`fleet_manager_api_inbound_requests_total{code="200",method="GET",route="/api/fleet_manager/v1/current_user"} 1`,
 		"go_goroutines", "go_sql_max_open_connections", "process_resident_memory_bytes",
+		// The test binary's build: the linker set nothing, so the defaults.
+		`fleet_manager_build_info{commit="unknown",goversion="` + runtime.Version() + `",version="dev"} 1`,
 	} {
 		if !strings.Contains(metrics, want) {
 			t.Errorf("/metrics lacks %q", want)
