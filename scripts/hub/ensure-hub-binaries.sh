@@ -8,8 +8,8 @@
 #
 # etcd is Debian's etcd-server (installed when missing) linked into the
 # folder; kube-apiserver is built from the Go module proxy by
-# build-kube-apiserver.sh (about 5 minutes cold). When both are there it
-# takes well under a second.
+# build-kube-apiserver.sh (minutes cold: it prints how many first). When both
+# are there it takes well under a second.
 set -euo pipefail
 
 here=$(cd "$(dirname "$0")" && pwd)
