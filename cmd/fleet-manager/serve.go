@@ -242,6 +242,12 @@ func serve(ctx context.Context, opts serveOptions, logger *slog.Logger) error {
 			return fmt.Errorf("serve: %w", err)
 		}
 	}
+	// Bound before anything starts: a port in use is then the only error,
+	// not the last one after the reconcilers' passes were cut short.
+	bound, err := bindServers(opts.HTTP, logger, api, db, registry)
+	if err != nil {
+		return err
+	}
 	workers := startBackground(ctx, listener, watch, inventory)
 	workers.goRun(func() { replica.Run(workers.ctx) })
 	if opts.Reconcile.Enabled {
@@ -249,10 +255,13 @@ func serve(ctx context.Context, opts serveOptions, logger *slog.Logger) error {
 			return startReconcilers(workers, opts, logger, listener, store, queue, d, m)
 		}); err != nil {
 			workers.stop()
+			for _, b := range bound {
+				_ = b.Close()
+			}
 			return fmt.Errorf("serve: %w", err)
 		}
 	}
-	err = runServers(ctx, opts.HTTP, logger, api, db, registry)
+	err = runServers(ctx, opts.HTTP, logger, bound)
 	workers.stop()
 	return err
 }
@@ -286,22 +295,31 @@ func checkSchema(ctx context.Context, db *postgres.DB, migrate bool, logger *slo
 	return nil
 }
 
-func runServers(ctx context.Context, cfg rest.Config, logger *slog.Logger, api *rest.Server, db *postgres.DB, registry *prometheus.Registry) error {
+// bindServers opens the sockets of the API, metrics and health servers; an
+// address in use fails with the flag that set it.
+func bindServers(cfg rest.Config, logger *slog.Logger, api *rest.Server, db *postgres.DB, registry *prometheus.Registry) ([]httpserve.Bound, error) {
 	apiHandler, err := api.Handler()
 	if err != nil {
-		return fmt.Errorf("serve: %w", err)
+		return nil, fmt.Errorf("serve: %w", err)
 	}
 	timeouts := cfg.ServerTimeouts()
 	apiServer := httpserve.NewHTTPServer(timeouts, apiHandler, logger)
 	apiServer.RegisterOnShutdown(api.Drain)
 	bound, err := httpserve.Bind(
-		httpserve.Listener{Name: "api", Address: cfg.APIBindAddress, Server: apiServer},
-		httpserve.Listener{Name: "metrics", Address: cfg.MetricsBindAddress, Server: httpserve.NewHTTPServer(timeouts, httpserve.NewMetricsHandler(registry), logger)},
-		httpserve.Listener{Name: "health", Address: cfg.HealthBindAddress, Server: httpserve.NewHTTPServer(timeouts, httpserve.NewHealthHandler(db, cfg.ReadyTimeout, httpserve.WithHealthLog(logger.With("component", "health"))), logger)},
+		httpserve.Listener{Name: "api", Address: cfg.APIBindAddress, Flag: "api-bind-address", Server: apiServer},
+		httpserve.Listener{Name: "metrics", Address: cfg.MetricsBindAddress, Flag: "metrics-bind-address",
+			Server: httpserve.NewHTTPServer(timeouts, httpserve.NewMetricsHandler(registry), logger)},
+		httpserve.Listener{Name: "health", Address: cfg.HealthBindAddress, Flag: "health-bind-address",
+			Server: httpserve.NewHTTPServer(timeouts, httpserve.NewHealthHandler(db, cfg.ReadyTimeout, httpserve.WithHealthLog(logger.With("component", "health"))), logger)},
 	)
 	if err != nil {
-		return fmt.Errorf("serve: %w", err)
+		return nil, fmt.Errorf("serve: %w", err)
 	}
+	return bound, nil
+}
+
+// runServers serves the bound servers until ctx ends, then shuts them down.
+func runServers(ctx context.Context, cfg rest.Config, logger *slog.Logger, bound []httpserve.Bound) error {
 	logger.Info("serving", "version", version.Version, "commit", version.Commit, "base_path", cfg.BasePath, "pid", os.Getpid())
 	if err := httpserve.Serve(ctx, logger, cfg.ShutdownTimeout, bound...); err != nil {
 		return err

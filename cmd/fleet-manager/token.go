@@ -38,6 +38,9 @@ func newTokenCommand(env lookupEnv) *cobra.Command {
 			if opts.Auth.DevKeyDir == "" {
 				return errors.New("--auth-dev-key-dir: is required to mint a token")
 			}
+			if opts.User == "" && opts.AgentID == "" {
+				return errors.New("--user or --agent: one is required (--user for a person, --agent for a fleetshard-sync agent)")
+			}
 			if opts.TTL <= 0 {
 				return fmt.Errorf("--ttl: must be positive (got %s)", opts.TTL)
 			}

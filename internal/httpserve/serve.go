@@ -42,10 +42,12 @@ func NewHTTPServer(t Timeouts, handler http.Handler, logger *slog.Logger) *http.
 	}
 }
 
-// Listener is one server with the address it was configured for.
+// Listener is one server with the address it was configured for, and the
+// flag that configured it (without its dashes), which a bind error names.
 type Listener struct {
 	Name    string
 	Address string
+	Flag    string
 	Server  *http.Server
 }
 
@@ -59,6 +61,9 @@ type Bound struct {
 // the configured one was 0).
 func (b Bound) Addr() string { return b.net.Addr().String() }
 
+// Close closes the socket of a listener that will not be served.
+func (b Bound) Close() error { return b.net.Close() }
+
 // Bind opens every listener's socket, so that a port already in use fails the
 // start, before anything is served.
 func Bind(listeners ...Listener) ([]Bound, error) {
@@ -69,7 +74,11 @@ func Bind(listeners ...Listener) ([]Bound, error) {
 			for _, b := range bound {
 				_ = b.net.Close()
 			}
-			return nil, fmt.Errorf("Bind(%s on %s): %w", l.Name, l.Address, err)
+			err = fmt.Errorf("Bind(%s on %s): %w", l.Name, l.Address, err)
+			if l.Flag != "" {
+				err = fmt.Errorf("--%s: %w", l.Flag, err)
+			}
+			return nil, err
 		}
 		bound = append(bound, Bound{Listener: l, net: ln})
 	}

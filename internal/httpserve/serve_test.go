@@ -207,10 +207,24 @@ func TestBindRefusesTakenPort(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer ln.Close()
-	_, err = httpserve.Bind(httpserve.Listener{Name: "api", Address: ln.Addr().String(), Server: &http.Server{}})
+	free, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	freeAddr := free.Addr().String()
+	_ = free.Close()
+	_, err = httpserve.Bind(httpserve.Listener{Name: "health", Address: freeAddr, Flag: "health-bind-address", Server: &http.Server{}},
+		httpserve.Listener{Name: "api", Address: ln.Addr().String(), Flag: "api-bind-address", Server: &http.Server{}})
 	var opErr *net.OpError
-	if !errors.As(err, &opErr) {
-		t.Errorf("Bind(taken port) = %v, want a listen error", err)
+	if !errors.As(err, &opErr) || !strings.HasPrefix(err.Error(), "--api-bind-address: ") {
+		t.Errorf("Bind(taken port) = %v, want a listen error naming --api-bind-address", err)
+	}
+	// The socket bound before the failure is closed again.
+	again, err := net.Listen("tcp", freeAddr)
+	if err != nil {
+		t.Errorf("Bind(taken port) left %s bound: %v", freeAddr, err)
+	} else {
+		_ = again.Close()
 	}
 }
 

@@ -48,7 +48,7 @@ func (r *PolicyResolver) pass(ctx context.Context) (time.Duration, bool) {
 		return wait, true
 	}
 	r.last = now
-	if err := r.resolve(ctx); err != nil {
+	if err := r.resolve(ctx); err != nil && ctx.Err() == nil {
 		r.logger.Error("placing policies on hubs", errAttrs(err))
 	}
 	return 0, false

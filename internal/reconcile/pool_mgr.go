@@ -84,7 +84,9 @@ func (m *PoolManager) reconcilePool(ctx context.Context, c fleet.PoolClaim) {
 	switch {
 	case err != nil:
 		outcome = outcomeError
-		m.logger.Error("applying a capacity pool's scaling", "pool_id", c.Input.Pool.ID, errAttrs(err))
+		if ctx.Err() == nil {
+			m.logger.Error("applying a capacity pool's scaling", "pool_id", c.Input.Pool.ID, errAttrs(err))
+		}
 		// Record the failure under the claim, so the pool backs off.
 		if _, ferr := m.queue.ApplyPoolPass(ctx, c, nil, m.cfg.PoolResync, err); ferr != nil && ctx.Err() == nil {
 			m.logger.Error("recording a capacity pool's failed pass", "pool_id", c.Input.Pool.ID, errAttrs(ferr))

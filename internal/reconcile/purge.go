@@ -51,7 +51,9 @@ func (p *TombstonePurge) pass(ctx context.Context) (time.Duration, bool) {
 	for _, table := range p.tables {
 		n, full, err := p.PurgeTable(ctx, table)
 		if err != nil {
-			p.logger.Error("purging tombstones", "table", table, errAttrs(err))
+			if ctx.Err() == nil {
+				p.logger.Error("purging tombstones", "table", table, errAttrs(err))
+			}
 		} else if n > 0 {
 			p.logger.Info("purged tombstones", "table", table, "count", n)
 		}

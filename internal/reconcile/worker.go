@@ -41,7 +41,9 @@ func (w *registrationWorker) pass(ctx context.Context) (time.Duration, bool) {
 	leaseEnd := time.Now().Add(w.cfg.Lease)
 	claims, err := w.queue.ClaimRegistrations(ctx, w.kind, w.owner, w.cfg.BatchSize, w.cfg.Lease)
 	if err != nil {
-		w.logger.Error("claiming registrations", errAttrs(err))
+		if ctx.Err() == nil {
+			w.logger.Error("claiming registrations", errAttrs(err))
+		}
 		return w.cfg.Resync / 10, true
 	}
 	if w.reconcileBatch != nil && len(claims) > 0 {
@@ -62,7 +64,7 @@ func (w *registrationWorker) pass(ctx context.Context) (time.Duration, bool) {
 		return 0, true
 	}
 	due, ok, err := w.queue.NextDue(ctx, w.kind)
-	if err != nil {
+	if err != nil && ctx.Err() == nil {
 		w.logger.Error("reading the next due registration", errAttrs(err))
 	}
 	return due, ok
@@ -112,7 +114,9 @@ func (w *registrationWorker) handle(ctx context.Context, c fleet.Claim, leaseEnd
 	switch {
 	case err != nil:
 		outcome = outcomeError
-		w.logger.Error("recording a reconcile outcome", "registration", c.Registration.ID, errAttrs(err))
+		if ctx.Err() == nil {
+			w.logger.Error("recording a reconcile outcome", "registration", c.Registration.ID, errAttrs(err))
+		}
 	case !kept:
 		outcome = outcomeLost
 		w.logger.Warn("claim lost to another pass; outcome dropped", "registration", c.Registration.ID)
@@ -176,7 +180,9 @@ func (w *registrationWorker) handleBatch(ctx context.Context, claims []fleet.Cla
 	each := time.Since(start) / time.Duration(len(claims))
 	w.observe(outcomeLost, each, unfinished)
 	if err != nil {
-		w.logger.Error("recording a batch of reconcile outcomes", "registrations", len(done), errAttrs(err))
+		if ctx.Err() == nil {
+			w.logger.Error("recording a batch of reconcile outcomes", "registrations", len(done), errAttrs(err))
+		}
 		w.observe(outcomeError, each, len(done))
 		return
 	}

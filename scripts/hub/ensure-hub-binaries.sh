@@ -6,10 +6,11 @@
 #   HUB_BIN_DIR=$(scripts/hub/ensure-hub-binaries.sh)
 #   KUBEBUILDER_ASSETS=$(scripts/hub/ensure-hub-binaries.sh)
 #
-# etcd is Debian's etcd-server (installed when missing) linked into the
-# folder; kube-apiserver is built from the Go module proxy by
-# build-kube-apiserver.sh (about 5 minutes cold). When both are there it
-# takes well under a second.
+# etcd is Debian's etcd-server (installed when missing, by
+# scripts/dbops/ensure-tools.sh, which leaves its system service disabled)
+# linked into the folder; kube-apiserver is built from the Go module proxy by
+# build-kube-apiserver.sh (minutes cold: it prints how many first). When both
+# are there it takes well under a second.
 set -euo pipefail
 
 here=$(cd "$(dirname "$0")" && pwd)
@@ -21,12 +22,7 @@ mkdir -p "$OUT"
 if [ ! -x "$OUT/etcd" ]; then
   etcd_bin=$(command -v etcd || true)
   if [ -z "$etcd_bin" ]; then
-    sudo=""
-    [ "$(id -u)" = 0 ] || sudo=sudo
-    export DEBIAN_FRONTEND=noninteractive
-    echo "installing etcd-server" >&2
-    $sudo apt-get install -y etcd-server >&2 ||
-      { $sudo apt-get update >&2 && $sudo apt-get install -y etcd-server >&2; }
+    "$here/../dbops/ensure-tools.sh" >&2
     etcd_bin=$(command -v etcd || echo /usr/bin/etcd)
   fi
   ln -sfn "$etcd_bin" "$OUT/etcd"
