@@ -91,9 +91,7 @@ func (m *DNSManager) pass(ctx context.Context) (time.Duration, bool) {
 		return m.queue.ClaimDNSZones(ctx, m.owner, sorted(taken), dnsZoneBatch, m.cfg.DNSBatch, m.cfg.Lease)
 	})
 	if err != nil {
-		if ctx.Err() == nil {
-			m.logger.Error("claiming DNS zones", errAttrs(err))
-		}
+		logFailure(ctx, m.logger, "claiming DNS zones", err)
 		return m.cfg.Poll, true
 	}
 	var (
@@ -218,9 +216,7 @@ func (m *DNSManager) reconcileZone(ctx context.Context, c fleet.DNSZoneClaim, le
 	switch {
 	case err != nil:
 		outcome = outcomeError
-		if ctx.Err() == nil {
-			m.logger.Error("recording a DNS zone's pass", "zone_id", zone.Zone.ID, errAttrs(err))
-		}
+		logFailure(ctx, m.logger, "recording a DNS zone's pass", err, "zone_id", zone.Zone.ID)
 	case !held:
 		outcome = outcomeLost
 	case zoneErr != nil:

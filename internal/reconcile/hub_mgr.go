@@ -40,9 +40,7 @@ func (m *HubManager) pass(ctx context.Context) (time.Duration, bool) {
 	hubs, err := m.monitor.ListHubLiveness(ctx)
 	if err != nil {
 		outcome = outcomeError
-		if ctx.Err() == nil {
-			m.logger.Error("listing hubs", errAttrs(err))
-		}
+		logFailure(ctx, m.logger, "listing hubs", err)
 		return 0, false
 	}
 	counts := map[fleet.ConditionStatus]int{}
@@ -52,9 +50,7 @@ func (m *HubManager) pass(ctx context.Context) (time.Duration, bool) {
 		if conds.Status(fleet.ConditionHubReady) == fleet.ConditionFalse && !h.Hub.InventoryStale {
 			if err := m.monitor.MarkInventoryStale(ctx, h.Hub.ID); err != nil {
 				outcome = outcomeError
-				if ctx.Err() == nil {
-					m.logger.Error("marking a silent hub's inventory stale", "hub", h.Hub.Name, errAttrs(err))
-				}
+				logFailure(ctx, m.logger, "marking a silent hub's inventory stale", err, "hub", h.Hub.Name)
 			}
 		}
 		if conds.Equal(h.Hub.Conditions) {
@@ -63,17 +59,13 @@ func (m *HubManager) pass(ctx context.Context) (time.Duration, bool) {
 		ready, _ := conds.Get(fleet.ConditionHubReady)
 		if err := m.monitor.SetHubReadyCondition(ctx, h.Hub.ID, ready); err != nil {
 			outcome = outcomeError
-			if ctx.Err() == nil {
-				m.logger.Error("writing hub conditions", "hub", h.Hub.Name, errAttrs(err))
-			}
+			logFailure(ctx, m.logger, "writing hub conditions", err, "hub", h.Hub.Name)
 		}
 	}
 	m.metrics.setHubs(counts)
 	if n, err := m.monitor.RequeueUnplaced(ctx, m.modes); err != nil {
 		outcome = outcomeError
-		if ctx.Err() == nil {
-			m.logger.Error("re-queueing unplaced registrations", errAttrs(err))
-		}
+		logFailure(ctx, m.logger, "re-queueing unplaced registrations", err)
 	} else if n > 0 {
 		m.logger.Info("re-queued unplaced registrations", "count", n)
 	}
@@ -115,16 +107,12 @@ type Housekeeper interface {
 func RunHousekeeping(ctx context.Context, cfg Config, source Housekeeper, metrics *Metrics, logger *slog.Logger) {
 	loop(ctx, "housekeeping", nil, cfg.StatsInterval, func(ctx context.Context) (time.Duration, bool) {
 		if stats, err := source.Stats(ctx); err != nil {
-			if ctx.Err() == nil {
-				logger.Error("reading fleet stats", errAttrs(err))
-			}
+			logFailure(ctx, logger, "reading fleet stats", err)
 		} else {
 			metrics.setStats(stats)
 		}
 		if n, err := source.PurgeIdempotencyKeys(ctx); err != nil {
-			if ctx.Err() == nil {
-				logger.Error("purging expired idempotency keys", errAttrs(err))
-			}
+			logFailure(ctx, logger, "purging expired idempotency keys", err)
 		} else if n > 0 {
 			logger.Info("purged expired idempotency keys", "count", n)
 		}

@@ -91,6 +91,14 @@ func logPanic(logger *slog.Logger, what string) {
 	}
 }
 
+// logFailure logs a step's failure as an error, unless ctx ended: a step
+// cut by the reconciler's own stop (serve shutting down) is no failure.
+func logFailure(ctx context.Context, logger *slog.Logger, msg string, err error, attrs ...any) {
+	if ctx.Err() == nil {
+		logger.Error(msg, append(attrs, errAttrs(err))...)
+	}
+}
+
 // errAttrs is err for the log: its text, and the cause a service error keeps
 // from its callers when it keeps one (fleet.Cause), so that a database's
 // unavailability says whether it was a timeout, a lock or a lost connection.

@@ -48,8 +48,8 @@ func (r *PolicyResolver) pass(ctx context.Context) (time.Duration, bool) {
 		return wait, true
 	}
 	r.last = now
-	if err := r.resolve(ctx); err != nil && ctx.Err() == nil {
-		r.logger.Error("placing policies on hubs", errAttrs(err))
+	if err := r.resolve(ctx); err != nil {
+		logFailure(ctx, r.logger, "placing policies on hubs", err)
 	}
 	return 0, false
 }

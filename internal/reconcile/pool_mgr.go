@@ -50,9 +50,7 @@ func (m *PoolManager) pass(ctx context.Context) (time.Duration, bool) {
 		return m.queue.ClaimPools(ctx, m.owner, sorted(taken), poolBatch, m.cfg.Lease)
 	})
 	if err != nil {
-		if ctx.Err() == nil {
-			m.logger.Error("claiming capacity pools", errAttrs(err))
-		}
+		logFailure(ctx, m.logger, "claiming capacity pools", err)
 		return m.cfg.Poll, true
 	}
 	for _, c := range claims {
@@ -84,12 +82,10 @@ func (m *PoolManager) reconcilePool(ctx context.Context, c fleet.PoolClaim) {
 	switch {
 	case err != nil:
 		outcome = outcomeError
-		if ctx.Err() == nil {
-			m.logger.Error("applying a capacity pool's scaling", "pool_id", c.Input.Pool.ID, errAttrs(err))
-		}
+		logFailure(ctx, m.logger, "applying a capacity pool's scaling", err, "pool_id", c.Input.Pool.ID)
 		// Record the failure under the claim, so the pool backs off.
-		if _, ferr := m.queue.ApplyPoolPass(ctx, c, nil, m.cfg.PoolResync, err); ferr != nil && ctx.Err() == nil {
-			m.logger.Error("recording a capacity pool's failed pass", "pool_id", c.Input.Pool.ID, errAttrs(ferr))
+		if _, ferr := m.queue.ApplyPoolPass(ctx, c, nil, m.cfg.PoolResync, err); ferr != nil {
+			logFailure(ctx, m.logger, "recording a capacity pool's failed pass", ferr, "pool_id", c.Input.Pool.ID)
 		}
 	case !held:
 		outcome = outcomeLost

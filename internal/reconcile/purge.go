@@ -51,9 +51,7 @@ func (p *TombstonePurge) pass(ctx context.Context) (time.Duration, bool) {
 	for _, table := range p.tables {
 		n, full, err := p.PurgeTable(ctx, table)
 		if err != nil {
-			if ctx.Err() == nil {
-				p.logger.Error("purging tombstones", "table", table, errAttrs(err))
-			}
+			logFailure(ctx, p.logger, "purging tombstones", err, "table", table)
 		} else if n > 0 {
 			p.logger.Info("purged tombstones", "table", table, "count", n)
 		}

@@ -41,9 +41,7 @@ func (w *registrationWorker) pass(ctx context.Context) (time.Duration, bool) {
 	leaseEnd := time.Now().Add(w.cfg.Lease)
 	claims, err := w.queue.ClaimRegistrations(ctx, w.kind, w.owner, w.cfg.BatchSize, w.cfg.Lease)
 	if err != nil {
-		if ctx.Err() == nil {
-			w.logger.Error("claiming registrations", errAttrs(err))
-		}
+		logFailure(ctx, w.logger, "claiming registrations", err)
 		return w.cfg.Resync / 10, true
 	}
 	if w.reconcileBatch != nil && len(claims) > 0 {
@@ -64,8 +62,8 @@ func (w *registrationWorker) pass(ctx context.Context) (time.Duration, bool) {
 		return 0, true
 	}
 	due, ok, err := w.queue.NextDue(ctx, w.kind)
-	if err != nil && ctx.Err() == nil {
-		w.logger.Error("reading the next due registration", errAttrs(err))
+	if err != nil {
+		logFailure(ctx, w.logger, "reading the next due registration", err)
 	}
 	return due, ok
 }
@@ -114,9 +112,7 @@ func (w *registrationWorker) handle(ctx context.Context, c fleet.Claim, leaseEnd
 	switch {
 	case err != nil:
 		outcome = outcomeError
-		if ctx.Err() == nil {
-			w.logger.Error("recording a reconcile outcome", "registration", c.Registration.ID, errAttrs(err))
-		}
+		logFailure(ctx, w.logger, "recording a reconcile outcome", err, "registration", c.Registration.ID)
 	case !kept:
 		outcome = outcomeLost
 		w.logger.Warn("claim lost to another pass; outcome dropped", "registration", c.Registration.ID)
@@ -180,9 +176,7 @@ func (w *registrationWorker) handleBatch(ctx context.Context, claims []fleet.Cla
 	each := time.Since(start) / time.Duration(len(claims))
 	w.observe(outcomeLost, each, unfinished)
 	if err != nil {
-		if ctx.Err() == nil {
-			w.logger.Error("recording a batch of reconcile outcomes", "registrations", len(done), errAttrs(err))
-		}
+		logFailure(ctx, w.logger, "recording a batch of reconcile outcomes", err, "registrations", len(done))
 		w.observe(outcomeError, each, len(done))
 		return
 	}
