@@ -116,7 +116,7 @@ const dnsOutcomeSQL = `UPDATE dns_records d SET conditions = x.conditions,
 	last_error = x.last_error,
 	next_pass_at = CASE WHEN x.delete THEN NULL
 		WHEN x.failed AND x.requeue > 0 THEN now() + make_interval(secs => x.requeue)
-		WHEN x.failed THEN now() + make_interval(secs => least(300, 2 ^ least(d.attempts, 8)))
+		WHEN x.failed THEN now() + make_interval(secs => ` + failedPassBackoffSQL + `)
 		WHEN x.requeue > 0 THEN now() + make_interval(secs => x.requeue)
 		WHEN d.cluster_id <> '' THEN now() + make_interval(secs => ?)
 		ELSE NULL END,
@@ -158,8 +158,7 @@ func (s *Store) CompleteDNSZone(ctx context.Context, claim fleet.DNSZoneClaim, o
 			}
 		}
 		if zoneErr != nil {
-			return tx.Exec(`UPDATE dns_zones SET claimed_by = NULL, claimed_until = NULL, attempts = attempts + 1, last_error = ?,
-	next_pass_at = now() + make_interval(secs => least(300, 2 ^ least(attempts, 8))) WHERE id = ?`, storableText(zoneErr.Error()), zoneID).Error
+			return releaseFailedClaim(tx, "dns_zones", zoneID, zoneErr)
 		}
 		return tx.Exec(`UPDATE dns_zones SET claimed_by = NULL, claimed_until = NULL, attempts = 0, last_error = '', next_pass_at = NULL
 WHERE id = ?`, zoneID).Error

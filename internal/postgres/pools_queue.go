@@ -58,6 +58,18 @@ func (s *Store) ClaimPools(ctx context.Context, owner string, woken []string, li
 	return out, nil
 }
 
+// failedPassBackoffSQL is the seconds a row whose pass failed waits, from
+// its attempts before this failure: doubling from one, at most five minutes.
+const failedPassBackoffSQL = `least(300, 2 ^ least(attempts, 8))`
+
+// releaseFailedClaim releases the claim on table's row id after a failed
+// pass: its attempts go up, its error is kept, and its next pass backs off.
+// table is a queue table's name (capacity_pools, dns_zones), never input.
+func releaseFailedClaim(tx *gorm.DB, table, id string, failed error) error {
+	return tx.Exec(`UPDATE `+table+` SET claimed_by = NULL, claimed_until = NULL, attempts = attempts + 1, last_error = ?,
+	next_pass_at = now() + make_interval(secs => `+failedPassBackoffSQL+`) WHERE id = ?`, storableText(failed.Error()), id).Error
+}
+
 func randomHex(n int) string {
 	b := make([]byte, n)
 	_, _ = rand.Read(b) // crypto/rand.Read never fails
@@ -82,8 +94,7 @@ func (s *Store) ApplyPoolPass(ctx context.Context, claim fleet.PoolClaim, action
 		}
 		held = true
 		if failed != nil {
-			return tx.Exec(`UPDATE capacity_pools SET claimed_by = NULL, claimed_until = NULL, attempts = attempts + 1, last_error = ?,
-	next_pass_at = now() + make_interval(secs => least(300, 2 ^ least(attempts, 8))) WHERE id = ?`, storableText(failed.Error()), pool.ID).Error
+			return releaseFailedClaim(tx, "capacity_pools", pool.ID, failed)
 		}
 		for _, a := range actions {
 			if err := s.applyScaleAction(tx, claim.Input, a); err != nil {
