@@ -55,8 +55,9 @@ type fakeFleet struct {
 	// every set and acknowledgement ("" sends none); restore changes it.
 	revisionHistory string
 	moved           chan struct{} // closed when the revision moves
-	// waiting receives when a long-poll starts waiting, if anyone listens.
-	waiting  chan struct{}
+	// waited, when set, is closed by the next long-poll that starts
+	// waiting (see nextWait).
+	waited   chan struct{}
 	applied  int64
 	tokens   []string
 	statuses []private.HubStatusReport
@@ -88,7 +89,7 @@ func newFakeFleet(t testing.TB) *fakeFleet {
 // newFakeFleetFor is newFakeFleet for the hub hubID.
 func newFakeFleetFor(t testing.TB, hubID string) *fakeFleet {
 	t.Helper()
-	f := &fakeFleet{t: t, hubID: hubID, moved: make(chan struct{}), waiting: make(chan struct{}), failures: map[string]int{},
+	f := &fakeFleet{t: t, hubID: hubID, moved: make(chan struct{}), failures: map[string]int{},
 		history: map[int64][]private.DesiredRegistration{0: nil}}
 	mux := http.NewServeMux()
 	prefix := fakeBasePath + "/agent-hubs/{hub_id}"
@@ -198,14 +199,14 @@ func (f *fakeFleet) desired(w http.ResponseWriter, r *http.Request, _ []byte) {
 		if base, ok := f.history[since]; ok && since > 0 && !f.wholeSets {
 			set = desiredDelta(set, since, base)
 		}
+		if rev == after && f.waited != nil {
+			close(f.waited)
+			f.waited = nil
+		}
 		f.mu.Unlock()
 		if rev != after {
 			writeJSONFake(w, http.StatusOK, set)
 			return
-		}
-		select {
-		case f.waiting <- struct{}{}:
-		default:
 		}
 		select {
 		case <-moved:
@@ -317,6 +318,15 @@ func (f *fakeFleet) registrations(w http.ResponseWriter, _ *http.Request, body [
 	f.regItems = append(f.regItems, b.Items...)
 	f.mu.Unlock()
 	writeJSONFake(w, http.StatusOK, private.RegistrationStatusAck{Kind: private.RegistrationStatusAckKindRegistrationStatusAck, Updated: len(b.Items)})
+}
+
+// nextWait returns a channel closed when the next long-poll starts waiting
+// for a change: a change made after it is closed wakes that long-poll.
+func (f *fakeFleet) nextWait() <-chan struct{} {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.waited = make(chan struct{})
+	return f.waited
 }
 
 // setDesired makes regs the hub's desired set at a new revision, and returns it.

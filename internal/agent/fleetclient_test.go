@@ -57,8 +57,9 @@ func TestFleetClientDesiredLongPoll(t *testing.T) {
 		t.Errorf("GetHubDesired(after=%d) answered after %s, want after the wait", rev, time.Since(start))
 	}
 	// A change during the wait answers at once.
+	waited := f.nextWait()
 	go func() {
-		<-f.waiting
+		<-waited
 		f.setDesired()
 	}()
 	set, err = fc.GetHubDesired(ctx, rev, 0, 10*time.Second)
