@@ -28,7 +28,7 @@ func newGenerateKeyCommand() *cobra.Command {
 }
 
 func newRotateKeysCommand(env lookupEnv) *cobra.Command {
-	logOpts, dbOpts, keyOpts := config.DefaultLog(), defaultDBOptions("rotate-keys"), secrets.DefaultConfig()
+	logOpts, dbOpts, keyOpts, service := config.DefaultLog(), defaultDBOptions("rotate-keys"), secrets.DefaultConfig(), defaultServiceName()
 	batch, reencrypt := 100, false
 	cmd := &cobra.Command{
 		Use:   "rotate-keys",
@@ -50,14 +50,14 @@ func newRotateKeysCommand(env lookupEnv) *cobra.Command {
 				}
 				return p.Err()
 			}
-			if err := joinProblems(logOpts.Validate, dbOpts.Validate, keyOpts.Validate, batchValid); err != nil {
+			if err := joinProblems(logOpts.Validate, service.Validate, dbOpts.Validate, keyOpts.Validate, batchValid); err != nil {
 				return err
 			}
 			keyring, err := secrets.LoadKeyring(keyOpts)
 			if err != nil {
 				return err
 			}
-			logger := logOpts.NewLogger(cmd.ErrOrStderr(), "rotate-keys")
+			logger := newLogger(cmd, logOpts, string(service))
 			db, err := postgres.Open(dbOpts.Config, logger)
 			if err != nil {
 				return err
@@ -77,6 +77,7 @@ func newRotateKeysCommand(env lookupEnv) *cobra.Command {
 		},
 	}
 	logOpts.AddFlags(cmd.Flags())
+	service.addFlags(cmd.Flags())
 	dbOpts.addFlags(cmd.Flags())
 	keyOpts.AddFlags(cmd.Flags())
 	cmd.Flags().IntVar(&batch, "batch-size", batch, "rows re-wrapped per query, or re-encrypted per transaction")

@@ -11,7 +11,7 @@ import (
 )
 
 func newMigrateCommand(env lookupEnv) *cobra.Command {
-	logOpts, dbOpts := config.DefaultLog(), defaultDBOptions("migrate")
+	logOpts, dbOpts, service := config.DefaultLog(), defaultDBOptions("migrate"), defaultServiceName()
 	// A migration may rewrite a large table: no statement bound unless asked.
 	dbOpts.StatementTimeout = 0
 	cmd := &cobra.Command{
@@ -24,10 +24,10 @@ func newMigrateCommand(env lookupEnv) *cobra.Command {
 			if err := complete(cmd.Flags(), env, &dbOpts.SecretsDir); err != nil {
 				return err
 			}
-			if err := joinProblems(logOpts.Validate, dbOpts.Validate); err != nil {
+			if err := joinProblems(logOpts.Validate, service.Validate, dbOpts.Validate); err != nil {
 				return err
 			}
-			logger := logOpts.NewLogger(cmd.ErrOrStderr(), "migrate")
+			logger := newLogger(cmd, logOpts, string(service))
 			db, err := postgres.Open(dbOpts.Config, logger)
 			if err != nil {
 				return err
@@ -47,6 +47,7 @@ func newMigrateCommand(env lookupEnv) *cobra.Command {
 		},
 	}
 	logOpts.AddFlags(cmd.Flags())
+	service.addFlags(cmd.Flags())
 	dbOpts.addFlags(cmd.Flags())
 	return cmd
 }
