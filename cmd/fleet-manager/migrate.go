@@ -2,6 +2,7 @@ package main
 
 import (
 	"fmt"
+	"time"
 
 	"github.com/spf13/cobra"
 
@@ -34,6 +35,7 @@ func newMigrateCommand(env lookupEnv) *cobra.Command {
 			}
 			defer db.Close()
 			ctx := fleet.NewContextWithOperation(cmd.Context(), "migrate")
+			start := time.Now()
 			if err := db.Migrate(ctx); err != nil {
 				return err
 			}
@@ -41,7 +43,8 @@ func newMigrateCommand(env lookupEnv) *cobra.Command {
 			if err != nil {
 				return err
 			}
-			logger.Info("migrations applied", "applied", len(status.Applied), "latest", status.Applied[len(status.Applied)-1])
+			logger.Info("migrations applied", "applied", len(status.Applied), "latest", status.Applied[len(status.Applied)-1],
+				"elapsed", time.Since(start))
 			fmt.Fprintf(cmd.OutOrStdout(), "schema current: %d migrations applied\n", len(status.Applied))
 			return nil
 		},
