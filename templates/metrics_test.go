@@ -113,6 +113,13 @@ func exportedMetrics(t *testing.T) map[string]dto.MetricType {
 	if _, err := usermetrics.NewMetrics(ns, r); err != nil {
 		t.Fatalf("usermetrics.NewMetrics: %v", err)
 	}
+	return r.names(t)
+}
+
+// names returns the name of every series of what was registered through
+// r, histograms' _bucket, _sum and _count included.
+func (r *recorder) names(t *testing.T) map[string]dto.MetricType {
+	t.Helper()
 	if r.err != nil {
 		t.Fatal(r.err)
 	}

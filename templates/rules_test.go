@@ -107,11 +107,20 @@ func TestPromtoolTestRulesHasTeeth(t *testing.T) {
 // pass such a case, expecting nothing of an alert that does not exist).
 func TestEveryAlertIsTestedFiringAndSilent(t *testing.T) {
 	t.Parallel()
-	b, err := os.ReadFile(rulesTestFile)
+	_, pr := monitoringObjects(t, nil)
+	checkEveryAlertTested(t, rulesTestFile, "rules.yml", pr)
+}
+
+// checkEveryAlertTested checks that the promtool tests of file, reading
+// ruleFile, have a case where each alert of pr fires and one where it stays
+// silent, and name no alert pr lacks.
+func checkEveryAlertTested(t *testing.T, file, ruleFile string, pr prometheusRule) {
+	t.Helper()
+	b, err := os.ReadFile(file)
 	if err != nil {
 		t.Fatal(err)
 	}
-	var file struct {
+	var tests struct {
 		RuleFiles []string `json:"rule_files"`
 		Tests     []struct {
 			AlertRuleTests []struct {
@@ -120,14 +129,14 @@ func TestEveryAlertIsTestedFiringAndSilent(t *testing.T) {
 			} `json:"alert_rule_test"`
 		} `json:"tests"`
 	}
-	if err := yaml.Unmarshal(b, &file); err != nil {
-		t.Fatalf("yaml.Unmarshal(%s): %v", rulesTestFile, err)
+	if err := yaml.Unmarshal(b, &tests); err != nil {
+		t.Fatalf("yaml.Unmarshal(%s): %v", file, err)
 	}
-	if !slices.Equal(file.RuleFiles, []string{"rules.yml"}) {
-		t.Errorf("%s rule_files = %v, want [rules.yml]", rulesTestFile, file.RuleFiles)
+	if !slices.Equal(tests.RuleFiles, []string{ruleFile}) {
+		t.Errorf("%s rule_files = %v, want [%s]", file, tests.RuleFiles, ruleFile)
 	}
 	fires, silent := map[string]int{}, map[string]int{}
-	for _, tc := range file.Tests {
+	for _, tc := range tests.Tests {
 		for _, a := range tc.AlertRuleTests {
 			if len(a.ExpAlerts) > 0 {
 				fires[a.Alertname]++
@@ -136,27 +145,26 @@ func TestEveryAlertIsTestedFiringAndSilent(t *testing.T) {
 			}
 		}
 	}
-	_, pr := monitoringObjects(t, nil)
 	alerts := map[string]bool{}
 	for _, g := range pr.Spec.Groups {
 		for _, r := range g.Rules {
 			alerts[r.Alert] = true
 			if fires[r.Alert] == 0 {
-				t.Errorf("%s: no case where %s fires", rulesTestFile, r.Alert)
+				t.Errorf("%s: no case where %s fires", file, r.Alert)
 			}
 			if silent[r.Alert] == 0 {
-				t.Errorf("%s: no case where %s stays silent", rulesTestFile, r.Alert)
+				t.Errorf("%s: no case where %s stays silent", file, r.Alert)
 			}
 		}
 	}
 	for name := range fires {
 		if !alerts[name] {
-			t.Errorf("%s tests alert %s, which the PrometheusRule lacks", rulesTestFile, name)
+			t.Errorf("%s tests alert %s, which the PrometheusRule lacks", file, name)
 		}
 	}
 	for name := range silent {
 		if !alerts[name] {
-			t.Errorf("%s tests alert %s, which the PrometheusRule lacks", rulesTestFile, name)
+			t.Errorf("%s tests alert %s, which the PrometheusRule lacks", file, name)
 		}
 	}
 }

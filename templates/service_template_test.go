@@ -190,6 +190,11 @@ func TestServiceContainers(t *testing.T) {
 		}
 	}
 
+	// migrate's log lines carry the service name serve's do.
+	if got, want := setting(t, tpl, migrate, "service-name", ""), setting(t, tpl, serve, "service-name", ""); got == "" || got != want {
+		t.Errorf("container(migrate) --service-name = %q, want serve's %q", got, want)
+	}
+
 	for _, e := range serve.Env {
 		flag, ok := strings.CutPrefix(e.Name, envPrefix)
 		flag = strings.ToLower(strings.ReplaceAll(flag, "_", "-"))

@@ -28,7 +28,7 @@ func (e problemsFound) Error() string { return fmt.Sprintf("doctor found %d prob
 func (e problemsFound) ExitCode() int { return exitProblems }
 
 func newDoctorCommand(env lookupEnv) *cobra.Command {
-	logOpts, dbOpts, thresholds := config.DefaultLog(), defaultDBOptions("doctor"), postgres.DefaultDoctorConfig()
+	logOpts, dbOpts, thresholds, service := config.DefaultLog(), defaultDBOptions("doctor"), postgres.DefaultDoctorConfig(), defaultServiceName()
 	// The doctor must answer while a migration or a stuck session holds a
 	// lock: a check that would wait fails instead, and says so.
 	dbOpts.LockTimeout = 5 * time.Second
@@ -54,19 +54,21 @@ func newDoctorCommand(env lookupEnv) *cobra.Command {
 				}
 				return p.Err()
 			}
-			if err := joinProblems(logOpts.Validate, dbOpts.Validate, thresholds.Validate, outputValid); err != nil {
+			if err := joinProblems(logOpts.Validate, service.Validate, dbOpts.Validate, thresholds.Validate, outputValid); err != nil {
 				return err
 			}
-			logger := logOpts.NewLogger(cmd.ErrOrStderr(), "doctor")
+			logger := newLogger(cmd, logOpts, string(service))
 			db, err := postgres.Open(dbOpts.Config, logger)
 			if err != nil {
 				return err
 			}
 			defer db.Close()
+			start := time.Now()
 			report, err := db.Doctor(fleet.NewContextWithOperation(cmd.Context(), "doctor"), thresholds)
 			if err != nil {
 				return err
 			}
+			logger.Info("database checked", "database", report.Database, "problems", len(report.Problems()), "elapsed", time.Since(start))
 			if output == "json" {
 				enc := json.NewEncoder(cmd.OutOrStdout())
 				enc.SetIndent("", "  ")
@@ -83,6 +85,7 @@ func newDoctorCommand(env lookupEnv) *cobra.Command {
 		},
 	}
 	logOpts.AddFlags(cmd.Flags())
+	service.addFlags(cmd.Flags())
 	dbOpts.addFlags(cmd.Flags())
 	thresholds.AddFlags(cmd.Flags())
 	cmd.Flags().StringVar(&output, "output", output, "report format: text or json")

@@ -2,6 +2,8 @@ package main
 
 import (
 	"fmt"
+	"log/slog"
+	"time"
 
 	"github.com/spf13/cobra"
 
@@ -28,8 +30,8 @@ func newGenerateKeyCommand() *cobra.Command {
 }
 
 func newRotateKeysCommand(env lookupEnv) *cobra.Command {
-	logOpts, dbOpts, keyOpts := config.DefaultLog(), defaultDBOptions("rotate-keys"), secrets.DefaultConfig()
-	batch, reencrypt := 100, false
+	logOpts, dbOpts, keyOpts, service := config.DefaultLog(), defaultDBOptions("rotate-keys"), secrets.DefaultConfig(), defaultServiceName()
+	batch, reencrypt, every := 100, false, 10*time.Second
 	cmd := &cobra.Command{
 		Use:   "rotate-keys",
 		Short: "Re-wrap (or, with --reencrypt, re-encrypt) every stored secret under the current master key",
@@ -48,38 +50,78 @@ func newRotateKeysCommand(env lookupEnv) *cobra.Command {
 				if batch < 1 {
 					p.Addf("batch-size", "must be at least 1 (got %d)", batch)
 				}
+				if every < 0 {
+					p.Addf("progress-interval", "must not be negative (got %s)", every)
+				}
 				return p.Err()
 			}
-			if err := joinProblems(logOpts.Validate, dbOpts.Validate, keyOpts.Validate, batchValid); err != nil {
+			if err := joinProblems(logOpts.Validate, service.Validate, dbOpts.Validate, keyOpts.Validate, batchValid); err != nil {
 				return err
 			}
 			keyring, err := secrets.LoadKeyring(keyOpts)
 			if err != nil {
 				return err
 			}
-			logger := logOpts.NewLogger(cmd.ErrOrStderr(), "rotate-keys")
+			logger := newLogger(cmd, logOpts, string(service))
 			db, err := postgres.Open(dbOpts.Config, logger)
 			if err != nil {
 				return err
 			}
 			defer db.Close()
 			store := postgres.NewStore(db, keyring, fleet.SystemClock{}, postgres.DefaultStoreConfig(), authz.MustDefault())
-			rotate, done := store.RewrapSecrets, "re-wrapped"
+			done := "re-wrapped"
 			if reencrypt {
-				rotate, done = store.ReencryptSecrets, "re-encrypted"
+				done = "re-encrypted"
 			}
-			n, err := rotate(fleet.NewContextWithOperation(cmd.Context(), "rotate_keys"), batch)
+			start := time.Now()
+			progress := &rotationLog{logger: logger, every: every, now: time.Now}
+			n, err := store.RotateSecrets(fleet.NewContextWithOperation(cmd.Context(), "rotate_keys"),
+				postgres.Rotation{Reencrypt: reencrypt, Batch: batch, Progress: progress.report})
 			if err != nil {
+				logger.Error("rotate-keys stopped", "rotated", n, "elapsed", time.Since(start), "error", err)
 				return err
 			}
+			logger.Info("rotate-keys finished", "rotated", n, "how", done, "key_id", keyring.PrimaryKeyID(), "elapsed", time.Since(start))
 			fmt.Fprintf(cmd.OutOrStdout(), "%s %d secrets under key %s\n", done, n, keyring.PrimaryKeyID())
 			return nil
 		},
 	}
 	logOpts.AddFlags(cmd.Flags())
+	service.addFlags(cmd.Flags())
 	dbOpts.addFlags(cmd.Flags())
 	keyOpts.AddFlags(cmd.Flags())
 	cmd.Flags().IntVar(&batch, "batch-size", batch, "rows re-wrapped per query, or re-encrypted per transaction")
+	cmd.Flags().DurationVar(&every, "progress-interval", every, "how often a column's progress is logged (0: after every batch); its start and end always are")
 	cmd.Flags().BoolVar(&reencrypt, "reencrypt", reencrypt, "re-encrypt each value under a fresh data key instead of re-wrapping its data key (after a key leak)")
 	return cmd
+}
+
+// rotationLog logs a rotation's progress: each sealed column with values
+// to rotate when it starts and when it ends, and between, after a batch, at
+// most once every interval.
+type rotationLog struct {
+	logger *slog.Logger
+	every  time.Duration
+	now    func() time.Time
+	// started is when the column began, last when progress was logged.
+	started, last time.Time
+}
+
+func (l *rotationLog) report(p postgres.RotationProgress) {
+	now := l.now()
+	switch {
+	case p.Done == 0 && !p.Finished:
+		l.started, l.last = now, now
+		if p.Total > 0 {
+			l.logger.Info("rotating a column", "table", p.Table, "column", p.Column, "total", p.Total)
+		}
+	case p.Finished:
+		if p.Total > 0 || p.Done > 0 {
+			l.logger.Info("column rotated", "table", p.Table, "column", p.Column, "done", p.Done, "elapsed", now.Sub(l.started))
+		}
+	case now.Sub(l.last) >= l.every:
+		l.last = now
+		l.logger.Info("rotating a column: progress", "table", p.Table, "column", p.Column, "done", p.Done, "of", p.Total,
+			"elapsed", now.Sub(l.started))
+	}
 }

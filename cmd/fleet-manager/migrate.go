@@ -2,6 +2,7 @@ package main
 
 import (
 	"fmt"
+	"time"
 
 	"github.com/spf13/cobra"
 
@@ -11,7 +12,7 @@ import (
 )
 
 func newMigrateCommand(env lookupEnv) *cobra.Command {
-	logOpts, dbOpts := config.DefaultLog(), defaultDBOptions("migrate")
+	logOpts, dbOpts, service := config.DefaultLog(), defaultDBOptions("migrate"), defaultServiceName()
 	// A migration may rewrite a large table: no statement bound unless asked.
 	dbOpts.StatementTimeout = 0
 	cmd := &cobra.Command{
@@ -24,16 +25,17 @@ func newMigrateCommand(env lookupEnv) *cobra.Command {
 			if err := complete(cmd.Flags(), env, &dbOpts.SecretsDir); err != nil {
 				return err
 			}
-			if err := joinProblems(logOpts.Validate, dbOpts.Validate); err != nil {
+			if err := joinProblems(logOpts.Validate, service.Validate, dbOpts.Validate); err != nil {
 				return err
 			}
-			logger := logOpts.NewLogger(cmd.ErrOrStderr(), "migrate")
+			logger := newLogger(cmd, logOpts, string(service))
 			db, err := postgres.Open(dbOpts.Config, logger)
 			if err != nil {
 				return err
 			}
 			defer db.Close()
 			ctx := fleet.NewContextWithOperation(cmd.Context(), "migrate")
+			start := time.Now()
 			if err := db.Migrate(ctx); err != nil {
 				return err
 			}
@@ -41,12 +43,14 @@ func newMigrateCommand(env lookupEnv) *cobra.Command {
 			if err != nil {
 				return err
 			}
-			logger.Info("migrations applied", "applied", len(status.Applied), "latest", status.Applied[len(status.Applied)-1])
+			logger.Info("migrations applied", "applied", len(status.Applied), "latest", status.Applied[len(status.Applied)-1],
+				"elapsed", time.Since(start))
 			fmt.Fprintf(cmd.OutOrStdout(), "schema current: %d migrations applied\n", len(status.Applied))
 			return nil
 		},
 	}
 	logOpts.AddFlags(cmd.Flags())
+	service.addFlags(cmd.Flags())
 	dbOpts.addFlags(cmd.Flags())
 	return cmd
 }

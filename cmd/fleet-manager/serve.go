@@ -101,7 +101,7 @@ func newServeCommand(env lookupEnv) *cobra.Command {
 			}
 			// The API turns tokens into subjects with the org roles of --authz-org-*-roles.
 			opts.HTTP.OrgRoles = opts.Authz.OrgRoles
-			logger := opts.Log.NewLogger(cmd.ErrOrStderr(), opts.HTTP.ServiceName)
+			logger := newLogger(cmd, opts.Log, opts.HTTP.ServiceName)
 			return serve(cmd.Context(), opts, logger)
 		},
 	}

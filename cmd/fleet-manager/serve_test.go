@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"math"
 	"net"
 	"net/http"
 	"path/filepath"
@@ -17,6 +18,7 @@ import (
 
 	"github.com/onsi/gomega"
 
+	"github.com/fleetmanager/fleet-manager/internal/config"
 	"github.com/fleetmanager/fleet-manager/internal/logtest"
 	"github.com/fleetmanager/fleet-manager/internal/postgres"
 	"github.com/fleetmanager/fleet-manager/internal/postgres/pgtest"
@@ -187,6 +189,7 @@ func TestMigrateThenServe(t *testing.T) {
 			t.Errorf("serve's log lacks %q (FLEET_MANAGER_DB_DEBUG=true logs every statement)", want)
 		}
 	}
+	checkRequestLine(t, logs.String(), "/api/fleet_manager/v1/current_user")
 	if strings.Contains(logs.String(), strings.TrimSpace(token)) {
 		t.Errorf("serve's log contains the bearer token")
 	}
@@ -233,4 +236,31 @@ func httpGetBody(t *testing.T, url string) string {
 	defer resp.Body.Close()
 	b, _ := io.ReadAll(resp.Body)
 	return string(b)
+}
+
+// checkRequestLine finds the request line of path in a JSON log: its elapsed
+// is a duration as a reader writes it, and its elapsed_ms the same number of
+// milliseconds.
+func checkRequestLine(t *testing.T, log, path string) {
+	t.Helper()
+	for line := range strings.Lines(log) {
+		var rec struct {
+			Msg       string  `json:"msg"`
+			Path      string  `json:"path"`
+			Elapsed   string  `json:"elapsed"`
+			ElapsedMS float64 `json:"elapsed_ms"`
+		}
+		if json.Unmarshal([]byte(line), &rec) != nil || rec.Msg != "request" || rec.Path != path {
+			continue
+		}
+		d, err := time.ParseDuration(rec.Elapsed)
+		if err != nil || config.HumanDuration(d) != rec.Elapsed {
+			t.Errorf("request line %s: elapsed %q is not a rounded duration (%v)", line, rec.Elapsed, err)
+		}
+		if ms := float64(d) / float64(time.Millisecond); rec.ElapsedMS <= 0 || math.Abs(ms-rec.ElapsedMS) > ms/100+0.001 {
+			t.Errorf("request line %s: elapsed_ms %v, want about %v (elapsed %s)", line, rec.ElapsedMS, ms, rec.Elapsed)
+		}
+		return
+	}
+	t.Errorf("no request line for %s in the log:\n%s", path, log)
 }

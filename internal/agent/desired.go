@@ -47,11 +47,16 @@ func (a *Agent) runDesired(ctx context.Context) {
 			if ctx.Err() != nil {
 				return
 			}
+			a.metrics.polls.WithLabelValues(outcome(err)).Inc()
 			a.logger.Warn("desired set not fetched, will retry", "error", err, "after", after)
 			sleep(ctx, b.after(err))
 			continue
 		}
 		a.live.fleetOK(a.clock.Now())
+		a.metrics.polls.WithLabelValues(outcomeSuccess).Inc()
+		if set != nil {
+			a.metrics.desiredRevision.Set(float64(set.Revision))
+		}
 		if set == nil {
 			if held == nil || held.Revision != after {
 				held = nil

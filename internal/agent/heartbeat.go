@@ -76,6 +76,7 @@ func (a *Agent) heartbeat(ctx context.Context) {
 		return
 	}
 	a.live.fleetOK(a.clock.Now())
+	a.metrics.desiredRevision.Set(float64(ack.Revision))
 	if ack.ResyncRequested {
 		a.logger.Info("the fleet manager asked for a full inventory resync")
 		a.requestResync()

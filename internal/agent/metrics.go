@@ -22,6 +22,8 @@ type Metrics struct {
 	applyDuration    prometheus.Histogram
 	desiredObjects   prometheus.Gauge
 	appliedRevision  prometheus.Gauge
+	desiredRevision  prometheus.Gauge
+	polls            *prometheus.CounterVec
 	failedEntries    prometheus.Gauge
 	inventoryBatches *prometheus.CounterVec
 	resourceBatches  *prometheus.CounterVec
@@ -50,6 +52,14 @@ func NewMetrics(reg prometheus.Registerer) (*Metrics, error) {
 			Namespace: metricsNamespace, Subsystem: "desired", Name: "applied_revision",
 			Help: "Revision of the last desired set acknowledged (entries that failed alone included).",
 		}),
+		desiredRevision: prometheus.NewGauge(prometheus.GaugeOpts{
+			Namespace: metricsNamespace, Subsystem: "desired", Name: "revision",
+			Help: "Revision of the hub's desired set as the fleet manager last announced it (a heartbeat's answer or a desired set received).",
+		}),
+		polls: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Namespace: metricsNamespace, Subsystem: "desired", Name: "polls_total",
+			Help: "Long-polls for the hub's desired set, by outcome (success: a set or nothing new).",
+		}, []string{"outcome"}),
 		failedEntries: prometheus.NewGauge(prometheus.GaugeOpts{
 			Namespace: metricsNamespace, Subsystem: "desired", Name: "failed_entries",
 			Help: "Registrations and policies of the acknowledged desired set that the hub did not take, each failed alone.",
@@ -75,7 +85,7 @@ func NewMetrics(reg prometheus.Registerer) (*Metrics, error) {
 			Help: "1 while this agent holds the hub's lease and acts on the hub, 0 while it waits for it.",
 		}),
 	}
-	for _, c := range []prometheus.Collector{m.applies, m.applyDuration, m.desiredObjects, m.appliedRevision, m.failedEntries, m.inventoryBatches, m.resourceBatches, m.statusBatches, m.heartbeats, m.leader} {
+	for _, c := range []prometheus.Collector{m.applies, m.applyDuration, m.desiredObjects, m.appliedRevision, m.desiredRevision, m.polls, m.failedEntries, m.inventoryBatches, m.resourceBatches, m.statusBatches, m.heartbeats, m.leader} {
 		if err := reg.Register(c); err != nil {
 			return nil, err
 		}

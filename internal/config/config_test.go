@@ -1,13 +1,16 @@
 package config_test
 
 import (
+	"encoding/json"
 	"errors"
 	"fmt"
+	"log/slog"
 	"os"
 	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/spf13/pflag"
 
@@ -112,5 +115,51 @@ func TestLogNewLogger(t *testing.T) {
 	o.NewLogger(&out, "svc").Debug("dropped")
 	if got := out.String(); strings.Contains(got, "dropped") || !strings.Contains(got, `level=WARN msg="--log-level not understood, logging at info" service=svc log_level=loud`) {
 		t.Errorf("NewLogger(%+v) wrote %q, want a warning naming the level and no debug record", o, got)
+	}
+}
+
+// TestHumanDuration: four significant digits below a minute, whole seconds
+// from a minute on, small durations untouched.
+func TestHumanDuration(t *testing.T) {
+	t.Parallel()
+	for d, want := range map[time.Duration]string{
+		0:                                         "0s",
+		999 * time.Nanosecond:                     "999ns",
+		250_123 * time.Nanosecond:                 "250.1µs",
+		12_345_678 * time.Nanosecond:              "12.35ms",
+		250 * time.Millisecond:                    "250ms",
+		1_534_567_890 * time.Nanosecond:           "1.535s",
+		-1_534_567_890 * time.Nanosecond:          "-1.535s",
+		59_994 * time.Millisecond:                 "59.99s",
+		2*time.Minute + 5_400*time.Millisecond:    "2m5s",
+		3*time.Hour + 2*time.Minute + time.Second: "3h2m1s",
+	} {
+		if got := config.HumanDuration(d); got != want {
+			t.Errorf("HumanDuration(%d) = %q, want %q", d, got, want)
+		}
+	}
+}
+
+// TestLogWritesDurationsForAReader: both formats write a duration as its
+// HumanDuration, in a group too, where the JSON handler alone would write
+// nanoseconds; other attributes are untouched.
+func TestLogWritesDurationsForAReader(t *testing.T) {
+	t.Parallel()
+	elapsed := 1_534_567_890 * time.Nanosecond
+	var out strings.Builder
+	config.Log{Format: "json", Level: "info"}.NewLogger(&out, "svc").
+		Info("done", "elapsed", elapsed, slog.Group("pass", slog.Duration("took", 250*time.Millisecond)), "rows", 7)
+	var line map[string]any
+	if err := json.Unmarshal([]byte(out.String()), &line); err != nil {
+		t.Fatalf("json log line %q: %v", out.String(), err)
+	}
+	pass, _ := line["pass"].(map[string]any)
+	if line["elapsed"] != "1.535s" || pass["took"] != "250ms" || line["rows"] != float64(7) || line["service"] != "svc" {
+		t.Errorf("json log line = %v, want elapsed 1.535s, pass.took 250ms, rows 7, service svc", line)
+	}
+	out.Reset()
+	config.Log{Format: "text", Level: "info"}.NewLogger(&out, "svc").Info("done", "elapsed", elapsed)
+	if !strings.Contains(out.String(), "elapsed=1.535s") {
+		t.Errorf("text log line = %q, want elapsed=1.535s", out.String())
 	}
 }

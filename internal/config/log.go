@@ -3,6 +3,7 @@ package config
 import (
 	"io"
 	"log/slog"
+	"time"
 
 	"github.com/spf13/pflag"
 )
@@ -41,7 +42,9 @@ func (o Log) level() (slog.Level, error) {
 }
 
 // NewLogger returns the process's logger, writing to w, every record
-// carrying the service name. A level Validate rejects logs at info, and the
+// carrying the service name. Durations are written for a reader, as
+// HumanDuration writes them ("1.53s", "250ms"), in both formats: the JSON
+// handler would write nanoseconds. A level Validate rejects logs at info, and the
 // logger's first record says so: the commands validate first, so this is a
 // caller that did not.
 func (o Log) NewLogger(w io.Writer, service string) *slog.Logger {
@@ -49,7 +52,7 @@ func (o Log) NewLogger(w io.Writer, service string) *slog.Logger {
 	if err != nil {
 		level = slog.LevelInfo
 	}
-	opts := &slog.HandlerOptions{Level: level}
+	opts := &slog.HandlerOptions{Level: level, ReplaceAttr: humanDurations}
 	var h slog.Handler = slog.NewJSONHandler(w, opts)
 	if o.Format == "text" {
 		h = slog.NewTextHandler(w, opts)
@@ -59,4 +62,27 @@ func (o Log) NewLogger(w io.Writer, service string) *slog.Logger {
 		logger.Warn("--log-level not understood, logging at info", "log_level", o.Level, "error", err)
 	}
 	return logger
+}
+
+// humanDurations is the handlers' ReplaceAttr: a duration attribute, at any
+// depth of groups, becomes its HumanDuration string.
+func humanDurations(_ []string, a slog.Attr) slog.Attr {
+	if a.Value.Kind() == slog.KindDuration {
+		a.Value = slog.StringValue(HumanDuration(a.Value.Duration()))
+	}
+	return a
+}
+
+// HumanDuration is d as time.Duration.String writes it, rounded to four
+// significant digits (1.535s, 12.35ms, 250.1µs) or, from a minute on, to
+// the second (2m5s): a reader wants the magnitude, not the nanoseconds.
+func HumanDuration(d time.Duration) string {
+	unit := time.Second
+	if d.Abs() < time.Minute {
+		unit = 1
+		for u := d.Abs() / 1000; u >= 10; u /= 10 {
+			unit *= 10
+		}
+	}
+	return d.Round(unit).String()
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"slices"
+	"time"
 
 	"github.com/go-gormigrate/gormigrate/v2"
 	"gorm.io/gorm"
@@ -72,18 +73,57 @@ func MigrationIDs() []string {
 }
 
 func newMigrator(tx *gorm.DB) *gormigrate.Gormigrate {
+	return newMigratorOf(tx, migrations())
+}
+
+func newMigratorOf(tx *gorm.DB, ms []*gormigrate.Migration) *gormigrate.Gormigrate {
 	opts := *gormigrate.DefaultOptions
 	opts.TableName = migrationsTable
 	opts.UseTransaction = true
-	return gormigrate.New(tx, &opts, migrations())
+	return gormigrate.New(tx, &opts, ms)
 }
 
 // Migrate applies every pending migration, holding an advisory lock so that
-// replicas started together migrate one after the other.
+// replicas started together migrate one after the other. It logs how many
+// are pending, then a line for each one done: its id, n of the pending, how
+// long it took. All of them commit together, at the end.
 func (db *DB) Migrate(ctx context.Context) error {
 	return db.withMigrationLock(ctx, func(tx *gorm.DB) error {
-		return newMigrator(tx).Migrate()
+		// A session of its own: a statement chained on tx itself would
+		// leave its table and destination in the migrator's statements.
+		status, err := schemaStatus(tx.Session(&gorm.Session{}))
+		if err != nil {
+			return err
+		}
+		if len(status.Missing) > 0 && db.logger != nil {
+			db.logger.InfoContext(ctx, "applying migrations", "pending", len(status.Missing), "first", status.Missing[0],
+				"last", status.Missing[len(status.Missing)-1])
+		}
+		return newMigratorOf(tx, db.loggedMigrations(ctx, len(status.Missing))).Migrate()
 	})
+}
+
+// loggedMigrations are the migrations, each logging a progress line once it
+// ran: an operator watching a long migrate sees it move.
+func (db *DB) loggedMigrations(ctx context.Context, pending int) []*gormigrate.Migration {
+	ms := migrations()
+	if db.logger == nil {
+		return ms
+	}
+	done := 0
+	for _, m := range ms {
+		run := m.Migrate
+		m.Migrate = func(tx *gorm.DB) error {
+			start := time.Now()
+			if err := run(tx); err != nil {
+				return err
+			}
+			done++
+			db.logger.InfoContext(ctx, "migration done", "id", m.ID, "n", done, "of", pending, "elapsed", time.Since(start))
+			return nil
+		}
+	}
+	return ms
 }
 
 // MigrateTo applies migrations up to and including id.

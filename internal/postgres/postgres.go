@@ -21,6 +21,9 @@ type DB struct {
 	Gorm *gorm.DB
 	sql  *sql.DB
 	name string
+	// logger is the caller's, for what the database does outside a
+	// statement (migrate's progress).
+	logger *slog.Logger
 }
 
 // Open returns a pool on the database described by cfg, with its limits set.
@@ -62,7 +65,7 @@ func Open(cfg Config, logger *slog.Logger) (*DB, error) {
 	sqlDB.SetMaxIdleConns(cfg.MaxIdleConns)
 	sqlDB.SetConnMaxLifetime(cfg.ConnMaxLifetime)
 	sqlDB.SetConnMaxIdleTime(cfg.ConnMaxIdleTime)
-	return &DB{Gorm: gdb, sql: sqlDB, name: cfg.Name}, nil
+	return &DB{Gorm: gdb, sql: sqlDB, name: cfg.Name, logger: logger}, nil
 }
 
 // SQL returns the underlying pool, for pool statistics.

@@ -25,9 +25,7 @@ var sealedColumns = [][2]string{
 // key, in batches, and returns how many it re-wrapped. Each row is updated
 // only if it still holds what was read, so it runs safely beside serve.
 func (s *Store) RewrapSecrets(ctx context.Context, batch int) (int, error) {
-	return s.eachSealedColumn("RewrapSecrets", batch, func(table, column string) (int, error) {
-		return s.rewrapBatch(ctx, table, column, batch)
-	})
+	return s.RotateSecrets(ctx, Rotation{Batch: batch})
 }
 
 // ReencryptSecrets opens every stored secret not under the keyring's primary
@@ -38,26 +36,63 @@ func (s *Store) RewrapSecrets(ctx context.Context, batch int) (int, error) {
 // leaves whole batches done, and the next run takes the rest. It returns how
 // many values it re-encrypted.
 func (s *Store) ReencryptSecrets(ctx context.Context, batch int) (int, error) {
-	return s.eachSealedColumn("ReencryptSecrets", batch, func(table, column string) (int, error) {
-		return s.reencryptBatch(ctx, table, column, batch)
-	})
+	return s.RotateSecrets(ctx, Rotation{Batch: batch, Reencrypt: true})
 }
 
-// eachSealedColumn runs batches of one kind over every sealed column until a
-// batch comes back short.
-func (s *Store) eachSealedColumn(call string, batch int, run func(table, column string) (int, error)) (int, error) {
-	if batch < 1 {
-		return 0, fmt.Errorf("%s(): the batch size must be at least 1 (got %d)", call, batch)
+// Rotation is one run over the sealed columns: re-wrap (RewrapSecrets) or
+// re-encrypt (ReencryptSecrets), Batch values at a time, telling Progress
+// (when set) where it stands.
+type Rotation struct {
+	Reencrypt bool
+	Batch     int
+	// Progress is called for each sealed column before its first batch
+	// (Done 0), after each batch, and with Finished at its end.
+	Progress func(RotationProgress)
+}
+
+// RotationProgress is where a rotation stands in one sealed column.
+type RotationProgress struct {
+	Table, Column string
+	// Done values of the column are rotated, of the Total that were under
+	// another key when the column began (a value written meanwhile under an
+	// old key may make Done pass it).
+	Done, Total int
+	Finished    bool
+}
+
+// RotateSecrets runs r over every sealed column and returns how many values
+// it rotated.
+func (s *Store) RotateSecrets(ctx context.Context, r Rotation) (int, error) {
+	call, run := "RewrapSecrets", s.rewrapBatch
+	if r.Reencrypt {
+		call, run = "ReencryptSecrets", s.reencryptBatch
+	}
+	progress := r.Progress
+	if progress == nil {
+		progress = func(RotationProgress) {}
+	}
+	if r.Batch < 1 {
+		return 0, fmt.Errorf("%s(): the batch size must be at least 1 (got %d)", call, r.Batch)
 	}
 	total := 0
 	for _, tc := range sealedColumns {
+		table, column := tc[0], tc[1]
+		p := RotationProgress{Table: table, Column: column}
+		if err := s.db.Gorm.WithContext(ctx).Raw(fmt.Sprintf(`SELECT count(*) FROM %[1]s WHERE %[2]s IS NOT NULL AND %[2]s_key_id <> ?`,
+			table, column), s.keyring.PrimaryKeyID()).Scan(&p.Total).Error; err != nil {
+			return total, fmt.Errorf("%s(%s.%s): %w", call, table, column, err)
+		}
+		progress(p)
 		for {
-			n, err := run(tc[0], tc[1])
+			n, err := run(ctx, table, column, r.Batch)
 			total += n
+			p.Done += n
 			if err != nil {
-				return total, fmt.Errorf("%s(%s.%s): %w", call, tc[0], tc[1], err)
+				return total, fmt.Errorf("%s(%s.%s): %w", call, table, column, err)
 			}
-			if n < batch {
+			p.Finished = n < r.Batch
+			progress(p)
+			if p.Finished {
 				break
 			}
 		}

@@ -173,12 +173,20 @@ var (
 	prefixPattern      = regexp.MustCompile(`^[A-Z][A-Z0-9]*(-[A-Z0-9]+)*$`)
 )
 
+// ValidateServiceName reports a --service-name that is not a DNS label:
+// serve's and the other commands' (their logs carry it).
+func ValidateServiceName(name string) error {
+	var p config.Problems
+	if !serviceNamePattern.MatchString(name) {
+		p.Addf("service-name", "must be a DNS label of lower-case letters, digits and dashes (got %q)", name)
+	}
+	return p.Err()
+}
+
 // Validate reports every invalid setting, naming its flag.
 func (c Config) Validate() error {
 	var p config.Problems
-	if !serviceNamePattern.MatchString(c.ServiceName) {
-		p.Addf("service-name", "must be a DNS label of lower-case letters, digits and dashes (got %q)", c.ServiceName)
-	}
+	p.Merge(ValidateServiceName(c.ServiceName))
 	if !basePathPattern.MatchString(c.BasePath) {
 		p.Addf("api-base-path", "must start with / and have no trailing / or empty segment (got %q)", c.BasePath)
 	}
