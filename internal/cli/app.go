@@ -199,3 +199,11 @@ func (a *app) show(ctx context.Context, cols []column, c call) error {
 	}
 	return a.printer().object(body, cols)
 }
+
+// group makes cmd a command of subcommands: alone it prints its help, and an
+// unknown subcommand is a usage error.
+func group(cmd *cobra.Command) *cobra.Command {
+	cmd.Args = cobra.NoArgs
+	cmd.RunE = func(cmd *cobra.Command, _ []string) error { return cmd.Help() }
+	return cmd
+}

@@ -33,7 +33,7 @@ func (wf *waitFlags) add(cmd *cobra.Command, what string) {
 }
 
 func (a *app) clustersCommand() *cobra.Command {
-	cmd := &cobra.Command{Use: "clusters", Aliases: []string{"cluster"}, Short: "Register, list, change and deregister clusters"}
+	cmd := group(&cobra.Command{Use: "clusters", Aliases: []string{"cluster"}, Short: "Register, list, change and deregister clusters"})
 	cmd.AddCommand(a.clustersRegister(), a.clustersList(), a.clustersGet(), a.clustersUpdate(), a.clustersDeregister(), a.clustersImport())
 	return cmd
 }

@@ -17,7 +17,7 @@ var hubColumns = []column{field("ID", "id"), field("NAME", "name"), field("ZONE"
 	field("CORDONED", "cordoned"), field("REVISION", "revision"), field("APPLIED", "applied_revision"), conditionsColumn()}
 
 func (a *app) hubsCommand() *cobra.Command {
-	cmd := &cobra.Command{Use: "hubs", Aliases: []string{"hub"}, Short: "Register, list and cordon RHACM hubs (admin API)"}
+	cmd := group(&cobra.Command{Use: "hubs", Aliases: []string{"hub"}, Short: "Register, list and cordon RHACM hubs (admin API)"})
 	cmd.AddCommand(a.hubsList(), a.hubsGet(), a.hubsRegister(), a.hubsCordon(true), a.hubsCordon(false))
 	return cmd
 }

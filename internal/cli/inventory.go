@@ -41,8 +41,8 @@ func nested(key string, cols []column) []column {
 }
 
 func (a *app) inventoryCommand() *cobra.Command {
-	cmd := &cobra.Command{Use: "inventory", Aliases: []string{"managed-clusters"},
-		Short: "Read the fleet's inventory: the managed clusters the hubs report"}
+	cmd := group(&cobra.Command{Use: "inventory", Aliases: []string{"managed-clusters"},
+		Short: "Read the fleet's inventory: the managed clusters the hubs report"})
 	cmd.AddCommand(a.inventoryList(), a.inventoryGet(), a.inventoryWatch())
 	return cmd
 }

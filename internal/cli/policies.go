@@ -19,8 +19,8 @@ var complianceColumns = []column{field("CLUSTER", "cluster_name"), field("HUB", 
 	field("REGISTRATION", "registration_id"), field("UPDATED", "updated_at")}
 
 func (a *app) policiesCommand() *cobra.Command {
-	cmd := &cobra.Command{Use: "policies", Aliases: []string{"policy"},
-		Short: "Keep configuration policies: an RHACM Policy and the clusters it selects"}
+	cmd := group(&cobra.Command{Use: "policies", Aliases: []string{"policy"},
+		Short: "Keep configuration policies: an RHACM Policy and the clusters it selects"})
 	cmd.AddCommand(a.policiesList(), a.policiesGet(), a.policiesCreate(), a.policiesUpdate(), a.policiesDelete(), a.policiesCompliance())
 	return cmd
 }

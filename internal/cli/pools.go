@@ -19,7 +19,7 @@ var reservationColumns = []column{field("ID", "id"), field("POOL", "pool_id"), f
 	field("UNITS", "units"), field("INSTANCE", "instance_id"), field("CREATED", "created_at")}
 
 func (a *app) poolsCommand() *cobra.Command {
-	cmd := &cobra.Command{Use: "pools", Aliases: []string{"pool", "capacity-pools"}, Short: "Read capacity pools"}
+	cmd := group(&cobra.Command{Use: "pools", Aliases: []string{"pool", "capacity-pools"}, Short: "Read capacity pools"})
 	var lf listFlags
 	list := &cobra.Command{
 		Use:   "list",
@@ -58,8 +58,8 @@ func (a *app) poolsCommand() *cobra.Command {
 
 func (a *app) reservationsCommand() *cobra.Command {
 	var pool string
-	cmd := &cobra.Command{Use: "reservations", Aliases: []string{"reservation"},
-		Short: "Book and release room for service instances on a capacity pool"}
+	cmd := group(&cobra.Command{Use: "reservations", Aliases: []string{"reservation"},
+		Short: "Book and release room for service instances on a capacity pool"})
 	cmd.PersistentFlags().StringVar(&pool, "pool", "", "the capacity pool's id")
 	_ = cmd.MarkPersistentFlagRequired("pool")
 
