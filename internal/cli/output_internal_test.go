@@ -81,8 +81,8 @@ func TestAPIError(t *testing.T) {
 		code   int
 		msg    string
 	}{
-		{404, "", `{"kind":"Error","id":"7","href":"/api/fleet_manager/v1/errors/7","code":"FLEET-MGMT-7","reason":"cluster not found","operation_id":"op-1"}`,
-			ExitRefused, "cluster not found (FLEET-MGMT-7, operation op-1)"},
+		{404, "", `{"kind":"Error","id":"4","href":"/api/fleet_manager/v1/errors/4","code":"FLEET-MGMT-4","reason":"cluster not found","operation_id":"op-1"}`,
+			ExitRefused, "cluster not found (FLEET-MGMT-4, operation op-1)"},
 		{409, "op-2", `{"kind":"Error","id":"19","code":"FLEET-MGMT-19","reason":"the name is taken"}`,
 			ExitRefused, "the name is taken (FLEET-MGMT-19, operation op-2)"},
 		{503, "", `{"kind":"Error","id":"9","code":"FLEET-MGMT-9","reason":"unavailable","operation_id":"op-3"}`,
@@ -103,12 +103,12 @@ func TestAPIError(t *testing.T) {
 func TestNormalizeURL(t *testing.T) {
 	t.Parallel()
 	for in, want := range map[string]string{
-		"http://localhost:8000":                           "http://localhost:8000/api/fleet_manager/v1",
-		"https://fleet.example.com/":                      "https://fleet.example.com/api/fleet_manager/v1",
-		"https://fleet.example.com/api/other/v2/":         "https://fleet.example.com/api/other/v2",
+		"http://localhost:8000":                          "http://localhost:8000/api/fleet_manager/v1",
+		"https://fleet.example.com/":                     "https://fleet.example.com/api/fleet_manager/v1",
+		"https://fleet.example.com/api/other/v2/":        "https://fleet.example.com/api/other/v2",
 		"http://localhost:8000/api/fleet_manager/v1?x=1": "http://localhost:8000/api/fleet_manager/v1",
-		"localhost:8000": "",
-		"ftp://x":        "",
+		"localhost:8000":                                 "",
+		"ftp://x":                                        "",
 	} {
 		got, err := normalizeURL(in)
 		if got != want || (err == nil) != (want != "") {

@@ -16,7 +16,7 @@ import (
 // registration or of the timeout has exit code ExitWait.
 func (a *app) waitCluster(ctx context.Context, id string, gone bool, wf waitFlags) ([]byte, error) {
 	deadline := time.Now().Add(wf.timeout)
-	last := ""
+	last, name := "", id
 	for {
 		var c *public.Cluster
 		resp, body, err := a.do(ctx, func(ctx context.Context) (*http.Response, []byte, error) {
@@ -29,13 +29,14 @@ func (a *app) waitCluster(ctx context.Context, id string, gone bool, wf waitFlag
 		})
 		switch {
 		case gone && resp != nil && resp.StatusCode == http.StatusNotFound:
-			fmt.Fprintf(a.stderr, "%s %s: gone\n", time.Now().UTC().Format(time.TimeOnly), id)
+			fmt.Fprintf(a.stderr, "%s %s gone\n", time.Now().UTC().Format(time.TimeOnly), name)
 			return nil, nil
 		case err != nil:
 			return nil, err
 		case c == nil:
 			return nil, fmt.Errorf("GET /clusters/%s: the answer is not a cluster", id)
 		}
+		name = c.Name
 		if line := progressLine(c); line != last {
 			fmt.Fprintf(a.stderr, "%s %s\n", time.Now().UTC().Format(time.TimeOnly), line)
 			last = line

@@ -205,7 +205,7 @@ func TestFleetctlWalkthrough(t *testing.T) {
 		var got cliCluster
 		user.json(&got, "clusters", "get", c.ID)
 		return got.condition("Delivered")
-	}).WithTimeout(30*time.Second).WithPolling(200*time.Millisecond).Should(gomega.Equal("True AcknowledgedByAgent"))
+	}).WithTimeout(30 * time.Second).WithPolling(200 * time.Millisecond).Should(gomega.Equal("True AcknowledgedByAgent"))
 
 	// 5 and 6. Deregister with --wait, which follows the withdrawal until
 	// the cluster is gone once the agent acknowledges the new revision.
@@ -232,7 +232,7 @@ func TestFleetctlWalkthrough(t *testing.T) {
 	if err := <-done; err != nil {
 		t.Errorf("fleetctl clusters deregister --wait = %v; stderr: %s", err, derErr.String())
 	}
-	if !strings.Contains(derErr.String(), c.ID+": gone") {
+	if !strings.Contains(derErr.String(), " prod-1 gone\n") {
 		t.Errorf("deregister --wait's stderr = %q, want it to end with gone", derErr.String())
 	}
 	code, _, errOut := user.run("clusters", "get", c.ID)
