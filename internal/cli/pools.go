@@ -61,7 +61,13 @@ func (a *app) reservationsCommand() *cobra.Command {
 	cmd := group(&cobra.Command{Use: "reservations", Aliases: []string{"reservation"},
 		Short: "Book and release room for service instances on a capacity pool"})
 	cmd.PersistentFlags().StringVar(&pool, "pool", "", "the capacity pool's id")
-	_ = cmd.MarkPersistentFlagRequired("pool")
+	// Checked by each subcommand, not marked required: `reservations` alone prints its help.
+	needPool := func() error {
+		if pool == "" {
+			return &exitError{code: ExitLocal, msg: "reservations needs --pool ID"}
+		}
+		return nil
+	}
 
 	var lf listFlags
 	list := &cobra.Command{
@@ -69,6 +75,9 @@ func (a *app) reservationsCommand() *cobra.Command {
 		Short: "List a pool's reservations",
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
+			if err := needPool(); err != nil {
+				return err
+			}
 			return a.list(cmd.Context(), &lf, reservationColumns, func(ctx context.Context, page int) (*http.Response, []byte, error) {
 				p := &public.ListReservationsParams{}
 				p.Page, p.Size, p.Search, p.OrderBy = lf.params(page)
@@ -89,6 +98,9 @@ func (a *app) reservationsCommand() *cobra.Command {
 		Short: "Book room on a pool: the answer names the cluster the instance goes to",
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
+			if err := needPool(); err != nil {
+				return err
+			}
 			return a.show(cmd.Context(), reservationColumns, func(ctx context.Context) (*http.Response, []byte, error) {
 				r, err := a.public.CreateReservationWithResponse(ctx, pool, public.ReservationCreate{Units: units, InstanceId: optional(instance)})
 				if err != nil {
@@ -107,6 +119,9 @@ func (a *app) reservationsCommand() *cobra.Command {
 		Short: "Release a reservation",
 		Args:  cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
+			if err := needPool(); err != nil {
+				return err
+			}
 			return a.show(cmd.Context(), nil, func(ctx context.Context) (*http.Response, []byte, error) {
 				r, err := a.public.DeleteReservationWithResponse(ctx, pool, args[0])
 				if err != nil {

@@ -48,6 +48,8 @@ func TestRunExitCodes(t *testing.T) {
 		{missing, []string{"login", "--url", "http://localhost:8000", "--offline-token", "x"}, cli.ExitLocal, "--offline-token needs --token-url and --client-id"},
 		{missing, []string{"login", "--url", "localhost", "--token", "x"}, cli.ExitLocal, "--url must be an http or https URL"},
 		{missing, []string{"clusters", "update", "c1"}, cli.ExitLocal, "update needs --display-name, --label or -f"},
+		{missing, []string{"reservations", "list"}, cli.ExitLocal, "reservations needs --pool ID"},
+		{missing, []string{"reservations"}, cli.ExitOK, ""},
 		{unreachable, []string{"clusters", "list"}, cli.ExitServer, "connection refused"},
 		{unreachable, []string{"get", "/api/fleet_manager/v1/clusters"}, cli.ExitServer, "connection refused"},
 	} {
