@@ -259,6 +259,31 @@ func TestFleetctlWalkthrough(t *testing.T) {
 	if hub.Cordoned {
 		t.Errorf("hubs uncordon: cordoned = true")
 	}
+
+	// Two registrations now: a page of one says there is more, --all-pages
+	// fetches both; update changes the labels.
+	user.json(&c, "clusters", "register", "--name", "extra-1", "--zone", "eu")
+	code, out, errOut = user.run("clusters", "list", "--size", "1", "--order-by", "name")
+	if code != 0 || !strings.Contains(out, "extra-1") || !strings.Contains(errOut, "1 of 2 shown: --page 2") {
+		t.Errorf("clusters list --size 1 = exit %d, %q, stderr %q; want extra-1 and a hint", code, out, errOut)
+	}
+	var all struct {
+		Total int `json:"total"`
+		Items []struct {
+			Name string `json:"name"`
+		} `json:"items"`
+	}
+	user.json(&all, "clusters", "list", "--size", "1", "--all-pages", "--order-by", "name")
+	if all.Total != 2 || len(all.Items) != 2 || all.Items[0].Name != "extra-1" || all.Items[1].Name != "stuck-1" {
+		t.Errorf("clusters list --size 1 --all-pages = %+v, want extra-1 and stuck-1", all)
+	}
+	var updated struct {
+		Labels map[string]string `json:"labels"`
+	}
+	user.json(&updated, "clusters", "update", c.ID, "--label", "env=staging")
+	if len(updated.Labels) != 1 || updated.Labels["env"] != "staging" {
+		t.Errorf("clusters update --label env=staging: labels = %v", updated.Labels)
+	}
 }
 
 // playAgentHeartbeat returns a function that sends hubID's heartbeat with an
