@@ -41,7 +41,10 @@ RUN CGO_ENABLED=0 go build -trimpath \
       -o /out/fleet-manager ./cmd/fleet-manager && \
     CGO_ENABLED=0 go build -trimpath \
       -ldflags "-s -w -X github.com/fleetmanager/fleet-manager/internal/version.Version=${VERSION} -X github.com/fleetmanager/fleet-manager/internal/version.Commit=${COMMIT}" \
-      -o /out/fleetshard-sync ./cmd/fleetshard-sync
+      -o /out/fleetshard-sync ./cmd/fleetshard-sync && \
+    CGO_ENABLED=0 go build -trimpath \
+      -ldflags "-s -w -X github.com/fleetmanager/fleet-manager/internal/version.Version=${VERSION} -X github.com/fleetmanager/fleet-manager/internal/version.Commit=${COMMIT}" \
+      -o /out/fleetctl ./cmd/fleetctl
 
 # Runtime: ubi-minimal rather than distroless, for Red Hat's errata and CVE
 # scanning, and because it still has a shell and `sleep`, which the template's
@@ -63,9 +66,10 @@ LABEL org.opencontainers.image.title="fleet-manager" \
       io.k8s.description="Fleet Manager: the inventory of a fleet of clusters across RHACM hubs" \
       io.openshift.tags="fleet-manager,rhacm"
 
-# One image, two binaries: the service, and fleetshard-sync, the agent each
-# hub runs (templates/agent-template.yml sets its command).
-COPY --from=builder /out/fleet-manager /out/fleetshard-sync /usr/local/bin/
+# One image, three binaries: the service, fleetshard-sync, the agent each
+# hub runs (templates/agent-template.yml sets its command), and fleetctl, the
+# command line (`oc exec` or `podman run --entrypoint fleetctl` to use it).
+COPY --from=builder /out/fleet-manager /out/fleetshard-sync /out/fleetctl /usr/local/bin/
 
 # OpenShift runs the container under an arbitrary UID anyway; 1001 keeps it
 # non-root everywhere else.

@@ -43,7 +43,7 @@ var (
 	}
 	// adapters connect the domain to one thing outside (a database, a token
 	// issuer, HTTP, a hub, OCM); they do not import each other.
-	adapters = []string{"agent", "auth", "authz", "dnsprovider", "policyschema", "postgres", "reconcile", "rest", "secrets", "syncset", "usermetrics"}
+	adapters = []string{"agent", "auth", "authz", "cli", "dnsprovider", "policyschema", "postgres", "reconcile", "rest", "secrets", "syncset", "usermetrics"}
 	// testSupport is imported by tests only.
 	testSupport = []string{"childproc", "dnstest", "e2e", "hub", "logtest", "oidc", "promtest"}
 	// allowedEdges are the only dependencies between two components neither
@@ -143,6 +143,20 @@ func TestPkgImportsNothingInternal(t *testing.T) {
 // that imports it.
 func TestAgentLinksNoAPIServerNorStore(t *testing.T) {
 	t.Parallel()
+	checkLinksNoAPIServerNorStore(t, "cmd/fleetshard-sync")
+}
+
+// TestCLILinksNoAPIServerNorStore: fleetctl, which users install, is a client
+// of the API only.
+func TestCLILinksNoAPIServerNorStore(t *testing.T) {
+	t.Parallel()
+	checkLinksNoAPIServerNorStore(t, "cmd/fleetctl")
+}
+
+// checkLinksNoAPIServerNorStore fails when the binary of cmd links the API
+// server, the store or the specs.
+func checkLinksNoAPIServerNorStore(t *testing.T, cmd string) {
+	t.Helper()
 	forbidden := map[string]string{
 		"github.com/getkin/kin-openapi": "the API server's request validation",
 		"github.com/gorilla/mux":        "the API server's router",
@@ -159,9 +173,9 @@ func TestAgentLinksNoAPIServerNorStore(t *testing.T) {
 		}
 		return ""
 	}
-	out, err := exec.Command("go", "list", "-deps", "-f", "{{.ImportPath}}{{range .Imports}} {{.}}{{end}}", module+"/cmd/fleetshard-sync").Output()
+	out, err := exec.Command("go", "list", "-deps", "-f", "{{.ImportPath}}{{range .Imports}} {{.}}{{end}}", module+"/"+cmd).Output()
 	if err != nil {
-		t.Fatalf("go list -deps ./cmd/fleetshard-sync: %v", err)
+		t.Fatalf("go list -deps ./%s: %v", cmd, err)
 	}
 	for line := range strings.Lines(string(out)) {
 		f := strings.Fields(line)
@@ -170,7 +184,7 @@ func TestAgentLinksNoAPIServerNorStore(t *testing.T) {
 		}
 		for _, imp := range f[1:] {
 			if what := why(imp); what != "" {
-				t.Errorf("cmd/fleetshard-sync links %s (%s): %s imports it", imp, what, strings.TrimPrefix(f[0], module+"/"))
+				t.Errorf("%s links %s (%s): %s imports it", cmd, imp, what, strings.TrimPrefix(f[0], module+"/"))
 			}
 		}
 	}

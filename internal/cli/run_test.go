@@ -1,0 +1,89 @@
+package cli_test
+
+import (
+	"bytes"
+	"context"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/fleetmanager/fleet-manager/internal/cli"
+)
+
+// run runs fleetctl with its config file at cfg and returns the exit code,
+// stdout and stderr.
+func run(t *testing.T, cfg string, args ...string) (int, string, string) {
+	t.Helper()
+	var out, errOut bytes.Buffer
+	env := func(k string) (string, bool) {
+		if k == cli.ConfigEnv {
+			return cfg, true
+		}
+		return "", false
+	}
+	code := cli.Run(context.Background(), args, &out, &errOut, env)
+	return code, out.String(), errOut.String()
+}
+
+func TestRunExitCodes(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	missing := filepath.Join(dir, "missing.json")
+	unreachable := filepath.Join(dir, "unreachable.json")
+	// Port 1 on loopback: nothing listens, the connection is refused.
+	if err := cli.SaveConfig(unreachable, &cli.Config{URL: "http://127.0.0.1:1/api/fleet_manager/v1", AccessToken: "tok"}); err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		cfg    string
+		args   []string
+		code   int
+		stderr string
+	}{
+		{missing, []string{"clusters", "list"}, cli.ExitLocal, "Error: not logged in"},
+		{missing, []string{"whoami", "-o", "xml"}, cli.ExitLocal, "Error: -o must be table, json or yaml"},
+		{missing, []string{"clusters", "get"}, cli.ExitLocal, "accepts 1 arg"},
+		{missing, []string{"clusters", "frobnicate"}, cli.ExitLocal, "Error:"},
+		{missing, []string{"login", "--url", "http://localhost:8000"}, cli.ExitLocal, "login needs --token"},
+		{missing, []string{"login", "--url", "http://localhost:8000", "--offline-token", "x"}, cli.ExitLocal, "--offline-token needs --token-url and --client-id"},
+		{missing, []string{"login", "--url", "localhost", "--token", "x"}, cli.ExitLocal, "--url must be an http or https URL"},
+		{missing, []string{"clusters", "update", "c1"}, cli.ExitLocal, "update needs --display-name, --label or -f"},
+		{missing, []string{"reservations", "list"}, cli.ExitLocal, "reservations needs --pool ID"},
+		{missing, []string{"reservations"}, cli.ExitOK, ""},
+		{unreachable, []string{"clusters", "list"}, cli.ExitServer, "connection refused"},
+		{unreachable, []string{"get", "/api/fleet_manager/v1/clusters"}, cli.ExitServer, "connection refused"},
+	} {
+		code, _, stderr := run(t, tc.cfg, tc.args...)
+		if code != tc.code || !strings.Contains(stderr, tc.stderr) {
+			t.Errorf("fleetctl %s = exit %d, stderr %q; want %d, %q", strings.Join(tc.args, " "), code, stderr, tc.code, tc.stderr)
+		}
+	}
+}
+
+func TestRunVersionAndCompletion(t *testing.T) {
+	t.Parallel()
+	cfg := filepath.Join(t.TempDir(), "config.json")
+	if code, out, _ := run(t, cfg, "version"); code != cli.ExitOK || !strings.HasPrefix(out, "fleetctl ") {
+		t.Errorf("fleetctl version = %d %q", code, out)
+	}
+	for _, shell := range []string{"bash", "zsh", "fish"} {
+		code, out, stderr := run(t, cfg, "completion", shell)
+		if code != cli.ExitOK || !strings.Contains(out, "fleetctl") {
+			t.Errorf("fleetctl completion %s = %d, %d bytes, stderr %q", shell, code, len(out), stderr)
+		}
+	}
+}
+
+func TestRunLogout(t *testing.T) {
+	t.Parallel()
+	cfg := filepath.Join(t.TempDir(), "config.json")
+	if err := cli.SaveConfig(cfg, &cli.Config{URL: "http://127.0.0.1:1/api/fleet_manager/v1", AccessToken: "tok"}); err != nil {
+		t.Fatal(err)
+	}
+	if code, _, stderr := run(t, cfg, "logout"); code != cli.ExitOK {
+		t.Fatalf("fleetctl logout = %d, %q", code, stderr)
+	}
+	if code, _, stderr := run(t, cfg, "whoami"); code != cli.ExitLocal || !strings.Contains(stderr, "not logged in") {
+		t.Errorf("fleetctl whoami after logout = %d, %q; want not logged in", code, stderr)
+	}
+}
