@@ -151,6 +151,7 @@ func run() error {
 	}
 	cmd := exec.Command(flag.Arg(0), append(flag.Args()[1:], authFlags...)...)
 	cmd.Stdin, cmd.Stdout, cmd.Stderr = os.Stdin, os.Stdout, os.Stderr
+	stopWithParent(cmd)
 	if err := cmd.Start(); err != nil {
 		return err
 	}
