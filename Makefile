@@ -59,6 +59,13 @@ run: db/setup build ## Run the service against a local PostgreSQL (migrates firs
 	$(BINARY) migrate $(DB_FLAGS)
 	$(BINARY) serve $(DB_FLAGS) $(RUN_FLAGS)
 
+.PHONY: run/hydra
+run/hydra: db/setup build ## Run the service trusting a local Ory Hydra (state, client ids and secrets in .local/hydra) instead of the development key
+	scripts/hydra/build-hydra.sh
+	@[ -f .local/encryption.key ] || { mkdir -p .local && $(BINARY) generate-key .local/encryption.key; }
+	$(BINARY) migrate $(DB_FLAGS)
+	go run ./scripts/hydra/devhydra --state-dir=.local/hydra -- $(BINARY) serve $(DB_FLAGS) --encryption-key-file=.local/encryption.key
+
 .PHONY: test
 test: db/setup generate/check test/binaries ## Run every test (starts a local PostgreSQL when none listens)
 	$(GOTEST) $(TESTFLAGS) ./...

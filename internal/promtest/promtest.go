@@ -146,8 +146,7 @@ func Binary() (string, error) { return find(BinEnv, "prometheus") }
 // build of scripts/prometheus/build-promtool.sh, else the PATH's.
 func Promtool() (string, error) {
 	if os.Getenv(PromtoolEnv) == "" {
-		if home, err := os.UserHomeDir(); err == nil {
-			built := filepath.Join(home, ".cache", "fleet-manager", "promtool", "promtool")
+		if built, err := childproc.CachePath("promtool", "promtool"); err == nil {
 			if info, err := os.Stat(built); err == nil && !info.IsDir() && info.Mode()&0o111 != 0 {
 				return built, nil
 			}

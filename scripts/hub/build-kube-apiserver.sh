@@ -6,7 +6,8 @@
 #
 #   scripts/hub/build-kube-apiserver.sh [OUT_DIR]
 #
-# OUT_DIR defaults to $HUB_BIN_DIR or ~/.cache/fleet-manager/hub-bin. Cold:
+# OUT_DIR defaults to $HUB_BIN_DIR or hub-bin in $FLEET_MANAGER_CACHE (default
+# ~/.cache/fleet-manager). Cold:
 # as long as COLD_BUILD says, which the build prints first (it prints nothing
 # else until it ends), 3 GB of build cache and 3 GB of memory; warm: seconds;
 # when the binary is there and reports the version: instant.
@@ -15,7 +16,7 @@ set -euo pipefail
 
 K8S_VERSION=${K8S_VERSION:-1.37.2}
 STAGING_VERSION=${STAGING_VERSION:-0.37.2}
-OUT=${1:-${HUB_BIN_DIR:-$HOME/.cache/fleet-manager/hub-bin}}
+OUT=${1:-${HUB_BIN_DIR:-${FLEET_MANAGER_CACHE:-$HOME/.cache/fleet-manager}/hub-bin}}
 BIN="$OUT/kube-apiserver"
 # Measured on this project's 2-core machines: idle, and shared with other
 # builds and test runs (a first `make test` on a busy machine).

@@ -14,7 +14,7 @@
 set -euo pipefail
 
 here=$(cd "$(dirname "$0")" && pwd)
-OUT=${HUB_BIN_DIR:-$HOME/.cache/fleet-manager/hub-bin}
+OUT=${HUB_BIN_DIR:-${FLEET_MANAGER_CACHE:-$HOME/.cache/fleet-manager}/hub-bin}
 mkdir -p "$OUT"
 
 # etcd: keep one already in the folder (say a newer build), else link the

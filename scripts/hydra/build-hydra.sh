@@ -6,7 +6,8 @@
 #
 #   scripts/hydra/build-hydra.sh
 #
-# HYDRA_BIN defaults to ~/.cache/fleet-manager/hydra/hydra. Cold: as long as
+# HYDRA_BIN defaults to hydra/hydra in $FLEET_MANAGER_CACHE (default
+# ~/.cache/fleet-manager). Cold: as long as
 # COLD_BUILD says, which the build prints first; when the binary is there and
 # reports the version: instant.
 set -euo pipefail
@@ -15,7 +16,7 @@ HYDRA_VERSION=${HYDRA_VERSION:-v2.3.0}
 # hydra's go.mod replaces gobuffalo/pop; a tool requirement does not inherit
 # replaces, so the scratch module repeats it.
 POP_REPLACE=${POP_REPLACE:-github.com/ory/pop/v6@v6.2.1-0.20241121111754-e5dfc0f3344b}
-BIN=${HYDRA_BIN:-$HOME/.cache/fleet-manager/hydra/hydra}
+BIN=${HYDRA_BIN:-${FLEET_MANAGER_CACHE:-$HOME/.cache/fleet-manager}/hydra/hydra}
 # Measured on this project's 2-core machines: idle, and shared with other
 # builds and test runs (a first `make test` on a busy machine).
 COLD_BUILD="about 2.5 minutes on 2 idle cores, about 13 on 2 busy ones"

@@ -8,7 +8,8 @@
 #
 #   scripts/prometheus/build-promtool.sh
 #
-# PROMTOOL_BIN defaults to ~/.cache/fleet-manager/promtool/promtool, where
+# PROMTOOL_BIN defaults to promtool/promtool in $FLEET_MANAGER_CACHE (default
+# ~/.cache/fleet-manager), where
 # internal/promtest looks for it. Cold: as long as COLD_BUILD says, which the
 # build prints first; when the binary is there and reports the version:
 # instant.
@@ -17,7 +18,7 @@ set -euo pipefail
 # The Go module github.com/prometheus/prometheus v0.X0Y.Z is Prometheus 3.Y.Z.
 PROMETHEUS_MODULE_VERSION=${PROMETHEUS_MODULE_VERSION:-v0.303.1}
 PROMTOOL_VERSION=${PROMTOOL_VERSION:-3.3.1}
-BIN=${PROMTOOL_BIN:-$HOME/.cache/fleet-manager/promtool/promtool}
+BIN=${PROMTOOL_BIN:-${FLEET_MANAGER_CACHE:-$HOME/.cache/fleet-manager}/promtool/promtool}
 # Measured on this project's 2-core machines, shared with other builds.
 COLD_BUILD="about 8 minutes on 2 busy cores"
 

@@ -5,14 +5,15 @@
 #
 #   OLD=$(scripts/release/build-previous.sh)
 #
-# The build is cached in ~/.cache/fleet-manager/releases/<commit>/ (or
-# $FLEET_MANAGER_RELEASE_CACHE); a cached binary takes no time.
+# The build is cached in releases/<commit>/ of $FLEET_MANAGER_CACHE (default
+# ~/.cache/fleet-manager), or in $FLEET_MANAGER_RELEASE_CACHE/<commit>/; a
+# cached binary takes no time.
 set -euo pipefail
 
 root=$(cd "$(dirname "$0")/../.." && pwd)
 commit=$(grep -v '^#' "$root/scripts/release/previous-release" | tr -d '[:space:]')
 [[ $commit =~ ^[0-9a-f]{40}$ ]] || { echo "build-previous.sh: scripts/release/previous-release names no commit" >&2; exit 1; }
-cache=${FLEET_MANAGER_RELEASE_CACHE:-$HOME/.cache/fleet-manager/releases}/$commit
+cache=${FLEET_MANAGER_RELEASE_CACHE:-${FLEET_MANAGER_CACHE:-$HOME/.cache/fleet-manager}/releases}/$commit
 bin=$cache/fleet-manager
 if [ -x "$bin" ]; then
   echo "$bin"

@@ -14,7 +14,8 @@
 //	}
 //
 // The binaries come from $HUB_BIN_DIR, else $KUBEBUILDER_ASSETS, else
-// ~/.cache/fleet-manager/hub-bin, which make test/binaries fills; envtest
+// hub-bin in the cache folder ($FLEET_MANAGER_CACHE or
+// ~/.cache/fleet-manager), which make test/binaries fills; envtest
 // never downloads any. There is no kube-controller-manager: no garbage
 // collection, no namespace deletion, no service-account tokens.
 package hubtest
@@ -166,11 +167,10 @@ type binaries struct{ dir, etcd, apiserver string }
 func findBinaries() (binaries, error) {
 	dir := cmp.Or(os.Getenv(BinDirEnv), os.Getenv("KUBEBUILDER_ASSETS"))
 	if dir == "" {
-		home, err := os.UserHomeDir()
-		if err != nil {
-			return binaries{}, fmt.Errorf("hubtest: %w; set %s", err, BinDirEnv)
+		var err error
+		if dir, err = childproc.CachePath("hub-bin"); err != nil {
+			return binaries{}, fmt.Errorf("hubtest: %w, or %s", err, BinDirEnv)
 		}
-		dir = filepath.Join(home, ".cache", "fleet-manager", "hub-bin")
 	}
 	bins := binaries{dir: dir, etcd: filepath.Join(dir, "etcd"), apiserver: filepath.Join(dir, "kube-apiserver")}
 	if !executable(bins.etcd) {

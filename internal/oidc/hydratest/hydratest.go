@@ -13,8 +13,9 @@
 //		...
 //	}
 //
-// The binary is $HYDRA_BIN (default ~/.cache/fleet-manager/hydra/hydra),
-// which scripts/hydra/build-hydra.sh builds.
+// The binary is $HYDRA_BIN (default hydra/hydra in the cache folder,
+// $FLEET_MANAGER_CACHE or ~/.cache/fleet-manager), which
+// scripts/hydra/build-hydra.sh builds.
 package hydratest
 
 import (
@@ -176,15 +177,14 @@ func (h *Hydra) run(bin string) error {
 	})
 }
 
-// findBinary returns $HYDRA_BIN or the default cache path.
+// findBinary returns $HYDRA_BIN or the cache folder's hydra/hydra.
 func findBinary() (string, error) {
 	bin := os.Getenv(BinEnv)
 	if bin == "" {
-		home, err := os.UserHomeDir()
-		if err != nil {
-			return "", fmt.Errorf("hydratest: %w; set %s", err, BinEnv)
+		var err error
+		if bin, err = childproc.CachePath("hydra", "hydra"); err != nil {
+			return "", fmt.Errorf("hydratest: %w, or %s", err, BinEnv)
 		}
-		bin = filepath.Join(home, ".cache", "fleet-manager", "hydra", "hydra")
 	}
 	if info, err := os.Stat(bin); err != nil || info.IsDir() || info.Mode()&0o111 == 0 {
 		return "", fmt.Errorf("hydratest: no executable %s: run %s (it builds Ory Hydra there; %s chooses the path)", bin, buildScript, BinEnv)

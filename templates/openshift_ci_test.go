@@ -1,0 +1,337 @@
+package templates_test
+
+import (
+	"os"
+	"path"
+	"regexp"
+	"slices"
+	"strings"
+	"testing"
+
+	"sigs.k8s.io/yaml"
+)
+
+// The OpenShift CI files, relative to this package.
+const (
+	buildRootDockerfile = "../.openshift-ci/build-root/Dockerfile"
+	ciOperatorConfig    = "../.openshift-ci/config.yaml"
+)
+
+// notBuiltInTheBuildRoot are the scripts of `make test/binaries` that the
+// build root does not run, and why.
+var notBuiltInTheBuildRoot = map[string]string{
+	"scripts/release/build-previous.sh": "it builds from the repository's history, which the image's context leaves out; the test job builds it into FLEET_MANAGER_CACHE",
+}
+
+// instruction is one Dockerfile instruction, continuation lines joined.
+type instruction struct {
+	cmd  string // upper case: FROM, RUN, COPY, ENV...
+	args string
+}
+
+// readDockerfile returns the instructions of a Dockerfile without comments.
+func readDockerfile(t *testing.T, file string) []instruction {
+	t.Helper()
+	data, err := os.ReadFile(file)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out []instruction
+	var cur strings.Builder
+	for _, line := range strings.Split(string(data), "\n") {
+		if strings.HasPrefix(strings.TrimSpace(line), "#") {
+			continue
+		}
+		if trimmed := strings.TrimRight(line, " \t"); strings.HasSuffix(trimmed, `\`) {
+			cur.WriteString(strings.TrimSuffix(trimmed, `\`) + " ")
+			continue
+		}
+		cur.WriteString(line)
+		if text := strings.TrimSpace(cur.String()); text != "" {
+			cmd, args, _ := strings.Cut(text, " ")
+			out = append(out, instruction{cmd: strings.ToUpper(cmd), args: strings.Join(strings.Fields(args), " ")})
+		}
+		cur.Reset()
+	}
+	return out
+}
+
+// envOf returns the ENV values of the instructions (NAME=value forms).
+func envOf(ins []instruction) map[string]string {
+	env := map[string]string{}
+	for _, in := range ins {
+		if in.cmd != "ENV" {
+			continue
+		}
+		for _, kv := range strings.Fields(in.args) {
+			if name, value, ok := strings.Cut(kv, "="); ok {
+				env[name] = value
+			}
+		}
+	}
+	return env
+}
+
+// aptInstalled returns the packages the RUN instructions apt-get install.
+func aptInstalled(ins []instruction) []string {
+	var pkgs []string
+	for _, in := range ins {
+		if in.cmd != "RUN" {
+			continue
+		}
+		for _, part := range strings.Split(in.args, "apt-get install")[1:] {
+			cmd, _, _ := strings.Cut(part, "&&")
+			for _, word := range strings.Fields(cmd) {
+				if !strings.HasPrefix(word, "-") {
+					pkgs = append(pkgs, word)
+				}
+			}
+		}
+	}
+	return pkgs
+}
+
+// scriptPackages returns the Debian packages ensure-tools.sh installs when
+// their tools are missing: its `missing+=(package)` lines.
+func scriptPackages(t *testing.T) []string {
+	t.Helper()
+	data, err := os.ReadFile("../scripts/dbops/ensure-tools.sh")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var pkgs []string
+	for _, m := range regexp.MustCompile(`missing\+=\(([a-z0-9.+-]+)\)`).FindAllStringSubmatch(string(data), -1) {
+		pkgs = append(pkgs, m[1])
+	}
+	if len(pkgs) < 5 {
+		t.Fatalf("ensure-tools.sh: found %d packages (%v); has the way it lists them changed?", len(pkgs), pkgs)
+	}
+	return pkgs
+}
+
+// testBinaryScripts returns the scripts the Makefile's test/binaries recipe runs.
+func testBinaryScripts(t *testing.T) []string {
+	t.Helper()
+	data, err := os.ReadFile("../Makefile")
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, recipe, ok := strings.Cut(string(data), "\ntest/binaries:")
+	if !ok {
+		t.Fatal("Makefile has no test/binaries target")
+	}
+	var scripts []string
+	for _, line := range strings.Split(recipe, "\n")[1:] {
+		if !strings.HasPrefix(line, "\t") {
+			break
+		}
+		if f := strings.Fields(line); len(f) > 0 && strings.HasPrefix(f[0], "scripts/") {
+			scripts = append(scripts, f[0])
+		}
+	}
+	if len(scripts) < 4 {
+		t.Fatalf("Makefile test/binaries runs %d scripts (%v); has its recipe changed?", len(scripts), scripts)
+	}
+	return scripts
+}
+
+// TestBuildRootInstallsWhatTheScriptsWouldInstall: the build root installs
+// every Debian package scripts/dbops/ensure-tools.sh would install with
+// apt-get (which needs root, and CI runs as an arbitrary user), PostgreSQL
+// for scripts/db.sh, and jq for the docs' examples that the tests run; and it
+// runs ensure-tools.sh, which finds them all and installs nothing.
+func TestBuildRootInstallsWhatTheScriptsWouldInstall(t *testing.T) {
+	t.Parallel()
+	ins := readDockerfile(t, buildRootDockerfile)
+	installed := aptInstalled(ins)
+	for _, pkg := range append(scriptPackages(t), "postgresql-15", "jq", "make", "git") {
+		if !slices.Contains(installed, pkg) {
+			t.Errorf("build root: apt-get installs %v, not %s", installed, pkg)
+		}
+	}
+	if !runs(ins, "scripts/dbops/ensure-tools.sh") {
+		t.Error("build root: no RUN of scripts/dbops/ensure-tools.sh (it checks that every tool is there)")
+	}
+}
+
+// runs reports whether a RUN instruction runs script (by any prefix of its path).
+func runs(ins []instruction, script string) bool {
+	return slices.ContainsFunc(ins, func(in instruction) bool {
+		return in.cmd == "RUN" && regexp.MustCompile(`(^|[\s/])`+regexp.QuoteMeta(script)+`(\s|$)`).MatchString(in.args)
+	})
+}
+
+// TestBuildRootBuildsTheTestBinaries: the build root runs every script of
+// `make test/binaries` (but those notBuiltInTheBuildRoot explains), after
+// copying it in, into FLEET_MANAGER_CACHE; and .dockerignore lets each
+// copied file into the build context.
+func TestBuildRootBuildsTheTestBinaries(t *testing.T) {
+	t.Parallel()
+	ins := readDockerfile(t, buildRootDockerfile)
+	allowed := dockerignoreAllowed(t)
+	for _, script := range testBinaryScripts(t) {
+		if why, ok := notBuiltInTheBuildRoot[script]; ok {
+			if runs(ins, script) {
+				t.Errorf("build root runs %s, which notBuiltInTheBuildRoot says it does not: %s", script, why)
+			}
+			continue
+		}
+		if !runs(ins, script) {
+			t.Errorf("build root: no RUN of %s, which make test/binaries runs", script)
+		}
+		if !copies(ins, script) {
+			t.Errorf("build root: no COPY brings %s into the image", script)
+		}
+		if !slices.ContainsFunc(allowed, func(a string) bool { return a == script || strings.HasPrefix(script, a) }) {
+			t.Errorf(".dockerignore keeps %s out of the build root's context (it allows %v)", script, allowed)
+		}
+	}
+	env := envOf(ins)
+	if cache := env["FLEET_MANAGER_CACHE"]; !path.IsAbs(cache) {
+		t.Errorf("build root: FLEET_MANAGER_CACHE=%q, want an absolute folder that the scripts build into and the tests read", cache)
+	}
+}
+
+// copies reports whether a COPY instruction's sources hold file.
+func copies(ins []instruction, file string) bool {
+	return slices.ContainsFunc(ins, func(in instruction) bool {
+		if in.cmd != "COPY" {
+			return false
+		}
+		f := strings.Fields(in.args)
+		return slices.ContainsFunc(f[:len(f)-1], func(src string) bool {
+			return src == file || (strings.HasSuffix(src, "/") && strings.HasPrefix(file, src))
+		})
+	})
+}
+
+// dockerignoreAllowed returns the paths .dockerignore's "!" lines let in.
+func dockerignoreAllowed(t *testing.T) []string {
+	t.Helper()
+	data, err := os.ReadFile("../.dockerignore")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var allowed []string
+	for _, line := range strings.Split(string(data), "\n") {
+		if p, ok := strings.CutPrefix(strings.TrimSpace(line), "!"); ok {
+			allowed = append(allowed, p)
+		}
+	}
+	return allowed
+}
+
+// TestBuildRootIsWritableByAnArbitraryUID: OpenShift runs the jobs under an
+// arbitrary UID in group 0 without a home, so HOME is a writable folder, Go's
+// caches are set, and the last instruction hands every folder a job writes to
+// group 0, group-writable, after everything that fills them.
+func TestBuildRootIsWritableByAnArbitraryUID(t *testing.T) {
+	t.Parallel()
+	ins := readDockerfile(t, buildRootDockerfile)
+	env := envOf(ins)
+	if env["HOME"] != "/tmp" {
+		t.Errorf("build root: HOME=%q, want /tmp (the arbitrary UID has no home)", env["HOME"])
+	}
+	last := ins[len(ins)-1]
+	if last.cmd != "RUN" || !strings.Contains(last.args, "chgrp -R 0 ") || !strings.Contains(last.args, "chmod -R g+rwX ") {
+		t.Fatalf("build root: the last instruction is %s %s, want a RUN of chgrp -R 0 and chmod -R g+rwX", last.cmd, last.args)
+	}
+	for _, name := range []string{"GOPATH", "GOCACHE", "GOMODCACHE", "FLEET_MANAGER_CACHE"} {
+		dir := env[name]
+		if !path.IsAbs(dir) {
+			t.Errorf("build root: %s=%q, want an absolute folder", name, dir)
+			continue
+		}
+		for _, tool := range []string{"chgrp -R 0 ", "chmod -R g+rwX "} {
+			_, args, _ := strings.Cut(last.args, tool)
+			args, _, _ = strings.Cut(args, "&&")
+			if !slices.ContainsFunc(strings.Fields(args), func(arg string) bool {
+				arg = strings.Trim(arg, `"`)
+				if arg == "$"+name {
+					return true
+				}
+				return path.IsAbs(arg) && (dir == arg || strings.HasPrefix(dir, strings.TrimSuffix(arg, "/")+"/"))
+			}) {
+				t.Errorf("build root: %s(%s=%s) leaves it out: %q", strings.TrimSpace(tool), name, dir, args)
+			}
+		}
+	}
+}
+
+// ciConfig is the part of a ci-operator configuration the test reads.
+type ciConfig struct {
+	BuildRoot struct {
+		ProjectImage struct {
+			DockerfilePath string `json:"dockerfile_path"`
+		} `json:"project_image"`
+	} `json:"build_root"`
+	Resources map[string]struct {
+		Requests map[string]string `json:"requests"`
+	} `json:"resources"`
+	Tests []struct {
+		As        string `json:"as"`
+		Commands  string `json:"commands"`
+		Container struct {
+			From string `json:"from"`
+		} `json:"container"`
+	} `json:"tests"`
+}
+
+// makeTargets returns the targets of the `make` commands in script.
+func makeTargets(script string) []string {
+	var targets []string
+	for _, line := range strings.Split(script, "\n") {
+		f := strings.Fields(line)
+		if len(f) > 1 && f[0] == "make" {
+			targets = append(targets, f[1:]...)
+		}
+	}
+	return targets
+}
+
+// TestOpenShiftCIRunsWhatCIRuns: config.yaml builds its build root from the
+// Dockerfile above, its tests in the build root run exactly the make targets
+// of .ci/run, and the test job (make test) asks for the resources the
+// tests need.
+func TestOpenShiftCIRunsWhatCIRuns(t *testing.T) {
+	t.Parallel()
+	data, err := os.ReadFile(ciOperatorConfig)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var cfg ciConfig
+	if err := yaml.Unmarshal(data, &cfg); err != nil {
+		t.Fatalf("%s: %v", ciOperatorConfig, err)
+	}
+	if got, want := cfg.BuildRoot.ProjectImage.DockerfilePath, strings.TrimPrefix(buildRootDockerfile, "../"); got != want {
+		t.Errorf("build_root.project_image.dockerfile_path = %q, want %q", got, want)
+	}
+	run, err := os.ReadFile("../.ci/run")
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := makeTargets(string(run))
+	var got []string
+	testJob := false
+	for _, test := range cfg.Tests {
+		if test.Container.From != "src" {
+			continue
+		}
+		got = append(got, makeTargets(test.Commands)...)
+		if strings.TrimSpace(test.Commands) == "make test" {
+			testJob = true
+			req := cfg.Resources[test.As].Requests
+			if req["cpu"] == "" || req["memory"] == "" {
+				t.Errorf("resources.%s.requests = %v, want cpu and memory for go test -race and the servers it starts", test.As, req)
+			}
+		}
+	}
+	if !testJob {
+		t.Error("no test of config.yaml runs `make test` in the build root")
+	}
+	slices.Sort(got)
+	slices.Sort(want)
+	if !slices.Equal(got, want) {
+		t.Errorf("config.yaml's tests run the make targets %v, .ci/run runs %v", got, want)
+	}
+}
