@@ -955,10 +955,14 @@ type ClientInterface interface {
 
 	// DeleteDNSService Remove a policy; refused (409) while it has live records.
 	//
+	// Removes the naming policy and answers 204; while the service has live records the answer is 409.
+	//
 	// Corresponds with DELETE /admin/dns_services/{id} (the `DeleteDNSService` operationId).
 	DeleteDNSService(ctx context.Context, id Id, params *DeleteDNSServiceParams, reqEditors ...RequestEditorFn) (*http.Response, error)
 
 	// GetDNSService One naming policy.
+	//
+	// Answers the service's naming policy with its writers, subtree, name template, record types, TTL bounds and live record count.
 	//
 	// Corresponds with GET /admin/dns_services/{id} (the `GetDNSService` operationId).
 	GetDNSService(ctx context.Context, id Id, reqEditors ...RequestEditorFn) (*http.Response, error)
@@ -1021,15 +1025,21 @@ type ClientInterface interface {
 
 	// DeleteDNSZone Remove a zone; refused (409) while services are onboarded in it.
 	//
+	// Removes the zone and answers 204; while services are onboarded in it the answer is 409.
+	//
 	// Corresponds with DELETE /admin/dns_zones/{id} (the `DeleteDNSZone` operationId).
 	DeleteDNSZone(ctx context.Context, id Id, params *DeleteDNSZoneParams, reqEditors ...RequestEditorFn) (*http.Response, error)
 
 	// GetDNSZone One DNS zone.
 	//
+	// Answers the zone with its provider settings, nameservers and `has_credentials`; credentials are never returned.
+	//
 	// Corresponds with GET /admin/dns_zones/{id} (the `GetDNSZone` operationId).
 	GetDNSZone(ctx context.Context, id Id, reqEditors ...RequestEditorFn) (*http.Response, error)
 
 	// UpdateDNSZoneWithBody Change a zone's provider settings, nameservers or credentials; its name and provider never change.
+	//
+	// Changes what the body sends: the provider's settings, the nameservers, the credentials. The name and the provider never change. An If-Match that is not the current ETag answers 412.
 	//
 	// Takes any type of body and a specified content type.
 	//
@@ -1038,6 +1048,8 @@ type ClientInterface interface {
 
 	// UpdateDNSZone Change a zone's provider settings, nameservers or credentials; its name and provider never change.
 	//
+	// Changes what the body sends: the provider's settings, the nameservers, the credentials. The name and the provider never change. An If-Match that is not the current ETag answers 412.
+	//
 	// Takes a body of the `application/json` content type.
 	//
 	// Corresponds with PATCH /admin/dns_zones/{id} (the `UpdateDNSZone` operationId).
@@ -1045,10 +1057,14 @@ type ClientInterface interface {
 
 	// ListHubs The registered hubs, a page at a time.
 	//
+	// Lists the registered hubs with their status, filtered by `search` and ordered by `orderBy`. Needs one of `--admin-read-roles`.
+	//
 	// Corresponds with GET /admin/hubs (the `ListHubs` operationId).
 	ListHubs(ctx context.Context, params *ListHubsParams, reqEditors ...RequestEditorFn) (*http.Response, error)
 
 	// CreateHubWithBody Register a hub.
+	//
+	// Registers a hub the fleet manager may place registrations on: its zone, region, capacity and delivery mode (`agent`, `syncset-ocm` or `syncset-hive`) with what that mode needs. Needs one of `--admin-roles`.
 	//
 	// Takes any type of body and a specified content type.
 	//
@@ -1057,6 +1073,8 @@ type ClientInterface interface {
 
 	// CreateHub Register a hub.
 	//
+	// Registers a hub the fleet manager may place registrations on: its zone, region, capacity and delivery mode (`agent`, `syncset-ocm` or `syncset-hive`) with what that mode needs. Needs one of `--admin-roles`.
+	//
 	// Takes a body of the `application/json` content type.
 	//
 	// Corresponds with POST /admin/hubs (the `CreateHub` operationId).
@@ -1064,15 +1082,21 @@ type ClientInterface interface {
 
 	// DeleteHub Remove a hub; refused while registrations are placed on it.
 	//
+	// Removes the hub and answers 204; while registrations are placed on it the answer is 409 (code 21).
+	//
 	// Corresponds with DELETE /admin/hubs/{id} (the `DeleteHub` operationId).
 	DeleteHub(ctx context.Context, id Id, reqEditors ...RequestEditorFn) (*http.Response, error)
 
 	// GetHub One hub, with its status.
 	//
+	// Answers the hub with its status (the revision its agent applied, its conditions) and its ETag. Credentials are never returned, only `has_credentials`.
+	//
 	// Corresponds with GET /admin/hubs/{id} (the `GetHub` operationId).
 	GetHub(ctx context.Context, id Id, reqEditors ...RequestEditorFn) (*http.Response, error)
 
 	// UpdateHubWithBody Change a hub.
+	//
+	// Changes what the body sends: region, cloud provider, delivery mode, capacity, agent identity, owner organisation, OCM or Hive target, credentials. The name and the zone never change. An If-Match that is not the current ETag answers 412.
 	//
 	// Takes any type of body and a specified content type.
 	//
@@ -1081,6 +1105,8 @@ type ClientInterface interface {
 
 	// UpdateHub Change a hub.
 	//
+	// Changes what the body sends: region, cloud provider, delivery mode, capacity, agent identity, owner organisation, OCM or Hive target, credentials. The name and the zone never change. An If-Match that is not the current ETag answers 412.
+	//
 	// Takes a body of the `application/json` content type.
 	//
 	// Corresponds with PATCH /admin/hubs/{id} (the `UpdateHub` operationId).
@@ -1088,10 +1114,14 @@ type ClientInterface interface {
 
 	// CordonHub Stop new placements on a hub; what is placed stays.
 	//
+	// Marks the hub cordoned: placement chooses other hubs for new registrations; what is placed on it stays.
+	//
 	// Corresponds with POST /admin/hubs/{id}/cordon (the `CordonHub` operationId).
 	CordonHub(ctx context.Context, id Id, reqEditors ...RequestEditorFn) (*http.Response, error)
 
 	// UncordonHub Resume new placements on a hub.
+	//
+	// Clears the cordon: the hub takes new placements again.
 	//
 	// Corresponds with POST /admin/hubs/{id}/uncordon (the `UncordonHub` operationId).
 	UncordonHub(ctx context.Context, id Id, reqEditors ...RequestEditorFn) (*http.Response, error)
@@ -1196,6 +1226,8 @@ func (c *Client) CreateDNSService(ctx context.Context, body CreateDNSServiceJSON
 
 // DeleteDNSService Remove a policy; refused (409) while it has live records.
 //
+// Removes the naming policy and answers 204; while the service has live records the answer is 409.
+//
 // Corresponds with DELETE /admin/dns_services/{id} (the `DeleteDNSService` operationId).
 func (c *Client) DeleteDNSService(ctx context.Context, id Id, params *DeleteDNSServiceParams, reqEditors ...RequestEditorFn) (*http.Response, error) {
 	req, err := NewDeleteDNSServiceRequest(c.Server, id, params)
@@ -1210,6 +1242,8 @@ func (c *Client) DeleteDNSService(ctx context.Context, id Id, params *DeleteDNSS
 }
 
 // GetDNSService One naming policy.
+//
+// Answers the service's naming policy with its writers, subtree, name template, record types, TTL bounds and live record count.
 //
 // Corresponds with GET /admin/dns_services/{id} (the `GetDNSService` operationId).
 func (c *Client) GetDNSService(ctx context.Context, id Id, reqEditors ...RequestEditorFn) (*http.Response, error) {
@@ -1332,6 +1366,8 @@ func (c *Client) CreateDNSZone(ctx context.Context, body CreateDNSZoneJSONReques
 
 // DeleteDNSZone Remove a zone; refused (409) while services are onboarded in it.
 //
+// Removes the zone and answers 204; while services are onboarded in it the answer is 409.
+//
 // Corresponds with DELETE /admin/dns_zones/{id} (the `DeleteDNSZone` operationId).
 func (c *Client) DeleteDNSZone(ctx context.Context, id Id, params *DeleteDNSZoneParams, reqEditors ...RequestEditorFn) (*http.Response, error) {
 	req, err := NewDeleteDNSZoneRequest(c.Server, id, params)
@@ -1347,6 +1383,8 @@ func (c *Client) DeleteDNSZone(ctx context.Context, id Id, params *DeleteDNSZone
 
 // GetDNSZone One DNS zone.
 //
+// Answers the zone with its provider settings, nameservers and `has_credentials`; credentials are never returned.
+//
 // Corresponds with GET /admin/dns_zones/{id} (the `GetDNSZone` operationId).
 func (c *Client) GetDNSZone(ctx context.Context, id Id, reqEditors ...RequestEditorFn) (*http.Response, error) {
 	req, err := NewGetDNSZoneRequest(c.Server, id)
@@ -1361,6 +1399,8 @@ func (c *Client) GetDNSZone(ctx context.Context, id Id, reqEditors ...RequestEdi
 }
 
 // UpdateDNSZoneWithBody Change a zone's provider settings, nameservers or credentials; its name and provider never change.
+//
+// Changes what the body sends: the provider's settings, the nameservers, the credentials. The name and the provider never change. An If-Match that is not the current ETag answers 412.
 //
 // Takes any type of body and a specified content type.
 //
@@ -1379,6 +1419,8 @@ func (c *Client) UpdateDNSZoneWithBody(ctx context.Context, id Id, params *Updat
 
 // UpdateDNSZone Change a zone's provider settings, nameservers or credentials; its name and provider never change.
 //
+// Changes what the body sends: the provider's settings, the nameservers, the credentials. The name and the provider never change. An If-Match that is not the current ETag answers 412.
+//
 // Takes a body of the `application/json` content type.
 //
 // Corresponds with PATCH /admin/dns_zones/{id} (the `UpdateDNSZone` operationId).
@@ -1396,6 +1438,8 @@ func (c *Client) UpdateDNSZone(ctx context.Context, id Id, params *UpdateDNSZone
 
 // ListHubs The registered hubs, a page at a time.
 //
+// Lists the registered hubs with their status, filtered by `search` and ordered by `orderBy`. Needs one of `--admin-read-roles`.
+//
 // Corresponds with GET /admin/hubs (the `ListHubs` operationId).
 func (c *Client) ListHubs(ctx context.Context, params *ListHubsParams, reqEditors ...RequestEditorFn) (*http.Response, error) {
 	req, err := NewListHubsRequest(c.Server, params)
@@ -1410,6 +1454,8 @@ func (c *Client) ListHubs(ctx context.Context, params *ListHubsParams, reqEditor
 }
 
 // CreateHubWithBody Register a hub.
+//
+// Registers a hub the fleet manager may place registrations on: its zone, region, capacity and delivery mode (`agent`, `syncset-ocm` or `syncset-hive`) with what that mode needs. Needs one of `--admin-roles`.
 //
 // Takes any type of body and a specified content type.
 //
@@ -1428,6 +1474,8 @@ func (c *Client) CreateHubWithBody(ctx context.Context, contentType string, body
 
 // CreateHub Register a hub.
 //
+// Registers a hub the fleet manager may place registrations on: its zone, region, capacity and delivery mode (`agent`, `syncset-ocm` or `syncset-hive`) with what that mode needs. Needs one of `--admin-roles`.
+//
 // Takes a body of the `application/json` content type.
 //
 // Corresponds with POST /admin/hubs (the `CreateHub` operationId).
@@ -1445,6 +1493,8 @@ func (c *Client) CreateHub(ctx context.Context, body CreateHubJSONRequestBody, r
 
 // DeleteHub Remove a hub; refused while registrations are placed on it.
 //
+// Removes the hub and answers 204; while registrations are placed on it the answer is 409 (code 21).
+//
 // Corresponds with DELETE /admin/hubs/{id} (the `DeleteHub` operationId).
 func (c *Client) DeleteHub(ctx context.Context, id Id, reqEditors ...RequestEditorFn) (*http.Response, error) {
 	req, err := NewDeleteHubRequest(c.Server, id)
@@ -1460,6 +1510,8 @@ func (c *Client) DeleteHub(ctx context.Context, id Id, reqEditors ...RequestEdit
 
 // GetHub One hub, with its status.
 //
+// Answers the hub with its status (the revision its agent applied, its conditions) and its ETag. Credentials are never returned, only `has_credentials`.
+//
 // Corresponds with GET /admin/hubs/{id} (the `GetHub` operationId).
 func (c *Client) GetHub(ctx context.Context, id Id, reqEditors ...RequestEditorFn) (*http.Response, error) {
 	req, err := NewGetHubRequest(c.Server, id)
@@ -1474,6 +1526,8 @@ func (c *Client) GetHub(ctx context.Context, id Id, reqEditors ...RequestEditorF
 }
 
 // UpdateHubWithBody Change a hub.
+//
+// Changes what the body sends: region, cloud provider, delivery mode, capacity, agent identity, owner organisation, OCM or Hive target, credentials. The name and the zone never change. An If-Match that is not the current ETag answers 412.
 //
 // Takes any type of body and a specified content type.
 //
@@ -1492,6 +1546,8 @@ func (c *Client) UpdateHubWithBody(ctx context.Context, id Id, params *UpdateHub
 
 // UpdateHub Change a hub.
 //
+// Changes what the body sends: region, cloud provider, delivery mode, capacity, agent identity, owner organisation, OCM or Hive target, credentials. The name and the zone never change. An If-Match that is not the current ETag answers 412.
+//
 // Takes a body of the `application/json` content type.
 //
 // Corresponds with PATCH /admin/hubs/{id} (the `UpdateHub` operationId).
@@ -1509,6 +1565,8 @@ func (c *Client) UpdateHub(ctx context.Context, id Id, params *UpdateHubParams, 
 
 // CordonHub Stop new placements on a hub; what is placed stays.
 //
+// Marks the hub cordoned: placement chooses other hubs for new registrations; what is placed on it stays.
+//
 // Corresponds with POST /admin/hubs/{id}/cordon (the `CordonHub` operationId).
 func (c *Client) CordonHub(ctx context.Context, id Id, reqEditors ...RequestEditorFn) (*http.Response, error) {
 	req, err := NewCordonHubRequest(c.Server, id)
@@ -1523,6 +1581,8 @@ func (c *Client) CordonHub(ctx context.Context, id Id, reqEditors ...RequestEdit
 }
 
 // UncordonHub Resume new placements on a hub.
+//
+// Clears the cordon: the hub takes new placements again.
 //
 // Corresponds with POST /admin/hubs/{id}/uncordon (the `UncordonHub` operationId).
 func (c *Client) UncordonHub(ctx context.Context, id Id, reqEditors ...RequestEditorFn) (*http.Response, error) {
@@ -2770,12 +2830,16 @@ type ClientWithResponsesInterface interface {
 
 	// DeleteDNSServiceWithResponse Remove a policy; refused (409) while it has live records.
 	//
+	// Removes the naming policy and answers 204; while the service has live records the answer is 409.
+	//
 	// Returns a wrapper object for the known response body format(s).
 	//
 	// Corresponds with DELETE /admin/dns_services/{id} (the `DeleteDNSService` operationId).
 	DeleteDNSServiceWithResponse(ctx context.Context, id Id, params *DeleteDNSServiceParams, reqEditors ...RequestEditorFn) (*DeleteDNSServiceResponse, error)
 
 	// GetDNSServiceWithResponse One naming policy.
+	//
+	// Answers the service's naming policy with its writers, subtree, name template, record types, TTL bounds and live record count.
 	//
 	// Returns a wrapper object for the known response body format(s).
 	//
@@ -2842,12 +2906,16 @@ type ClientWithResponsesInterface interface {
 
 	// DeleteDNSZoneWithResponse Remove a zone; refused (409) while services are onboarded in it.
 	//
+	// Removes the zone and answers 204; while services are onboarded in it the answer is 409.
+	//
 	// Returns a wrapper object for the known response body format(s).
 	//
 	// Corresponds with DELETE /admin/dns_zones/{id} (the `DeleteDNSZone` operationId).
 	DeleteDNSZoneWithResponse(ctx context.Context, id Id, params *DeleteDNSZoneParams, reqEditors ...RequestEditorFn) (*DeleteDNSZoneResponse, error)
 
 	// GetDNSZoneWithResponse One DNS zone.
+	//
+	// Answers the zone with its provider settings, nameservers and `has_credentials`; credentials are never returned.
 	//
 	// Returns a wrapper object for the known response body format(s).
 	//
@@ -2856,12 +2924,16 @@ type ClientWithResponsesInterface interface {
 
 	// UpdateDNSZoneWithBodyWithResponse Change a zone's provider settings, nameservers or credentials; its name and provider never change.
 	//
+	// Changes what the body sends: the provider's settings, the nameservers, the credentials. The name and the provider never change. An If-Match that is not the current ETag answers 412.
+	//
 	// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
 	//
 	// Corresponds with PATCH /admin/dns_zones/{id} (the `UpdateDNSZone` operationId).
 	UpdateDNSZoneWithBodyWithResponse(ctx context.Context, id Id, params *UpdateDNSZoneParams, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*UpdateDNSZoneResponse, error)
 
 	// UpdateDNSZoneWithResponse Change a zone's provider settings, nameservers or credentials; its name and provider never change.
+	//
+	// Changes what the body sends: the provider's settings, the nameservers, the credentials. The name and the provider never change. An If-Match that is not the current ETag answers 412.
 	//
 	// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
 	//
@@ -2870,12 +2942,16 @@ type ClientWithResponsesInterface interface {
 
 	// ListHubsWithResponse The registered hubs, a page at a time.
 	//
+	// Lists the registered hubs with their status, filtered by `search` and ordered by `orderBy`. Needs one of `--admin-read-roles`.
+	//
 	// Returns a wrapper object for the known response body format(s).
 	//
 	// Corresponds with GET /admin/hubs (the `ListHubs` operationId).
 	ListHubsWithResponse(ctx context.Context, params *ListHubsParams, reqEditors ...RequestEditorFn) (*ListHubsResponse, error)
 
 	// CreateHubWithBodyWithResponse Register a hub.
+	//
+	// Registers a hub the fleet manager may place registrations on: its zone, region, capacity and delivery mode (`agent`, `syncset-ocm` or `syncset-hive`) with what that mode needs. Needs one of `--admin-roles`.
 	//
 	// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
 	//
@@ -2884,12 +2960,16 @@ type ClientWithResponsesInterface interface {
 
 	// CreateHubWithResponse Register a hub.
 	//
+	// Registers a hub the fleet manager may place registrations on: its zone, region, capacity and delivery mode (`agent`, `syncset-ocm` or `syncset-hive`) with what that mode needs. Needs one of `--admin-roles`.
+	//
 	// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
 	//
 	// Corresponds with POST /admin/hubs (the `CreateHub` operationId).
 	CreateHubWithResponse(ctx context.Context, body CreateHubJSONRequestBody, reqEditors ...RequestEditorFn) (*CreateHubResponse, error)
 
 	// DeleteHubWithResponse Remove a hub; refused while registrations are placed on it.
+	//
+	// Removes the hub and answers 204; while registrations are placed on it the answer is 409 (code 21).
 	//
 	// Returns a wrapper object for the known response body format(s).
 	//
@@ -2898,12 +2978,16 @@ type ClientWithResponsesInterface interface {
 
 	// GetHubWithResponse One hub, with its status.
 	//
+	// Answers the hub with its status (the revision its agent applied, its conditions) and its ETag. Credentials are never returned, only `has_credentials`.
+	//
 	// Returns a wrapper object for the known response body format(s).
 	//
 	// Corresponds with GET /admin/hubs/{id} (the `GetHub` operationId).
 	GetHubWithResponse(ctx context.Context, id Id, reqEditors ...RequestEditorFn) (*GetHubResponse, error)
 
 	// UpdateHubWithBodyWithResponse Change a hub.
+	//
+	// Changes what the body sends: region, cloud provider, delivery mode, capacity, agent identity, owner organisation, OCM or Hive target, credentials. The name and the zone never change. An If-Match that is not the current ETag answers 412.
 	//
 	// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
 	//
@@ -2912,6 +2996,8 @@ type ClientWithResponsesInterface interface {
 
 	// UpdateHubWithResponse Change a hub.
 	//
+	// Changes what the body sends: region, cloud provider, delivery mode, capacity, agent identity, owner organisation, OCM or Hive target, credentials. The name and the zone never change. An If-Match that is not the current ETag answers 412.
+	//
 	// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
 	//
 	// Corresponds with PATCH /admin/hubs/{id} (the `UpdateHub` operationId).
@@ -2919,12 +3005,16 @@ type ClientWithResponsesInterface interface {
 
 	// CordonHubWithResponse Stop new placements on a hub; what is placed stays.
 	//
+	// Marks the hub cordoned: placement chooses other hubs for new registrations; what is placed on it stays.
+	//
 	// Returns a wrapper object for the known response body format(s).
 	//
 	// Corresponds with POST /admin/hubs/{id}/cordon (the `CordonHub` operationId).
 	CordonHubWithResponse(ctx context.Context, id Id, reqEditors ...RequestEditorFn) (*CordonHubResponse, error)
 
 	// UncordonHubWithResponse Resume new placements on a hub.
+	//
+	// Clears the cordon: the hub takes new placements again.
 	//
 	// Returns a wrapper object for the known response body format(s).
 	//
@@ -4933,6 +5023,8 @@ func (c *ClientWithResponses) CreateDNSServiceWithResponse(ctx context.Context, 
 
 // DeleteDNSServiceWithResponse Remove a policy; refused (409) while it has live records.
 //
+// Removes the naming policy and answers 204; while the service has live records the answer is 409.
+//
 // Returns a wrapper object for the known response body format(s).
 //
 // Corresponds with DELETE /admin/dns_services/{id} (the `DeleteDNSService` operationId).
@@ -4945,6 +5037,8 @@ func (c *ClientWithResponses) DeleteDNSServiceWithResponse(ctx context.Context, 
 }
 
 // GetDNSServiceWithResponse One naming policy.
+//
+// Answers the service's naming policy with its writers, subtree, name template, record types, TTL bounds and live record count.
 //
 // Returns a wrapper object for the known response body format(s).
 //
@@ -5047,6 +5141,8 @@ func (c *ClientWithResponses) CreateDNSZoneWithResponse(ctx context.Context, bod
 
 // DeleteDNSZoneWithResponse Remove a zone; refused (409) while services are onboarded in it.
 //
+// Removes the zone and answers 204; while services are onboarded in it the answer is 409.
+//
 // Returns a wrapper object for the known response body format(s).
 //
 // Corresponds with DELETE /admin/dns_zones/{id} (the `DeleteDNSZone` operationId).
@@ -5059,6 +5155,8 @@ func (c *ClientWithResponses) DeleteDNSZoneWithResponse(ctx context.Context, id 
 }
 
 // GetDNSZoneWithResponse One DNS zone.
+//
+// Answers the zone with its provider settings, nameservers and `has_credentials`; credentials are never returned.
 //
 // Returns a wrapper object for the known response body format(s).
 //
@@ -5073,6 +5171,8 @@ func (c *ClientWithResponses) GetDNSZoneWithResponse(ctx context.Context, id Id,
 
 // UpdateDNSZoneWithBodyWithResponse Change a zone's provider settings, nameservers or credentials; its name and provider never change.
 //
+// Changes what the body sends: the provider's settings, the nameservers, the credentials. The name and the provider never change. An If-Match that is not the current ETag answers 412.
+//
 // Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
 //
 // Corresponds with PATCH /admin/dns_zones/{id} (the `UpdateDNSZone` operationId).
@@ -5085,6 +5185,8 @@ func (c *ClientWithResponses) UpdateDNSZoneWithBodyWithResponse(ctx context.Cont
 }
 
 // UpdateDNSZoneWithResponse Change a zone's provider settings, nameservers or credentials; its name and provider never change.
+//
+// Changes what the body sends: the provider's settings, the nameservers, the credentials. The name and the provider never change. An If-Match that is not the current ETag answers 412.
 //
 // Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
 //
@@ -5099,6 +5201,8 @@ func (c *ClientWithResponses) UpdateDNSZoneWithResponse(ctx context.Context, id 
 
 // ListHubsWithResponse The registered hubs, a page at a time.
 //
+// Lists the registered hubs with their status, filtered by `search` and ordered by `orderBy`. Needs one of `--admin-read-roles`.
+//
 // Returns a wrapper object for the known response body format(s).
 //
 // Corresponds with GET /admin/hubs (the `ListHubs` operationId).
@@ -5111,6 +5215,8 @@ func (c *ClientWithResponses) ListHubsWithResponse(ctx context.Context, params *
 }
 
 // CreateHubWithBodyWithResponse Register a hub.
+//
+// Registers a hub the fleet manager may place registrations on: its zone, region, capacity and delivery mode (`agent`, `syncset-ocm` or `syncset-hive`) with what that mode needs. Needs one of `--admin-roles`.
 //
 // Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
 //
@@ -5125,6 +5231,8 @@ func (c *ClientWithResponses) CreateHubWithBodyWithResponse(ctx context.Context,
 
 // CreateHubWithResponse Register a hub.
 //
+// Registers a hub the fleet manager may place registrations on: its zone, region, capacity and delivery mode (`agent`, `syncset-ocm` or `syncset-hive`) with what that mode needs. Needs one of `--admin-roles`.
+//
 // Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
 //
 // Corresponds with POST /admin/hubs (the `CreateHub` operationId).
@@ -5137,6 +5245,8 @@ func (c *ClientWithResponses) CreateHubWithResponse(ctx context.Context, body Cr
 }
 
 // DeleteHubWithResponse Remove a hub; refused while registrations are placed on it.
+//
+// Removes the hub and answers 204; while registrations are placed on it the answer is 409 (code 21).
 //
 // Returns a wrapper object for the known response body format(s).
 //
@@ -5151,6 +5261,8 @@ func (c *ClientWithResponses) DeleteHubWithResponse(ctx context.Context, id Id, 
 
 // GetHubWithResponse One hub, with its status.
 //
+// Answers the hub with its status (the revision its agent applied, its conditions) and its ETag. Credentials are never returned, only `has_credentials`.
+//
 // Returns a wrapper object for the known response body format(s).
 //
 // Corresponds with GET /admin/hubs/{id} (the `GetHub` operationId).
@@ -5163,6 +5275,8 @@ func (c *ClientWithResponses) GetHubWithResponse(ctx context.Context, id Id, req
 }
 
 // UpdateHubWithBodyWithResponse Change a hub.
+//
+// Changes what the body sends: region, cloud provider, delivery mode, capacity, agent identity, owner organisation, OCM or Hive target, credentials. The name and the zone never change. An If-Match that is not the current ETag answers 412.
 //
 // Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
 //
@@ -5177,6 +5291,8 @@ func (c *ClientWithResponses) UpdateHubWithBodyWithResponse(ctx context.Context,
 
 // UpdateHubWithResponse Change a hub.
 //
+// Changes what the body sends: region, cloud provider, delivery mode, capacity, agent identity, owner organisation, OCM or Hive target, credentials. The name and the zone never change. An If-Match that is not the current ETag answers 412.
+//
 // Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
 //
 // Corresponds with PATCH /admin/hubs/{id} (the `UpdateHub` operationId).
@@ -5190,6 +5306,8 @@ func (c *ClientWithResponses) UpdateHubWithResponse(ctx context.Context, id Id, 
 
 // CordonHubWithResponse Stop new placements on a hub; what is placed stays.
 //
+// Marks the hub cordoned: placement chooses other hubs for new registrations; what is placed on it stays.
+//
 // Returns a wrapper object for the known response body format(s).
 //
 // Corresponds with POST /admin/hubs/{id}/cordon (the `CordonHub` operationId).
@@ -5202,6 +5320,8 @@ func (c *ClientWithResponses) CordonHubWithResponse(ctx context.Context, id Id, 
 }
 
 // UncordonHubWithResponse Resume new placements on a hub.
+//
+// Clears the cordon: the hub takes new placements again.
 //
 // Returns a wrapper object for the known response body format(s).
 //

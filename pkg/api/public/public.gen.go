@@ -2488,10 +2488,14 @@ type ClientInterface interface {
 
 	// DeleteBlueprint Delete a blueprint and its versions; refused (409) while a pool uses one.
 	//
+	// Deletes the blueprint and every version of it and answers 204; while a capacity pool uses one of its versions the answer is 409.
+	//
 	// Corresponds with DELETE /blueprints/{id} (the `DeleteBlueprint` operationId).
 	DeleteBlueprint(ctx context.Context, id Id, reqEditors ...RequestEditorFn) (*http.Response, error)
 
 	// GetBlueprint One blueprint, with its latest version's spec.
+	//
+	// Answers the blueprint with the spec of its latest version.
 	//
 	// Corresponds with GET /blueprints/{id} (the `GetBlueprint` operationId).
 	GetBlueprint(ctx context.Context, id Id, reqEditors ...RequestEditorFn) (*http.Response, error)
@@ -2523,10 +2527,14 @@ type ClientInterface interface {
 
 	// DeleteBlueprintVersion Delete a version no pool uses; the latest version stays (delete the blueprint).
 	//
+	// Deletes a version that no pool uses and answers 204. The latest version stays while the blueprint exists (409): delete the blueprint instead.
+	//
 	// Corresponds with DELETE /blueprints/{id}/versions/{version} (the `DeleteBlueprintVersion` operationId).
 	DeleteBlueprintVersion(ctx context.Context, id Id, version Version, reqEditors ...RequestEditorFn) (*http.Response, error)
 
 	// GetBlueprintVersion One version of a blueprint.
+	//
+	// Answers one immutable version of the blueprint, with the number of pools that use it.
 	//
 	// Corresponds with GET /blueprints/{id}/versions/{version} (the `GetBlueprintVersion` operationId).
 	GetBlueprintVersion(ctx context.Context, id Id, version Version, reqEditors ...RequestEditorFn) (*http.Response, error)
@@ -2564,10 +2572,14 @@ type ClientInterface interface {
 
 	// DeleteCapacityPool Delete a pool; its clusters are deprovisioned, then the pool goes. Refused (409) while it holds reservations.
 	//
+	// Answers 202 and deprovisions the pool's clusters; the pool goes when they are gone. While the pool holds reservations the answer is 409.
+	//
 	// Corresponds with DELETE /capacity_pools/{id} (the `DeleteCapacityPool` operationId).
 	DeleteCapacityPool(ctx context.Context, id Id, params *DeleteCapacityPoolParams, reqEditors ...RequestEditorFn) (*http.Response, error)
 
 	// GetCapacityPool One capacity pool.
+	//
+	// Answers the pool with its bounds, thresholds, cluster count, reserved units, phase and conditions, with its ETag.
 	//
 	// Corresponds with GET /capacity_pools/{id} (the `GetCapacityPool` operationId).
 	GetCapacityPool(ctx context.Context, id Id, reqEditors ...RequestEditorFn) (*http.Response, error)
@@ -2641,20 +2653,28 @@ type ClientInterface interface {
 
 	// DeleteReservation Release a reservation; its units go back to its cluster.
 	//
+	// Releases the reservation and answers 204; its units are free on its cluster again.
+	//
 	// Corresponds with DELETE /capacity_pools/{id}/reservations/{reservation_id} (the `DeleteReservation` operationId).
 	DeleteReservation(ctx context.Context, id Id, reservationId ReservationId, reqEditors ...RequestEditorFn) (*http.Response, error)
 
 	// GetReservation One reservation.
+	//
+	// Answers the reservation with the cluster it holds units on.
 	//
 	// Corresponds with GET /capacity_pools/{id}/reservations/{reservation_id} (the `GetReservation` operationId).
 	GetReservation(ctx context.Context, id Id, reservationId ReservationId, reqEditors ...RequestEditorFn) (*http.Response, error)
 
 	// ListClusters The caller's organisation's registered clusters, a page at a time.
 	//
+	// Lists the registrations of the organisation in the caller's token, filtered by `search` and ordered by `orderBy` (default: newest first). Each cluster carries its phase and conditions; docs/registrations.md describes them.
+	//
 	// Corresponds with GET /clusters (the `ListClusters` operationId).
 	ListClusters(ctx context.Context, params *ListClustersParams, reqEditors ...RequestEditorFn) (*http.Response, error)
 
 	// CreateClusterWithBody Register an existing cluster; it is placed on a hub and delivered there.
+	//
+	// Registers a cluster that already exists: the service places it on a hub of its zone and delivers it there (or to OCM or Hive for a syncset hub). The answer is 202: placement and delivery follow, and the cluster's conditions report them.
 	//
 	// Takes any type of body and a specified content type.
 	//
@@ -2663,6 +2683,8 @@ type ClientInterface interface {
 
 	// CreateCluster Register an existing cluster; it is placed on a hub and delivered there.
 	//
+	// Registers a cluster that already exists: the service places it on a hub of its zone and delivers it there (or to OCM or Hive for a syncset hub). The answer is 202: placement and delivery follow, and the cluster's conditions report them.
+	//
 	// Takes a body of the `application/json` content type.
 	//
 	// Corresponds with POST /clusters (the `CreateCluster` operationId).
@@ -2670,10 +2692,14 @@ type ClientInterface interface {
 
 	// DeleteCluster Deregister a cluster; repeating it is harmless.
 	//
+	// Marks the registration for deregistration (`deletion_requested_at`) and answers 202; the hub detaches the cluster, then the registration goes. A capacity pool's cluster answers 409: its pool removes it.
+	//
 	// Corresponds with DELETE /clusters/{id} (the `DeleteCluster` operationId).
 	DeleteCluster(ctx context.Context, id Id, reqEditors ...RequestEditorFn) (*http.Response, error)
 
 	// GetCluster One registered cluster.
+	//
+	// Answers the registration with its ETag, which a PATCH may send as If-Match. A cluster of another organisation answers 404.
 	//
 	// Corresponds with GET /clusters/{id} (the `GetCluster` operationId).
 	GetCluster(ctx context.Context, id Id, reqEditors ...RequestEditorFn) (*http.Response, error)
@@ -2704,6 +2730,8 @@ type ClientInterface interface {
 	GetClusterImport(ctx context.Context, id Id, reqEditors ...RequestEditorFn) (*http.Response, error)
 
 	// GetClusterMetricsText One registered cluster's metrics in the Prometheus text format, as a scrape target.
+	//
+	// Answers one registration's allow-listed metrics, and the fleet manager's own series about it, in the Prometheus text exposition format, so that a Prometheus can scrape it.
 	//
 	// Corresponds with GET /clusters/{id}/metrics (the `GetClusterMetricsText` operationId).
 	GetClusterMetricsText(ctx context.Context, id Id, reqEditors ...RequestEditorFn) (*http.Response, error)
@@ -2763,6 +2791,8 @@ type ClientInterface interface {
 	CreateClusters(ctx context.Context, params *CreateClustersParams, body CreateClustersJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error)
 
 	// GetComplianceSummary Counts of clusters per compliance state, per hub and per zone, for one policy or all of the organisation's.
+	//
+	// Counts the organisation's clusters per compliance state (`compliant`, `non_compliant`, `pending`), in all, per hub and per zone, of one policy (`policy_id`) or of all the organisation's policies.
 	//
 	// Corresponds with GET /compliance_summary (the `GetComplianceSummary` operationId).
 	GetComplianceSummary(ctx context.Context, params *GetComplianceSummaryParams, reqEditors ...RequestEditorFn) (*http.Response, error)
@@ -2834,10 +2864,14 @@ type ClientInterface interface {
 
 	// DeleteDNSRecord Remove a record; the provider removes its name before the record goes.
 	//
+	// Answers 202; the record shows phase `deleting` until the provider has removed its name, then it is gone (404).
+	//
 	// Corresponds with DELETE /dns_services/{service_name}/records/{record_id} (the `DeleteDNSRecord` operationId).
 	DeleteDNSRecord(ctx context.Context, serviceName ServiceName, recordId RecordId, params *DeleteDNSRecordParams, reqEditors ...RequestEditorFn) (*http.Response, error)
 
 	// GetDNSRecord One record of the caller's organisation, with its conditions and what the provider holds.
+	//
+	// Answers the record with its conditions (`Accepted`, `Published`, `Resolvable`), its phase and the values the DNS provider holds, with its ETag.
 	//
 	// Corresponds with GET /dns_services/{service_name}/records/{record_id} (the `GetDNSRecord` operationId).
 	GetDNSRecord(ctx context.Context, serviceName ServiceName, recordId RecordId, reqEditors ...RequestEditorFn) (*http.Response, error)
@@ -2864,10 +2898,14 @@ type ClientInterface interface {
 
 	// ListErrors The catalogue of error codes this service answers with.
 	//
+	// Lists the error codes this service answers with, each with its number, `FLEET-MGMT-` code and reason. It needs no token unless the deployment removed it from `--auth-public-paths`.
+	//
 	// Corresponds with GET /errors (the `ListErrors` operationId).
 	ListErrors(ctx context.Context, params *ListErrorsParams, reqEditors ...RequestEditorFn) (*http.Response, error)
 
 	// GetError One error code of the catalogue.
+	//
+	// Answers one entry of the error catalogue; `id` is the code's number without its prefix.
 	//
 	// Corresponds with GET /errors/{id} (the `GetError` operationId).
 	GetError(ctx context.Context, id string, reqEditors ...RequestEditorFn) (*http.Response, error)
@@ -2921,10 +2959,14 @@ type ClientInterface interface {
 
 	// QueryMetricsPrometheus The instant query at the path Prometheus clients (promtool, Grafana) call under a server URL of {base}/metrics.
 	//
+	// The instant query of `GET /metrics/query`, at the path a Prometheus client (promtool, Grafana) calls when its server URL is `{base}/metrics`.
+	//
 	// Corresponds with GET /metrics/api/v1/query (the `QueryMetricsPrometheus` operationId).
 	QueryMetricsPrometheus(ctx context.Context, params *QueryMetricsPrometheusParams, reqEditors ...RequestEditorFn) (*http.Response, error)
 
 	// QueryMetricsPrometheusFormWithBody The instant query at the path Prometheus clients (promtool, Grafana) call under a server URL of {base}/metrics. (parameters in a form body, as Prometheus accepts).
+	//
+	// The instant query of `POST /metrics/query`, at the path a Prometheus client calls when its server URL is `{base}/metrics`.
 	//
 	// Takes any type of body and a specified content type.
 	//
@@ -2933,6 +2975,8 @@ type ClientInterface interface {
 
 	// QueryMetricsPrometheusFormWithFormdataBody The instant query at the path Prometheus clients (promtool, Grafana) call under a server URL of {base}/metrics. (parameters in a form body, as Prometheus accepts).
 	//
+	// The instant query of `POST /metrics/query`, at the path a Prometheus client calls when its server URL is `{base}/metrics`.
+	//
 	// Takes a body of the `application/x-www-form-urlencoded` content type.
 	//
 	// Corresponds with POST /metrics/api/v1/query (the `QueryMetricsPrometheusForm` operationId).
@@ -2940,10 +2984,14 @@ type ClientInterface interface {
 
 	// QueryMetricsRangePrometheus The range query at the path Prometheus clients call under a server URL of {base}/metrics.
 	//
+	// The range query of `GET /metrics/query_range`, at the path a Prometheus client calls when its server URL is `{base}/metrics`.
+	//
 	// Corresponds with GET /metrics/api/v1/query_range (the `QueryMetricsRangePrometheus` operationId).
 	QueryMetricsRangePrometheus(ctx context.Context, params *QueryMetricsRangePrometheusParams, reqEditors ...RequestEditorFn) (*http.Response, error)
 
 	// QueryMetricsRangePrometheusFormWithBody The range query at the path Prometheus clients call under a server URL of {base}/metrics. (parameters in a form body, as Prometheus accepts).
+	//
+	// The range query of `POST /metrics/query_range`, at the path a Prometheus client calls when its server URL is `{base}/metrics`.
 	//
 	// Takes any type of body and a specified content type.
 	//
@@ -2952,6 +3000,8 @@ type ClientInterface interface {
 
 	// QueryMetricsRangePrometheusFormWithFormdataBody The range query at the path Prometheus clients call under a server URL of {base}/metrics. (parameters in a form body, as Prometheus accepts).
 	//
+	// The range query of `POST /metrics/query_range`, at the path a Prometheus client calls when its server URL is `{base}/metrics`.
+	//
 	// Takes a body of the `application/x-www-form-urlencoded` content type.
 	//
 	// Corresponds with POST /metrics/api/v1/query_range (the `QueryMetricsRangePrometheusForm` operationId).
@@ -2959,10 +3009,14 @@ type ClientInterface interface {
 
 	// QueryMetrics An instant PromQL query on the caller's clusters' metrics.
 	//
+	// Evaluates an instant PromQL query, rewritten so that it reads only the caller's organisation's clusters and the allow-listed metrics, and answers as the Prometheus HTTP API does (docs/user- facing-metrics.md).
+	//
 	// Corresponds with GET /metrics/query (the `QueryMetrics` operationId).
 	QueryMetrics(ctx context.Context, params *QueryMetricsParams, reqEditors ...RequestEditorFn) (*http.Response, error)
 
 	// QueryMetricsFormWithBody An instant PromQL query on the caller's clusters' metrics. (parameters in a form body, as Prometheus accepts).
+	//
+	// The same query as the GET, with its parameters in an `application/x-www-form-urlencoded` body, as Prometheus accepts them.
 	//
 	// Takes any type of body and a specified content type.
 	//
@@ -2971,6 +3025,8 @@ type ClientInterface interface {
 
 	// QueryMetricsFormWithFormdataBody An instant PromQL query on the caller's clusters' metrics. (parameters in a form body, as Prometheus accepts).
 	//
+	// The same query as the GET, with its parameters in an `application/x-www-form-urlencoded` body, as Prometheus accepts them.
+	//
 	// Takes a body of the `application/x-www-form-urlencoded` content type.
 	//
 	// Corresponds with POST /metrics/query (the `QueryMetricsForm` operationId).
@@ -2978,10 +3034,14 @@ type ClientInterface interface {
 
 	// QueryMetricsRange A range PromQL query on the caller's clusters' metrics.
 	//
+	// Evaluates a range PromQL query over `start`, `end` and `step`, confined to the caller's organisation's clusters and the allow-listed metrics, and answers as the Prometheus HTTP API does.
+	//
 	// Corresponds with GET /metrics/query_range (the `QueryMetricsRange` operationId).
 	QueryMetricsRange(ctx context.Context, params *QueryMetricsRangeParams, reqEditors ...RequestEditorFn) (*http.Response, error)
 
 	// QueryMetricsRangeFormWithBody A range PromQL query on the caller's clusters' metrics. (parameters in a form body, as Prometheus accepts).
+	//
+	// The same range query as the GET, with its parameters in an `application/x-www-form-urlencoded` body, as Prometheus accepts them.
 	//
 	// Takes any type of body and a specified content type.
 	//
@@ -2990,6 +3050,8 @@ type ClientInterface interface {
 
 	// QueryMetricsRangeFormWithFormdataBody A range PromQL query on the caller's clusters' metrics. (parameters in a form body, as Prometheus accepts).
 	//
+	// The same range query as the GET, with its parameters in an `application/x-www-form-urlencoded` body, as Prometheus accepts them.
+	//
 	// Takes a body of the `application/x-www-form-urlencoded` content type.
 	//
 	// Corresponds with POST /metrics/query_range (the `QueryMetricsRangeForm` operationId).
@@ -2997,10 +3059,14 @@ type ClientInterface interface {
 
 	// GetOpenAPI This document, with the deployment's base path as its server.
 	//
+	// Answers this specification as JSON, with `servers` set to the base path this deployment serves. It needs no token unless the deployment removed it from `--auth-public-paths`.
+	//
 	// Corresponds with GET /openapi (the `GetOpenAPI` operationId).
 	GetOpenAPI(ctx context.Context, reqEditors ...RequestEditorFn) (*http.Response, error)
 
 	// ListPolicies The caller's organisation's configuration policies, a page at a time.
+	//
+	// Lists the configuration policies of the organisation in the caller's token, filtered by `search` and ordered by `orderBy`.
 	//
 	// Corresponds with GET /policies (the `ListPolicies` operationId).
 	ListPolicies(ctx context.Context, params *ListPoliciesParams, reqEditors ...RequestEditorFn) (*http.Response, error)
@@ -3043,15 +3109,21 @@ type ClientInterface interface {
 
 	// DeletePolicy Delete a policy; the hubs remove it at their next desired set.
 	//
+	// Deletes the policy and answers 204; the hubs drop it at their next desired set. An If-Match that is not the current ETag answers 412.
+	//
 	// Corresponds with DELETE /policies/{id} (the `DeletePolicy` operationId).
 	DeletePolicy(ctx context.Context, id Id, params *DeletePolicyParams, reqEditors ...RequestEditorFn) (*http.Response, error)
 
 	// GetPolicy One configuration policy.
 	//
+	// Answers the policy, its placement and the hubs it reaches, with its ETag, which a PATCH may send as If-Match.
+	//
 	// Corresponds with GET /policies/{id} (the `GetPolicy` operationId).
 	GetPolicy(ctx context.Context, id Id, reqEditors ...RequestEditorFn) (*http.Response, error)
 
 	// UpdatePolicyWithBody Replace a policy's body and placement; its zone stays.
+	//
+	// Replaces the policy's body and placement, both required; the zone never changes. Kept for existing clients: PATCH changes only what it sends.
 	//
 	// Takes any type of body and a specified content type.
 	//
@@ -3059,6 +3131,8 @@ type ClientInterface interface {
 	UpdatePolicyWithBody(ctx context.Context, id Id, params *UpdatePolicyParams, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error)
 
 	// UpdatePolicy Replace a policy's body and placement; its zone stays.
+	//
+	// Replaces the policy's body and placement, both required; the zone never changes. Kept for existing clients: PATCH changes only what it sends.
 	//
 	// Takes a body of the `application/json` content type.
 	//
@@ -3143,6 +3217,8 @@ func (c *Client) CreateBlueprint(ctx context.Context, body CreateBlueprintJSONRe
 
 // DeleteBlueprint Delete a blueprint and its versions; refused (409) while a pool uses one.
 //
+// Deletes the blueprint and every version of it and answers 204; while a capacity pool uses one of its versions the answer is 409.
+//
 // Corresponds with DELETE /blueprints/{id} (the `DeleteBlueprint` operationId).
 func (c *Client) DeleteBlueprint(ctx context.Context, id Id, reqEditors ...RequestEditorFn) (*http.Response, error) {
 	req, err := NewDeleteBlueprintRequest(c.Server, id)
@@ -3157,6 +3233,8 @@ func (c *Client) DeleteBlueprint(ctx context.Context, id Id, reqEditors ...Reque
 }
 
 // GetBlueprint One blueprint, with its latest version's spec.
+//
+// Answers the blueprint with the spec of its latest version.
 //
 // Corresponds with GET /blueprints/{id} (the `GetBlueprint` operationId).
 func (c *Client) GetBlueprint(ctx context.Context, id Id, reqEditors ...RequestEditorFn) (*http.Response, error) {
@@ -3228,6 +3306,8 @@ func (c *Client) CreateBlueprintVersion(ctx context.Context, id Id, body CreateB
 
 // DeleteBlueprintVersion Delete a version no pool uses; the latest version stays (delete the blueprint).
 //
+// Deletes a version that no pool uses and answers 204. The latest version stays while the blueprint exists (409): delete the blueprint instead.
+//
 // Corresponds with DELETE /blueprints/{id}/versions/{version} (the `DeleteBlueprintVersion` operationId).
 func (c *Client) DeleteBlueprintVersion(ctx context.Context, id Id, version Version, reqEditors ...RequestEditorFn) (*http.Response, error) {
 	req, err := NewDeleteBlueprintVersionRequest(c.Server, id, version)
@@ -3242,6 +3322,8 @@ func (c *Client) DeleteBlueprintVersion(ctx context.Context, id Id, version Vers
 }
 
 // GetBlueprintVersion One version of a blueprint.
+//
+// Answers one immutable version of the blueprint, with the number of pools that use it.
 //
 // Corresponds with GET /blueprints/{id}/versions/{version} (the `GetBlueprintVersion` operationId).
 func (c *Client) GetBlueprintVersion(ctx context.Context, id Id, version Version, reqEditors ...RequestEditorFn) (*http.Response, error) {
@@ -3319,6 +3401,8 @@ func (c *Client) CreateCapacityPool(ctx context.Context, body CreateCapacityPool
 
 // DeleteCapacityPool Delete a pool; its clusters are deprovisioned, then the pool goes. Refused (409) while it holds reservations.
 //
+// Answers 202 and deprovisions the pool's clusters; the pool goes when they are gone. While the pool holds reservations the answer is 409.
+//
 // Corresponds with DELETE /capacity_pools/{id} (the `DeleteCapacityPool` operationId).
 func (c *Client) DeleteCapacityPool(ctx context.Context, id Id, params *DeleteCapacityPoolParams, reqEditors ...RequestEditorFn) (*http.Response, error) {
 	req, err := NewDeleteCapacityPoolRequest(c.Server, id, params)
@@ -3333,6 +3417,8 @@ func (c *Client) DeleteCapacityPool(ctx context.Context, id Id, params *DeleteCa
 }
 
 // GetCapacityPool One capacity pool.
+//
+// Answers the pool with its bounds, thresholds, cluster count, reserved units, phase and conditions, with its ETag.
 //
 // Corresponds with GET /capacity_pools/{id} (the `GetCapacityPool` operationId).
 func (c *Client) GetCapacityPool(ctx context.Context, id Id, reqEditors ...RequestEditorFn) (*http.Response, error) {
@@ -3486,6 +3572,8 @@ func (c *Client) CreateReservation(ctx context.Context, id Id, body CreateReserv
 
 // DeleteReservation Release a reservation; its units go back to its cluster.
 //
+// Releases the reservation and answers 204; its units are free on its cluster again.
+//
 // Corresponds with DELETE /capacity_pools/{id}/reservations/{reservation_id} (the `DeleteReservation` operationId).
 func (c *Client) DeleteReservation(ctx context.Context, id Id, reservationId ReservationId, reqEditors ...RequestEditorFn) (*http.Response, error) {
 	req, err := NewDeleteReservationRequest(c.Server, id, reservationId)
@@ -3500,6 +3588,8 @@ func (c *Client) DeleteReservation(ctx context.Context, id Id, reservationId Res
 }
 
 // GetReservation One reservation.
+//
+// Answers the reservation with the cluster it holds units on.
 //
 // Corresponds with GET /capacity_pools/{id}/reservations/{reservation_id} (the `GetReservation` operationId).
 func (c *Client) GetReservation(ctx context.Context, id Id, reservationId ReservationId, reqEditors ...RequestEditorFn) (*http.Response, error) {
@@ -3516,6 +3606,8 @@ func (c *Client) GetReservation(ctx context.Context, id Id, reservationId Reserv
 
 // ListClusters The caller's organisation's registered clusters, a page at a time.
 //
+// Lists the registrations of the organisation in the caller's token, filtered by `search` and ordered by `orderBy` (default: newest first). Each cluster carries its phase and conditions; docs/registrations.md describes them.
+//
 // Corresponds with GET /clusters (the `ListClusters` operationId).
 func (c *Client) ListClusters(ctx context.Context, params *ListClustersParams, reqEditors ...RequestEditorFn) (*http.Response, error) {
 	req, err := NewListClustersRequest(c.Server, params)
@@ -3530,6 +3622,8 @@ func (c *Client) ListClusters(ctx context.Context, params *ListClustersParams, r
 }
 
 // CreateClusterWithBody Register an existing cluster; it is placed on a hub and delivered there.
+//
+// Registers a cluster that already exists: the service places it on a hub of its zone and delivers it there (or to OCM or Hive for a syncset hub). The answer is 202: placement and delivery follow, and the cluster's conditions report them.
 //
 // Takes any type of body and a specified content type.
 //
@@ -3548,6 +3642,8 @@ func (c *Client) CreateClusterWithBody(ctx context.Context, params *CreateCluste
 
 // CreateCluster Register an existing cluster; it is placed on a hub and delivered there.
 //
+// Registers a cluster that already exists: the service places it on a hub of its zone and delivers it there (or to OCM or Hive for a syncset hub). The answer is 202: placement and delivery follow, and the cluster's conditions report them.
+//
 // Takes a body of the `application/json` content type.
 //
 // Corresponds with POST /clusters (the `CreateCluster` operationId).
@@ -3565,6 +3661,8 @@ func (c *Client) CreateCluster(ctx context.Context, params *CreateClusterParams,
 
 // DeleteCluster Deregister a cluster; repeating it is harmless.
 //
+// Marks the registration for deregistration (`deletion_requested_at`) and answers 202; the hub detaches the cluster, then the registration goes. A capacity pool's cluster answers 409: its pool removes it.
+//
 // Corresponds with DELETE /clusters/{id} (the `DeleteCluster` operationId).
 func (c *Client) DeleteCluster(ctx context.Context, id Id, reqEditors ...RequestEditorFn) (*http.Response, error) {
 	req, err := NewDeleteClusterRequest(c.Server, id)
@@ -3579,6 +3677,8 @@ func (c *Client) DeleteCluster(ctx context.Context, id Id, reqEditors ...Request
 }
 
 // GetCluster One registered cluster.
+//
+// Answers the registration with its ETag, which a PATCH may send as If-Match. A cluster of another organisation answers 404.
 //
 // Corresponds with GET /clusters/{id} (the `GetCluster` operationId).
 func (c *Client) GetCluster(ctx context.Context, id Id, reqEditors ...RequestEditorFn) (*http.Response, error) {
@@ -3649,6 +3749,8 @@ func (c *Client) GetClusterImport(ctx context.Context, id Id, reqEditors ...Requ
 }
 
 // GetClusterMetricsText One registered cluster's metrics in the Prometheus text format, as a scrape target.
+//
+// Answers one registration's allow-listed metrics, and the fleet manager's own series about it, in the Prometheus text exposition format, so that a Prometheus can scrape it.
 //
 // Corresponds with GET /clusters/{id}/metrics (the `GetClusterMetricsText` operationId).
 func (c *Client) GetClusterMetricsText(ctx context.Context, id Id, reqEditors ...RequestEditorFn) (*http.Response, error) {
@@ -3738,6 +3840,8 @@ func (c *Client) CreateClusters(ctx context.Context, params *CreateClustersParam
 }
 
 // GetComplianceSummary Counts of clusters per compliance state, per hub and per zone, for one policy or all of the organisation's.
+//
+// Counts the organisation's clusters per compliance state (`compliant`, `non_compliant`, `pending`), in all, per hub and per zone, of one policy (`policy_id`) or of all the organisation's policies.
 //
 // Corresponds with GET /compliance_summary (the `GetComplianceSummary` operationId).
 func (c *Client) GetComplianceSummary(ctx context.Context, params *GetComplianceSummaryParams, reqEditors ...RequestEditorFn) (*http.Response, error) {
@@ -3869,6 +3973,8 @@ func (c *Client) CreateDNSRecord(ctx context.Context, serviceName ServiceName, b
 
 // DeleteDNSRecord Remove a record; the provider removes its name before the record goes.
 //
+// Answers 202; the record shows phase `deleting` until the provider has removed its name, then it is gone (404).
+//
 // Corresponds with DELETE /dns_services/{service_name}/records/{record_id} (the `DeleteDNSRecord` operationId).
 func (c *Client) DeleteDNSRecord(ctx context.Context, serviceName ServiceName, recordId RecordId, params *DeleteDNSRecordParams, reqEditors ...RequestEditorFn) (*http.Response, error) {
 	req, err := NewDeleteDNSRecordRequest(c.Server, serviceName, recordId, params)
@@ -3883,6 +3989,8 @@ func (c *Client) DeleteDNSRecord(ctx context.Context, serviceName ServiceName, r
 }
 
 // GetDNSRecord One record of the caller's organisation, with its conditions and what the provider holds.
+//
+// Answers the record with its conditions (`Accepted`, `Published`, `Resolvable`), its phase and the values the DNS provider holds, with its ETag.
 //
 // Corresponds with GET /dns_services/{service_name}/records/{record_id} (the `GetDNSRecord` operationId).
 func (c *Client) GetDNSRecord(ctx context.Context, serviceName ServiceName, recordId RecordId, reqEditors ...RequestEditorFn) (*http.Response, error) {
@@ -3939,6 +4047,8 @@ func (c *Client) UpdateDNSRecord(ctx context.Context, serviceName ServiceName, r
 
 // ListErrors The catalogue of error codes this service answers with.
 //
+// Lists the error codes this service answers with, each with its number, `FLEET-MGMT-` code and reason. It needs no token unless the deployment removed it from `--auth-public-paths`.
+//
 // Corresponds with GET /errors (the `ListErrors` operationId).
 func (c *Client) ListErrors(ctx context.Context, params *ListErrorsParams, reqEditors ...RequestEditorFn) (*http.Response, error) {
 	req, err := NewListErrorsRequest(c.Server, params)
@@ -3953,6 +4063,8 @@ func (c *Client) ListErrors(ctx context.Context, params *ListErrorsParams, reqEd
 }
 
 // GetError One error code of the catalogue.
+//
+// Answers one entry of the error catalogue; `id` is the code's number without its prefix.
 //
 // Corresponds with GET /errors/{id} (the `GetError` operationId).
 func (c *Client) GetError(ctx context.Context, id string, reqEditors ...RequestEditorFn) (*http.Response, error) {
@@ -4056,6 +4168,8 @@ func (c *Client) GetMetricsText(ctx context.Context, reqEditors ...RequestEditor
 
 // QueryMetricsPrometheus The instant query at the path Prometheus clients (promtool, Grafana) call under a server URL of {base}/metrics.
 //
+// The instant query of `GET /metrics/query`, at the path a Prometheus client (promtool, Grafana) calls when its server URL is `{base}/metrics`.
+//
 // Corresponds with GET /metrics/api/v1/query (the `QueryMetricsPrometheus` operationId).
 func (c *Client) QueryMetricsPrometheus(ctx context.Context, params *QueryMetricsPrometheusParams, reqEditors ...RequestEditorFn) (*http.Response, error) {
 	req, err := NewQueryMetricsPrometheusRequest(c.Server, params)
@@ -4070,6 +4184,8 @@ func (c *Client) QueryMetricsPrometheus(ctx context.Context, params *QueryMetric
 }
 
 // QueryMetricsPrometheusFormWithBody The instant query at the path Prometheus clients (promtool, Grafana) call under a server URL of {base}/metrics. (parameters in a form body, as Prometheus accepts).
+//
+// The instant query of `POST /metrics/query`, at the path a Prometheus client calls when its server URL is `{base}/metrics`.
 //
 // Takes any type of body and a specified content type.
 //
@@ -4088,6 +4204,8 @@ func (c *Client) QueryMetricsPrometheusFormWithBody(ctx context.Context, params 
 
 // QueryMetricsPrometheusFormWithFormdataBody The instant query at the path Prometheus clients (promtool, Grafana) call under a server URL of {base}/metrics. (parameters in a form body, as Prometheus accepts).
 //
+// The instant query of `POST /metrics/query`, at the path a Prometheus client calls when its server URL is `{base}/metrics`.
+//
 // Takes a body of the `application/x-www-form-urlencoded` content type.
 //
 // Corresponds with POST /metrics/api/v1/query (the `QueryMetricsPrometheusForm` operationId).
@@ -4105,6 +4223,8 @@ func (c *Client) QueryMetricsPrometheusFormWithFormdataBody(ctx context.Context,
 
 // QueryMetricsRangePrometheus The range query at the path Prometheus clients call under a server URL of {base}/metrics.
 //
+// The range query of `GET /metrics/query_range`, at the path a Prometheus client calls when its server URL is `{base}/metrics`.
+//
 // Corresponds with GET /metrics/api/v1/query_range (the `QueryMetricsRangePrometheus` operationId).
 func (c *Client) QueryMetricsRangePrometheus(ctx context.Context, params *QueryMetricsRangePrometheusParams, reqEditors ...RequestEditorFn) (*http.Response, error) {
 	req, err := NewQueryMetricsRangePrometheusRequest(c.Server, params)
@@ -4119,6 +4239,8 @@ func (c *Client) QueryMetricsRangePrometheus(ctx context.Context, params *QueryM
 }
 
 // QueryMetricsRangePrometheusFormWithBody The range query at the path Prometheus clients call under a server URL of {base}/metrics. (parameters in a form body, as Prometheus accepts).
+//
+// The range query of `POST /metrics/query_range`, at the path a Prometheus client calls when its server URL is `{base}/metrics`.
 //
 // Takes any type of body and a specified content type.
 //
@@ -4137,6 +4259,8 @@ func (c *Client) QueryMetricsRangePrometheusFormWithBody(ctx context.Context, pa
 
 // QueryMetricsRangePrometheusFormWithFormdataBody The range query at the path Prometheus clients call under a server URL of {base}/metrics. (parameters in a form body, as Prometheus accepts).
 //
+// The range query of `POST /metrics/query_range`, at the path a Prometheus client calls when its server URL is `{base}/metrics`.
+//
 // Takes a body of the `application/x-www-form-urlencoded` content type.
 //
 // Corresponds with POST /metrics/api/v1/query_range (the `QueryMetricsRangePrometheusForm` operationId).
@@ -4154,6 +4278,8 @@ func (c *Client) QueryMetricsRangePrometheusFormWithFormdataBody(ctx context.Con
 
 // QueryMetrics An instant PromQL query on the caller's clusters' metrics.
 //
+// Evaluates an instant PromQL query, rewritten so that it reads only the caller's organisation's clusters and the allow-listed metrics, and answers as the Prometheus HTTP API does (docs/user- facing-metrics.md).
+//
 // Corresponds with GET /metrics/query (the `QueryMetrics` operationId).
 func (c *Client) QueryMetrics(ctx context.Context, params *QueryMetricsParams, reqEditors ...RequestEditorFn) (*http.Response, error) {
 	req, err := NewQueryMetricsRequest(c.Server, params)
@@ -4168,6 +4294,8 @@ func (c *Client) QueryMetrics(ctx context.Context, params *QueryMetricsParams, r
 }
 
 // QueryMetricsFormWithBody An instant PromQL query on the caller's clusters' metrics. (parameters in a form body, as Prometheus accepts).
+//
+// The same query as the GET, with its parameters in an `application/x-www-form-urlencoded` body, as Prometheus accepts them.
 //
 // Takes any type of body and a specified content type.
 //
@@ -4186,6 +4314,8 @@ func (c *Client) QueryMetricsFormWithBody(ctx context.Context, params *QueryMetr
 
 // QueryMetricsFormWithFormdataBody An instant PromQL query on the caller's clusters' metrics. (parameters in a form body, as Prometheus accepts).
 //
+// The same query as the GET, with its parameters in an `application/x-www-form-urlencoded` body, as Prometheus accepts them.
+//
 // Takes a body of the `application/x-www-form-urlencoded` content type.
 //
 // Corresponds with POST /metrics/query (the `QueryMetricsForm` operationId).
@@ -4203,6 +4333,8 @@ func (c *Client) QueryMetricsFormWithFormdataBody(ctx context.Context, params *Q
 
 // QueryMetricsRange A range PromQL query on the caller's clusters' metrics.
 //
+// Evaluates a range PromQL query over `start`, `end` and `step`, confined to the caller's organisation's clusters and the allow-listed metrics, and answers as the Prometheus HTTP API does.
+//
 // Corresponds with GET /metrics/query_range (the `QueryMetricsRange` operationId).
 func (c *Client) QueryMetricsRange(ctx context.Context, params *QueryMetricsRangeParams, reqEditors ...RequestEditorFn) (*http.Response, error) {
 	req, err := NewQueryMetricsRangeRequest(c.Server, params)
@@ -4217,6 +4349,8 @@ func (c *Client) QueryMetricsRange(ctx context.Context, params *QueryMetricsRang
 }
 
 // QueryMetricsRangeFormWithBody A range PromQL query on the caller's clusters' metrics. (parameters in a form body, as Prometheus accepts).
+//
+// The same range query as the GET, with its parameters in an `application/x-www-form-urlencoded` body, as Prometheus accepts them.
 //
 // Takes any type of body and a specified content type.
 //
@@ -4235,6 +4369,8 @@ func (c *Client) QueryMetricsRangeFormWithBody(ctx context.Context, params *Quer
 
 // QueryMetricsRangeFormWithFormdataBody A range PromQL query on the caller's clusters' metrics. (parameters in a form body, as Prometheus accepts).
 //
+// The same range query as the GET, with its parameters in an `application/x-www-form-urlencoded` body, as Prometheus accepts them.
+//
 // Takes a body of the `application/x-www-form-urlencoded` content type.
 //
 // Corresponds with POST /metrics/query_range (the `QueryMetricsRangeForm` operationId).
@@ -4252,6 +4388,8 @@ func (c *Client) QueryMetricsRangeFormWithFormdataBody(ctx context.Context, para
 
 // GetOpenAPI This document, with the deployment's base path as its server.
 //
+// Answers this specification as JSON, with `servers` set to the base path this deployment serves. It needs no token unless the deployment removed it from `--auth-public-paths`.
+//
 // Corresponds with GET /openapi (the `GetOpenAPI` operationId).
 func (c *Client) GetOpenAPI(ctx context.Context, reqEditors ...RequestEditorFn) (*http.Response, error) {
 	req, err := NewGetOpenAPIRequest(c.Server)
@@ -4266,6 +4404,8 @@ func (c *Client) GetOpenAPI(ctx context.Context, reqEditors ...RequestEditorFn) 
 }
 
 // ListPolicies The caller's organisation's configuration policies, a page at a time.
+//
+// Lists the configuration policies of the organisation in the caller's token, filtered by `search` and ordered by `orderBy`.
 //
 // Corresponds with GET /policies (the `ListPolicies` operationId).
 func (c *Client) ListPolicies(ctx context.Context, params *ListPoliciesParams, reqEditors ...RequestEditorFn) (*http.Response, error) {
@@ -4338,6 +4478,8 @@ func (c *Client) CreatePolicy(ctx context.Context, body CreatePolicyJSONRequestB
 
 // DeletePolicy Delete a policy; the hubs remove it at their next desired set.
 //
+// Deletes the policy and answers 204; the hubs drop it at their next desired set. An If-Match that is not the current ETag answers 412.
+//
 // Corresponds with DELETE /policies/{id} (the `DeletePolicy` operationId).
 func (c *Client) DeletePolicy(ctx context.Context, id Id, params *DeletePolicyParams, reqEditors ...RequestEditorFn) (*http.Response, error) {
 	req, err := NewDeletePolicyRequest(c.Server, id, params)
@@ -4353,6 +4495,8 @@ func (c *Client) DeletePolicy(ctx context.Context, id Id, params *DeletePolicyPa
 
 // GetPolicy One configuration policy.
 //
+// Answers the policy, its placement and the hubs it reaches, with its ETag, which a PATCH may send as If-Match.
+//
 // Corresponds with GET /policies/{id} (the `GetPolicy` operationId).
 func (c *Client) GetPolicy(ctx context.Context, id Id, reqEditors ...RequestEditorFn) (*http.Response, error) {
 	req, err := NewGetPolicyRequest(c.Server, id)
@@ -4367,6 +4511,8 @@ func (c *Client) GetPolicy(ctx context.Context, id Id, reqEditors ...RequestEdit
 }
 
 // UpdatePolicyWithBody Replace a policy's body and placement; its zone stays.
+//
+// Replaces the policy's body and placement, both required; the zone never changes. Kept for existing clients: PATCH changes only what it sends.
 //
 // Takes any type of body and a specified content type.
 //
@@ -4384,6 +4530,8 @@ func (c *Client) UpdatePolicyWithBody(ctx context.Context, id Id, params *Update
 }
 
 // UpdatePolicy Replace a policy's body and placement; its zone stays.
+//
+// Replaces the policy's body and placement, both required; the zone never changes. Kept for existing clients: PATCH changes only what it sends.
 //
 // Takes a body of the `application/json` content type.
 //
@@ -7961,12 +8109,16 @@ type ClientWithResponsesInterface interface {
 
 	// DeleteBlueprintWithResponse Delete a blueprint and its versions; refused (409) while a pool uses one.
 	//
+	// Deletes the blueprint and every version of it and answers 204; while a capacity pool uses one of its versions the answer is 409.
+	//
 	// Returns a wrapper object for the known response body format(s).
 	//
 	// Corresponds with DELETE /blueprints/{id} (the `DeleteBlueprint` operationId).
 	DeleteBlueprintWithResponse(ctx context.Context, id Id, reqEditors ...RequestEditorFn) (*DeleteBlueprintResponse, error)
 
 	// GetBlueprintWithResponse One blueprint, with its latest version's spec.
+	//
+	// Answers the blueprint with the spec of its latest version.
 	//
 	// Returns a wrapper object for the known response body format(s).
 	//
@@ -8002,12 +8154,16 @@ type ClientWithResponsesInterface interface {
 
 	// DeleteBlueprintVersionWithResponse Delete a version no pool uses; the latest version stays (delete the blueprint).
 	//
+	// Deletes a version that no pool uses and answers 204. The latest version stays while the blueprint exists (409): delete the blueprint instead.
+	//
 	// Returns a wrapper object for the known response body format(s).
 	//
 	// Corresponds with DELETE /blueprints/{id}/versions/{version} (the `DeleteBlueprintVersion` operationId).
 	DeleteBlueprintVersionWithResponse(ctx context.Context, id Id, version Version, reqEditors ...RequestEditorFn) (*DeleteBlueprintVersionResponse, error)
 
 	// GetBlueprintVersionWithResponse One version of a blueprint.
+	//
+	// Answers one immutable version of the blueprint, with the number of pools that use it.
 	//
 	// Returns a wrapper object for the known response body format(s).
 	//
@@ -8049,12 +8205,16 @@ type ClientWithResponsesInterface interface {
 
 	// DeleteCapacityPoolWithResponse Delete a pool; its clusters are deprovisioned, then the pool goes. Refused (409) while it holds reservations.
 	//
+	// Answers 202 and deprovisions the pool's clusters; the pool goes when they are gone. While the pool holds reservations the answer is 409.
+	//
 	// Returns a wrapper object for the known response body format(s).
 	//
 	// Corresponds with DELETE /capacity_pools/{id} (the `DeleteCapacityPool` operationId).
 	DeleteCapacityPoolWithResponse(ctx context.Context, id Id, params *DeleteCapacityPoolParams, reqEditors ...RequestEditorFn) (*DeleteCapacityPoolResponse, error)
 
 	// GetCapacityPoolWithResponse One capacity pool.
+	//
+	// Answers the pool with its bounds, thresholds, cluster count, reserved units, phase and conditions, with its ETag.
 	//
 	// Returns a wrapper object for the known response body format(s).
 	//
@@ -8136,12 +8296,16 @@ type ClientWithResponsesInterface interface {
 
 	// DeleteReservationWithResponse Release a reservation; its units go back to its cluster.
 	//
+	// Releases the reservation and answers 204; its units are free on its cluster again.
+	//
 	// Returns a wrapper object for the known response body format(s).
 	//
 	// Corresponds with DELETE /capacity_pools/{id}/reservations/{reservation_id} (the `DeleteReservation` operationId).
 	DeleteReservationWithResponse(ctx context.Context, id Id, reservationId ReservationId, reqEditors ...RequestEditorFn) (*DeleteReservationResponse, error)
 
 	// GetReservationWithResponse One reservation.
+	//
+	// Answers the reservation with the cluster it holds units on.
 	//
 	// Returns a wrapper object for the known response body format(s).
 	//
@@ -8150,12 +8314,16 @@ type ClientWithResponsesInterface interface {
 
 	// ListClustersWithResponse The caller's organisation's registered clusters, a page at a time.
 	//
+	// Lists the registrations of the organisation in the caller's token, filtered by `search` and ordered by `orderBy` (default: newest first). Each cluster carries its phase and conditions; docs/registrations.md describes them.
+	//
 	// Returns a wrapper object for the known response body format(s).
 	//
 	// Corresponds with GET /clusters (the `ListClusters` operationId).
 	ListClustersWithResponse(ctx context.Context, params *ListClustersParams, reqEditors ...RequestEditorFn) (*ListClustersResponse, error)
 
 	// CreateClusterWithBodyWithResponse Register an existing cluster; it is placed on a hub and delivered there.
+	//
+	// Registers a cluster that already exists: the service places it on a hub of its zone and delivers it there (or to OCM or Hive for a syncset hub). The answer is 202: placement and delivery follow, and the cluster's conditions report them.
 	//
 	// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
 	//
@@ -8164,6 +8332,8 @@ type ClientWithResponsesInterface interface {
 
 	// CreateClusterWithResponse Register an existing cluster; it is placed on a hub and delivered there.
 	//
+	// Registers a cluster that already exists: the service places it on a hub of its zone and delivers it there (or to OCM or Hive for a syncset hub). The answer is 202: placement and delivery follow, and the cluster's conditions report them.
+	//
 	// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
 	//
 	// Corresponds with POST /clusters (the `CreateCluster` operationId).
@@ -8171,12 +8341,16 @@ type ClientWithResponsesInterface interface {
 
 	// DeleteClusterWithResponse Deregister a cluster; repeating it is harmless.
 	//
+	// Marks the registration for deregistration (`deletion_requested_at`) and answers 202; the hub detaches the cluster, then the registration goes. A capacity pool's cluster answers 409: its pool removes it.
+	//
 	// Returns a wrapper object for the known response body format(s).
 	//
 	// Corresponds with DELETE /clusters/{id} (the `DeleteCluster` operationId).
 	DeleteClusterWithResponse(ctx context.Context, id Id, reqEditors ...RequestEditorFn) (*DeleteClusterResponse, error)
 
 	// GetClusterWithResponse One registered cluster.
+	//
+	// Answers the registration with its ETag, which a PATCH may send as If-Match. A cluster of another organisation answers 404.
 	//
 	// Returns a wrapper object for the known response body format(s).
 	//
@@ -8211,6 +8385,8 @@ type ClientWithResponsesInterface interface {
 	GetClusterImportWithResponse(ctx context.Context, id Id, reqEditors ...RequestEditorFn) (*GetClusterImportResponse, error)
 
 	// GetClusterMetricsTextWithResponse One registered cluster's metrics in the Prometheus text format, as a scrape target.
+	//
+	// Answers one registration's allow-listed metrics, and the fleet manager's own series about it, in the Prometheus text exposition format, so that a Prometheus can scrape it.
 	//
 	// Returns a wrapper object for the known response body format(s).
 	//
@@ -8272,6 +8448,8 @@ type ClientWithResponsesInterface interface {
 	CreateClustersWithResponse(ctx context.Context, params *CreateClustersParams, body CreateClustersJSONRequestBody, reqEditors ...RequestEditorFn) (*CreateClustersResponse, error)
 
 	// GetComplianceSummaryWithResponse Counts of clusters per compliance state, per hub and per zone, for one policy or all of the organisation's.
+	//
+	// Counts the organisation's clusters per compliance state (`compliant`, `non_compliant`, `pending`), in all, per hub and per zone, of one policy (`policy_id`) or of all the organisation's policies.
 	//
 	// Returns a wrapper object for the known response body format(s).
 	//
@@ -8351,12 +8529,16 @@ type ClientWithResponsesInterface interface {
 
 	// DeleteDNSRecordWithResponse Remove a record; the provider removes its name before the record goes.
 	//
+	// Answers 202; the record shows phase `deleting` until the provider has removed its name, then it is gone (404).
+	//
 	// Returns a wrapper object for the known response body format(s).
 	//
 	// Corresponds with DELETE /dns_services/{service_name}/records/{record_id} (the `DeleteDNSRecord` operationId).
 	DeleteDNSRecordWithResponse(ctx context.Context, serviceName ServiceName, recordId RecordId, params *DeleteDNSRecordParams, reqEditors ...RequestEditorFn) (*DeleteDNSRecordResponse, error)
 
 	// GetDNSRecordWithResponse One record of the caller's organisation, with its conditions and what the provider holds.
+	//
+	// Answers the record with its conditions (`Accepted`, `Published`, `Resolvable`), its phase and the values the DNS provider holds, with its ETag.
 	//
 	// Returns a wrapper object for the known response body format(s).
 	//
@@ -8385,12 +8567,16 @@ type ClientWithResponsesInterface interface {
 
 	// ListErrorsWithResponse The catalogue of error codes this service answers with.
 	//
+	// Lists the error codes this service answers with, each with its number, `FLEET-MGMT-` code and reason. It needs no token unless the deployment removed it from `--auth-public-paths`.
+	//
 	// Returns a wrapper object for the known response body format(s).
 	//
 	// Corresponds with GET /errors (the `ListErrors` operationId).
 	ListErrorsWithResponse(ctx context.Context, params *ListErrorsParams, reqEditors ...RequestEditorFn) (*ListErrorsResponse, error)
 
 	// GetErrorWithResponse One error code of the catalogue.
+	//
+	// Answers one entry of the error catalogue; `id` is the code's number without its prefix.
 	//
 	// Returns a wrapper object for the known response body format(s).
 	//
@@ -8454,12 +8640,16 @@ type ClientWithResponsesInterface interface {
 
 	// QueryMetricsPrometheusWithResponse The instant query at the path Prometheus clients (promtool, Grafana) call under a server URL of {base}/metrics.
 	//
+	// The instant query of `GET /metrics/query`, at the path a Prometheus client (promtool, Grafana) calls when its server URL is `{base}/metrics`.
+	//
 	// Returns a wrapper object for the known response body format(s).
 	//
 	// Corresponds with GET /metrics/api/v1/query (the `QueryMetricsPrometheus` operationId).
 	QueryMetricsPrometheusWithResponse(ctx context.Context, params *QueryMetricsPrometheusParams, reqEditors ...RequestEditorFn) (*QueryMetricsPrometheusResponse, error)
 
 	// QueryMetricsPrometheusFormWithBodyWithResponse The instant query at the path Prometheus clients (promtool, Grafana) call under a server URL of {base}/metrics. (parameters in a form body, as Prometheus accepts).
+	//
+	// The instant query of `POST /metrics/query`, at the path a Prometheus client calls when its server URL is `{base}/metrics`.
 	//
 	// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
 	//
@@ -8468,12 +8658,16 @@ type ClientWithResponsesInterface interface {
 
 	// QueryMetricsPrometheusFormWithFormdataBodyWithResponse The instant query at the path Prometheus clients (promtool, Grafana) call under a server URL of {base}/metrics. (parameters in a form body, as Prometheus accepts).
 	//
+	// The instant query of `POST /metrics/query`, at the path a Prometheus client calls when its server URL is `{base}/metrics`.
+	//
 	// Takes a body of the `application/x-www-form-urlencoded` content type, and returns a wrapper object for the known response body format(s).
 	//
 	// Corresponds with POST /metrics/api/v1/query (the `QueryMetricsPrometheusForm` operationId).
 	QueryMetricsPrometheusFormWithFormdataBodyWithResponse(ctx context.Context, params *QueryMetricsPrometheusFormParams, body QueryMetricsPrometheusFormFormdataRequestBody, reqEditors ...RequestEditorFn) (*QueryMetricsPrometheusFormResponse, error)
 
 	// QueryMetricsRangePrometheusWithResponse The range query at the path Prometheus clients call under a server URL of {base}/metrics.
+	//
+	// The range query of `GET /metrics/query_range`, at the path a Prometheus client calls when its server URL is `{base}/metrics`.
 	//
 	// Returns a wrapper object for the known response body format(s).
 	//
@@ -8482,12 +8676,16 @@ type ClientWithResponsesInterface interface {
 
 	// QueryMetricsRangePrometheusFormWithBodyWithResponse The range query at the path Prometheus clients call under a server URL of {base}/metrics. (parameters in a form body, as Prometheus accepts).
 	//
+	// The range query of `POST /metrics/query_range`, at the path a Prometheus client calls when its server URL is `{base}/metrics`.
+	//
 	// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
 	//
 	// Corresponds with POST /metrics/api/v1/query_range (the `QueryMetricsRangePrometheusForm` operationId).
 	QueryMetricsRangePrometheusFormWithBodyWithResponse(ctx context.Context, params *QueryMetricsRangePrometheusFormParams, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*QueryMetricsRangePrometheusFormResponse, error)
 
 	// QueryMetricsRangePrometheusFormWithFormdataBodyWithResponse The range query at the path Prometheus clients call under a server URL of {base}/metrics. (parameters in a form body, as Prometheus accepts).
+	//
+	// The range query of `POST /metrics/query_range`, at the path a Prometheus client calls when its server URL is `{base}/metrics`.
 	//
 	// Takes a body of the `application/x-www-form-urlencoded` content type, and returns a wrapper object for the known response body format(s).
 	//
@@ -8496,12 +8694,16 @@ type ClientWithResponsesInterface interface {
 
 	// QueryMetricsWithResponse An instant PromQL query on the caller's clusters' metrics.
 	//
+	// Evaluates an instant PromQL query, rewritten so that it reads only the caller's organisation's clusters and the allow-listed metrics, and answers as the Prometheus HTTP API does (docs/user- facing-metrics.md).
+	//
 	// Returns a wrapper object for the known response body format(s).
 	//
 	// Corresponds with GET /metrics/query (the `QueryMetrics` operationId).
 	QueryMetricsWithResponse(ctx context.Context, params *QueryMetricsParams, reqEditors ...RequestEditorFn) (*QueryMetricsResponse, error)
 
 	// QueryMetricsFormWithBodyWithResponse An instant PromQL query on the caller's clusters' metrics. (parameters in a form body, as Prometheus accepts).
+	//
+	// The same query as the GET, with its parameters in an `application/x-www-form-urlencoded` body, as Prometheus accepts them.
 	//
 	// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
 	//
@@ -8510,12 +8712,16 @@ type ClientWithResponsesInterface interface {
 
 	// QueryMetricsFormWithFormdataBodyWithResponse An instant PromQL query on the caller's clusters' metrics. (parameters in a form body, as Prometheus accepts).
 	//
+	// The same query as the GET, with its parameters in an `application/x-www-form-urlencoded` body, as Prometheus accepts them.
+	//
 	// Takes a body of the `application/x-www-form-urlencoded` content type, and returns a wrapper object for the known response body format(s).
 	//
 	// Corresponds with POST /metrics/query (the `QueryMetricsForm` operationId).
 	QueryMetricsFormWithFormdataBodyWithResponse(ctx context.Context, params *QueryMetricsFormParams, body QueryMetricsFormFormdataRequestBody, reqEditors ...RequestEditorFn) (*QueryMetricsFormResponse, error)
 
 	// QueryMetricsRangeWithResponse A range PromQL query on the caller's clusters' metrics.
+	//
+	// Evaluates a range PromQL query over `start`, `end` and `step`, confined to the caller's organisation's clusters and the allow-listed metrics, and answers as the Prometheus HTTP API does.
 	//
 	// Returns a wrapper object for the known response body format(s).
 	//
@@ -8524,12 +8730,16 @@ type ClientWithResponsesInterface interface {
 
 	// QueryMetricsRangeFormWithBodyWithResponse A range PromQL query on the caller's clusters' metrics. (parameters in a form body, as Prometheus accepts).
 	//
+	// The same range query as the GET, with its parameters in an `application/x-www-form-urlencoded` body, as Prometheus accepts them.
+	//
 	// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
 	//
 	// Corresponds with POST /metrics/query_range (the `QueryMetricsRangeForm` operationId).
 	QueryMetricsRangeFormWithBodyWithResponse(ctx context.Context, params *QueryMetricsRangeFormParams, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*QueryMetricsRangeFormResponse, error)
 
 	// QueryMetricsRangeFormWithFormdataBodyWithResponse A range PromQL query on the caller's clusters' metrics. (parameters in a form body, as Prometheus accepts).
+	//
+	// The same range query as the GET, with its parameters in an `application/x-www-form-urlencoded` body, as Prometheus accepts them.
 	//
 	// Takes a body of the `application/x-www-form-urlencoded` content type, and returns a wrapper object for the known response body format(s).
 	//
@@ -8538,12 +8748,16 @@ type ClientWithResponsesInterface interface {
 
 	// GetOpenAPIWithResponse This document, with the deployment's base path as its server.
 	//
+	// Answers this specification as JSON, with `servers` set to the base path this deployment serves. It needs no token unless the deployment removed it from `--auth-public-paths`.
+	//
 	// Returns a wrapper object for the known response body format(s).
 	//
 	// Corresponds with GET /openapi (the `GetOpenAPI` operationId).
 	GetOpenAPIWithResponse(ctx context.Context, reqEditors ...RequestEditorFn) (*GetOpenAPIResponse, error)
 
 	// ListPoliciesWithResponse The caller's organisation's configuration policies, a page at a time.
+	//
+	// Lists the configuration policies of the organisation in the caller's token, filtered by `search` and ordered by `orderBy`.
 	//
 	// Returns a wrapper object for the known response body format(s).
 	//
@@ -8588,12 +8802,16 @@ type ClientWithResponsesInterface interface {
 
 	// DeletePolicyWithResponse Delete a policy; the hubs remove it at their next desired set.
 	//
+	// Deletes the policy and answers 204; the hubs drop it at their next desired set. An If-Match that is not the current ETag answers 412.
+	//
 	// Returns a wrapper object for the known response body format(s).
 	//
 	// Corresponds with DELETE /policies/{id} (the `DeletePolicy` operationId).
 	DeletePolicyWithResponse(ctx context.Context, id Id, params *DeletePolicyParams, reqEditors ...RequestEditorFn) (*DeletePolicyResponse, error)
 
 	// GetPolicyWithResponse One configuration policy.
+	//
+	// Answers the policy, its placement and the hubs it reaches, with its ETag, which a PATCH may send as If-Match.
 	//
 	// Returns a wrapper object for the known response body format(s).
 	//
@@ -8602,12 +8820,16 @@ type ClientWithResponsesInterface interface {
 
 	// UpdatePolicyWithBodyWithResponse Replace a policy's body and placement; its zone stays.
 	//
+	// Replaces the policy's body and placement, both required; the zone never changes. Kept for existing clients: PATCH changes only what it sends.
+	//
 	// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
 	//
 	// Corresponds with PUT /policies/{id} (the `UpdatePolicy` operationId).
 	UpdatePolicyWithBodyWithResponse(ctx context.Context, id Id, params *UpdatePolicyParams, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*UpdatePolicyResponse, error)
 
 	// UpdatePolicyWithResponse Replace a policy's body and placement; its zone stays.
+	//
+	// Replaces the policy's body and placement, both required; the zone never changes. Kept for existing clients: PATCH changes only what it sends.
 	//
 	// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
 	//
@@ -12046,6 +12268,8 @@ type ListErrorsResponse struct {
 	JSON200 *ErrorList
 	// JSON400 the response for an HTTP 400 `application/json` response
 	JSON400 *BadRequest
+	// JSON401 the response for an HTTP 401 `application/json` response
+	JSON401 *Unauthenticated
 	// JSON500 the response for an HTTP 500 `application/json` response
 	JSON500 *InternalError
 	// JSON503 the response for an HTTP 503 `application/json` response
@@ -12062,6 +12286,11 @@ func (r ListErrorsResponse) GetJSON200() *ErrorList {
 // GetJSON400 returns the response for an HTTP 400 `application/json` response
 func (r ListErrorsResponse) GetJSON400() *BadRequest {
 	return r.JSON400
+}
+
+// GetJSON401 returns the response for an HTTP 401 `application/json` response
+func (r ListErrorsResponse) GetJSON401() *Unauthenticated {
+	return r.JSON401
 }
 
 // GetJSON500 returns the response for an HTTP 500 `application/json` response
@@ -12115,6 +12344,8 @@ type GetErrorResponse struct {
 	JSON200 *Error
 	// JSON400 the response for an HTTP 400 `application/json` response
 	JSON400 *BadRequest
+	// JSON401 the response for an HTTP 401 `application/json` response
+	JSON401 *Unauthenticated
 	// JSON404 the response for an HTTP 404 `application/json` response
 	JSON404 *NotFound
 	// JSON500 the response for an HTTP 500 `application/json` response
@@ -12133,6 +12364,11 @@ func (r GetErrorResponse) GetJSON200() *Error {
 // GetJSON400 returns the response for an HTTP 400 `application/json` response
 func (r GetErrorResponse) GetJSON400() *BadRequest {
 	return r.JSON400
+}
+
+// GetJSON401 returns the response for an HTTP 401 `application/json` response
+func (r GetErrorResponse) GetJSON401() *Unauthenticated {
+	return r.JSON401
 }
 
 // GetJSON404 returns the response for an HTTP 404 `application/json` response
@@ -13381,6 +13617,8 @@ type GetOpenAPIResponse struct {
 	HTTPResponse *http.Response
 	// JSON200 the response for an HTTP 200 `application/json` response
 	JSON200 *map[string]interface{}
+	// JSON401 the response for an HTTP 401 `application/json` response
+	JSON401 *Unauthenticated
 	// JSON500 the response for an HTTP 500 `application/json` response
 	JSON500 *InternalError
 	// JSON503 the response for an HTTP 503 `application/json` response
@@ -13392,6 +13630,11 @@ type GetOpenAPIResponse struct {
 // GetJSON200 returns the response for an HTTP 200 `application/json` response
 func (r GetOpenAPIResponse) GetJSON200() *map[string]interface{} {
 	return r.JSON200
+}
+
+// GetJSON401 returns the response for an HTTP 401 `application/json` response
+func (r GetOpenAPIResponse) GetJSON401() *Unauthenticated {
+	return r.JSON401
 }
 
 // GetJSON500 returns the response for an HTTP 500 `application/json` response
@@ -14087,6 +14330,8 @@ func (c *ClientWithResponses) CreateBlueprintWithResponse(ctx context.Context, b
 
 // DeleteBlueprintWithResponse Delete a blueprint and its versions; refused (409) while a pool uses one.
 //
+// Deletes the blueprint and every version of it and answers 204; while a capacity pool uses one of its versions the answer is 409.
+//
 // Returns a wrapper object for the known response body format(s).
 //
 // Corresponds with DELETE /blueprints/{id} (the `DeleteBlueprint` operationId).
@@ -14099,6 +14344,8 @@ func (c *ClientWithResponses) DeleteBlueprintWithResponse(ctx context.Context, i
 }
 
 // GetBlueprintWithResponse One blueprint, with its latest version's spec.
+//
+// Answers the blueprint with the spec of its latest version.
 //
 // Returns a wrapper object for the known response body format(s).
 //
@@ -14158,6 +14405,8 @@ func (c *ClientWithResponses) CreateBlueprintVersionWithResponse(ctx context.Con
 
 // DeleteBlueprintVersionWithResponse Delete a version no pool uses; the latest version stays (delete the blueprint).
 //
+// Deletes a version that no pool uses and answers 204. The latest version stays while the blueprint exists (409): delete the blueprint instead.
+//
 // Returns a wrapper object for the known response body format(s).
 //
 // Corresponds with DELETE /blueprints/{id}/versions/{version} (the `DeleteBlueprintVersion` operationId).
@@ -14170,6 +14419,8 @@ func (c *ClientWithResponses) DeleteBlueprintVersionWithResponse(ctx context.Con
 }
 
 // GetBlueprintVersionWithResponse One version of a blueprint.
+//
+// Answers one immutable version of the blueprint, with the number of pools that use it.
 //
 // Returns a wrapper object for the known response body format(s).
 //
@@ -14235,6 +14486,8 @@ func (c *ClientWithResponses) CreateCapacityPoolWithResponse(ctx context.Context
 
 // DeleteCapacityPoolWithResponse Delete a pool; its clusters are deprovisioned, then the pool goes. Refused (409) while it holds reservations.
 //
+// Answers 202 and deprovisions the pool's clusters; the pool goes when they are gone. While the pool holds reservations the answer is 409.
+//
 // Returns a wrapper object for the known response body format(s).
 //
 // Corresponds with DELETE /capacity_pools/{id} (the `DeleteCapacityPool` operationId).
@@ -14247,6 +14500,8 @@ func (c *ClientWithResponses) DeleteCapacityPoolWithResponse(ctx context.Context
 }
 
 // GetCapacityPoolWithResponse One capacity pool.
+//
+// Answers the pool with its bounds, thresholds, cluster count, reserved units, phase and conditions, with its ETag.
 //
 // Returns a wrapper object for the known response body format(s).
 //
@@ -14376,6 +14631,8 @@ func (c *ClientWithResponses) CreateReservationWithResponse(ctx context.Context,
 
 // DeleteReservationWithResponse Release a reservation; its units go back to its cluster.
 //
+// Releases the reservation and answers 204; its units are free on its cluster again.
+//
 // Returns a wrapper object for the known response body format(s).
 //
 // Corresponds with DELETE /capacity_pools/{id}/reservations/{reservation_id} (the `DeleteReservation` operationId).
@@ -14388,6 +14645,8 @@ func (c *ClientWithResponses) DeleteReservationWithResponse(ctx context.Context,
 }
 
 // GetReservationWithResponse One reservation.
+//
+// Answers the reservation with the cluster it holds units on.
 //
 // Returns a wrapper object for the known response body format(s).
 //
@@ -14402,6 +14661,8 @@ func (c *ClientWithResponses) GetReservationWithResponse(ctx context.Context, id
 
 // ListClustersWithResponse The caller's organisation's registered clusters, a page at a time.
 //
+// Lists the registrations of the organisation in the caller's token, filtered by `search` and ordered by `orderBy` (default: newest first). Each cluster carries its phase and conditions; docs/registrations.md describes them.
+//
 // Returns a wrapper object for the known response body format(s).
 //
 // Corresponds with GET /clusters (the `ListClusters` operationId).
@@ -14414,6 +14675,8 @@ func (c *ClientWithResponses) ListClustersWithResponse(ctx context.Context, para
 }
 
 // CreateClusterWithBodyWithResponse Register an existing cluster; it is placed on a hub and delivered there.
+//
+// Registers a cluster that already exists: the service places it on a hub of its zone and delivers it there (or to OCM or Hive for a syncset hub). The answer is 202: placement and delivery follow, and the cluster's conditions report them.
 //
 // Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
 //
@@ -14428,6 +14691,8 @@ func (c *ClientWithResponses) CreateClusterWithBodyWithResponse(ctx context.Cont
 
 // CreateClusterWithResponse Register an existing cluster; it is placed on a hub and delivered there.
 //
+// Registers a cluster that already exists: the service places it on a hub of its zone and delivers it there (or to OCM or Hive for a syncset hub). The answer is 202: placement and delivery follow, and the cluster's conditions report them.
+//
 // Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
 //
 // Corresponds with POST /clusters (the `CreateCluster` operationId).
@@ -14441,6 +14706,8 @@ func (c *ClientWithResponses) CreateClusterWithResponse(ctx context.Context, par
 
 // DeleteClusterWithResponse Deregister a cluster; repeating it is harmless.
 //
+// Marks the registration for deregistration (`deletion_requested_at`) and answers 202; the hub detaches the cluster, then the registration goes. A capacity pool's cluster answers 409: its pool removes it.
+//
 // Returns a wrapper object for the known response body format(s).
 //
 // Corresponds with DELETE /clusters/{id} (the `DeleteCluster` operationId).
@@ -14453,6 +14720,8 @@ func (c *ClientWithResponses) DeleteClusterWithResponse(ctx context.Context, id 
 }
 
 // GetClusterWithResponse One registered cluster.
+//
+// Answers the registration with its ETag, which a PATCH may send as If-Match. A cluster of another organisation answers 404.
 //
 // Returns a wrapper object for the known response body format(s).
 //
@@ -14511,6 +14780,8 @@ func (c *ClientWithResponses) GetClusterImportWithResponse(ctx context.Context, 
 }
 
 // GetClusterMetricsTextWithResponse One registered cluster's metrics in the Prometheus text format, as a scrape target.
+//
+// Answers one registration's allow-listed metrics, and the fleet manager's own series about it, in the Prometheus text exposition format, so that a Prometheus can scrape it.
 //
 // Returns a wrapper object for the known response body format(s).
 //
@@ -14590,6 +14861,8 @@ func (c *ClientWithResponses) CreateClustersWithResponse(ctx context.Context, pa
 }
 
 // GetComplianceSummaryWithResponse Counts of clusters per compliance state, per hub and per zone, for one policy or all of the organisation's.
+//
+// Counts the organisation's clusters per compliance state (`compliant`, `non_compliant`, `pending`), in all, per hub and per zone, of one policy (`policy_id`) or of all the organisation's policies.
 //
 // Returns a wrapper object for the known response body format(s).
 //
@@ -14705,6 +14978,8 @@ func (c *ClientWithResponses) CreateDNSRecordWithResponse(ctx context.Context, s
 
 // DeleteDNSRecordWithResponse Remove a record; the provider removes its name before the record goes.
 //
+// Answers 202; the record shows phase `deleting` until the provider has removed its name, then it is gone (404).
+//
 // Returns a wrapper object for the known response body format(s).
 //
 // Corresponds with DELETE /dns_services/{service_name}/records/{record_id} (the `DeleteDNSRecord` operationId).
@@ -14717,6 +14992,8 @@ func (c *ClientWithResponses) DeleteDNSRecordWithResponse(ctx context.Context, s
 }
 
 // GetDNSRecordWithResponse One record of the caller's organisation, with its conditions and what the provider holds.
+//
+// Answers the record with its conditions (`Accepted`, `Published`, `Resolvable`), its phase and the values the DNS provider holds, with its ETag.
 //
 // Returns a wrapper object for the known response body format(s).
 //
@@ -14763,6 +15040,8 @@ func (c *ClientWithResponses) UpdateDNSRecordWithResponse(ctx context.Context, s
 
 // ListErrorsWithResponse The catalogue of error codes this service answers with.
 //
+// Lists the error codes this service answers with, each with its number, `FLEET-MGMT-` code and reason. It needs no token unless the deployment removed it from `--auth-public-paths`.
+//
 // Returns a wrapper object for the known response body format(s).
 //
 // Corresponds with GET /errors (the `ListErrors` operationId).
@@ -14775,6 +15054,8 @@ func (c *ClientWithResponses) ListErrorsWithResponse(ctx context.Context, params
 }
 
 // GetErrorWithResponse One error code of the catalogue.
+//
+// Answers one entry of the error catalogue; `id` is the code's number without its prefix.
 //
 // Returns a wrapper object for the known response body format(s).
 //
@@ -14868,6 +15149,8 @@ func (c *ClientWithResponses) GetMetricsTextWithResponse(ctx context.Context, re
 
 // QueryMetricsPrometheusWithResponse The instant query at the path Prometheus clients (promtool, Grafana) call under a server URL of {base}/metrics.
 //
+// The instant query of `GET /metrics/query`, at the path a Prometheus client (promtool, Grafana) calls when its server URL is `{base}/metrics`.
+//
 // Returns a wrapper object for the known response body format(s).
 //
 // Corresponds with GET /metrics/api/v1/query (the `QueryMetricsPrometheus` operationId).
@@ -14880,6 +15163,8 @@ func (c *ClientWithResponses) QueryMetricsPrometheusWithResponse(ctx context.Con
 }
 
 // QueryMetricsPrometheusFormWithBodyWithResponse The instant query at the path Prometheus clients (promtool, Grafana) call under a server URL of {base}/metrics. (parameters in a form body, as Prometheus accepts).
+//
+// The instant query of `POST /metrics/query`, at the path a Prometheus client calls when its server URL is `{base}/metrics`.
 //
 // Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
 //
@@ -14894,6 +15179,8 @@ func (c *ClientWithResponses) QueryMetricsPrometheusFormWithBodyWithResponse(ctx
 
 // QueryMetricsPrometheusFormWithFormdataBodyWithResponse The instant query at the path Prometheus clients (promtool, Grafana) call under a server URL of {base}/metrics. (parameters in a form body, as Prometheus accepts).
 //
+// The instant query of `POST /metrics/query`, at the path a Prometheus client calls when its server URL is `{base}/metrics`.
+//
 // Takes a body of the `application/x-www-form-urlencoded` content type, and returns a wrapper object for the known response body format(s).
 //
 // Corresponds with POST /metrics/api/v1/query (the `QueryMetricsPrometheusForm` operationId).
@@ -14906,6 +15193,8 @@ func (c *ClientWithResponses) QueryMetricsPrometheusFormWithFormdataBodyWithResp
 }
 
 // QueryMetricsRangePrometheusWithResponse The range query at the path Prometheus clients call under a server URL of {base}/metrics.
+//
+// The range query of `GET /metrics/query_range`, at the path a Prometheus client calls when its server URL is `{base}/metrics`.
 //
 // Returns a wrapper object for the known response body format(s).
 //
@@ -14920,6 +15209,8 @@ func (c *ClientWithResponses) QueryMetricsRangePrometheusWithResponse(ctx contex
 
 // QueryMetricsRangePrometheusFormWithBodyWithResponse The range query at the path Prometheus clients call under a server URL of {base}/metrics. (parameters in a form body, as Prometheus accepts).
 //
+// The range query of `POST /metrics/query_range`, at the path a Prometheus client calls when its server URL is `{base}/metrics`.
+//
 // Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
 //
 // Corresponds with POST /metrics/api/v1/query_range (the `QueryMetricsRangePrometheusForm` operationId).
@@ -14932,6 +15223,8 @@ func (c *ClientWithResponses) QueryMetricsRangePrometheusFormWithBodyWithRespons
 }
 
 // QueryMetricsRangePrometheusFormWithFormdataBodyWithResponse The range query at the path Prometheus clients call under a server URL of {base}/metrics. (parameters in a form body, as Prometheus accepts).
+//
+// The range query of `POST /metrics/query_range`, at the path a Prometheus client calls when its server URL is `{base}/metrics`.
 //
 // Takes a body of the `application/x-www-form-urlencoded` content type, and returns a wrapper object for the known response body format(s).
 //
@@ -14946,6 +15239,8 @@ func (c *ClientWithResponses) QueryMetricsRangePrometheusFormWithFormdataBodyWit
 
 // QueryMetricsWithResponse An instant PromQL query on the caller's clusters' metrics.
 //
+// Evaluates an instant PromQL query, rewritten so that it reads only the caller's organisation's clusters and the allow-listed metrics, and answers as the Prometheus HTTP API does (docs/user- facing-metrics.md).
+//
 // Returns a wrapper object for the known response body format(s).
 //
 // Corresponds with GET /metrics/query (the `QueryMetrics` operationId).
@@ -14958,6 +15253,8 @@ func (c *ClientWithResponses) QueryMetricsWithResponse(ctx context.Context, para
 }
 
 // QueryMetricsFormWithBodyWithResponse An instant PromQL query on the caller's clusters' metrics. (parameters in a form body, as Prometheus accepts).
+//
+// The same query as the GET, with its parameters in an `application/x-www-form-urlencoded` body, as Prometheus accepts them.
 //
 // Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
 //
@@ -14972,6 +15269,8 @@ func (c *ClientWithResponses) QueryMetricsFormWithBodyWithResponse(ctx context.C
 
 // QueryMetricsFormWithFormdataBodyWithResponse An instant PromQL query on the caller's clusters' metrics. (parameters in a form body, as Prometheus accepts).
 //
+// The same query as the GET, with its parameters in an `application/x-www-form-urlencoded` body, as Prometheus accepts them.
+//
 // Takes a body of the `application/x-www-form-urlencoded` content type, and returns a wrapper object for the known response body format(s).
 //
 // Corresponds with POST /metrics/query (the `QueryMetricsForm` operationId).
@@ -14984,6 +15283,8 @@ func (c *ClientWithResponses) QueryMetricsFormWithFormdataBodyWithResponse(ctx c
 }
 
 // QueryMetricsRangeWithResponse A range PromQL query on the caller's clusters' metrics.
+//
+// Evaluates a range PromQL query over `start`, `end` and `step`, confined to the caller's organisation's clusters and the allow-listed metrics, and answers as the Prometheus HTTP API does.
 //
 // Returns a wrapper object for the known response body format(s).
 //
@@ -14998,6 +15299,8 @@ func (c *ClientWithResponses) QueryMetricsRangeWithResponse(ctx context.Context,
 
 // QueryMetricsRangeFormWithBodyWithResponse A range PromQL query on the caller's clusters' metrics. (parameters in a form body, as Prometheus accepts).
 //
+// The same range query as the GET, with its parameters in an `application/x-www-form-urlencoded` body, as Prometheus accepts them.
+//
 // Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
 //
 // Corresponds with POST /metrics/query_range (the `QueryMetricsRangeForm` operationId).
@@ -15010,6 +15313,8 @@ func (c *ClientWithResponses) QueryMetricsRangeFormWithBodyWithResponse(ctx cont
 }
 
 // QueryMetricsRangeFormWithFormdataBodyWithResponse A range PromQL query on the caller's clusters' metrics. (parameters in a form body, as Prometheus accepts).
+//
+// The same range query as the GET, with its parameters in an `application/x-www-form-urlencoded` body, as Prometheus accepts them.
 //
 // Takes a body of the `application/x-www-form-urlencoded` content type, and returns a wrapper object for the known response body format(s).
 //
@@ -15024,6 +15329,8 @@ func (c *ClientWithResponses) QueryMetricsRangeFormWithFormdataBodyWithResponse(
 
 // GetOpenAPIWithResponse This document, with the deployment's base path as its server.
 //
+// Answers this specification as JSON, with `servers` set to the base path this deployment serves. It needs no token unless the deployment removed it from `--auth-public-paths`.
+//
 // Returns a wrapper object for the known response body format(s).
 //
 // Corresponds with GET /openapi (the `GetOpenAPI` operationId).
@@ -15036,6 +15343,8 @@ func (c *ClientWithResponses) GetOpenAPIWithResponse(ctx context.Context, reqEdi
 }
 
 // ListPoliciesWithResponse The caller's organisation's configuration policies, a page at a time.
+//
+// Lists the configuration policies of the organisation in the caller's token, filtered by `search` and ordered by `orderBy`.
 //
 // Returns a wrapper object for the known response body format(s).
 //
@@ -15098,6 +15407,8 @@ func (c *ClientWithResponses) CreatePolicyWithResponse(ctx context.Context, body
 
 // DeletePolicyWithResponse Delete a policy; the hubs remove it at their next desired set.
 //
+// Deletes the policy and answers 204; the hubs drop it at their next desired set. An If-Match that is not the current ETag answers 412.
+//
 // Returns a wrapper object for the known response body format(s).
 //
 // Corresponds with DELETE /policies/{id} (the `DeletePolicy` operationId).
@@ -15110,6 +15421,8 @@ func (c *ClientWithResponses) DeletePolicyWithResponse(ctx context.Context, id I
 }
 
 // GetPolicyWithResponse One configuration policy.
+//
+// Answers the policy, its placement and the hubs it reaches, with its ETag, which a PATCH may send as If-Match.
 //
 // Returns a wrapper object for the known response body format(s).
 //
@@ -15124,6 +15437,8 @@ func (c *ClientWithResponses) GetPolicyWithResponse(ctx context.Context, id Id, 
 
 // UpdatePolicyWithBodyWithResponse Replace a policy's body and placement; its zone stays.
 //
+// Replaces the policy's body and placement, both required; the zone never changes. Kept for existing clients: PATCH changes only what it sends.
+//
 // Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
 //
 // Corresponds with PUT /policies/{id} (the `UpdatePolicy` operationId).
@@ -15136,6 +15451,8 @@ func (c *ClientWithResponses) UpdatePolicyWithBodyWithResponse(ctx context.Conte
 }
 
 // UpdatePolicyWithResponse Replace a policy's body and placement; its zone stays.
+//
+// Replaces the policy's body and placement, both required; the zone never changes. Kept for existing clients: PATCH changes only what it sends.
 //
 // Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
 //
@@ -18373,6 +18690,13 @@ func ParseListErrorsResponse(rsp *http.Response) (*ListErrorsResponse, error) {
 		}
 		response.JSON400 = &dest
 
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 401:
+		var dest Unauthenticated
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON401 = &dest
+
 	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 500:
 		var dest InternalError
 		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
@@ -18432,6 +18756,13 @@ func ParseGetErrorResponse(rsp *http.Response) (*GetErrorResponse, error) {
 			return nil, err
 		}
 		response.JSON400 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 401:
+		var dest Unauthenticated
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON401 = &dest
 
 	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 404:
 		var dest NotFound
@@ -19603,6 +19934,13 @@ func ParseGetOpenAPIResponse(rsp *http.Response) (*GetOpenAPIResponse, error) {
 			return nil, err
 		}
 		response.JSON200 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 401:
+		var dest Unauthenticated
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON401 = &dest
 
 	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 500:
 		var dest InternalError
