@@ -704,14 +704,8 @@ type Id = string
 // IfMatch defines model for ifMatch.
 type IfMatch = string
 
-// OrderBy defines model for orderBy.
-type OrderBy = string
-
 // Page defines model for page.
 type Page = int
-
-// Search defines model for search.
-type Search = string
 
 // Size defines model for size.
 type Size = int
@@ -745,12 +739,17 @@ type Unavailable = Error
 
 // ListDNSServicesParams defines parameters for ListDNSServices.
 type ListDNSServicesParams struct {
+	// Page The page to return, from 1.
 	Page *Page `form:"page,omitempty" json:"page,omitempty"`
+
+	// Size How many items a page holds, at most 500 (the server's largest page; a deployment may lower it with --max-page-size).
 	Size *Size `form:"size,omitempty" json:"size,omitempty"`
 
-	// Search A filter in the search language, as for clusters.
-	Search  *Search  `form:"search,omitempty" json:"search,omitempty"`
-	OrderBy *OrderBy `form:"orderBy,omitempty" json:"orderBy,omitempty"`
+	// Search A filter in the search language (docs/registrations.md#search), e.g. `name = 'a' and labels.env = 'prod'`: comparisons (=, !=, <, <=, >, >=), in, not in, like, ilike, is null, and, or, not, parentheses. Searchable fields: `created_at`, `created_by`, `id`, `name`, `subdomain`, `updated_at`, `zone_id`, `zone_name`.
+	Search *string `form:"search,omitempty" json:"search,omitempty"`
+
+	// OrderBy Comma-separated fields, each optionally followed by asc or desc, e.g. `created_at desc`. Orderable fields: `created_at`, `name`, `updated_at`, `zone_name`.
+	OrderBy *string `form:"orderBy,omitempty" json:"orderBy,omitempty"`
 }
 
 // DeleteDNSServiceParams defines parameters for DeleteDNSService.
@@ -765,12 +764,17 @@ type UpdateDNSServiceParams struct {
 
 // ListDNSZonesParams defines parameters for ListDNSZones.
 type ListDNSZonesParams struct {
+	// Page The page to return, from 1.
 	Page *Page `form:"page,omitempty" json:"page,omitempty"`
+
+	// Size How many items a page holds, at most 500 (the server's largest page; a deployment may lower it with --max-page-size).
 	Size *Size `form:"size,omitempty" json:"size,omitempty"`
 
-	// Search A filter in the search language, as for clusters.
-	Search  *Search  `form:"search,omitempty" json:"search,omitempty"`
-	OrderBy *OrderBy `form:"orderBy,omitempty" json:"orderBy,omitempty"`
+	// Search A filter in the search language (docs/registrations.md#search), e.g. `name = 'a' and labels.env = 'prod'`: comparisons (=, !=, <, <=, >, >=), in, not in, like, ilike, is null, and, or, not, parentheses. Searchable fields: `created_at`, `created_by`, `id`, `name`, `provider`, `updated_at`.
+	Search *string `form:"search,omitempty" json:"search,omitempty"`
+
+	// OrderBy Comma-separated fields, each optionally followed by asc or desc, e.g. `created_at desc`. Orderable fields: `created_at`, `name`, `provider`, `updated_at`.
+	OrderBy *string `form:"orderBy,omitempty" json:"orderBy,omitempty"`
 }
 
 // DeleteDNSZoneParams defines parameters for DeleteDNSZone.
@@ -785,12 +789,17 @@ type UpdateDNSZoneParams struct {
 
 // ListHubsParams defines parameters for ListHubs.
 type ListHubsParams struct {
+	// Page The page to return, from 1.
 	Page *Page `form:"page,omitempty" json:"page,omitempty"`
+
+	// Size How many items a page holds, at most 500 (the server's largest page; a deployment may lower it with --max-page-size).
 	Size *Size `form:"size,omitempty" json:"size,omitempty"`
 
-	// Search A filter in the search language, as for clusters.
-	Search  *Search  `form:"search,omitempty" json:"search,omitempty"`
-	OrderBy *OrderBy `form:"orderBy,omitempty" json:"orderBy,omitempty"`
+	// Search A filter in the search language (docs/registrations.md#search), e.g. `name = 'a' and labels.env = 'prod'`: comparisons (=, !=, <, <=, >, >=), in, not in, like, ilike, is null, and, or, not, parentheses. Searchable fields: `capacity`, `cloud_provider`, `cordoned`, `created_at`, `delivery_mode`, `id`, `name`, `owner_org_id`, `placed_count`, `region`, `updated_at`, `zone`.
+	Search *string `form:"search,omitempty" json:"search,omitempty"`
+
+	// OrderBy Comma-separated fields, each optionally followed by asc or desc, e.g. `capacity desc`. Orderable fields: `capacity`, `created_at`, `name`, `placed_count`, `region`, `updated_at`, `zone`.
+	OrderBy *string `form:"orderBy,omitempty" json:"orderBy,omitempty"`
 }
 
 // UpdateHubParams defines parameters for UpdateHub.
@@ -804,12 +813,18 @@ type ListResourcesParams struct {
 	Kind      string  `form:"kind" json:"kind"`
 	HubId     *string `form:"hub_id,omitempty" json:"hub_id,omitempty"`
 	Namespace *string `form:"namespace,omitempty" json:"namespace,omitempty"`
-	Page      *Page   `form:"page,omitempty" json:"page,omitempty"`
-	Size      *Size   `form:"size,omitempty" json:"size,omitempty"`
 
-	// Search A filter in the search language, as for clusters.
-	Search  *Search  `form:"search,omitempty" json:"search,omitempty"`
-	OrderBy *OrderBy `form:"orderBy,omitempty" json:"orderBy,omitempty"`
+	// Page The page to return, from 1.
+	Page *Page `form:"page,omitempty" json:"page,omitempty"`
+
+	// Size How many items a page holds, at most 500 (the server's largest page; a deployment may lower it with --max-page-size).
+	Size *Size `form:"size,omitempty" json:"size,omitempty"`
+
+	// Search A filter in the search language (docs/registrations.md#search), e.g. `name = 'a' and labels.env = 'prod'`: comparisons (=, !=, <, <=, >, >=), in, not in, like, ilike, is null, and, or, not, parentheses. Searchable fields: `cluster_name`, `created_at`, `hub_id`, `hub_name`, `id`, `labels.<key>`, `name`, `namespace`, `uid`, `updated_at`, `zone` and the kind's own fields (`GET /agent-hubs/{hub_id}/resource-kinds`).
+	Search *string `form:"search,omitempty" json:"search,omitempty"`
+
+	// OrderBy Comma-separated fields, each optionally followed by asc or desc, e.g. `created_at desc`. Orderable fields: `created_at`, `hub_name`, `name`, `namespace`, `updated_at`.
+	OrderBy *string `form:"orderBy,omitempty" json:"orderBy,omitempty"`
 }
 
 // ListResourceChangesParams defines parameters for ListResourceChanges.
@@ -823,7 +838,9 @@ type ListResourceChangesParams struct {
 
 	// Wait How long to wait for a change when there is none, as a Go duration (e.g. 30s); capped by --api-feed-max-wait.
 	Wait *string `form:"wait,omitempty" json:"wait,omitempty"`
-	Size *Size   `form:"size,omitempty" json:"size,omitempty"`
+
+	// Size How many items a page holds, at most 500 (the server's largest page; a deployment may lower it with --max-page-size).
+	Size *Size `form:"size,omitempty" json:"size,omitempty"`
 }
 
 // CreateDNSServiceJSONRequestBody defines body for CreateDNSService for application/json ContentType.

@@ -1865,9 +1865,6 @@ type Id = string
 // IfMatch defines model for ifMatch.
 type IfMatch = string
 
-// OrderBy defines model for orderBy.
-type OrderBy = string
-
 // Page defines model for page.
 type Page = int
 
@@ -1897,9 +1894,6 @@ type RecordId = string
 
 // ReservationId defines model for reservationId.
 type ReservationId = string
-
-// Search defines model for search.
-type Search = string
 
 // ServiceName defines model for serviceName.
 type ServiceName = string
@@ -1948,15 +1942,14 @@ type ListBlueprintsParams struct {
 	// Page The page to return, from 1.
 	Page *Page `form:"page,omitempty" json:"page,omitempty"`
 
-	// Size How many items a page holds.
+	// Size How many items a page holds, at most 500 (the server's largest page; a deployment may lower it with --max-page-size).
 	Size *Size `form:"size,omitempty" json:"size,omitempty"`
 
-	// Search A filter in the search language, e.g. `name = 'a' and region in ('x','y') and labels.env = 'prod'`:
-	// comparisons (=, !=, <, <=, >, >=), in, not in, like, ilike, is null, and, or, not, parentheses.
-	Search *Search `form:"search,omitempty" json:"search,omitempty"`
+	// Search A filter in the search language (docs/registrations.md#search), e.g. `name = 'a' and labels.env = 'prod'`: comparisons (=, !=, <, <=, >, >=), in, not in, like, ilike, is null, and, or, not, parentheses. Searchable fields: `created_at`, `created_by`, `id`, `latest_version`, `name`, `updated_at`.
+	Search *string `form:"search,omitempty" json:"search,omitempty"`
 
-	// OrderBy Comma-separated fields, each optionally followed by asc or desc, e.g. `name asc, created_at desc`.
-	OrderBy *OrderBy `form:"orderBy,omitempty" json:"orderBy,omitempty"`
+	// OrderBy Comma-separated fields, each optionally followed by asc or desc, e.g. `created_at desc`. Orderable fields: `created_at`, `name`, `updated_at`.
+	OrderBy *string `form:"orderBy,omitempty" json:"orderBy,omitempty"`
 }
 
 // ListBlueprintVersionsParams defines parameters for ListBlueprintVersions.
@@ -1964,15 +1957,14 @@ type ListBlueprintVersionsParams struct {
 	// Page The page to return, from 1.
 	Page *Page `form:"page,omitempty" json:"page,omitempty"`
 
-	// Size How many items a page holds.
+	// Size How many items a page holds, at most 500 (the server's largest page; a deployment may lower it with --max-page-size).
 	Size *Size `form:"size,omitempty" json:"size,omitempty"`
 
-	// Search A filter in the search language, e.g. `name = 'a' and region in ('x','y') and labels.env = 'prod'`:
-	// comparisons (=, !=, <, <=, >, >=), in, not in, like, ilike, is null, and, or, not, parentheses.
-	Search *Search `form:"search,omitempty" json:"search,omitempty"`
+	// Search A filter in the search language (docs/registrations.md#search), e.g. `name = 'a' and labels.env = 'prod'`: comparisons (=, !=, <, <=, >, >=), in, not in, like, ilike, is null, and, or, not, parentheses. Searchable fields: `created_at`, `version`.
+	Search *string `form:"search,omitempty" json:"search,omitempty"`
 
-	// OrderBy Comma-separated fields, each optionally followed by asc or desc, e.g. `name asc, created_at desc`.
-	OrderBy *OrderBy `form:"orderBy,omitempty" json:"orderBy,omitempty"`
+	// OrderBy Comma-separated fields, each optionally followed by asc or desc, e.g. `created_at desc`. Orderable fields: `created_at`, `version`.
+	OrderBy *string `form:"orderBy,omitempty" json:"orderBy,omitempty"`
 }
 
 // ListCapacityPoolsParams defines parameters for ListCapacityPools.
@@ -1980,15 +1972,14 @@ type ListCapacityPoolsParams struct {
 	// Page The page to return, from 1.
 	Page *Page `form:"page,omitempty" json:"page,omitempty"`
 
-	// Size How many items a page holds.
+	// Size How many items a page holds, at most 500 (the server's largest page; a deployment may lower it with --max-page-size).
 	Size *Size `form:"size,omitempty" json:"size,omitempty"`
 
-	// Search A filter in the search language, e.g. `name = 'a' and region in ('x','y') and labels.env = 'prod'`:
-	// comparisons (=, !=, <, <=, >, >=), in, not in, like, ilike, is null, and, or, not, parentheses.
-	Search *Search `form:"search,omitempty" json:"search,omitempty"`
+	// Search A filter in the search language (docs/registrations.md#search), e.g. `name = 'a' and labels.env = 'prod'`: comparisons (=, !=, <, <=, >, >=), in, not in, like, ilike, is null, and, or, not, parentheses. Searchable fields: `blueprint_id`, `blueprint_version`, `cloud`, `created_at`, `created_by`, `id`, `name`, `region`, `updated_at`, `zone`.
+	Search *string `form:"search,omitempty" json:"search,omitempty"`
 
-	// OrderBy Comma-separated fields, each optionally followed by asc or desc, e.g. `name asc, created_at desc`.
-	OrderBy *OrderBy `form:"orderBy,omitempty" json:"orderBy,omitempty"`
+	// OrderBy Comma-separated fields, each optionally followed by asc or desc, e.g. `created_at desc`. Orderable fields: `created_at`, `name`, `updated_at`.
+	OrderBy *string `form:"orderBy,omitempty" json:"orderBy,omitempty"`
 }
 
 // DeleteCapacityPoolParams defines parameters for DeleteCapacityPool.
@@ -2008,15 +1999,14 @@ type ListCapacityPoolClustersParams struct {
 	// Page The page to return, from 1.
 	Page *Page `form:"page,omitempty" json:"page,omitempty"`
 
-	// Size How many items a page holds.
+	// Size How many items a page holds, at most 500 (the server's largest page; a deployment may lower it with --max-page-size).
 	Size *Size `form:"size,omitempty" json:"size,omitempty"`
 
-	// Search A filter in the search language, e.g. `name = 'a' and region in ('x','y') and labels.env = 'prod'`:
-	// comparisons (=, !=, <, <=, >, >=), in, not in, like, ilike, is null, and, or, not, parentheses.
-	Search *Search `form:"search,omitempty" json:"search,omitempty"`
+	// Search A filter in the search language (docs/registrations.md#search), e.g. `name = 'a' and labels.env = 'prod'`: comparisons (=, !=, <, <=, >, >=), in, not in, like, ilike, is null, and, or, not, parentheses. Searchable fields: `blueprint_version`, `capacity_units`, `created_at`, `free_units`, `hub_id`, `hub_name`, `id`, `name`, `reserved_units`, `state`.
+	Search *string `form:"search,omitempty" json:"search,omitempty"`
 
-	// OrderBy Comma-separated fields, each optionally followed by asc or desc, e.g. `name asc, created_at desc`.
-	OrderBy *OrderBy `form:"orderBy,omitempty" json:"orderBy,omitempty"`
+	// OrderBy Comma-separated fields, each optionally followed by asc or desc, e.g. `created_at desc`. Orderable fields: `created_at`, `free_units`, `hub_name`, `name`, `reserved_units`, `state`.
+	OrderBy *string `form:"orderBy,omitempty" json:"orderBy,omitempty"`
 }
 
 // ListCapacityPoolEventsParams defines parameters for ListCapacityPoolEvents.
@@ -2024,15 +2014,14 @@ type ListCapacityPoolEventsParams struct {
 	// Page The page to return, from 1.
 	Page *Page `form:"page,omitempty" json:"page,omitempty"`
 
-	// Size How many items a page holds.
+	// Size How many items a page holds, at most 500 (the server's largest page; a deployment may lower it with --max-page-size).
 	Size *Size `form:"size,omitempty" json:"size,omitempty"`
 
-	// Search A filter in the search language, e.g. `name = 'a' and region in ('x','y') and labels.env = 'prod'`:
-	// comparisons (=, !=, <, <=, >, >=), in, not in, like, ilike, is null, and, or, not, parentheses.
-	Search *Search `form:"search,omitempty" json:"search,omitempty"`
+	// Search A filter in the search language (docs/registrations.md#search), e.g. `name = 'a' and labels.env = 'prod'`: comparisons (=, !=, <, <=, >, >=), in, not in, like, ilike, is null, and, or, not, parentheses. Searchable fields: `at`, `cluster_id`, `reason`, `type`.
+	Search *string `form:"search,omitempty" json:"search,omitempty"`
 
-	// OrderBy Comma-separated fields, each optionally followed by asc or desc, e.g. `name asc, created_at desc`.
-	OrderBy *OrderBy `form:"orderBy,omitempty" json:"orderBy,omitempty"`
+	// OrderBy Comma-separated fields, each optionally followed by asc or desc, e.g. `at desc`. Orderable fields: `at`, `type`.
+	OrderBy *string `form:"orderBy,omitempty" json:"orderBy,omitempty"`
 }
 
 // ListReservationsParams defines parameters for ListReservations.
@@ -2040,15 +2029,14 @@ type ListReservationsParams struct {
 	// Page The page to return, from 1.
 	Page *Page `form:"page,omitempty" json:"page,omitempty"`
 
-	// Size How many items a page holds.
+	// Size How many items a page holds, at most 500 (the server's largest page; a deployment may lower it with --max-page-size).
 	Size *Size `form:"size,omitempty" json:"size,omitempty"`
 
-	// Search A filter in the search language, e.g. `name = 'a' and region in ('x','y') and labels.env = 'prod'`:
-	// comparisons (=, !=, <, <=, >, >=), in, not in, like, ilike, is null, and, or, not, parentheses.
-	Search *Search `form:"search,omitempty" json:"search,omitempty"`
+	// Search A filter in the search language (docs/registrations.md#search), e.g. `name = 'a' and labels.env = 'prod'`: comparisons (=, !=, <, <=, >, >=), in, not in, like, ilike, is null, and, or, not, parentheses. Searchable fields: `cluster_id`, `created_at`, `created_by`, `id`, `instance_id`, `units`.
+	Search *string `form:"search,omitempty" json:"search,omitempty"`
 
-	// OrderBy Comma-separated fields, each optionally followed by asc or desc, e.g. `name asc, created_at desc`.
-	OrderBy *OrderBy `form:"orderBy,omitempty" json:"orderBy,omitempty"`
+	// OrderBy Comma-separated fields, each optionally followed by asc or desc, e.g. `created_at desc`. Orderable fields: `created_at`, `units`.
+	OrderBy *string `form:"orderBy,omitempty" json:"orderBy,omitempty"`
 }
 
 // ListClustersParams defines parameters for ListClusters.
@@ -2056,15 +2044,14 @@ type ListClustersParams struct {
 	// Page The page to return, from 1.
 	Page *Page `form:"page,omitempty" json:"page,omitempty"`
 
-	// Size How many items a page holds.
+	// Size How many items a page holds, at most 500 (the server's largest page; a deployment may lower it with --max-page-size).
 	Size *Size `form:"size,omitempty" json:"size,omitempty"`
 
-	// Search A filter in the search language, e.g. `name = 'a' and region in ('x','y') and labels.env = 'prod'`:
-	// comparisons (=, !=, <, <=, >, >=), in, not in, like, ilike, is null, and, or, not, parentheses.
-	Search *Search `form:"search,omitempty" json:"search,omitempty"`
+	// Search A filter in the search language (docs/registrations.md#search), e.g. `name = 'a' and labels.env = 'prod'`: comparisons (=, !=, <, <=, >, >=), in, not in, like, ilike, is null, and, or, not, parentheses. Searchable fields: `created_at`, `display_name`, `hub_id`, `hub_name`, `id`, `labels.<key>`, `name`, `phase`, `product`, `region`, `updated_at`, `zone`.
+	Search *string `form:"search,omitempty" json:"search,omitempty"`
 
-	// OrderBy Comma-separated fields, each optionally followed by asc or desc, e.g. `name asc, created_at desc`.
-	OrderBy *OrderBy `form:"orderBy,omitempty" json:"orderBy,omitempty"`
+	// OrderBy Comma-separated fields, each optionally followed by asc or desc, e.g. `created_at desc`. Orderable fields: `created_at`, `display_name`, `name`, `phase`, `product`, `region`, `updated_at`, `zone`.
+	OrderBy *string `form:"orderBy,omitempty" json:"orderBy,omitempty"`
 }
 
 // CreateClusterParams defines parameters for CreateCluster.
@@ -2096,7 +2083,7 @@ type ListWritableDNSServicesParams struct {
 	// Page The page to return, from 1.
 	Page *Page `form:"page,omitempty" json:"page,omitempty"`
 
-	// Size How many items a page holds.
+	// Size How many items a page holds, at most 500 (the server's largest page; a deployment may lower it with --max-page-size).
 	Size *Size `form:"size,omitempty" json:"size,omitempty"`
 }
 
@@ -2105,15 +2092,14 @@ type ListDNSRecordsParams struct {
 	// Page The page to return, from 1.
 	Page *Page `form:"page,omitempty" json:"page,omitempty"`
 
-	// Size How many items a page holds.
+	// Size How many items a page holds, at most 500 (the server's largest page; a deployment may lower it with --max-page-size).
 	Size *Size `form:"size,omitempty" json:"size,omitempty"`
 
-	// Search A filter in the search language, e.g. `name = 'a' and region in ('x','y') and labels.env = 'prod'`:
-	// comparisons (=, !=, <, <=, >, >=), in, not in, like, ilike, is null, and, or, not, parentheses.
-	Search *Search `form:"search,omitempty" json:"search,omitempty"`
+	// Search A filter in the search language (docs/registrations.md#search), e.g. `name = 'a' and labels.env = 'prod'`: comparisons (=, !=, <, <=, >, >=), in, not in, like, ilike, is null, and, or, not, parentheses. Searchable fields: `cluster_id`, `created_at`, `created_by`, `id`, `instance`, `name`, `phase`, `ttl`, `type`, `updated_at`.
+	Search *string `form:"search,omitempty" json:"search,omitempty"`
 
-	// OrderBy Comma-separated fields, each optionally followed by asc or desc, e.g. `name asc, created_at desc`.
-	OrderBy *OrderBy `form:"orderBy,omitempty" json:"orderBy,omitempty"`
+	// OrderBy Comma-separated fields, each optionally followed by asc or desc, e.g. `created_at desc`. Orderable fields: `created_at`, `instance`, `name`, `phase`, `type`, `updated_at`.
+	OrderBy *string `form:"orderBy,omitempty" json:"orderBy,omitempty"`
 }
 
 // DeleteDNSRecordParams defines parameters for DeleteDNSRecord.
@@ -2133,7 +2119,7 @@ type ListErrorsParams struct {
 	// Page The page to return, from 1.
 	Page *Page `form:"page,omitempty" json:"page,omitempty"`
 
-	// Size How many items a page holds.
+	// Size How many items a page holds, at most 500 (the server's largest page; a deployment may lower it with --max-page-size).
 	Size *Size `form:"size,omitempty" json:"size,omitempty"`
 }
 
@@ -2142,15 +2128,14 @@ type ListManagedClustersParams struct {
 	// Page The page to return, from 1.
 	Page *Page `form:"page,omitempty" json:"page,omitempty"`
 
-	// Size How many items a page holds.
+	// Size How many items a page holds, at most 500 (the server's largest page; a deployment may lower it with --max-page-size).
 	Size *Size `form:"size,omitempty" json:"size,omitempty"`
 
-	// Search A filter in the search language, e.g. `name = 'a' and region in ('x','y') and labels.env = 'prod'`:
-	// comparisons (=, !=, <, <=, >, >=), in, not in, like, ilike, is null, and, or, not, parentheses.
-	Search *Search `form:"search,omitempty" json:"search,omitempty"`
+	// Search A filter in the search language (docs/registrations.md#search), e.g. `name = 'a' and labels.env = 'prod'`: comparisons (=, !=, <, <=, >, >=), in, not in, like, ilike, is null, and, or, not, parentheses. Searchable fields: `available`, `cluster_id`, `created_at`, `hub_id`, `hub_name`, `id`, `joined`, `kubernetes_version`, `labels.<key>`, `name`, `openshift_version`, `platform`, `product`, `region`, `registration_id`, `stale`, `updated_at`, `zone`.
+	Search *string `form:"search,omitempty" json:"search,omitempty"`
 
-	// OrderBy Comma-separated fields, each optionally followed by asc or desc, e.g. `name asc, created_at desc`.
-	OrderBy *OrderBy `form:"orderBy,omitempty" json:"orderBy,omitempty"`
+	// OrderBy Comma-separated fields, each optionally followed by asc or desc, e.g. `created_at desc`. Orderable fields: `created_at`, `hub_name`, `name`, `openshift_version`, `region`, `updated_at`.
+	OrderBy *string `form:"orderBy,omitempty" json:"orderBy,omitempty"`
 }
 
 // ListManagedClusterChangesParams defines parameters for ListManagedClusterChanges.
@@ -2161,7 +2146,7 @@ type ListManagedClusterChangesParams struct {
 	// Wait How long to wait for a change when there is none, as a Go duration (e.g. 30s); capped by --api-feed-max-wait.
 	Wait *string `form:"wait,omitempty" json:"wait,omitempty"`
 
-	// Size How many items a page holds.
+	// Size How many items a page holds, at most 500 (the server's largest page; a deployment may lower it with --max-page-size).
 	Size *Size `form:"size,omitempty" json:"size,omitempty"`
 }
 
@@ -2290,15 +2275,14 @@ type ListPoliciesParams struct {
 	// Page The page to return, from 1.
 	Page *Page `form:"page,omitempty" json:"page,omitempty"`
 
-	// Size How many items a page holds.
+	// Size How many items a page holds, at most 500 (the server's largest page; a deployment may lower it with --max-page-size).
 	Size *Size `form:"size,omitempty" json:"size,omitempty"`
 
-	// Search A filter in the search language, e.g. `name = 'a' and region in ('x','y') and labels.env = 'prod'`:
-	// comparisons (=, !=, <, <=, >, >=), in, not in, like, ilike, is null, and, or, not, parentheses.
-	Search *Search `form:"search,omitempty" json:"search,omitempty"`
+	// Search A filter in the search language (docs/registrations.md#search), e.g. `name = 'a' and labels.env = 'prod'`: comparisons (=, !=, <, <=, >, >=), in, not in, like, ilike, is null, and, or, not, parentheses. Searchable fields: `created_at`, `created_by`, `id`, `name`, `updated_at`, `zone`.
+	Search *string `form:"search,omitempty" json:"search,omitempty"`
 
-	// OrderBy Comma-separated fields, each optionally followed by asc or desc, e.g. `name asc, created_at desc`.
-	OrderBy *OrderBy `form:"orderBy,omitempty" json:"orderBy,omitempty"`
+	// OrderBy Comma-separated fields, each optionally followed by asc or desc, e.g. `created_at desc`. Orderable fields: `created_at`, `name`, `updated_at`.
+	OrderBy *string `form:"orderBy,omitempty" json:"orderBy,omitempty"`
 }
 
 // DeletePolicyParams defines parameters for DeletePolicy.
@@ -2318,15 +2302,14 @@ type ListPolicyComplianceParams struct {
 	// Page The page to return, from 1.
 	Page *Page `form:"page,omitempty" json:"page,omitempty"`
 
-	// Size How many items a page holds.
+	// Size How many items a page holds, at most 500 (the server's largest page; a deployment may lower it with --max-page-size).
 	Size *Size `form:"size,omitempty" json:"size,omitempty"`
 
-	// Search A filter in the search language, e.g. `name = 'a' and region in ('x','y') and labels.env = 'prod'`:
-	// comparisons (=, !=, <, <=, >, >=), in, not in, like, ilike, is null, and, or, not, parentheses.
-	Search *Search `form:"search,omitempty" json:"search,omitempty"`
+	// Search A filter in the search language (docs/registrations.md#search), e.g. `name = 'a' and labels.env = 'prod'`: comparisons (=, !=, <, <=, >, >=), in, not in, like, ilike, is null, and, or, not, parentheses. Searchable fields: `cluster_name`, `hub_id`, `hub_name`, `managed_cluster_id`, `registration_id`, `state`, `updated_at`, `zone`.
+	Search *string `form:"search,omitempty" json:"search,omitempty"`
 
-	// OrderBy Comma-separated fields, each optionally followed by asc or desc, e.g. `name asc, created_at desc`.
-	OrderBy *OrderBy `form:"orderBy,omitempty" json:"orderBy,omitempty"`
+	// OrderBy Comma-separated fields, each optionally followed by asc or desc, e.g. `cluster_name desc`. Orderable fields: `cluster_name`, `hub_name`, `state`, `updated_at`.
+	OrderBy *string `form:"orderBy,omitempty" json:"orderBy,omitempty"`
 }
 
 // CreateBlueprintJSONRequestBody defines body for CreateBlueprint for application/json ContentType.
