@@ -1,9 +1,11 @@
 package rest_test
 
 import (
+	"context"
 	"encoding/json"
 	"io/fs"
 	"net/http"
+	"path"
 	"regexp"
 	"slices"
 	"strings"
@@ -14,6 +16,7 @@ import (
 	"github.com/fleetmanager/fleet-manager/internal/fleet"
 	"github.com/fleetmanager/fleet-manager/internal/postgres"
 	"github.com/fleetmanager/fleet-manager/openapi"
+	"github.com/fleetmanager/fleet-manager/pkg/api/public"
 )
 
 // specOperation is one operation of a loaded spec.
@@ -160,19 +163,91 @@ func TestSpecListsTheSearchableFields(t *testing.T) {
 // returns the status and body.
 func (e *apiEnv) rawRequest(t *testing.T, method, path, token string) (int, string) {
 	t.Helper()
-	req, err := http.NewRequest(method, e.base+path, nil)
+	return e.rawURLRequest(t, method, e.base+path, token)
+}
+
+// rawURLRequest sends a request with token to url and returns the status and body.
+func (e *apiEnv) rawURLRequest(t *testing.T, method, url, token string) (int, string) {
+	t.Helper()
+	req, err := http.NewRequest(method, url, nil)
 	if err != nil {
-		t.Fatalf("NewRequest(%s %s): %v", method, path, err)
+		t.Fatalf("NewRequest(%s %s): %v", method, url, err)
 	}
 	if token != "" {
 		req.Header.Set("Authorization", "Bearer "+token)
 	}
 	resp, err := e.server.Client().Do(req)
 	if err != nil {
-		t.Fatalf("%s %s: %v", method, path, err)
+		t.Fatalf("%s %s: %v", method, url, err)
 	}
 	defer resp.Body.Close()
 	var raw json.RawMessage
 	_ = json.NewDecoder(resp.Body).Decode(&raw)
 	return resp.StatusCode, string(raw)
+}
+
+// TestAPIMetadata reads, without a token, the version's metadata at the base
+// path (with and without its trailing slash) and the API's versions at the
+// path above it, as OCM services answer them, in both flavours; every
+// collection it links answers a list of its kind.
+func TestAPIMetadata(t *testing.T) {
+	t.Parallel()
+	for _, f := range flavours() {
+		t.Run(f.name, func(t *testing.T) {
+			t.Parallel()
+			e := newAPIEnv(t, f)
+			resp, err := e.client.GetAPIVersionWithResponse(context.Background())
+			if err != nil || resp.JSON200 == nil {
+				t.Fatalf("GetAPIVersion() = %s; want 200", outcome(resp, err))
+			}
+			v := *resp.JSON200
+			wantID := path.Base(f.http.BasePath)
+			if v.Kind != public.APIVersionKindAPIVersion || v.Id != wantID || v.Href != f.http.BasePath || v.ServerVersion == nil || *v.ServerVersion == "" {
+				t.Errorf("GetAPIVersion() = {kind %s, id %s, href %s, server_version %v}; want {APIVersion, %s, %s, set}",
+					v.Kind, v.Id, v.Href, v.ServerVersion, wantID, f.http.BasePath)
+			}
+			if v.Collections == nil {
+				t.Fatalf("GetAPIVersion() has no collections")
+			}
+			var ids []string
+			token := e.userToken(t, "org-meta", "u")
+			for _, c := range *v.Collections {
+				ids = append(ids, c.Id)
+				if c.Href != f.http.BasePath+"/"+c.Id {
+					t.Errorf("collection %s: href %s, want %s", c.Id, c.Href, f.http.BasePath+"/"+c.Id)
+				}
+				status, body := e.rawRequest(t, http.MethodGet, "/"+c.Id, token)
+				var list struct{ Kind string }
+				_ = json.Unmarshal([]byte(body), &list)
+				if status != http.StatusOK || list.Kind != c.Kind {
+					t.Errorf("GET %s = %d %s; want 200 and a %s", c.Href, status, body, c.Kind)
+				}
+			}
+			for _, want := range []string{"clusters", "managed_clusters", "policies", "errors"} {
+				if !slices.Contains(ids, want) {
+					t.Errorf("GetAPIVersion() collections %v; want %s among them", ids, want)
+				}
+			}
+
+			status, body := e.rawRequest(t, http.MethodGet, "", "")
+			var bare public.APIVersion
+			if err := json.Unmarshal([]byte(body), &bare); status != http.StatusOK || err != nil || bare.Href != f.http.BasePath || bare.Collections == nil {
+				t.Errorf("GET %s (no trailing slash) = %d %s; want 200, the version's metadata", f.http.BasePath, status, body)
+			}
+
+			parent := path.Dir(f.http.BasePath)
+			status, body = e.rawURLRequest(t, http.MethodGet, e.server.URL+parent, "")
+			var meta struct {
+				Kind, Id, Href string
+				Versions       []public.APIVersion
+			}
+			if err := json.Unmarshal([]byte(body), &meta); status != http.StatusOK || err != nil {
+				t.Fatalf("GET %s = %d %s; want 200", parent, status, body)
+			}
+			if meta.Kind != "API" || meta.Id != path.Base(parent) || meta.Href != parent || len(meta.Versions) != 1 ||
+				meta.Versions[0].Kind != public.APIVersionKindAPIVersion || meta.Versions[0].Id != wantID || meta.Versions[0].Href != f.http.BasePath {
+				t.Errorf("GET %s = %s; want {kind API, id %s, href %s, versions [{APIVersion %s %s}]}", parent, body, path.Base(parent), parent, wantID, f.http.BasePath)
+			}
+		})
+	}
 }

@@ -17,6 +17,21 @@ import (
 	"github.com/oapi-codegen/runtime"
 )
 
+// Defines values for APIVersionKind.
+const (
+	APIVersionKindAPIVersion APIVersionKind = "APIVersion"
+)
+
+// Valid indicates whether the value is a known member of the APIVersionKind enum.
+func (e APIVersionKind) Valid() bool {
+	switch e {
+	case APIVersionKindAPIVersion:
+		return true
+	default:
+		return false
+	}
+}
+
 // Defines values for BlueprintKind.
 const (
 	BlueprintKindBlueprint BlueprintKind = "Blueprint"
@@ -886,6 +901,45 @@ func (e TaintEffect) Valid() bool {
 		return false
 	}
 }
+
+// APILink A link to a collection.
+type APILink struct {
+	// Href Example: /api/fleet_manager/v1/clusters
+	Href string `json:"href"`
+
+	// Id Example: clusters
+	Id string `json:"id"`
+
+	// Kind The kind of the list the collection answers.
+	//
+	// Example: ClusterList
+	Kind string `json:"kind"`
+}
+
+// APIVersion One version of the API, with links to its collections (OCM's API metadata).
+type APIVersion struct {
+	// Collections The top-level collections of the version; absent in the list of versions.
+	Collections *[]APILink `json:"collections,omitempty"`
+
+	// Href The base path of the version.
+	//
+	// Example: /api/fleet_manager/v1
+	Href string `json:"href"`
+
+	// Id The version, the last segment of the base path.
+	//
+	// Example: v1
+	Id   string         `json:"id"`
+	Kind APIVersionKind `json:"kind"`
+
+	// ServerVersion The release of the server that answers.
+	//
+	// Example: 1.4.0
+	ServerVersion *string `json:"server_version,omitempty"`
+}
+
+// APIVersionKind defines model for APIVersion.Kind.
+type APIVersionKind string
 
 // AddOn Kubernetes manifests delivered, as one ManifestWork, to every cluster of a pool once it has joined its hub.
 type AddOn struct {
@@ -2434,6 +2488,13 @@ func WithRequestEditorFn(fn RequestEditorFn) ClientOption {
 // The interface specification for the client above.
 type ClientInterface interface {
 
+	// GetAPIVersion This version of the API and its collections, as OCM services describe themselves.
+	//
+	// Answers `{kind: APIVersion, id, href, server_version, collections}`: the version's id (the last segment of the base path), its href (the base path), the release the server runs, and one link per top-level collection of this specification (`{kind: <Kind>List, id, href}`). The base path with or without a trailing slash answers it. The path above the base path (`/api/fleet_manager` for the default) answers the API's versions, `{kind: API, id, href, versions: [{kind: APIVersion, id, href}]}`, as OCM services do; it is no path of this specification, which is relative to the base path. Both need no token unless the deployment removed `/` from `--auth-public-paths`.
+	//
+	// Corresponds with GET / (the `GetAPIVersion` operationId).
+	GetAPIVersion(ctx context.Context, reqEditors ...RequestEditorFn) (*http.Response, error)
+
 	// ListBlueprints The caller's organisation's blueprints, a page at a time, each with its latest version.
 	//
 	// Search fields: `id`, `name`, `latest_version`, `created_by`, `created_at`, `updated_at`; order by `name`, `created_at` (default), `updated_at`.
@@ -3131,6 +3192,23 @@ type ClientInterface interface {
 	//
 	// Corresponds with GET /policies/{id}/compliance (the `ListPolicyCompliance` operationId).
 	ListPolicyCompliance(ctx context.Context, id Id, params *ListPolicyComplianceParams, reqEditors ...RequestEditorFn) (*http.Response, error)
+}
+
+// GetAPIVersion This version of the API and its collections, as OCM services describe themselves.
+//
+// Answers `{kind: APIVersion, id, href, server_version, collections}`: the version's id (the last segment of the base path), its href (the base path), the release the server runs, and one link per top-level collection of this specification (`{kind: <Kind>List, id, href}`). The base path with or without a trailing slash answers it. The path above the base path (`/api/fleet_manager` for the default) answers the API's versions, `{kind: API, id, href, versions: [{kind: APIVersion, id, href}]}`, as OCM services do; it is no path of this specification, which is relative to the base path. Both need no token unless the deployment removed `/` from `--auth-public-paths`.
+//
+// Corresponds with GET / (the `GetAPIVersion` operationId).
+func (c *Client) GetAPIVersion(ctx context.Context, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewGetAPIVersionRequest(c.Server)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
 }
 
 // ListBlueprints The caller's organisation's blueprints, a page at a time, each with its latest version.
@@ -4549,6 +4627,33 @@ func (c *Client) ListPolicyCompliance(ctx context.Context, id Id, params *ListPo
 		return nil, err
 	}
 	return c.Client.Do(req)
+}
+
+// NewGetAPIVersionRequest constructs an http.Request for the GetAPIVersion method
+func NewGetAPIVersionRequest(server string) (*http.Request, error) {
+	var err error
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/")
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	req, err := http.NewRequest(http.MethodGet, queryURL.String(), nil)
+	if err != nil {
+		return nil, err
+	}
+
+	return req, nil
 }
 
 // NewListBlueprintsRequest constructs an http.Request for the ListBlueprints method
@@ -8053,6 +8158,15 @@ func WithBaseURL(baseURL string) ClientOption {
 // ClientWithResponsesInterface is the interface specification for the client with responses above.
 type ClientWithResponsesInterface interface {
 
+	// GetAPIVersionWithResponse This version of the API and its collections, as OCM services describe themselves.
+	//
+	// Answers `{kind: APIVersion, id, href, server_version, collections}`: the version's id (the last segment of the base path), its href (the base path), the release the server runs, and one link per top-level collection of this specification (`{kind: <Kind>List, id, href}`). The base path with or without a trailing slash answers it. The path above the base path (`/api/fleet_manager` for the default) answers the API's versions, `{kind: API, id, href, versions: [{kind: APIVersion, id, href}]}`, as OCM services do; it is no path of this specification, which is relative to the base path. Both need no token unless the deployment removed `/` from `--auth-public-paths`.
+	//
+	// Returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with GET / (the `GetAPIVersion` operationId).
+	GetAPIVersionWithResponse(ctx context.Context, reqEditors ...RequestEditorFn) (*GetAPIVersionResponse, error)
+
 	// ListBlueprintsWithResponse The caller's organisation's blueprints, a page at a time, each with its latest version.
 	//
 	// Search fields: `id`, `name`, `latest_version`, `created_by`, `created_at`, `updated_at`; order by `name`, `created_at` (default), `updated_at`.
@@ -8830,6 +8944,75 @@ type ClientWithResponsesInterface interface {
 	//
 	// Corresponds with GET /policies/{id}/compliance (the `ListPolicyCompliance` operationId).
 	ListPolicyComplianceWithResponse(ctx context.Context, id Id, params *ListPolicyComplianceParams, reqEditors ...RequestEditorFn) (*ListPolicyComplianceResponse, error)
+}
+
+// GetAPIVersionResponse503Headers the declared response headers of an HTTP 503 response for GetAPIVersion
+type GetAPIVersionResponse503Headers struct {
+	RetryAfter *int
+}
+
+type GetAPIVersionResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// JSON200 the response for an HTTP 200 `application/json` response
+	JSON200 *APIVersion
+	// JSON401 the response for an HTTP 401 `application/json` response
+	JSON401 *Unauthenticated
+	// JSON500 the response for an HTTP 500 `application/json` response
+	JSON500 *InternalError
+	// JSON503 the response for an HTTP 503 `application/json` response
+	JSON503 *Unavailable
+	// Headers503 the parsed response headers for an HTTP 503 response
+	Headers503 *GetAPIVersionResponse503Headers
+}
+
+// GetJSON200 returns the response for an HTTP 200 `application/json` response
+func (r GetAPIVersionResponse) GetJSON200() *APIVersion {
+	return r.JSON200
+}
+
+// GetJSON401 returns the response for an HTTP 401 `application/json` response
+func (r GetAPIVersionResponse) GetJSON401() *Unauthenticated {
+	return r.JSON401
+}
+
+// GetJSON500 returns the response for an HTTP 500 `application/json` response
+func (r GetAPIVersionResponse) GetJSON500() *InternalError {
+	return r.JSON500
+}
+
+// GetJSON503 returns the response for an HTTP 503 `application/json` response
+func (r GetAPIVersionResponse) GetJSON503() *Unavailable {
+	return r.JSON503
+}
+
+// GetBody returns the raw response body bytes
+func (r GetAPIVersionResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r GetAPIVersionResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r GetAPIVersionResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r GetAPIVersionResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
 }
 
 // ListBlueprintsResponse503Headers the declared response headers of an HTTP 503 response for ListBlueprints
@@ -14256,6 +14439,21 @@ func (r ListPolicyComplianceResponse) ContentType() string {
 	return ""
 }
 
+// GetAPIVersionWithResponse This version of the API and its collections, as OCM services describe themselves.
+//
+// Answers `{kind: APIVersion, id, href, server_version, collections}`: the version's id (the last segment of the base path), its href (the base path), the release the server runs, and one link per top-level collection of this specification (`{kind: <Kind>List, id, href}`). The base path with or without a trailing slash answers it. The path above the base path (`/api/fleet_manager` for the default) answers the API's versions, `{kind: API, id, href, versions: [{kind: APIVersion, id, href}]}`, as OCM services do; it is no path of this specification, which is relative to the base path. Both need no token unless the deployment removed `/` from `--auth-public-paths`.
+//
+// Returns a wrapper object for the known response body format(s).
+//
+// Corresponds with GET / (the `GetAPIVersion` operationId).
+func (c *ClientWithResponses) GetAPIVersionWithResponse(ctx context.Context, reqEditors ...RequestEditorFn) (*GetAPIVersionResponse, error) {
+	rsp, err := c.GetAPIVersion(ctx, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseGetAPIVersionResponse(rsp)
+}
+
 // ListBlueprintsWithResponse The caller's organisation's blueprints, a page at a time, each with its latest version.
 //
 // Search fields: `id`, `name`, `latest_version`, `created_by`, `created_at`, `updated_at`; order by `name`, `created_at` (default), `updated_at`.
@@ -15464,6 +15662,66 @@ func (c *ClientWithResponses) ListPolicyComplianceWithResponse(ctx context.Conte
 		return nil, err
 	}
 	return ParseListPolicyComplianceResponse(rsp)
+}
+
+// ParseGetAPIVersionResponse parses an HTTP response from a GetAPIVersionWithResponse call
+func ParseGetAPIVersionResponse(rsp *http.Response) (*GetAPIVersionResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &GetAPIVersionResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 200:
+		var dest APIVersion
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON200 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 401:
+		var dest Unauthenticated
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON401 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 500:
+		var dest InternalError
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON500 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 503:
+		var dest Unavailable
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON503 = &dest
+
+	}
+
+	switch {
+	case rsp.StatusCode == 503:
+		var headers GetAPIVersionResponse503Headers
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = &value
+		}
+		response.Headers503 = &headers
+	}
+
+	return response, nil
 }
 
 // ParseListBlueprintsResponse parses an HTTP response from a ListBlueprintsWithResponse call
