@@ -126,6 +126,7 @@ func (s *Server) handlers() map[string]handlerFunc {
 		"postHubResources":       s.can(fleet.ActionAgentResources, "agent_hub", s.handleHubResourcesPost),
 		"listResources":          s.can(fleet.ActionResourcesList, "resource", s.handleResourceList),
 		"listResourceChanges":    s.can(fleet.ActionResourcesWatch, "resource", s.handleResourceChangeList),
+		"getResource":            s.can(fleet.ActionResourcesGet, "resource", s.handleResourceGet),
 		"putRegistrationsStatus": s.can(fleet.ActionAgentRegistrations, "agent_hub", s.handleRegistrationsStatusPut),
 		"getClusterImport":       s.handleClusterImportGet,
 		"listManagedClusters":    s.can(fleet.ActionInventoryList, "managed_cluster", s.handleManagedClusterList),

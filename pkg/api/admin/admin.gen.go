@@ -627,16 +627,19 @@ type Resource struct {
 	Body     map[string]interface{} `json:"body"`
 
 	// ClusterName The managed cluster whose namespace holds the object, for the kinds that live there.
-	ClusterName *string           `json:"cluster_name,omitempty"`
-	ContentHash string            `json:"content_hash"`
-	CreatedAt   time.Time         `json:"created_at"`
-	Generation  int64             `json:"generation"`
-	HubId       string            `json:"hub_id"`
-	HubName     string            `json:"hub_name"`
-	Id          string            `json:"id"`
-	Kind        ResourceKind      `json:"kind"`
-	Labels      map[string]string `json:"labels"`
-	Name        string            `json:"name"`
+	ClusterName *string   `json:"cluster_name,omitempty"`
+	ContentHash string    `json:"content_hash"`
+	CreatedAt   time.Time `json:"created_at"`
+	Generation  int64     `json:"generation"`
+
+	// Href The object's own path, `{base}/admin/resources/{id}`.
+	Href    string            `json:"href"`
+	HubId   string            `json:"hub_id"`
+	HubName string            `json:"hub_name"`
+	Id      string            `json:"id"`
+	Kind    ResourceKind      `json:"kind"`
+	Labels  map[string]string `json:"labels"`
+	Name    string            `json:"name"`
 
 	// Namespace Empty for a cluster-scoped kind.
 	Namespace string `json:"namespace"`
@@ -1146,9 +1149,8 @@ type ClientInterface interface {
 	// ListResources A page of the hubs' live objects of one synced kind.
 	//
 	// Any kind of the registry but ManagedCluster (docs/resource-database.md),
-	// from every live hub. The search language is the clusters'; its fields
-	// are name, namespace, cluster_name, hub_id, hub_name, zone, uid,
-	// labels.<key>, created_at, updated_at, and the kind's own fields.
+	// from every live hub. The search language is the clusters'; `search`
+	// lists its fields. Each object's `href` reads it alone.
 	//
 	// Corresponds with GET /admin/resources (the `ListResources` operationId).
 	ListResources(ctx context.Context, params *ListResourcesParams, reqEditors ...RequestEditorFn) (*http.Response, error)
@@ -1174,6 +1176,13 @@ type ClientInterface interface {
 	//
 	// Corresponds with GET /admin/resources/changes (the `ListResourceChanges` operationId).
 	ListResourceChanges(ctx context.Context, params *ListResourceChangesParams, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// GetResource One live object of a synced kind, as the list shows it.
+	//
+	// Answers the object whose `href` this is: a live object of a live hub in a zone this deployment serves. A deleted object, or one of a deleted hub, answers 404.
+	//
+	// Corresponds with GET /admin/resources/{id} (the `GetResource` operationId).
+	GetResource(ctx context.Context, id Id, reqEditors ...RequestEditorFn) (*http.Response, error)
 }
 
 // ListDNSServices The services' naming policies, a page at a time.
@@ -1617,9 +1626,8 @@ func (c *Client) UncordonHub(ctx context.Context, id Id, reqEditors ...RequestEd
 // ListResources A page of the hubs' live objects of one synced kind.
 //
 // Any kind of the registry but ManagedCluster (docs/resource-database.md),
-// from every live hub. The search language is the clusters'; its fields
-// are name, namespace, cluster_name, hub_id, hub_name, zone, uid,
-// labels.<key>, created_at, updated_at, and the kind's own fields.
+// from every live hub. The search language is the clusters'; `search`
+// lists its fields. Each object's `href` reads it alone.
 //
 // Corresponds with GET /admin/resources (the `ListResources` operationId).
 func (c *Client) ListResources(ctx context.Context, params *ListResourcesParams, reqEditors ...RequestEditorFn) (*http.Response, error) {
@@ -1656,6 +1664,23 @@ func (c *Client) ListResources(ctx context.Context, params *ListResourcesParams,
 // Corresponds with GET /admin/resources/changes (the `ListResourceChanges` operationId).
 func (c *Client) ListResourceChanges(ctx context.Context, params *ListResourceChangesParams, reqEditors ...RequestEditorFn) (*http.Response, error) {
 	req, err := NewListResourceChangesRequest(c.Server, params)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// GetResource One live object of a synced kind, as the list shows it.
+//
+// Answers the object whose `href` this is: a live object of a live hub in a zone this deployment serves. A deleted object, or one of a deleted hub, answers 404.
+//
+// Corresponds with GET /admin/resources/{id} (the `GetResource` operationId).
+func (c *Client) GetResource(ctx context.Context, id Id, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewGetResourceRequest(c.Server, id)
 	if err != nil {
 		return nil, err
 	}
@@ -2764,6 +2789,40 @@ func NewListResourceChangesRequest(server string, params *ListResourceChangesPar
 	return req, nil
 }
 
+// NewGetResourceRequest constructs an http.Request for the GetResource method
+func NewGetResourceRequest(server string, id Id) (*http.Request, error) {
+	var err error
+
+	var pathParam0 string
+
+	pathParam0, err = runtime.StyleParamWithOptions("simple", false, "id", id, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationPath, Type: "string", Format: ""})
+	if err != nil {
+		return nil, err
+	}
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/admin/resources/%s", pathParam0)
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	req, err := http.NewRequest(http.MethodGet, queryURL.String(), nil)
+	if err != nil {
+		return nil, err
+	}
+
+	return req, nil
+}
+
 func (c *Client) applyEditors(ctx context.Context, req *http.Request, additionalEditors []RequestEditorFn) error {
 	for _, r := range c.RequestEditors {
 		if err := r(ctx, req); err != nil {
@@ -3041,9 +3100,8 @@ type ClientWithResponsesInterface interface {
 	// ListResourcesWithResponse A page of the hubs' live objects of one synced kind.
 	//
 	// Any kind of the registry but ManagedCluster (docs/resource-database.md),
-	// from every live hub. The search language is the clusters'; its fields
-	// are name, namespace, cluster_name, hub_id, hub_name, zone, uid,
-	// labels.<key>, created_at, updated_at, and the kind's own fields.
+	// from every live hub. The search language is the clusters'; `search`
+	// lists its fields. Each object's `href` reads it alone.
 	//
 	// Returns a wrapper object for the known response body format(s).
 	//
@@ -3073,6 +3131,15 @@ type ClientWithResponsesInterface interface {
 	//
 	// Corresponds with GET /admin/resources/changes (the `ListResourceChanges` operationId).
 	ListResourceChangesWithResponse(ctx context.Context, params *ListResourceChangesParams, reqEditors ...RequestEditorFn) (*ListResourceChangesResponse, error)
+
+	// GetResourceWithResponse One live object of a synced kind, as the list shows it.
+	//
+	// Answers the object whose `href` this is: a live object of a live hub in a zone this deployment serves. A deleted object, or one of a deleted hub, answers 404.
+	//
+	// Returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with GET /admin/resources/{id} (the `GetResource` operationId).
+	GetResourceWithResponse(ctx context.Context, id Id, reqEditors ...RequestEditorFn) (*GetResourceResponse, error)
 }
 
 // ListDNSServicesResponse503Headers the declared response headers of an HTTP 503 response for ListDNSServices
@@ -4983,6 +5050,96 @@ func (r ListResourceChangesResponse) ContentType() string {
 	return ""
 }
 
+// GetResourceResponse503Headers the declared response headers of an HTTP 503 response for GetResource
+type GetResourceResponse503Headers struct {
+	RetryAfter *int
+}
+
+type GetResourceResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// JSON200 the response for an HTTP 200 `application/json` response
+	JSON200 *Resource
+	// JSON400 the response for an HTTP 400 `application/json` response
+	JSON400 *BadRequest
+	// JSON401 the response for an HTTP 401 `application/json` response
+	JSON401 *Unauthenticated
+	// JSON403 the response for an HTTP 403 `application/json` response
+	JSON403 *Forbidden
+	// JSON404 the response for an HTTP 404 `application/json` response
+	JSON404 *NotFound
+	// JSON500 the response for an HTTP 500 `application/json` response
+	JSON500 *InternalError
+	// JSON503 the response for an HTTP 503 `application/json` response
+	JSON503 *Unavailable
+	// Headers503 the parsed response headers for an HTTP 503 response
+	Headers503 *GetResourceResponse503Headers
+}
+
+// GetJSON200 returns the response for an HTTP 200 `application/json` response
+func (r GetResourceResponse) GetJSON200() *Resource {
+	return r.JSON200
+}
+
+// GetJSON400 returns the response for an HTTP 400 `application/json` response
+func (r GetResourceResponse) GetJSON400() *BadRequest {
+	return r.JSON400
+}
+
+// GetJSON401 returns the response for an HTTP 401 `application/json` response
+func (r GetResourceResponse) GetJSON401() *Unauthenticated {
+	return r.JSON401
+}
+
+// GetJSON403 returns the response for an HTTP 403 `application/json` response
+func (r GetResourceResponse) GetJSON403() *Forbidden {
+	return r.JSON403
+}
+
+// GetJSON404 returns the response for an HTTP 404 `application/json` response
+func (r GetResourceResponse) GetJSON404() *NotFound {
+	return r.JSON404
+}
+
+// GetJSON500 returns the response for an HTTP 500 `application/json` response
+func (r GetResourceResponse) GetJSON500() *InternalError {
+	return r.JSON500
+}
+
+// GetJSON503 returns the response for an HTTP 503 `application/json` response
+func (r GetResourceResponse) GetJSON503() *Unavailable {
+	return r.JSON503
+}
+
+// GetBody returns the raw response body bytes
+func (r GetResourceResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r GetResourceResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r GetResourceResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r GetResourceResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
 // ListDNSServicesWithResponse The services' naming policies, a page at a time.
 //
 // Search fields: `id`, `name`, `zone_id`, `zone_name`, `subdomain`, `created_by`, `created_at`, `updated_at`; order by `name`, `zone_name`, `created_at` (default), `updated_at`.
@@ -5354,9 +5511,8 @@ func (c *ClientWithResponses) UncordonHubWithResponse(ctx context.Context, id Id
 // ListResourcesWithResponse A page of the hubs' live objects of one synced kind.
 //
 // Any kind of the registry but ManagedCluster (docs/resource-database.md),
-// from every live hub. The search language is the clusters'; its fields
-// are name, namespace, cluster_name, hub_id, hub_name, zone, uid,
-// labels.<key>, created_at, updated_at, and the kind's own fields.
+// from every live hub. The search language is the clusters'; `search`
+// lists its fields. Each object's `href` reads it alone.
 //
 // Returns a wrapper object for the known response body format(s).
 //
@@ -5397,6 +5553,21 @@ func (c *ClientWithResponses) ListResourceChangesWithResponse(ctx context.Contex
 		return nil, err
 	}
 	return ParseListResourceChangesResponse(rsp)
+}
+
+// GetResourceWithResponse One live object of a synced kind, as the list shows it.
+//
+// Answers the object whose `href` this is: a live object of a live hub in a zone this deployment serves. A deleted object, or one of a deleted hub, answers 404.
+//
+// Returns a wrapper object for the known response body format(s).
+//
+// Corresponds with GET /admin/resources/{id} (the `GetResource` operationId).
+func (c *ClientWithResponses) GetResourceWithResponse(ctx context.Context, id Id, reqEditors ...RequestEditorFn) (*GetResourceResponse, error) {
+	rsp, err := c.GetResource(ctx, id, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseGetResourceResponse(rsp)
 }
 
 // ParseListDNSServicesResponse parses an HTTP response from a ListDNSServicesWithResponse call
@@ -7177,6 +7348,87 @@ func ParseListResourceChangesResponse(rsp *http.Response) (*ListResourceChangesR
 	switch {
 	case rsp.StatusCode == 503:
 		var headers ListResourceChangesResponse503Headers
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = &value
+		}
+		response.Headers503 = &headers
+	}
+
+	return response, nil
+}
+
+// ParseGetResourceResponse parses an HTTP response from a GetResourceWithResponse call
+func ParseGetResourceResponse(rsp *http.Response) (*GetResourceResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &GetResourceResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 200:
+		var dest Resource
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON200 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 400:
+		var dest BadRequest
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON400 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 401:
+		var dest Unauthenticated
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON401 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 403:
+		var dest Forbidden
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON403 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 404:
+		var dest NotFound
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON404 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 500:
+		var dest InternalError
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON500 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 503:
+		var dest Unavailable
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON503 = &dest
+
+	}
+
+	switch {
+	case rsp.StatusCode == 503:
+		var headers GetResourceResponse503Headers
 		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
 			var value int
 			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {

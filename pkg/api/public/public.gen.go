@@ -1007,10 +1007,15 @@ type BlueprintSpec struct {
 
 // BlueprintVersion defines model for BlueprintVersion.
 type BlueprintVersion struct {
-	BlueprintId string               `json:"blueprint_id"`
-	CreatedAt   time.Time            `json:"created_at"`
-	Href        string               `json:"href"`
-	Kind        BlueprintVersionKind `json:"kind"`
+	BlueprintId string    `json:"blueprint_id"`
+	CreatedAt   time.Time `json:"created_at"`
+	Href        string    `json:"href"`
+
+	// Id The version number, as the last segment of `href`.
+	//
+	// Example: 2
+	Id   string               `json:"id"`
+	Kind BlueprintVersionKind `json:"kind"`
 
 	// PoolCount How many pools are on this version.
 	PoolCount int           `json:"pool_count"`
@@ -1259,8 +1264,14 @@ type ClusterCreate struct {
 
 // ClusterImport defines model for ClusterImport.
 type ClusterImport struct {
-	ClusterId string            `json:"cluster_id"`
-	Kind      ClusterImportKind `json:"kind"`
+	ClusterId string `json:"cluster_id"`
+
+	// Href Its own path, `{base}/clusters/{id}/import`.
+	Href string `json:"href"`
+
+	// Id The cluster's id; the import material is the cluster's.
+	Id   string            `json:"id"`
+	Kind ClusterImportKind `json:"kind"`
 
 	// Manifests YAML documents to apply on the cluster.
 	Manifests string `json:"manifests"`
@@ -1568,23 +1579,26 @@ type ManagedCluster struct {
 	Claims      StringMap               `json:"claims"`
 
 	// ClusterId The id.openshift.io claim, where the cluster has one.
-	ClusterId         *string                   `json:"cluster_id,omitempty"`
-	Conditions        []ManagedClusterCondition `json:"conditions"`
-	ConsoleUrl        *string                   `json:"console_url,omitempty"`
-	CreatedAt         time.Time                 `json:"created_at"`
-	Hub               HubRef                    `json:"hub"`
-	Id                string                    `json:"id"`
-	Joined            ManagedClusterJoined      `json:"joined"`
-	Kind              ManagedClusterKind        `json:"kind"`
-	KubernetesVersion *string                   `json:"kubernetes_version,omitempty"`
-	Labels            StringMap                 `json:"labels"`
-	LastSeenAt        time.Time                 `json:"last_seen_at"`
-	Name              string                    `json:"name"`
-	OpenshiftVersion  *string                   `json:"openshift_version,omitempty"`
-	Platform          *string                   `json:"platform,omitempty"`
-	Product           *string                   `json:"product,omitempty"`
-	Region            *string                   `json:"region,omitempty"`
-	RegistrationId    *string                   `json:"registration_id,omitempty"`
+	ClusterId  *string                   `json:"cluster_id,omitempty"`
+	Conditions []ManagedClusterCondition `json:"conditions"`
+	ConsoleUrl *string                   `json:"console_url,omitempty"`
+	CreatedAt  time.Time                 `json:"created_at"`
+
+	// Href The cluster's own path, `{base}/managed_clusters/{id}`.
+	Href              string               `json:"href"`
+	Hub               HubRef               `json:"hub"`
+	Id                string               `json:"id"`
+	Joined            ManagedClusterJoined `json:"joined"`
+	Kind              ManagedClusterKind   `json:"kind"`
+	KubernetesVersion *string              `json:"kubernetes_version,omitempty"`
+	Labels            StringMap            `json:"labels"`
+	LastSeenAt        time.Time            `json:"last_seen_at"`
+	Name              string               `json:"name"`
+	OpenshiftVersion  *string              `json:"openshift_version,omitempty"`
+	Platform          *string              `json:"platform,omitempty"`
+	Product           *string              `json:"product,omitempty"`
+	Region            *string              `json:"region,omitempty"`
+	RegistrationId    *string              `json:"registration_id,omitempty"`
 
 	// Stale True while the hub is silent; the row is kept but not current.
 	Stale     bool      `json:"stale"`
