@@ -140,6 +140,7 @@ func (s *Server) handlers() map[string]handlerFunc {
 		"createPolicy":         s.can(fleet.ActionPoliciesCreate, "policy", s.handlePolicyCreate),
 		"getPolicy":            s.can(fleet.ActionPoliciesGet, "policy", s.handlePolicyGet),
 		"updatePolicy":         s.handlePolicyUpdate,
+		"patchPolicy":          s.handlePolicyPatch,
 		"deletePolicy":         s.handlePolicyDelete,
 		"listPolicyCompliance": s.can(fleet.ActionPoliciesCompliance, "policy", s.handlePolicyComplianceList),
 		"getComplianceSummary": s.can(fleet.ActionComplianceSummary, "policy", s.handleComplianceSummaryGet),

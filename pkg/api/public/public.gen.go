@@ -1723,6 +1723,14 @@ type PolicyList struct {
 // PolicyListKind defines model for PolicyList.Kind.
 type PolicyListKind string
 
+// PolicyPatch The fields to change; each one given replaces the current value.
+type PolicyPatch struct {
+	Placement *PolicyPlacement `json:"placement,omitempty"`
+
+	// Policy A policy.open-cluster-management.io/v1 Policy, checked against the Policy CRD's schema.
+	Policy *PolicyBody `json:"policy,omitempty"`
+}
+
 // PolicyPlacement defines model for PolicyPlacement.
 type PolicyPlacement struct {
 	// LabelSelector Kubernetes' label selector; every term must hold. Empty selects every cluster.
@@ -2359,6 +2367,12 @@ type DeletePolicyParams struct {
 	IfMatch *IfMatch `json:"If-Match,omitempty"`
 }
 
+// PatchPolicyParams defines parameters for PatchPolicy.
+type PatchPolicyParams struct {
+	// IfMatch The ETag of the version the change is based on; a mismatch answers 412.
+	IfMatch *IfMatch `json:"If-Match,omitempty"`
+}
+
 // UpdatePolicyParams defines parameters for UpdatePolicy.
 type UpdatePolicyParams struct {
 	// IfMatch The ETag of the version the change is based on; a mismatch answers 412.
@@ -2425,7 +2439,12 @@ type QueryMetricsRangeFormFormdataRequestBody = PrometheusRangeQueryForm
 // CreatePolicyJSONRequestBody defines body for CreatePolicy for application/json ContentType.
 type CreatePolicyJSONRequestBody = PolicyCreate
 
+// PatchPolicyJSONRequestBody defines body for PatchPolicy for application/json ContentType.
+type PatchPolicyJSONRequestBody = PolicyPatch
+
 // UpdatePolicyJSONRequestBody defines body for UpdatePolicy for application/json ContentType.
+//
+// Deprecated: use PATCH /policies/{id}, which changes only what it sends.
 type UpdatePolicyJSONRequestBody = PolicyUpdate
 
 // RequestEditorFn is the function signature for the RequestEditor callback function
@@ -3179,22 +3198,44 @@ type ClientInterface interface {
 	// Corresponds with GET /policies/{id} (the `GetPolicy` operationId).
 	GetPolicy(ctx context.Context, id Id, reqEditors ...RequestEditorFn) (*http.Response, error)
 
+	// PatchPolicyWithBody Change a policy's body, placement or both; its zone stays.
+	//
+	// The fields given replace the current ones, as `PATCH /clusters/{id}` does: `policy` replaces the whole body (checked as at create), `placement` the whole selector. Without If-Match the change applies to the policy as it is; with it, a policy changed since answers 412.
+	//
+	// Takes any type of body and a specified content type.
+	//
+	// Corresponds with PATCH /policies/{id} (the `PatchPolicy` operationId).
+	PatchPolicyWithBody(ctx context.Context, id Id, params *PatchPolicyParams, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// PatchPolicy Change a policy's body, placement or both; its zone stays.
+	//
+	// The fields given replace the current ones, as `PATCH /clusters/{id}` does: `policy` replaces the whole body (checked as at create), `placement` the whole selector. Without If-Match the change applies to the policy as it is; with it, a policy changed since answers 412.
+	//
+	// Takes a body of the `application/json` content type.
+	//
+	// Corresponds with PATCH /policies/{id} (the `PatchPolicy` operationId).
+	PatchPolicy(ctx context.Context, id Id, params *PatchPolicyParams, body PatchPolicyJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error)
+
 	// UpdatePolicyWithBody Replace a policy's body and placement; its zone stays.
 	//
-	// Replaces the policy's body and placement, both required; the zone never changes. Kept for existing clients: PATCH changes only what it sends.
+	// Replaces the policy's body and placement, both required; the zone never changes. Kept for existing clients; PATCH changes only what it sends.
 	//
 	// Takes any type of body and a specified content type.
 	//
 	// Corresponds with PUT /policies/{id} (the `UpdatePolicy` operationId).
+	//
+	// Deprecated: use PATCH /policies/{id}, which changes only what it sends.
 	UpdatePolicyWithBody(ctx context.Context, id Id, params *UpdatePolicyParams, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error)
 
 	// UpdatePolicy Replace a policy's body and placement; its zone stays.
 	//
-	// Replaces the policy's body and placement, both required; the zone never changes. Kept for existing clients: PATCH changes only what it sends.
+	// Replaces the policy's body and placement, both required; the zone never changes. Kept for existing clients; PATCH changes only what it sends.
 	//
 	// Takes a body of the `application/json` content type.
 	//
 	// Corresponds with PUT /policies/{id} (the `UpdatePolicy` operationId).
+	//
+	// Deprecated: use PATCH /policies/{id}, which changes only what it sends.
 	UpdatePolicy(ctx context.Context, id Id, params *UpdatePolicyParams, body UpdatePolicyJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error)
 
 	// ListPolicyCompliance A policy's compliance per cluster, as the hubs' policy framework reports it, a page at a time.
@@ -4585,13 +4626,52 @@ func (c *Client) GetPolicy(ctx context.Context, id Id, reqEditors ...RequestEdit
 	return c.Client.Do(req)
 }
 
+// PatchPolicyWithBody Change a policy's body, placement or both; its zone stays.
+//
+// The fields given replace the current ones, as `PATCH /clusters/{id}` does: `policy` replaces the whole body (checked as at create), `placement` the whole selector. Without If-Match the change applies to the policy as it is; with it, a policy changed since answers 412.
+//
+// Takes any type of body and a specified content type.
+//
+// Corresponds with PATCH /policies/{id} (the `PatchPolicy` operationId).
+func (c *Client) PatchPolicyWithBody(ctx context.Context, id Id, params *PatchPolicyParams, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewPatchPolicyRequestWithBody(c.Server, id, params, contentType, body)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// PatchPolicy Change a policy's body, placement or both; its zone stays.
+//
+// The fields given replace the current ones, as `PATCH /clusters/{id}` does: `policy` replaces the whole body (checked as at create), `placement` the whole selector. Without If-Match the change applies to the policy as it is; with it, a policy changed since answers 412.
+//
+// Takes a body of the `application/json` content type.
+//
+// Corresponds with PATCH /policies/{id} (the `PatchPolicy` operationId).
+func (c *Client) PatchPolicy(ctx context.Context, id Id, params *PatchPolicyParams, body PatchPolicyJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewPatchPolicyRequest(c.Server, id, params, body)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
 // UpdatePolicyWithBody Replace a policy's body and placement; its zone stays.
 //
-// Replaces the policy's body and placement, both required; the zone never changes. Kept for existing clients: PATCH changes only what it sends.
+// Replaces the policy's body and placement, both required; the zone never changes. Kept for existing clients; PATCH changes only what it sends.
 //
 // Takes any type of body and a specified content type.
 //
 // Corresponds with PUT /policies/{id} (the `UpdatePolicy` operationId).
+// Deprecated: use PATCH /policies/{id}, which changes only what it sends.
 func (c *Client) UpdatePolicyWithBody(ctx context.Context, id Id, params *UpdatePolicyParams, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error) {
 	req, err := NewUpdatePolicyRequestWithBody(c.Server, id, params, contentType, body)
 	if err != nil {
@@ -4606,11 +4686,12 @@ func (c *Client) UpdatePolicyWithBody(ctx context.Context, id Id, params *Update
 
 // UpdatePolicy Replace a policy's body and placement; its zone stays.
 //
-// Replaces the policy's body and placement, both required; the zone never changes. Kept for existing clients: PATCH changes only what it sends.
+// Replaces the policy's body and placement, both required; the zone never changes. Kept for existing clients; PATCH changes only what it sends.
 //
 // Takes a body of the `application/json` content type.
 //
 // Corresponds with PUT /policies/{id} (the `UpdatePolicy` operationId).
+// Deprecated: use PATCH /policies/{id}, which changes only what it sends.
 func (c *Client) UpdatePolicy(ctx context.Context, id Id, params *UpdatePolicyParams, body UpdatePolicyJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error) {
 	req, err := NewUpdatePolicyRequest(c.Server, id, params, body)
 	if err != nil {
@@ -7969,6 +8050,68 @@ func NewGetPolicyRequest(server string, id Id) (*http.Request, error) {
 	return req, nil
 }
 
+// NewPatchPolicyRequest calls the generic PatchPolicy builder with application/json body
+func NewPatchPolicyRequest(server string, id Id, params *PatchPolicyParams, body PatchPolicyJSONRequestBody) (*http.Request, error) {
+	var bodyReader io.Reader
+	buf, err := json.Marshal(body)
+	if err != nil {
+		return nil, err
+	}
+	bodyReader = bytes.NewReader(buf)
+	return NewPatchPolicyRequestWithBody(server, id, params, "application/json", bodyReader)
+}
+
+// NewPatchPolicyRequestWithBody constructs an http.Request for the PatchPolicy method, with any body, and a specified content type
+func NewPatchPolicyRequestWithBody(server string, id Id, params *PatchPolicyParams, contentType string, body io.Reader) (*http.Request, error) {
+	var err error
+
+	var pathParam0 string
+
+	pathParam0, err = runtime.StyleParamWithOptions("simple", false, "id", id, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationPath, Type: "string", Format: ""})
+	if err != nil {
+		return nil, err
+	}
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/policies/%s", pathParam0)
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	req, err := http.NewRequest(http.MethodPatch, queryURL.String(), body)
+	if err != nil {
+		return nil, err
+	}
+
+	req.Header.Add("Content-Type", contentType)
+
+	if params != nil {
+
+		if params.IfMatch != nil {
+			var headerParam0 string
+
+			headerParam0, err = runtime.StyleParamWithOptions("simple", false, "If-Match", *params.IfMatch, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationHeader, Type: "string", Format: ""})
+			if err != nil {
+				return nil, err
+			}
+
+			req.Header.Set("If-Match", headerParam0)
+		}
+
+	}
+
+	return req, nil
+}
+
 // NewUpdatePolicyRequest calls the generic UpdatePolicy builder with application/json body
 func NewUpdatePolicyRequest(server string, id Id, params *UpdatePolicyParams, body UpdatePolicyJSONRequestBody) (*http.Request, error) {
 	var bodyReader io.Reader
@@ -8929,22 +9072,44 @@ type ClientWithResponsesInterface interface {
 	// Corresponds with GET /policies/{id} (the `GetPolicy` operationId).
 	GetPolicyWithResponse(ctx context.Context, id Id, reqEditors ...RequestEditorFn) (*GetPolicyResponse, error)
 
+	// PatchPolicyWithBodyWithResponse Change a policy's body, placement or both; its zone stays.
+	//
+	// The fields given replace the current ones, as `PATCH /clusters/{id}` does: `policy` replaces the whole body (checked as at create), `placement` the whole selector. Without If-Match the change applies to the policy as it is; with it, a policy changed since answers 412.
+	//
+	// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with PATCH /policies/{id} (the `PatchPolicy` operationId).
+	PatchPolicyWithBodyWithResponse(ctx context.Context, id Id, params *PatchPolicyParams, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*PatchPolicyResponse, error)
+
+	// PatchPolicyWithResponse Change a policy's body, placement or both; its zone stays.
+	//
+	// The fields given replace the current ones, as `PATCH /clusters/{id}` does: `policy` replaces the whole body (checked as at create), `placement` the whole selector. Without If-Match the change applies to the policy as it is; with it, a policy changed since answers 412.
+	//
+	// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with PATCH /policies/{id} (the `PatchPolicy` operationId).
+	PatchPolicyWithResponse(ctx context.Context, id Id, params *PatchPolicyParams, body PatchPolicyJSONRequestBody, reqEditors ...RequestEditorFn) (*PatchPolicyResponse, error)
+
 	// UpdatePolicyWithBodyWithResponse Replace a policy's body and placement; its zone stays.
 	//
-	// Replaces the policy's body and placement, both required; the zone never changes. Kept for existing clients: PATCH changes only what it sends.
+	// Replaces the policy's body and placement, both required; the zone never changes. Kept for existing clients; PATCH changes only what it sends.
 	//
 	// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
 	//
 	// Corresponds with PUT /policies/{id} (the `UpdatePolicy` operationId).
+	//
+	// Deprecated: use PATCH /policies/{id}, which changes only what it sends.
 	UpdatePolicyWithBodyWithResponse(ctx context.Context, id Id, params *UpdatePolicyParams, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*UpdatePolicyResponse, error)
 
 	// UpdatePolicyWithResponse Replace a policy's body and placement; its zone stays.
 	//
-	// Replaces the policy's body and placement, both required; the zone never changes. Kept for existing clients: PATCH changes only what it sends.
+	// Replaces the policy's body and placement, both required; the zone never changes. Kept for existing clients; PATCH changes only what it sends.
 	//
 	// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
 	//
 	// Corresponds with PUT /policies/{id} (the `UpdatePolicy` operationId).
+	//
+	// Deprecated: use PATCH /policies/{id}, which changes only what it sends.
 	UpdatePolicyWithResponse(ctx context.Context, id Id, params *UpdatePolicyParams, body UpdatePolicyJSONRequestBody, reqEditors ...RequestEditorFn) (*UpdatePolicyResponse, error)
 
 	// ListPolicyComplianceWithResponse A policy's compliance per cluster, as the hubs' policy framework reports it, a page at a time.
@@ -14238,6 +14403,131 @@ func (r GetPolicyResponse) ContentType() string {
 	return ""
 }
 
+// PatchPolicyResponse200Headers the declared response headers of an HTTP 200 response for PatchPolicy
+type PatchPolicyResponse200Headers struct {
+	ETag *string
+}
+
+// PatchPolicyResponse503Headers the declared response headers of an HTTP 503 response for PatchPolicy
+type PatchPolicyResponse503Headers struct {
+	RetryAfter *int
+}
+
+type PatchPolicyResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// JSON200 the response for an HTTP 200 `application/json` response
+	JSON200 *Policy
+	// JSON400 the response for an HTTP 400 `application/json` response
+	JSON400 *BadRequest
+	// JSON401 the response for an HTTP 401 `application/json` response
+	JSON401 *Unauthenticated
+	// JSON403 the response for an HTTP 403 `application/json` response
+	JSON403 *Forbidden
+	// JSON404 the response for an HTTP 404 `application/json` response
+	JSON404 *NotFound
+	// JSON409 the response for an HTTP 409 `application/json` response
+	JSON409 *Conflict
+	// JSON412 the response for an HTTP 412 `application/json` response
+	JSON412 *PreconditionFailed
+	// JSON413 the response for an HTTP 413 `application/json` response
+	JSON413 *BadRequest
+	// JSON415 the response for an HTTP 415 `application/json` response
+	JSON415 *BadRequest
+	// JSON500 the response for an HTTP 500 `application/json` response
+	JSON500 *InternalError
+	// JSON503 the response for an HTTP 503 `application/json` response
+	JSON503 *Unavailable
+	// Headers200 the parsed response headers for an HTTP 200 response
+	Headers200 *PatchPolicyResponse200Headers
+	// Headers503 the parsed response headers for an HTTP 503 response
+	Headers503 *PatchPolicyResponse503Headers
+}
+
+// GetJSON200 returns the response for an HTTP 200 `application/json` response
+func (r PatchPolicyResponse) GetJSON200() *Policy {
+	return r.JSON200
+}
+
+// GetJSON400 returns the response for an HTTP 400 `application/json` response
+func (r PatchPolicyResponse) GetJSON400() *BadRequest {
+	return r.JSON400
+}
+
+// GetJSON401 returns the response for an HTTP 401 `application/json` response
+func (r PatchPolicyResponse) GetJSON401() *Unauthenticated {
+	return r.JSON401
+}
+
+// GetJSON403 returns the response for an HTTP 403 `application/json` response
+func (r PatchPolicyResponse) GetJSON403() *Forbidden {
+	return r.JSON403
+}
+
+// GetJSON404 returns the response for an HTTP 404 `application/json` response
+func (r PatchPolicyResponse) GetJSON404() *NotFound {
+	return r.JSON404
+}
+
+// GetJSON409 returns the response for an HTTP 409 `application/json` response
+func (r PatchPolicyResponse) GetJSON409() *Conflict {
+	return r.JSON409
+}
+
+// GetJSON412 returns the response for an HTTP 412 `application/json` response
+func (r PatchPolicyResponse) GetJSON412() *PreconditionFailed {
+	return r.JSON412
+}
+
+// GetJSON413 returns the response for an HTTP 413 `application/json` response
+func (r PatchPolicyResponse) GetJSON413() *BadRequest {
+	return r.JSON413
+}
+
+// GetJSON415 returns the response for an HTTP 415 `application/json` response
+func (r PatchPolicyResponse) GetJSON415() *BadRequest {
+	return r.JSON415
+}
+
+// GetJSON500 returns the response for an HTTP 500 `application/json` response
+func (r PatchPolicyResponse) GetJSON500() *InternalError {
+	return r.JSON500
+}
+
+// GetJSON503 returns the response for an HTTP 503 `application/json` response
+func (r PatchPolicyResponse) GetJSON503() *Unavailable {
+	return r.JSON503
+}
+
+// GetBody returns the raw response body bytes
+func (r PatchPolicyResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r PatchPolicyResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r PatchPolicyResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r PatchPolicyResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
 // UpdatePolicyResponse200Headers the declared response headers of an HTTP 200 response for UpdatePolicy
 type UpdatePolicyResponse200Headers struct {
 	ETag *string
@@ -15630,13 +15920,45 @@ func (c *ClientWithResponses) GetPolicyWithResponse(ctx context.Context, id Id, 
 	return ParseGetPolicyResponse(rsp)
 }
 
+// PatchPolicyWithBodyWithResponse Change a policy's body, placement or both; its zone stays.
+//
+// The fields given replace the current ones, as `PATCH /clusters/{id}` does: `policy` replaces the whole body (checked as at create), `placement` the whole selector. Without If-Match the change applies to the policy as it is; with it, a policy changed since answers 412.
+//
+// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
+//
+// Corresponds with PATCH /policies/{id} (the `PatchPolicy` operationId).
+func (c *ClientWithResponses) PatchPolicyWithBodyWithResponse(ctx context.Context, id Id, params *PatchPolicyParams, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*PatchPolicyResponse, error) {
+	rsp, err := c.PatchPolicyWithBody(ctx, id, params, contentType, body, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParsePatchPolicyResponse(rsp)
+}
+
+// PatchPolicyWithResponse Change a policy's body, placement or both; its zone stays.
+//
+// The fields given replace the current ones, as `PATCH /clusters/{id}` does: `policy` replaces the whole body (checked as at create), `placement` the whole selector. Without If-Match the change applies to the policy as it is; with it, a policy changed since answers 412.
+//
+// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
+//
+// Corresponds with PATCH /policies/{id} (the `PatchPolicy` operationId).
+func (c *ClientWithResponses) PatchPolicyWithResponse(ctx context.Context, id Id, params *PatchPolicyParams, body PatchPolicyJSONRequestBody, reqEditors ...RequestEditorFn) (*PatchPolicyResponse, error) {
+	rsp, err := c.PatchPolicy(ctx, id, params, body, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParsePatchPolicyResponse(rsp)
+}
+
 // UpdatePolicyWithBodyWithResponse Replace a policy's body and placement; its zone stays.
 //
-// Replaces the policy's body and placement, both required; the zone never changes. Kept for existing clients: PATCH changes only what it sends.
+// Replaces the policy's body and placement, both required; the zone never changes. Kept for existing clients; PATCH changes only what it sends.
 //
 // Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
 //
 // Corresponds with PUT /policies/{id} (the `UpdatePolicy` operationId).
+//
+// Deprecated: use PATCH /policies/{id}, which changes only what it sends.
 func (c *ClientWithResponses) UpdatePolicyWithBodyWithResponse(ctx context.Context, id Id, params *UpdatePolicyParams, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*UpdatePolicyResponse, error) {
 	rsp, err := c.UpdatePolicyWithBody(ctx, id, params, contentType, body, reqEditors...)
 	if err != nil {
@@ -15647,11 +15969,12 @@ func (c *ClientWithResponses) UpdatePolicyWithBodyWithResponse(ctx context.Conte
 
 // UpdatePolicyWithResponse Replace a policy's body and placement; its zone stays.
 //
-// Replaces the policy's body and placement, both required; the zone never changes. Kept for existing clients: PATCH changes only what it sends.
+// Replaces the policy's body and placement, both required; the zone never changes. Kept for existing clients; PATCH changes only what it sends.
 //
 // Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
 //
 // Corresponds with PUT /policies/{id} (the `UpdatePolicy` operationId).
+// Deprecated: use PATCH /policies/{id}, which changes only what it sends.
 func (c *ClientWithResponses) UpdatePolicyWithResponse(ctx context.Context, id Id, params *UpdatePolicyParams, body UpdatePolicyJSONRequestBody, reqEditors ...RequestEditorFn) (*UpdatePolicyResponse, error) {
 	rsp, err := c.UpdatePolicy(ctx, id, params, body, reqEditors...)
 	if err != nil {
@@ -20577,6 +20900,125 @@ func ParseGetPolicyResponse(rsp *http.Response) (*GetPolicyResponse, error) {
 		response.Headers200 = &headers
 	case rsp.StatusCode == 503:
 		var headers GetPolicyResponse503Headers
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = &value
+		}
+		response.Headers503 = &headers
+	}
+
+	return response, nil
+}
+
+// ParsePatchPolicyResponse parses an HTTP response from a PatchPolicyWithResponse call
+func ParsePatchPolicyResponse(rsp *http.Response) (*PatchPolicyResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &PatchPolicyResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 200:
+		var dest Policy
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON200 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 400:
+		var dest BadRequest
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON400 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 401:
+		var dest Unauthenticated
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON401 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 403:
+		var dest Forbidden
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON403 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 404:
+		var dest NotFound
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON404 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 409:
+		var dest Conflict
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON409 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 412:
+		var dest PreconditionFailed
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON412 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 413:
+		var dest BadRequest
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON413 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 415:
+		var dest BadRequest
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON415 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 500:
+		var dest InternalError
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON500 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 503:
+		var dest Unavailable
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON503 = &dest
+
+	}
+
+	switch {
+	case rsp.StatusCode == 200:
+		var headers PatchPolicyResponse200Headers
+		if values := rsp.Header.Values("ETag"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "ETag", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.ETag = &value
+		}
+		response.Headers200 = &headers
+	case rsp.StatusCode == 503:
+		var headers PatchPolicyResponse503Headers
 		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
 			var value int
 			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
