@@ -251,3 +251,49 @@ func TestAPIMetadata(t *testing.T) {
 		})
 	}
 }
+
+// TestSpecOperationsHaveExamples checks that every operation of the three
+// specs shows an example of its request body and of each successful answer
+// with a body, in every media type, and that the examples are valid: the
+// loader validates each example against its schema.
+func TestSpecOperationsHaveExamples(t *testing.T) {
+	t.Parallel()
+	for _, file := range openapi.All() {
+		data, err := fs.ReadFile(openapi.Specs, file)
+		if err != nil {
+			t.Fatalf("ReadFile(%s): %v", file, err)
+		}
+		doc, err := openapi3.NewLoader().LoadFromData(data)
+		if err != nil {
+			t.Fatalf("LoadFromData(%s): %v", file, err)
+		}
+		if err := doc.Validate(context.Background(), openapi3.EnableExamplesValidation()); err != nil {
+			t.Errorf("%s: %v", file, err)
+		}
+		if doc.Info.Contact == nil || doc.Info.Contact.URL == "" {
+			t.Errorf("%s: info.contact has no url", file)
+		}
+		for _, path := range doc.Paths.InMatchingOrder() {
+			for method, op := range doc.Paths.Value(path).Operations() {
+				name := file + ": " + method + " " + path
+				if op.RequestBody != nil {
+					for mediaType, media := range op.RequestBody.Value.Content {
+						if media.Example == nil && len(media.Examples) == 0 {
+							t.Errorf("%s: the %s request body has no example", name, mediaType)
+						}
+					}
+				}
+				for status, resp := range op.Responses.Map() {
+					if !strings.HasPrefix(status, "2") {
+						continue
+					}
+					for mediaType, media := range resp.Value.Content {
+						if media.Example == nil && len(media.Examples) == 0 {
+							t.Errorf("%s: the %s %s answer has no example", name, status, mediaType)
+						}
+					}
+				}
+			}
+		}
+	}
+}
