@@ -127,11 +127,15 @@ generate/check: ## Fail when the generated code is not current
 	scripts/check-generated.sh
 
 .PHONY: lint
-lint: ## gofmt, go vet and staticcheck (the version go.mod pins as a tool)
+lint: lint/openapi ## gofmt, go vet, staticcheck (the version go.mod pins as a tool) and the OpenAPI linters
 	@unformatted=$$(gofmt -l cmd internal pkg openapi templates); \
 	if [ -n "$$unformatted" ]; then echo "gofmt needed:"; echo "$$unformatted"; exit 1; fi
 	go vet ./...
 	go tool staticcheck ./...
+
+.PHONY: lint/openapi
+lint/openapi: ## Spectral (spectral:oas) and Redocly (recommended) on openapi/*.yaml, pinned in tools/openapi-lint; fails on any warning
+	tools/openapi-lint/lint.sh
 
 .PHONY: lint/commits
 lint/commits: ## Check every commit subject since the check was added is at most 72 characters

@@ -180,6 +180,7 @@ const (
 	ActionHubsDelete         = "hubs:delete"
 	ActionHubsCordon         = "hubs:cordon"
 	ActionResourcesList      = "resources:list"
+	ActionResourcesGet       = "resources:get"
 	ActionResourcesWatch     = "resources:watch"
 	ActionAgentDesired       = "agent:desired"
 	ActionAgentStatus        = "agent:status"

@@ -114,6 +114,9 @@ type ResourceService interface {
 	// ListResources returns a page of one kind's live objects of live hubs.
 	// Errors: CodeBadSearch, CodeBadOrderBy.
 	ListResources(ctx context.Context, q ResourceQuery) ([]Resource, int, error)
+	// FindResource returns one live object of a live hub, as ListResources
+	// shows it. Errors: CodeNotFound.
+	FindResource(ctx context.Context, id string) (Resource, error)
 	// ResourceChangeFeed follows a kind's changes.
 	ResourceChangeFeed
 }

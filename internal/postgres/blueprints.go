@@ -170,6 +170,9 @@ func (s *Store) FindBlueprintVersion(ctx context.Context, org, id string, versio
 	return row.toVersion()
 }
 
+var blueprintVersionList = listSpec{search: SearchSchema{"version": {Column: "v.version", Type: FieldInteger}, "created_at": {Column: "v.created_at", Type: FieldTimestamp}},
+	orderBy: map[string]string{"version": "v.version", "created_at": "v.created_at"}, tiebreak: "v.version", defaultOrder: "v.version desc"}
+
 // ListBlueprintVersions returns a page of a blueprint's live versions, newest first.
 func (s *Store) ListBlueprintVersions(ctx context.Context, org, id string, q fleet.ListQuery) ([]fleet.BlueprintVersion, int, error) {
 	page, size, err := s.pageBounds(q)
@@ -179,9 +182,7 @@ func (s *Store) ListBlueprintVersions(ctx context.Context, org, id string, q fle
 	if _, err := s.FindBlueprint(ctx, org, id); err != nil {
 		return nil, 0, err
 	}
-	spec := listSpec{search: SearchSchema{"version": {Column: "v.version", Type: FieldInteger}, "created_at": {Column: "v.created_at", Type: FieldTimestamp}},
-		orderBy: map[string]string{"version": "v.version", "created_at": "v.created_at"}, tiebreak: "v.version", defaultOrder: "v.version desc"}
-	rows, total, err := list[blueprintVersionRow](blueprintVersions(s.db.Gorm.WithContext(ctx), org, id), spec, q, page, size)
+	rows, total, err := list[blueprintVersionRow](blueprintVersions(s.db.Gorm.WithContext(ctx), org, id), blueprintVersionList, q, page, size)
 	if err != nil {
 		return nil, 0, fmt.Errorf("ListBlueprintVersions(%s/%s): %w", org, id, err)
 	}

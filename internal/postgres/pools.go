@@ -461,6 +461,12 @@ func (s *Store) blueprintSpec(db *gorm.DB, id string, version int) (fleet.Bluepr
 	return spec, json.Unmarshal([]byte(raw), &spec)
 }
 
+var poolEventList = listSpec{
+	search: SearchSchema{"type": {Column: "e.type", Type: FieldText}, "reason": {Column: "e.reason", Type: FieldText},
+		"cluster_id": {Column: "e.cluster_id", Type: FieldText}, "at": {Column: "e.at", Type: FieldTimestamp}},
+	orderBy: map[string]string{"at": "e.at", "type": "e.type"}, tiebreak: "e.id DESC", defaultOrder: "e.at DESC",
+}
+
 // ListPoolEvents returns a page of a pool's events, newest first.
 func (s *Store) ListPoolEvents(ctx context.Context, org, poolID string, q fleet.ListQuery) ([]fleet.PoolEvent, int, error) {
 	page, size, err := s.pageBounds(q)
@@ -470,18 +476,13 @@ func (s *Store) ListPoolEvents(ctx context.Context, org, poolID string, q fleet.
 	if _, err := s.FindPool(ctx, org, poolID); err != nil {
 		return nil, 0, err
 	}
-	spec := listSpec{
-		search: SearchSchema{"type": {Column: "e.type", Type: FieldText}, "reason": {Column: "e.reason", Type: FieldText},
-			"cluster_id": {Column: "e.cluster_id", Type: FieldText}, "at": {Column: "e.at", Type: FieldTimestamp}},
-		orderBy: map[string]string{"at": "e.at", "type": "e.type"}, tiebreak: "e.id DESC", defaultOrder: "e.at DESC",
-	}
 	type eventRow struct {
 		ID                                   int64
 		PoolID, ClusterID, Type, Reason, Msg string
 		At                                   time.Time
 	}
 	rows, total, err := list[eventRow](s.db.Gorm.WithContext(ctx).Table("pool_events AS e").
-		Select("e.id, e.pool_id, e.cluster_id, e.type, e.reason, e.message AS msg, e.at").Where("e.pool_id = ?", poolID), spec, q, page, size)
+		Select("e.id, e.pool_id, e.cluster_id, e.type, e.reason, e.message AS msg, e.at").Where("e.pool_id = ?", poolID), poolEventList, q, page, size)
 	if err != nil {
 		return nil, 0, fmt.Errorf("ListPoolEvents(%s/%s): %w", org, poolID, err)
 	}

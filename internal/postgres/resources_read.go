@@ -2,10 +2,13 @@ package postgres
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"maps"
 	"strings"
 	"time"
+
+	"gorm.io/gorm"
 
 	"github.com/fleetmanager/fleet-manager/internal/fleet"
 )
@@ -97,4 +100,22 @@ func (s *Store) ListResources(ctx context.Context, q fleet.ResourceQuery) ([]fle
 		out[i] = r.toResource()
 	}
 	return out, total, nil
+}
+
+// FindResource returns one live object of a live hub in a served zone, as
+// ListResources shows it. Errors: CodeNotFound.
+func (s *Store) FindResource(ctx context.Context, id string) (fleet.Resource, error) {
+	var row resourceRow
+	query := s.db.Gorm.WithContext(ctx).Table("resources AS r").
+		Select(`r.*, h.name AS hub_name, h.zone AS hub_zone, h.region AS hub_region`).
+		Joins("JOIN hubs h ON h.id = r.hub_id").
+		Where("r.id = ? AND r.deleted_at IS NULL AND h.deleted_at IS NULL", id)
+	err := s.inServedZones(query, "r.zone").Take(&row).Error
+	if errors.Is(err, gorm.ErrRecordNotFound) {
+		return fleet.Resource{}, notFound("resource", id)
+	}
+	if err != nil {
+		return fleet.Resource{}, fmt.Errorf("FindResource(%s): %w", id, err)
+	}
+	return row.toResource(), nil
 }

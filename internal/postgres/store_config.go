@@ -17,7 +17,7 @@ import (
 // DefaultStoreConfig returns the store's defaults.
 func DefaultStoreConfig() StoreConfig {
 	return StoreConfig{
-		MaxPageSize:       500,
+		MaxPageSize:       fleet.MaxPageSize,
 		IdempotencyKeyTTL: 24 * time.Hour,
 		HeartbeatTimeout:  2 * time.Minute,
 		Policies:          fleet.PolicyHubConfig{Namespace: "fleet-policies", ClusterSet: "global"},
@@ -33,7 +33,7 @@ func (c *StoreConfig) AddFlags(fs *pflag.FlagSet) {
 	fs.StringVar(&c.DefaultZone, "registration-default-zone", c.DefaultZone, "zone of registrations that name none (empty: a zone is required)")
 	fs.StringSliceVar(&c.Zones.Served, "served-zones", c.Zones.Served, "data-sovereignty zones this deployment serves (empty: every zone)")
 	fs.Var(zoneDeploymentsValue{&c.Zones.Deployments}, "zone-deployments", "zone=https URL pairs: the API of the deployment serving each other zone, named when a request asks for a zone not served here")
-	fs.IntVar(&c.MaxPageSize, "max-page-size", c.MaxPageSize, "largest page a list answers")
+	fs.IntVar(&c.MaxPageSize, "max-page-size", c.MaxPageSize, "largest page a list answers (at most the specs' size maximum, fleet.MaxPageSize)")
 	fs.DurationVar(&c.IdempotencyKeyTTL, "idempotency-key-ttl", c.IdempotencyKeyTTL, "how long an Idempotency-Key is remembered")
 	fs.DurationVar(&c.HeartbeatTimeout, "hub-heartbeat-timeout", c.HeartbeatTimeout, "how long an agent hub stays ready after its last heartbeat")
 	fs.StringVar(&c.Policies.Namespace, "policy-namespace", c.Policies.Namespace, "namespace on every hub that holds the configuration policies, their Placements and PlacementBindings")
@@ -48,8 +48,8 @@ func (c *StoreConfig) AddFlags(fs *pflag.FlagSet) {
 func (c StoreConfig) Validate() error {
 	var p config.Problems
 	c.validateZones(&p)
-	if c.MaxPageSize < 1 || c.MaxPageSize > 1000 {
-		p.Addf("max-page-size", "must be between 1 and 1000, the API's limit (got %d)", c.MaxPageSize)
+	if c.MaxPageSize < 1 || c.MaxPageSize > fleet.MaxPageSize {
+		p.Addf("max-page-size", "must be between 1 and %d, the API's limit (got %d)", fleet.MaxPageSize, c.MaxPageSize)
 	}
 	if c.IdempotencyKeyTTL <= 0 {
 		p.Addf("idempotency-key-ttl", "must be positive (got %s)", c.IdempotencyKeyTTL)

@@ -236,6 +236,11 @@ func authzActions(fx *authzFixture) []authzAction {
 				return e.client.UpdatePolicyWithResponse(ctx, id, nil, public.PolicyUpdate{Policy: apiPolicy("p-"+id[len(id)-6:], "enforce"),
 					Placement: prodPlacement()}, bearer(tok))
 			}},
+		{"policies:update", all, onCluster(false, ok200, true, true),
+			func(t *testing.T, tok, res string) (any, error) {
+				placement := prodPlacement()
+				return e.client.PatchPolicyWithResponse(ctx, fx.policy(t, res), nil, public.PolicyPatch{Placement: &placement}, bearer(tok))
+			}},
 		{"policies:delete", all, onCluster(false, ok204, true, true),
 			func(t *testing.T, tok, res string) (any, error) {
 				return e.client.DeletePolicyWithResponse(ctx, fx.policy(t, res), nil, bearer(tok))

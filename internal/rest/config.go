@@ -105,7 +105,7 @@ func DefaultConfig() Config {
 		AgentMaxBodyBytes:       64 << 20,
 		AgentIngestConcurrency:  8,
 		AgentDesiredConcurrency: 8,
-		PublicPaths:             []string{"/openapi", "/errors", "/errors/{id}"},
+		PublicPaths:             []string{"/", "/openapi", "/errors", "/errors/{id}"},
 		AgentMaxWait:            time.Minute,
 		AgentDefaultWait:        30 * time.Second,
 		FeedMaxWait:             time.Minute,

@@ -113,7 +113,7 @@ func (s *Server) writeChanges(w http.ResponseWriter, page fleet.ChangePage) erro
 	items := make([]managedClusterChangeJSON, len(page.Items))
 	for i, c := range page.Items {
 		items[i] = managedClusterChangeJSON{change: public.ManagedClusterChange{DeletedAt: c.DeletedAt},
-			cluster: presentManagedCluster(c.Cluster)}
+			cluster: s.presentManagedCluster(c.Cluster)}
 	}
 	return s.writeAppendedJSON(w, http.StatusOK, managedClusterChangeListJSON{list: public.ManagedClusterChangeList{
 		Kind: public.ManagedClusterChangeListKindManagedClusterChangeList, Size: len(items), Cursor: page.Cursor}, items: items})

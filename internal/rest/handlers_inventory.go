@@ -85,7 +85,8 @@ func (s *Server) handleClusterImportGet(w http.ResponseWriter, r *http.Request) 
 	if err != nil {
 		return err
 	}
-	writeJSON(w, http.StatusOK, public.ClusterImport{Kind: public.ClusterImportKindClusterImport, ClusterId: id, Manifests: manifests})
+	writeJSON(w, http.StatusOK, public.ClusterImport{Kind: public.ClusterImportKindClusterImport, Id: id, Href: s.cfg.BasePath + "/clusters/" + id + "/import",
+		ClusterId: id, Manifests: manifests})
 	return nil
 }
 
@@ -100,7 +101,7 @@ func (s *Server) handleManagedClusterList(w http.ResponseWriter, r *http.Request
 	}
 	items := make([]managedClusterJSON, len(page.Items))
 	for i, c := range page.Items {
-		items[i] = presentManagedCluster(c)
+		items[i] = s.presentManagedCluster(c)
 	}
 	return s.writeAppendedJSON(w, http.StatusOK, managedClusterListJSON{list: public.ManagedClusterList{
 		Kind: public.ManagedClusterListKindManagedClusterList, Page: q.Page, Size: len(items), Total: page.Total, Cursor: &page.Cursor},
@@ -114,7 +115,7 @@ func (s *Server) handleManagedClusterGet(w http.ResponseWriter, r *http.Request)
 	if err != nil {
 		return err
 	}
-	return s.writeAppendedJSON(w, http.StatusOK, presentManagedCluster(cluster))
+	return s.writeAppendedJSON(w, http.StatusOK, s.presentManagedCluster(cluster))
 }
 
 func orEmptyMap(m map[string]string) map[string]string {

@@ -80,6 +80,63 @@ func (s *Server) handlePolicyUpdate(w http.ResponseWriter, r *http.Request) erro
 	return nil
 }
 
+// patchRetries bounds how often a PATCH without If-Match reads the policy
+// again after another change got in between its read and its write.
+const patchRetries = 3
+
+// handlePolicyPatch changes what the body gives of a policy, as PATCH
+// /clusters/{id} does: each field given replaces the current one. Without
+// If-Match the change applies to the policy as it is when written: the
+// update is conditional on the generation read, and read again when another
+// change got in between.
+func (s *Server) handlePolicyPatch(w http.ResponseWriter, r *http.Request) error {
+	match, err := ifMatch(r)
+	if err != nil {
+		return err
+	}
+	var body public.PolicyPatch
+	if err := decodeBody(r, &body); err != nil {
+		return err
+	}
+	if body.Policy != nil {
+		if err := s.services.PolicySchema.ValidatePolicy(*body.Policy); err != nil {
+			return err
+		}
+	}
+	org, id := caller(r).OrgID, pathParam(r, "id")
+	for attempt := 0; ; attempt++ {
+		current, err := s.services.Policies.FindPolicy(r.Context(), org, id)
+		if err != nil {
+			return err
+		}
+		if err := s.authorize(r, fleet.ActionPoliciesUpdate,
+			fleet.AuthzResource{Kind: "policy", ID: current.ID, OrgID: current.OrgID, CreatedBy: current.CreatedBy}); err != nil {
+			return err
+		}
+		update := fleet.PolicyUpdate{Body: current.Body, Selector: current.Selector}
+		if body.Policy != nil {
+			update.Body = *body.Policy
+		}
+		if body.Placement != nil {
+			update.Selector = labelSelector(body.Placement.LabelSelector)
+		}
+		expected := match
+		if expected == nil {
+			expected = &current.Generation
+		}
+		p, err := s.services.Policies.UpdatePolicy(r.Context(), org, id, expected, update)
+		if match == nil && attempt < patchRetries && fleet.ErrorCodeOf(err) == fleet.CodePreconditionFailed {
+			continue
+		}
+		if err != nil {
+			return err
+		}
+		w.Header().Set("ETag", fleet.ETag(p.Generation))
+		writeJSON(w, http.StatusOK, s.presentPolicy(p))
+		return nil
+	}
+}
+
 // handlePolicyDelete deletes a policy under If-Match.
 func (s *Server) handlePolicyDelete(w http.ResponseWriter, r *http.Request) error {
 	match, err := ifMatch(r)

@@ -182,7 +182,7 @@ func (s *Server) presentBlueprint(b fleet.Blueprint) public.Blueprint {
 }
 
 func (s *Server) presentBlueprintVersion(v fleet.BlueprintVersion) public.BlueprintVersion {
-	return public.BlueprintVersion{Kind: public.BlueprintVersionKindBlueprintVersion,
+	return public.BlueprintVersion{Kind: public.BlueprintVersionKindBlueprintVersion, Id: strconv.Itoa(v.Version),
 		Href: fmt.Sprintf("%s/blueprints/%s/versions/%d", s.cfg.BasePath, v.BlueprintID, v.Version), BlueprintId: v.BlueprintID,
 		Version: v.Version, Spec: presentSpec(v.Spec), PoolCount: v.Pools, CreatedAt: v.CreatedAt}
 }

@@ -66,16 +66,26 @@ func (s *Server) handleResourceList(w http.ResponseWriter, r *http.Request) erro
 	}
 	items := make([]admin.Resource, len(resources))
 	for i, x := range resources {
-		items[i] = presentResource(x)
+		items[i] = s.presentResource(x)
 	}
 	writeJSON(w, http.StatusOK, admin.ResourceList{Kind: admin.ResourceListKindResourceList, Page: q.Page, Size: len(items),
 		Total: total, Items: items, Cursor: &cursor})
 	return nil
 }
 
+// handleResourceGet serves one synced object, at the href its list shows.
+func (s *Server) handleResourceGet(w http.ResponseWriter, r *http.Request) error {
+	x, err := s.services.Resources.FindResource(r.Context(), pathParam(r, "id"))
+	if err != nil {
+		return err
+	}
+	writeJSON(w, http.StatusOK, s.presentResource(x))
+	return nil
+}
+
 // presentResource is an object as the admin API shows it.
-func presentResource(x fleet.Resource) admin.Resource {
-	return admin.Resource{Kind: admin.ResourceKindResource, Id: x.ID, HubId: x.Hub.ID, HubName: x.Hub.Name, Zone: x.Zone,
+func (s *Server) presentResource(x fleet.Resource) admin.Resource {
+	return admin.Resource{Kind: admin.ResourceKindResource, Id: x.ID, Href: s.cfg.BasePath + "/admin/resources/" + x.ID, HubId: x.Hub.ID, HubName: x.Hub.Name, Zone: x.Zone,
 		ApiGroup: x.Group, Version: x.Version, ObjectKind: x.Kind, Namespace: x.Namespace, Name: x.Name,
 		ClusterName: strPtr(x.ClusterName), Uid: x.UID, ResourceVersion: x.ResourceVersion, Generation: x.Generation,
 		Labels: orEmptyMap(x.Labels), Body: x.Body, ContentHash: x.ContentHash, CreatedAt: x.CreatedAt, UpdatedAt: x.UpdatedAt}

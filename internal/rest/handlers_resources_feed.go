@@ -24,13 +24,13 @@ func (s *Server) handleResourceChangeList(w http.ResponseWriter, r *http.Request
 	return followFeed(s, w, r, p, func(after string) (fleet.ResourceChangePage, feedStatus, error) {
 		page, err := s.services.Resources.ListResourceChanges(r.Context(), kind, hubID, after, p.size)
 		return page, feedStatus{items: len(page.Items), cursor: page.Cursor, pending: page.Pending}, err
-	}, writeResourceChanges)
+	}, s.writeResourceChanges)
 }
 
-func writeResourceChanges(w http.ResponseWriter, page fleet.ResourceChangePage) error {
+func (s *Server) writeResourceChanges(w http.ResponseWriter, page fleet.ResourceChangePage) error {
 	items := make([]admin.ResourceChange, len(page.Items))
 	for i, c := range page.Items {
-		items[i] = admin.ResourceChange{Resource: presentResource(c.Resource), DeletedAt: c.DeletedAt}
+		items[i] = admin.ResourceChange{Resource: s.presentResource(c.Resource), DeletedAt: c.DeletedAt}
 	}
 	writeJSON(w, http.StatusOK, admin.ResourceChangeList{Kind: admin.ResourceChangeListKindResourceChangeList,
 		Size: len(items), Cursor: page.Cursor, Items: items})

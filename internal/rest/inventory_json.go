@@ -212,10 +212,10 @@ func appendList[T jsonAppender](j *jsonBuilder, head any, items []T) error {
 	return nil
 }
 
-func presentManagedCluster(c fleet.ManagedCluster) managedClusterJSON {
+func (s *Server) presentManagedCluster(c fleet.ManagedCluster) managedClusterJSON {
 	return managedClusterJSON{
 		cluster: public.ManagedCluster{
-			Kind: public.ManagedClusterKindManagedCluster, Id: c.ID, Name: c.Name,
+			Kind: public.ManagedClusterKindManagedCluster, Id: c.ID, Href: s.cfg.BasePath + "/managed_clusters/" + c.ID, Name: c.Name,
 			Hub:       public.HubRef{Id: c.Hub.ID, Name: c.Hub.Name, Zone: c.Hub.Zone, Region: c.Hub.Region},
 			ClusterId: strPtr(c.ClusterID), RegistrationId: strPtr(c.RegistrationID), KubernetesVersion: strPtr(c.KubernetesVersion),
 			OpenshiftVersion: strPtr(c.OpenShiftVersion), Platform: strPtr(c.Platform), Product: strPtr(c.Product),

@@ -61,10 +61,13 @@ func distinctCluster(name string, at time.Time) fleet.ManagedCluster {
 // encodedCluster is c as the generated type, every field set by hand here,
 // the documents decoded: what encoding/json writes of it is the answer's
 // contract.
+// hrefServer presents clusters with hrefs under its base path.
+var hrefServer = &Server{cfg: Config{BasePath: "/api/fleet_manager/v1"}}
+
 func encodedCluster(t *testing.T, c fleet.ManagedCluster) public.ManagedCluster {
 	t.Helper()
 	p := public.ManagedCluster{
-		Kind: public.ManagedClusterKindManagedCluster, Id: c.ID, Name: c.Name,
+		Kind: public.ManagedClusterKindManagedCluster, Id: c.ID, Href: hrefServer.cfg.BasePath + "/managed_clusters/" + c.ID, Name: c.Name,
 		Hub:       public.HubRef{Id: c.Hub.ID, Name: c.Hub.Name, Zone: c.Hub.Zone, Region: c.Hub.Region},
 		ClusterId: &c.ClusterID, RegistrationId: &c.RegistrationID, KubernetesVersion: &c.KubernetesVersion,
 		OpenshiftVersion: &c.OpenShiftVersion, Platform: &c.Platform, Product: &c.Product, Region: &c.Region,
@@ -151,17 +154,17 @@ func TestAppendedAnswersAreWhatEncodingJSONWrites(t *testing.T) {
 		appended jsonAppender
 		encoded  any
 	}{
-		{"a cluster", presentManagedCluster(a), encodedCluster(t, a)},
+		{"a cluster", hrefServer.presentManagedCluster(a), encodedCluster(t, a)},
 		{"a list", managedClusterListJSON{
 			list:  public.ManagedClusterList{Kind: public.ManagedClusterListKindManagedClusterList, Page: 3, Size: 2, Total: 41, Cursor: &cursor},
-			items: []managedClusterJSON{presentManagedCluster(a), presentManagedCluster(b)},
+			items: []managedClusterJSON{hrefServer.presentManagedCluster(a), hrefServer.presentManagedCluster(b)},
 		}, public.ManagedClusterList{Kind: public.ManagedClusterListKindManagedClusterList, Page: 3, Size: 2, Total: 41, Cursor: &cursor,
 			Items: []public.ManagedCluster{encodedCluster(t, a), encodedCluster(t, b)}}},
 		{"a change list", managedClusterChangeListJSON{
 			list: public.ManagedClusterChangeList{Kind: public.ManagedClusterChangeListKindManagedClusterChangeList, Size: 2, Cursor: cursor},
 			items: []managedClusterChangeJSON{
-				{change: public.ManagedClusterChange{DeletedAt: &deleted}, cluster: presentManagedCluster(a)},
-				{cluster: presentManagedCluster(b)},
+				{change: public.ManagedClusterChange{DeletedAt: &deleted}, cluster: hrefServer.presentManagedCluster(a)},
+				{cluster: hrefServer.presentManagedCluster(b)},
 			},
 		}, public.ManagedClusterChangeList{Kind: public.ManagedClusterChangeListKindManagedClusterChangeList, Size: 2, Cursor: cursor,
 			Items: []public.ManagedClusterChange{{Cluster: encodedCluster(t, a), DeletedAt: &deleted}, {Cluster: encodedCluster(t, b)}}}},

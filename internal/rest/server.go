@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"log/slog"
 	"net/http"
+	"path"
 	"slices"
 	"sync"
 	"time"
@@ -15,6 +16,7 @@ import (
 
 	"github.com/fleetmanager/fleet-manager/internal/fleet"
 	"github.com/fleetmanager/fleet-manager/openapi"
+	"github.com/fleetmanager/fleet-manager/pkg/api/public"
 )
 
 // Services are the domain services the handlers call.
@@ -54,6 +56,8 @@ type Server struct {
 	services Services
 	specs    []*spec
 	public   *spec
+	// collections links the public spec's top-level collections, for GET {base}.
+	collections []public.APILink
 	// ingest bounds the inventory batches read at once: each holds a large
 	// body in memory, and a hundred agents resyncing together must not
 	// multiply that.
@@ -89,6 +93,7 @@ func NewServer(ctx context.Context, cfg Config, logger *slog.Logger, auth fleet.
 		s.specs = append(s.specs, sp)
 	}
 	s.public = s.specs[0]
+	s.collections = apiCollections(s.public, cfg.BasePath)
 	return s, nil
 }
 
@@ -96,6 +101,7 @@ func NewServer(ctx context.Context, cfg Config, logger *slog.Logger, auth fleet.
 // without a handler, or a handler without an operation, fails at start.
 func (s *Server) handlers() map[string]handlerFunc {
 	return map[string]handlerFunc{
+		"getAPIVersion":          s.handleAPIVersionGet,
 		"getOpenAPI":             s.handleOpenAPIGet,
 		"listErrors":             s.handleErrorList,
 		"getError":               s.handleErrorGet,
@@ -120,6 +126,7 @@ func (s *Server) handlers() map[string]handlerFunc {
 		"postHubResources":       s.can(fleet.ActionAgentResources, "agent_hub", s.handleHubResourcesPost),
 		"listResources":          s.can(fleet.ActionResourcesList, "resource", s.handleResourceList),
 		"listResourceChanges":    s.can(fleet.ActionResourcesWatch, "resource", s.handleResourceChangeList),
+		"getResource":            s.can(fleet.ActionResourcesGet, "resource", s.handleResourceGet),
 		"putRegistrationsStatus": s.can(fleet.ActionAgentRegistrations, "agent_hub", s.handleRegistrationsStatusPut),
 		"getClusterImport":       s.handleClusterImportGet,
 		"listManagedClusters":    s.can(fleet.ActionInventoryList, "managed_cluster", s.handleManagedClusterList),
@@ -133,6 +140,7 @@ func (s *Server) handlers() map[string]handlerFunc {
 		"createPolicy":         s.can(fleet.ActionPoliciesCreate, "policy", s.handlePolicyCreate),
 		"getPolicy":            s.can(fleet.ActionPoliciesGet, "policy", s.handlePolicyGet),
 		"updatePolicy":         s.handlePolicyUpdate,
+		"patchPolicy":          s.handlePolicyPatch,
 		"deletePolicy":         s.handlePolicyDelete,
 		"listPolicyCompliance": s.can(fleet.ActionPoliciesCompliance, "policy", s.handlePolicyComplianceList),
 		"getComplianceSummary": s.can(fleet.ActionComplianceSummary, "policy", s.handleComplianceSummaryGet),
@@ -214,6 +222,13 @@ func (s *Server) Handler() (http.Handler, error) {
 		public := slices.Contains(s.cfg.PublicPaths, op.route.Path)
 		h = s.authenticate(op, public, s.limitIngest(op, s.validate(op, h)))
 		router.Handle(s.cfg.BasePath+op.route.Path, s.adapt(withOperation(id, s.withDeadline(op, h)))).Methods(op.route.Method)
+		if op.route.Path == "/" {
+			// GET {base} answers as GET {base}/ does, and the path above
+			// it the API's versions, as OCM services do.
+			router.Handle(s.cfg.BasePath, s.adapt(withOperation(id, s.withDeadline(op, h)))).Methods(op.route.Method)
+			meta := s.authenticate(op, public, s.handleAPIMetadataGet)
+			router.Handle(path.Dir(s.cfg.BasePath), s.adapt(withOperation("getAPIMetadata", s.withDeadline(op, meta)))).Methods(http.MethodGet)
+		}
 	}
 	for id := range handlers {
 		if !used[id] {

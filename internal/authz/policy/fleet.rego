@@ -38,7 +38,7 @@ owner_verbs := {"update", "delete", "import", "cancel"}
 # What a fleet viewer reads: hubs, synced resources, the whole inventory, metrics,
 # every organisation's user-facing metrics.
 fleet_viewer_actions := {
-	"hubs:list", "hubs:get", "resources:list", "resources:watch",
+	"hubs:list", "hubs:get", "resources:list", "resources:get", "resources:watch",
 	"inventory:list", "inventory:get", "inventory:watch", "metrics:read", "user_metrics:read",
 	"blueprints:list", "blueprints:get", "pools:list", "pools:get", "reservations:list", "reservations:get",
 	"dns_zones:list", "dns_zones:get", "dns_records:list", "dns_records:get",

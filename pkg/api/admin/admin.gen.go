@@ -627,16 +627,19 @@ type Resource struct {
 	Body     map[string]interface{} `json:"body"`
 
 	// ClusterName The managed cluster whose namespace holds the object, for the kinds that live there.
-	ClusterName *string           `json:"cluster_name,omitempty"`
-	ContentHash string            `json:"content_hash"`
-	CreatedAt   time.Time         `json:"created_at"`
-	Generation  int64             `json:"generation"`
-	HubId       string            `json:"hub_id"`
-	HubName     string            `json:"hub_name"`
-	Id          string            `json:"id"`
-	Kind        ResourceKind      `json:"kind"`
-	Labels      map[string]string `json:"labels"`
-	Name        string            `json:"name"`
+	ClusterName *string   `json:"cluster_name,omitempty"`
+	ContentHash string    `json:"content_hash"`
+	CreatedAt   time.Time `json:"created_at"`
+	Generation  int64     `json:"generation"`
+
+	// Href The object's own path, `{base}/admin/resources/{id}`.
+	Href    string            `json:"href"`
+	HubId   string            `json:"hub_id"`
+	HubName string            `json:"hub_name"`
+	Id      string            `json:"id"`
+	Kind    ResourceKind      `json:"kind"`
+	Labels  map[string]string `json:"labels"`
+	Name    string            `json:"name"`
 
 	// Namespace Empty for a cluster-scoped kind.
 	Namespace string `json:"namespace"`
@@ -704,14 +707,8 @@ type Id = string
 // IfMatch defines model for ifMatch.
 type IfMatch = string
 
-// OrderBy defines model for orderBy.
-type OrderBy = string
-
 // Page defines model for page.
 type Page = int
-
-// Search defines model for search.
-type Search = string
 
 // Size defines model for size.
 type Size = int
@@ -745,12 +742,17 @@ type Unavailable = Error
 
 // ListDNSServicesParams defines parameters for ListDNSServices.
 type ListDNSServicesParams struct {
+	// Page The page to return, from 1.
 	Page *Page `form:"page,omitempty" json:"page,omitempty"`
+
+	// Size How many items a page holds, at most 500 (the server's largest page; a deployment may lower it with --max-page-size).
 	Size *Size `form:"size,omitempty" json:"size,omitempty"`
 
-	// Search A filter in the search language, as for clusters.
-	Search  *Search  `form:"search,omitempty" json:"search,omitempty"`
-	OrderBy *OrderBy `form:"orderBy,omitempty" json:"orderBy,omitempty"`
+	// Search A filter in the search language (docs/registrations.md#search), e.g. `name = 'a' and labels.env = 'prod'`: comparisons (=, !=, <, <=, >, >=), in, not in, like, ilike, is null, and, or, not, parentheses. Searchable fields: `created_at`, `created_by`, `id`, `name`, `subdomain`, `updated_at`, `zone_id`, `zone_name`.
+	Search *string `form:"search,omitempty" json:"search,omitempty"`
+
+	// OrderBy Comma-separated fields, each optionally followed by asc or desc, e.g. `created_at desc`. Orderable fields: `created_at`, `name`, `updated_at`, `zone_name`.
+	OrderBy *string `form:"orderBy,omitempty" json:"orderBy,omitempty"`
 }
 
 // DeleteDNSServiceParams defines parameters for DeleteDNSService.
@@ -765,12 +767,17 @@ type UpdateDNSServiceParams struct {
 
 // ListDNSZonesParams defines parameters for ListDNSZones.
 type ListDNSZonesParams struct {
+	// Page The page to return, from 1.
 	Page *Page `form:"page,omitempty" json:"page,omitempty"`
+
+	// Size How many items a page holds, at most 500 (the server's largest page; a deployment may lower it with --max-page-size).
 	Size *Size `form:"size,omitempty" json:"size,omitempty"`
 
-	// Search A filter in the search language, as for clusters.
-	Search  *Search  `form:"search,omitempty" json:"search,omitempty"`
-	OrderBy *OrderBy `form:"orderBy,omitempty" json:"orderBy,omitempty"`
+	// Search A filter in the search language (docs/registrations.md#search), e.g. `name = 'a' and labels.env = 'prod'`: comparisons (=, !=, <, <=, >, >=), in, not in, like, ilike, is null, and, or, not, parentheses. Searchable fields: `created_at`, `created_by`, `id`, `name`, `provider`, `updated_at`.
+	Search *string `form:"search,omitempty" json:"search,omitempty"`
+
+	// OrderBy Comma-separated fields, each optionally followed by asc or desc, e.g. `created_at desc`. Orderable fields: `created_at`, `name`, `provider`, `updated_at`.
+	OrderBy *string `form:"orderBy,omitempty" json:"orderBy,omitempty"`
 }
 
 // DeleteDNSZoneParams defines parameters for DeleteDNSZone.
@@ -785,12 +792,17 @@ type UpdateDNSZoneParams struct {
 
 // ListHubsParams defines parameters for ListHubs.
 type ListHubsParams struct {
+	// Page The page to return, from 1.
 	Page *Page `form:"page,omitempty" json:"page,omitempty"`
+
+	// Size How many items a page holds, at most 500 (the server's largest page; a deployment may lower it with --max-page-size).
 	Size *Size `form:"size,omitempty" json:"size,omitempty"`
 
-	// Search A filter in the search language, as for clusters.
-	Search  *Search  `form:"search,omitempty" json:"search,omitempty"`
-	OrderBy *OrderBy `form:"orderBy,omitempty" json:"orderBy,omitempty"`
+	// Search A filter in the search language (docs/registrations.md#search), e.g. `name = 'a' and labels.env = 'prod'`: comparisons (=, !=, <, <=, >, >=), in, not in, like, ilike, is null, and, or, not, parentheses. Searchable fields: `capacity`, `cloud_provider`, `cordoned`, `created_at`, `delivery_mode`, `id`, `name`, `owner_org_id`, `placed_count`, `region`, `updated_at`, `zone`.
+	Search *string `form:"search,omitempty" json:"search,omitempty"`
+
+	// OrderBy Comma-separated fields, each optionally followed by asc or desc, e.g. `capacity desc`. Orderable fields: `capacity`, `created_at`, `name`, `placed_count`, `region`, `updated_at`, `zone`.
+	OrderBy *string `form:"orderBy,omitempty" json:"orderBy,omitempty"`
 }
 
 // UpdateHubParams defines parameters for UpdateHub.
@@ -804,12 +816,18 @@ type ListResourcesParams struct {
 	Kind      string  `form:"kind" json:"kind"`
 	HubId     *string `form:"hub_id,omitempty" json:"hub_id,omitempty"`
 	Namespace *string `form:"namespace,omitempty" json:"namespace,omitempty"`
-	Page      *Page   `form:"page,omitempty" json:"page,omitempty"`
-	Size      *Size   `form:"size,omitempty" json:"size,omitempty"`
 
-	// Search A filter in the search language, as for clusters.
-	Search  *Search  `form:"search,omitempty" json:"search,omitempty"`
-	OrderBy *OrderBy `form:"orderBy,omitempty" json:"orderBy,omitempty"`
+	// Page The page to return, from 1.
+	Page *Page `form:"page,omitempty" json:"page,omitempty"`
+
+	// Size How many items a page holds, at most 500 (the server's largest page; a deployment may lower it with --max-page-size).
+	Size *Size `form:"size,omitempty" json:"size,omitempty"`
+
+	// Search A filter in the search language (docs/registrations.md#search), e.g. `name = 'a' and labels.env = 'prod'`: comparisons (=, !=, <, <=, >, >=), in, not in, like, ilike, is null, and, or, not, parentheses. Searchable fields: `cluster_name`, `created_at`, `hub_id`, `hub_name`, `id`, `labels.<key>`, `name`, `namespace`, `uid`, `updated_at`, `zone` and the kind's own fields (`GET /agent-hubs/{hub_id}/resource-kinds`).
+	Search *string `form:"search,omitempty" json:"search,omitempty"`
+
+	// OrderBy Comma-separated fields, each optionally followed by asc or desc, e.g. `created_at desc`. Orderable fields: `created_at`, `hub_name`, `name`, `namespace`, `updated_at`.
+	OrderBy *string `form:"orderBy,omitempty" json:"orderBy,omitempty"`
 }
 
 // ListResourceChangesParams defines parameters for ListResourceChanges.
@@ -823,7 +841,9 @@ type ListResourceChangesParams struct {
 
 	// Wait How long to wait for a change when there is none, as a Go duration (e.g. 30s); capped by --api-feed-max-wait.
 	Wait *string `form:"wait,omitempty" json:"wait,omitempty"`
-	Size *Size   `form:"size,omitempty" json:"size,omitempty"`
+
+	// Size How many items a page holds, at most 500 (the server's largest page; a deployment may lower it with --max-page-size).
+	Size *Size `form:"size,omitempty" json:"size,omitempty"`
 }
 
 // CreateDNSServiceJSONRequestBody defines body for CreateDNSService for application/json ContentType.
@@ -955,10 +975,14 @@ type ClientInterface interface {
 
 	// DeleteDNSService Remove a policy; refused (409) while it has live records.
 	//
+	// Removes the naming policy and answers 204; while the service has live records the answer is 409.
+	//
 	// Corresponds with DELETE /admin/dns_services/{id} (the `DeleteDNSService` operationId).
 	DeleteDNSService(ctx context.Context, id Id, params *DeleteDNSServiceParams, reqEditors ...RequestEditorFn) (*http.Response, error)
 
 	// GetDNSService One naming policy.
+	//
+	// Answers the service's naming policy with its writers, subtree, name template, record types, TTL bounds and live record count.
 	//
 	// Corresponds with GET /admin/dns_services/{id} (the `GetDNSService` operationId).
 	GetDNSService(ctx context.Context, id Id, reqEditors ...RequestEditorFn) (*http.Response, error)
@@ -1021,15 +1045,21 @@ type ClientInterface interface {
 
 	// DeleteDNSZone Remove a zone; refused (409) while services are onboarded in it.
 	//
+	// Removes the zone and answers 204; while services are onboarded in it the answer is 409.
+	//
 	// Corresponds with DELETE /admin/dns_zones/{id} (the `DeleteDNSZone` operationId).
 	DeleteDNSZone(ctx context.Context, id Id, params *DeleteDNSZoneParams, reqEditors ...RequestEditorFn) (*http.Response, error)
 
 	// GetDNSZone One DNS zone.
 	//
+	// Answers the zone with its provider settings, nameservers and `has_credentials`; credentials are never returned.
+	//
 	// Corresponds with GET /admin/dns_zones/{id} (the `GetDNSZone` operationId).
 	GetDNSZone(ctx context.Context, id Id, reqEditors ...RequestEditorFn) (*http.Response, error)
 
 	// UpdateDNSZoneWithBody Change a zone's provider settings, nameservers or credentials; its name and provider never change.
+	//
+	// Changes what the body sends: the provider's settings, the nameservers, the credentials. The name and the provider never change. An If-Match that is not the current ETag answers 412.
 	//
 	// Takes any type of body and a specified content type.
 	//
@@ -1038,6 +1068,8 @@ type ClientInterface interface {
 
 	// UpdateDNSZone Change a zone's provider settings, nameservers or credentials; its name and provider never change.
 	//
+	// Changes what the body sends: the provider's settings, the nameservers, the credentials. The name and the provider never change. An If-Match that is not the current ETag answers 412.
+	//
 	// Takes a body of the `application/json` content type.
 	//
 	// Corresponds with PATCH /admin/dns_zones/{id} (the `UpdateDNSZone` operationId).
@@ -1045,10 +1077,14 @@ type ClientInterface interface {
 
 	// ListHubs The registered hubs, a page at a time.
 	//
+	// Lists the registered hubs with their status, filtered by `search` and ordered by `orderBy`. Needs one of `--admin-read-roles`.
+	//
 	// Corresponds with GET /admin/hubs (the `ListHubs` operationId).
 	ListHubs(ctx context.Context, params *ListHubsParams, reqEditors ...RequestEditorFn) (*http.Response, error)
 
 	// CreateHubWithBody Register a hub.
+	//
+	// Registers a hub the fleet manager may place registrations on: its zone, region, capacity and delivery mode (`agent`, `syncset-ocm` or `syncset-hive`) with what that mode needs. Needs one of `--admin-roles`.
 	//
 	// Takes any type of body and a specified content type.
 	//
@@ -1057,6 +1093,8 @@ type ClientInterface interface {
 
 	// CreateHub Register a hub.
 	//
+	// Registers a hub the fleet manager may place registrations on: its zone, region, capacity and delivery mode (`agent`, `syncset-ocm` or `syncset-hive`) with what that mode needs. Needs one of `--admin-roles`.
+	//
 	// Takes a body of the `application/json` content type.
 	//
 	// Corresponds with POST /admin/hubs (the `CreateHub` operationId).
@@ -1064,15 +1102,21 @@ type ClientInterface interface {
 
 	// DeleteHub Remove a hub; refused while registrations are placed on it.
 	//
+	// Removes the hub and answers 204; while registrations are placed on it the answer is 409 (code 21).
+	//
 	// Corresponds with DELETE /admin/hubs/{id} (the `DeleteHub` operationId).
 	DeleteHub(ctx context.Context, id Id, reqEditors ...RequestEditorFn) (*http.Response, error)
 
 	// GetHub One hub, with its status.
 	//
+	// Answers the hub with its status (the revision its agent applied, its conditions) and its ETag. Credentials are never returned, only `has_credentials`.
+	//
 	// Corresponds with GET /admin/hubs/{id} (the `GetHub` operationId).
 	GetHub(ctx context.Context, id Id, reqEditors ...RequestEditorFn) (*http.Response, error)
 
 	// UpdateHubWithBody Change a hub.
+	//
+	// Changes what the body sends: region, cloud provider, delivery mode, capacity, agent identity, owner organisation, OCM or Hive target, credentials. The name and the zone never change. An If-Match that is not the current ETag answers 412.
 	//
 	// Takes any type of body and a specified content type.
 	//
@@ -1081,6 +1125,8 @@ type ClientInterface interface {
 
 	// UpdateHub Change a hub.
 	//
+	// Changes what the body sends: region, cloud provider, delivery mode, capacity, agent identity, owner organisation, OCM or Hive target, credentials. The name and the zone never change. An If-Match that is not the current ETag answers 412.
+	//
 	// Takes a body of the `application/json` content type.
 	//
 	// Corresponds with PATCH /admin/hubs/{id} (the `UpdateHub` operationId).
@@ -1088,10 +1134,14 @@ type ClientInterface interface {
 
 	// CordonHub Stop new placements on a hub; what is placed stays.
 	//
+	// Marks the hub cordoned: placement chooses other hubs for new registrations; what is placed on it stays.
+	//
 	// Corresponds with POST /admin/hubs/{id}/cordon (the `CordonHub` operationId).
 	CordonHub(ctx context.Context, id Id, reqEditors ...RequestEditorFn) (*http.Response, error)
 
 	// UncordonHub Resume new placements on a hub.
+	//
+	// Clears the cordon: the hub takes new placements again.
 	//
 	// Corresponds with POST /admin/hubs/{id}/uncordon (the `UncordonHub` operationId).
 	UncordonHub(ctx context.Context, id Id, reqEditors ...RequestEditorFn) (*http.Response, error)
@@ -1099,9 +1149,8 @@ type ClientInterface interface {
 	// ListResources A page of the hubs' live objects of one synced kind.
 	//
 	// Any kind of the registry but ManagedCluster (docs/resource-database.md),
-	// from every live hub. The search language is the clusters'; its fields
-	// are name, namespace, cluster_name, hub_id, hub_name, zone, uid,
-	// labels.<key>, created_at, updated_at, and the kind's own fields.
+	// from every live hub. The search language is the clusters'; `search`
+	// lists its fields. Each object's `href` reads it alone.
 	//
 	// Corresponds with GET /admin/resources (the `ListResources` operationId).
 	ListResources(ctx context.Context, params *ListResourcesParams, reqEditors ...RequestEditorFn) (*http.Response, error)
@@ -1127,6 +1176,13 @@ type ClientInterface interface {
 	//
 	// Corresponds with GET /admin/resources/changes (the `ListResourceChanges` operationId).
 	ListResourceChanges(ctx context.Context, params *ListResourceChangesParams, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// GetResource One live object of a synced kind, as the list shows it.
+	//
+	// Answers the object whose `href` this is: a live object of a live hub in a zone this deployment serves. A deleted object, or one of a deleted hub, answers 404.
+	//
+	// Corresponds with GET /admin/resources/{id} (the `GetResource` operationId).
+	GetResource(ctx context.Context, id Id, reqEditors ...RequestEditorFn) (*http.Response, error)
 }
 
 // ListDNSServices The services' naming policies, a page at a time.
@@ -1196,6 +1252,8 @@ func (c *Client) CreateDNSService(ctx context.Context, body CreateDNSServiceJSON
 
 // DeleteDNSService Remove a policy; refused (409) while it has live records.
 //
+// Removes the naming policy and answers 204; while the service has live records the answer is 409.
+//
 // Corresponds with DELETE /admin/dns_services/{id} (the `DeleteDNSService` operationId).
 func (c *Client) DeleteDNSService(ctx context.Context, id Id, params *DeleteDNSServiceParams, reqEditors ...RequestEditorFn) (*http.Response, error) {
 	req, err := NewDeleteDNSServiceRequest(c.Server, id, params)
@@ -1210,6 +1268,8 @@ func (c *Client) DeleteDNSService(ctx context.Context, id Id, params *DeleteDNSS
 }
 
 // GetDNSService One naming policy.
+//
+// Answers the service's naming policy with its writers, subtree, name template, record types, TTL bounds and live record count.
 //
 // Corresponds with GET /admin/dns_services/{id} (the `GetDNSService` operationId).
 func (c *Client) GetDNSService(ctx context.Context, id Id, reqEditors ...RequestEditorFn) (*http.Response, error) {
@@ -1332,6 +1392,8 @@ func (c *Client) CreateDNSZone(ctx context.Context, body CreateDNSZoneJSONReques
 
 // DeleteDNSZone Remove a zone; refused (409) while services are onboarded in it.
 //
+// Removes the zone and answers 204; while services are onboarded in it the answer is 409.
+//
 // Corresponds with DELETE /admin/dns_zones/{id} (the `DeleteDNSZone` operationId).
 func (c *Client) DeleteDNSZone(ctx context.Context, id Id, params *DeleteDNSZoneParams, reqEditors ...RequestEditorFn) (*http.Response, error) {
 	req, err := NewDeleteDNSZoneRequest(c.Server, id, params)
@@ -1347,6 +1409,8 @@ func (c *Client) DeleteDNSZone(ctx context.Context, id Id, params *DeleteDNSZone
 
 // GetDNSZone One DNS zone.
 //
+// Answers the zone with its provider settings, nameservers and `has_credentials`; credentials are never returned.
+//
 // Corresponds with GET /admin/dns_zones/{id} (the `GetDNSZone` operationId).
 func (c *Client) GetDNSZone(ctx context.Context, id Id, reqEditors ...RequestEditorFn) (*http.Response, error) {
 	req, err := NewGetDNSZoneRequest(c.Server, id)
@@ -1361,6 +1425,8 @@ func (c *Client) GetDNSZone(ctx context.Context, id Id, reqEditors ...RequestEdi
 }
 
 // UpdateDNSZoneWithBody Change a zone's provider settings, nameservers or credentials; its name and provider never change.
+//
+// Changes what the body sends: the provider's settings, the nameservers, the credentials. The name and the provider never change. An If-Match that is not the current ETag answers 412.
 //
 // Takes any type of body and a specified content type.
 //
@@ -1379,6 +1445,8 @@ func (c *Client) UpdateDNSZoneWithBody(ctx context.Context, id Id, params *Updat
 
 // UpdateDNSZone Change a zone's provider settings, nameservers or credentials; its name and provider never change.
 //
+// Changes what the body sends: the provider's settings, the nameservers, the credentials. The name and the provider never change. An If-Match that is not the current ETag answers 412.
+//
 // Takes a body of the `application/json` content type.
 //
 // Corresponds with PATCH /admin/dns_zones/{id} (the `UpdateDNSZone` operationId).
@@ -1396,6 +1464,8 @@ func (c *Client) UpdateDNSZone(ctx context.Context, id Id, params *UpdateDNSZone
 
 // ListHubs The registered hubs, a page at a time.
 //
+// Lists the registered hubs with their status, filtered by `search` and ordered by `orderBy`. Needs one of `--admin-read-roles`.
+//
 // Corresponds with GET /admin/hubs (the `ListHubs` operationId).
 func (c *Client) ListHubs(ctx context.Context, params *ListHubsParams, reqEditors ...RequestEditorFn) (*http.Response, error) {
 	req, err := NewListHubsRequest(c.Server, params)
@@ -1410,6 +1480,8 @@ func (c *Client) ListHubs(ctx context.Context, params *ListHubsParams, reqEditor
 }
 
 // CreateHubWithBody Register a hub.
+//
+// Registers a hub the fleet manager may place registrations on: its zone, region, capacity and delivery mode (`agent`, `syncset-ocm` or `syncset-hive`) with what that mode needs. Needs one of `--admin-roles`.
 //
 // Takes any type of body and a specified content type.
 //
@@ -1428,6 +1500,8 @@ func (c *Client) CreateHubWithBody(ctx context.Context, contentType string, body
 
 // CreateHub Register a hub.
 //
+// Registers a hub the fleet manager may place registrations on: its zone, region, capacity and delivery mode (`agent`, `syncset-ocm` or `syncset-hive`) with what that mode needs. Needs one of `--admin-roles`.
+//
 // Takes a body of the `application/json` content type.
 //
 // Corresponds with POST /admin/hubs (the `CreateHub` operationId).
@@ -1445,6 +1519,8 @@ func (c *Client) CreateHub(ctx context.Context, body CreateHubJSONRequestBody, r
 
 // DeleteHub Remove a hub; refused while registrations are placed on it.
 //
+// Removes the hub and answers 204; while registrations are placed on it the answer is 409 (code 21).
+//
 // Corresponds with DELETE /admin/hubs/{id} (the `DeleteHub` operationId).
 func (c *Client) DeleteHub(ctx context.Context, id Id, reqEditors ...RequestEditorFn) (*http.Response, error) {
 	req, err := NewDeleteHubRequest(c.Server, id)
@@ -1460,6 +1536,8 @@ func (c *Client) DeleteHub(ctx context.Context, id Id, reqEditors ...RequestEdit
 
 // GetHub One hub, with its status.
 //
+// Answers the hub with its status (the revision its agent applied, its conditions) and its ETag. Credentials are never returned, only `has_credentials`.
+//
 // Corresponds with GET /admin/hubs/{id} (the `GetHub` operationId).
 func (c *Client) GetHub(ctx context.Context, id Id, reqEditors ...RequestEditorFn) (*http.Response, error) {
 	req, err := NewGetHubRequest(c.Server, id)
@@ -1474,6 +1552,8 @@ func (c *Client) GetHub(ctx context.Context, id Id, reqEditors ...RequestEditorF
 }
 
 // UpdateHubWithBody Change a hub.
+//
+// Changes what the body sends: region, cloud provider, delivery mode, capacity, agent identity, owner organisation, OCM or Hive target, credentials. The name and the zone never change. An If-Match that is not the current ETag answers 412.
 //
 // Takes any type of body and a specified content type.
 //
@@ -1492,6 +1572,8 @@ func (c *Client) UpdateHubWithBody(ctx context.Context, id Id, params *UpdateHub
 
 // UpdateHub Change a hub.
 //
+// Changes what the body sends: region, cloud provider, delivery mode, capacity, agent identity, owner organisation, OCM or Hive target, credentials. The name and the zone never change. An If-Match that is not the current ETag answers 412.
+//
 // Takes a body of the `application/json` content type.
 //
 // Corresponds with PATCH /admin/hubs/{id} (the `UpdateHub` operationId).
@@ -1509,6 +1591,8 @@ func (c *Client) UpdateHub(ctx context.Context, id Id, params *UpdateHubParams, 
 
 // CordonHub Stop new placements on a hub; what is placed stays.
 //
+// Marks the hub cordoned: placement chooses other hubs for new registrations; what is placed on it stays.
+//
 // Corresponds with POST /admin/hubs/{id}/cordon (the `CordonHub` operationId).
 func (c *Client) CordonHub(ctx context.Context, id Id, reqEditors ...RequestEditorFn) (*http.Response, error) {
 	req, err := NewCordonHubRequest(c.Server, id)
@@ -1523,6 +1607,8 @@ func (c *Client) CordonHub(ctx context.Context, id Id, reqEditors ...RequestEdit
 }
 
 // UncordonHub Resume new placements on a hub.
+//
+// Clears the cordon: the hub takes new placements again.
 //
 // Corresponds with POST /admin/hubs/{id}/uncordon (the `UncordonHub` operationId).
 func (c *Client) UncordonHub(ctx context.Context, id Id, reqEditors ...RequestEditorFn) (*http.Response, error) {
@@ -1540,9 +1626,8 @@ func (c *Client) UncordonHub(ctx context.Context, id Id, reqEditors ...RequestEd
 // ListResources A page of the hubs' live objects of one synced kind.
 //
 // Any kind of the registry but ManagedCluster (docs/resource-database.md),
-// from every live hub. The search language is the clusters'; its fields
-// are name, namespace, cluster_name, hub_id, hub_name, zone, uid,
-// labels.<key>, created_at, updated_at, and the kind's own fields.
+// from every live hub. The search language is the clusters'; `search`
+// lists its fields. Each object's `href` reads it alone.
 //
 // Corresponds with GET /admin/resources (the `ListResources` operationId).
 func (c *Client) ListResources(ctx context.Context, params *ListResourcesParams, reqEditors ...RequestEditorFn) (*http.Response, error) {
@@ -1579,6 +1664,23 @@ func (c *Client) ListResources(ctx context.Context, params *ListResourcesParams,
 // Corresponds with GET /admin/resources/changes (the `ListResourceChanges` operationId).
 func (c *Client) ListResourceChanges(ctx context.Context, params *ListResourceChangesParams, reqEditors ...RequestEditorFn) (*http.Response, error) {
 	req, err := NewListResourceChangesRequest(c.Server, params)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// GetResource One live object of a synced kind, as the list shows it.
+//
+// Answers the object whose `href` this is: a live object of a live hub in a zone this deployment serves. A deleted object, or one of a deleted hub, answers 404.
+//
+// Corresponds with GET /admin/resources/{id} (the `GetResource` operationId).
+func (c *Client) GetResource(ctx context.Context, id Id, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewGetResourceRequest(c.Server, id)
 	if err != nil {
 		return nil, err
 	}
@@ -2687,6 +2789,40 @@ func NewListResourceChangesRequest(server string, params *ListResourceChangesPar
 	return req, nil
 }
 
+// NewGetResourceRequest constructs an http.Request for the GetResource method
+func NewGetResourceRequest(server string, id Id) (*http.Request, error) {
+	var err error
+
+	var pathParam0 string
+
+	pathParam0, err = runtime.StyleParamWithOptions("simple", false, "id", id, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationPath, Type: "string", Format: ""})
+	if err != nil {
+		return nil, err
+	}
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/admin/resources/%s", pathParam0)
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	req, err := http.NewRequest(http.MethodGet, queryURL.String(), nil)
+	if err != nil {
+		return nil, err
+	}
+
+	return req, nil
+}
+
 func (c *Client) applyEditors(ctx context.Context, req *http.Request, additionalEditors []RequestEditorFn) error {
 	for _, r := range c.RequestEditors {
 		if err := r(ctx, req); err != nil {
@@ -2770,12 +2906,16 @@ type ClientWithResponsesInterface interface {
 
 	// DeleteDNSServiceWithResponse Remove a policy; refused (409) while it has live records.
 	//
+	// Removes the naming policy and answers 204; while the service has live records the answer is 409.
+	//
 	// Returns a wrapper object for the known response body format(s).
 	//
 	// Corresponds with DELETE /admin/dns_services/{id} (the `DeleteDNSService` operationId).
 	DeleteDNSServiceWithResponse(ctx context.Context, id Id, params *DeleteDNSServiceParams, reqEditors ...RequestEditorFn) (*DeleteDNSServiceResponse, error)
 
 	// GetDNSServiceWithResponse One naming policy.
+	//
+	// Answers the service's naming policy with its writers, subtree, name template, record types, TTL bounds and live record count.
 	//
 	// Returns a wrapper object for the known response body format(s).
 	//
@@ -2842,12 +2982,16 @@ type ClientWithResponsesInterface interface {
 
 	// DeleteDNSZoneWithResponse Remove a zone; refused (409) while services are onboarded in it.
 	//
+	// Removes the zone and answers 204; while services are onboarded in it the answer is 409.
+	//
 	// Returns a wrapper object for the known response body format(s).
 	//
 	// Corresponds with DELETE /admin/dns_zones/{id} (the `DeleteDNSZone` operationId).
 	DeleteDNSZoneWithResponse(ctx context.Context, id Id, params *DeleteDNSZoneParams, reqEditors ...RequestEditorFn) (*DeleteDNSZoneResponse, error)
 
 	// GetDNSZoneWithResponse One DNS zone.
+	//
+	// Answers the zone with its provider settings, nameservers and `has_credentials`; credentials are never returned.
 	//
 	// Returns a wrapper object for the known response body format(s).
 	//
@@ -2856,12 +3000,16 @@ type ClientWithResponsesInterface interface {
 
 	// UpdateDNSZoneWithBodyWithResponse Change a zone's provider settings, nameservers or credentials; its name and provider never change.
 	//
+	// Changes what the body sends: the provider's settings, the nameservers, the credentials. The name and the provider never change. An If-Match that is not the current ETag answers 412.
+	//
 	// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
 	//
 	// Corresponds with PATCH /admin/dns_zones/{id} (the `UpdateDNSZone` operationId).
 	UpdateDNSZoneWithBodyWithResponse(ctx context.Context, id Id, params *UpdateDNSZoneParams, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*UpdateDNSZoneResponse, error)
 
 	// UpdateDNSZoneWithResponse Change a zone's provider settings, nameservers or credentials; its name and provider never change.
+	//
+	// Changes what the body sends: the provider's settings, the nameservers, the credentials. The name and the provider never change. An If-Match that is not the current ETag answers 412.
 	//
 	// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
 	//
@@ -2870,12 +3018,16 @@ type ClientWithResponsesInterface interface {
 
 	// ListHubsWithResponse The registered hubs, a page at a time.
 	//
+	// Lists the registered hubs with their status, filtered by `search` and ordered by `orderBy`. Needs one of `--admin-read-roles`.
+	//
 	// Returns a wrapper object for the known response body format(s).
 	//
 	// Corresponds with GET /admin/hubs (the `ListHubs` operationId).
 	ListHubsWithResponse(ctx context.Context, params *ListHubsParams, reqEditors ...RequestEditorFn) (*ListHubsResponse, error)
 
 	// CreateHubWithBodyWithResponse Register a hub.
+	//
+	// Registers a hub the fleet manager may place registrations on: its zone, region, capacity and delivery mode (`agent`, `syncset-ocm` or `syncset-hive`) with what that mode needs. Needs one of `--admin-roles`.
 	//
 	// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
 	//
@@ -2884,12 +3036,16 @@ type ClientWithResponsesInterface interface {
 
 	// CreateHubWithResponse Register a hub.
 	//
+	// Registers a hub the fleet manager may place registrations on: its zone, region, capacity and delivery mode (`agent`, `syncset-ocm` or `syncset-hive`) with what that mode needs. Needs one of `--admin-roles`.
+	//
 	// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
 	//
 	// Corresponds with POST /admin/hubs (the `CreateHub` operationId).
 	CreateHubWithResponse(ctx context.Context, body CreateHubJSONRequestBody, reqEditors ...RequestEditorFn) (*CreateHubResponse, error)
 
 	// DeleteHubWithResponse Remove a hub; refused while registrations are placed on it.
+	//
+	// Removes the hub and answers 204; while registrations are placed on it the answer is 409 (code 21).
 	//
 	// Returns a wrapper object for the known response body format(s).
 	//
@@ -2898,12 +3054,16 @@ type ClientWithResponsesInterface interface {
 
 	// GetHubWithResponse One hub, with its status.
 	//
+	// Answers the hub with its status (the revision its agent applied, its conditions) and its ETag. Credentials are never returned, only `has_credentials`.
+	//
 	// Returns a wrapper object for the known response body format(s).
 	//
 	// Corresponds with GET /admin/hubs/{id} (the `GetHub` operationId).
 	GetHubWithResponse(ctx context.Context, id Id, reqEditors ...RequestEditorFn) (*GetHubResponse, error)
 
 	// UpdateHubWithBodyWithResponse Change a hub.
+	//
+	// Changes what the body sends: region, cloud provider, delivery mode, capacity, agent identity, owner organisation, OCM or Hive target, credentials. The name and the zone never change. An If-Match that is not the current ETag answers 412.
 	//
 	// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
 	//
@@ -2912,6 +3072,8 @@ type ClientWithResponsesInterface interface {
 
 	// UpdateHubWithResponse Change a hub.
 	//
+	// Changes what the body sends: region, cloud provider, delivery mode, capacity, agent identity, owner organisation, OCM or Hive target, credentials. The name and the zone never change. An If-Match that is not the current ETag answers 412.
+	//
 	// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
 	//
 	// Corresponds with PATCH /admin/hubs/{id} (the `UpdateHub` operationId).
@@ -2919,12 +3081,16 @@ type ClientWithResponsesInterface interface {
 
 	// CordonHubWithResponse Stop new placements on a hub; what is placed stays.
 	//
+	// Marks the hub cordoned: placement chooses other hubs for new registrations; what is placed on it stays.
+	//
 	// Returns a wrapper object for the known response body format(s).
 	//
 	// Corresponds with POST /admin/hubs/{id}/cordon (the `CordonHub` operationId).
 	CordonHubWithResponse(ctx context.Context, id Id, reqEditors ...RequestEditorFn) (*CordonHubResponse, error)
 
 	// UncordonHubWithResponse Resume new placements on a hub.
+	//
+	// Clears the cordon: the hub takes new placements again.
 	//
 	// Returns a wrapper object for the known response body format(s).
 	//
@@ -2934,9 +3100,8 @@ type ClientWithResponsesInterface interface {
 	// ListResourcesWithResponse A page of the hubs' live objects of one synced kind.
 	//
 	// Any kind of the registry but ManagedCluster (docs/resource-database.md),
-	// from every live hub. The search language is the clusters'; its fields
-	// are name, namespace, cluster_name, hub_id, hub_name, zone, uid,
-	// labels.<key>, created_at, updated_at, and the kind's own fields.
+	// from every live hub. The search language is the clusters'; `search`
+	// lists its fields. Each object's `href` reads it alone.
 	//
 	// Returns a wrapper object for the known response body format(s).
 	//
@@ -2966,6 +3131,15 @@ type ClientWithResponsesInterface interface {
 	//
 	// Corresponds with GET /admin/resources/changes (the `ListResourceChanges` operationId).
 	ListResourceChangesWithResponse(ctx context.Context, params *ListResourceChangesParams, reqEditors ...RequestEditorFn) (*ListResourceChangesResponse, error)
+
+	// GetResourceWithResponse One live object of a synced kind, as the list shows it.
+	//
+	// Answers the object whose `href` this is: a live object of a live hub in a zone this deployment serves. A deleted object, or one of a deleted hub, answers 404.
+	//
+	// Returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with GET /admin/resources/{id} (the `GetResource` operationId).
+	GetResourceWithResponse(ctx context.Context, id Id, reqEditors ...RequestEditorFn) (*GetResourceResponse, error)
 }
 
 // ListDNSServicesResponse503Headers the declared response headers of an HTTP 503 response for ListDNSServices
@@ -4876,6 +5050,96 @@ func (r ListResourceChangesResponse) ContentType() string {
 	return ""
 }
 
+// GetResourceResponse503Headers the declared response headers of an HTTP 503 response for GetResource
+type GetResourceResponse503Headers struct {
+	RetryAfter *int
+}
+
+type GetResourceResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// JSON200 the response for an HTTP 200 `application/json` response
+	JSON200 *Resource
+	// JSON400 the response for an HTTP 400 `application/json` response
+	JSON400 *BadRequest
+	// JSON401 the response for an HTTP 401 `application/json` response
+	JSON401 *Unauthenticated
+	// JSON403 the response for an HTTP 403 `application/json` response
+	JSON403 *Forbidden
+	// JSON404 the response for an HTTP 404 `application/json` response
+	JSON404 *NotFound
+	// JSON500 the response for an HTTP 500 `application/json` response
+	JSON500 *InternalError
+	// JSON503 the response for an HTTP 503 `application/json` response
+	JSON503 *Unavailable
+	// Headers503 the parsed response headers for an HTTP 503 response
+	Headers503 *GetResourceResponse503Headers
+}
+
+// GetJSON200 returns the response for an HTTP 200 `application/json` response
+func (r GetResourceResponse) GetJSON200() *Resource {
+	return r.JSON200
+}
+
+// GetJSON400 returns the response for an HTTP 400 `application/json` response
+func (r GetResourceResponse) GetJSON400() *BadRequest {
+	return r.JSON400
+}
+
+// GetJSON401 returns the response for an HTTP 401 `application/json` response
+func (r GetResourceResponse) GetJSON401() *Unauthenticated {
+	return r.JSON401
+}
+
+// GetJSON403 returns the response for an HTTP 403 `application/json` response
+func (r GetResourceResponse) GetJSON403() *Forbidden {
+	return r.JSON403
+}
+
+// GetJSON404 returns the response for an HTTP 404 `application/json` response
+func (r GetResourceResponse) GetJSON404() *NotFound {
+	return r.JSON404
+}
+
+// GetJSON500 returns the response for an HTTP 500 `application/json` response
+func (r GetResourceResponse) GetJSON500() *InternalError {
+	return r.JSON500
+}
+
+// GetJSON503 returns the response for an HTTP 503 `application/json` response
+func (r GetResourceResponse) GetJSON503() *Unavailable {
+	return r.JSON503
+}
+
+// GetBody returns the raw response body bytes
+func (r GetResourceResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r GetResourceResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r GetResourceResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r GetResourceResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
 // ListDNSServicesWithResponse The services' naming policies, a page at a time.
 //
 // Search fields: `id`, `name`, `zone_id`, `zone_name`, `subdomain`, `created_by`, `created_at`, `updated_at`; order by `name`, `zone_name`, `created_at` (default), `updated_at`.
@@ -4933,6 +5197,8 @@ func (c *ClientWithResponses) CreateDNSServiceWithResponse(ctx context.Context, 
 
 // DeleteDNSServiceWithResponse Remove a policy; refused (409) while it has live records.
 //
+// Removes the naming policy and answers 204; while the service has live records the answer is 409.
+//
 // Returns a wrapper object for the known response body format(s).
 //
 // Corresponds with DELETE /admin/dns_services/{id} (the `DeleteDNSService` operationId).
@@ -4945,6 +5211,8 @@ func (c *ClientWithResponses) DeleteDNSServiceWithResponse(ctx context.Context, 
 }
 
 // GetDNSServiceWithResponse One naming policy.
+//
+// Answers the service's naming policy with its writers, subtree, name template, record types, TTL bounds and live record count.
 //
 // Returns a wrapper object for the known response body format(s).
 //
@@ -5047,6 +5315,8 @@ func (c *ClientWithResponses) CreateDNSZoneWithResponse(ctx context.Context, bod
 
 // DeleteDNSZoneWithResponse Remove a zone; refused (409) while services are onboarded in it.
 //
+// Removes the zone and answers 204; while services are onboarded in it the answer is 409.
+//
 // Returns a wrapper object for the known response body format(s).
 //
 // Corresponds with DELETE /admin/dns_zones/{id} (the `DeleteDNSZone` operationId).
@@ -5059,6 +5329,8 @@ func (c *ClientWithResponses) DeleteDNSZoneWithResponse(ctx context.Context, id 
 }
 
 // GetDNSZoneWithResponse One DNS zone.
+//
+// Answers the zone with its provider settings, nameservers and `has_credentials`; credentials are never returned.
 //
 // Returns a wrapper object for the known response body format(s).
 //
@@ -5073,6 +5345,8 @@ func (c *ClientWithResponses) GetDNSZoneWithResponse(ctx context.Context, id Id,
 
 // UpdateDNSZoneWithBodyWithResponse Change a zone's provider settings, nameservers or credentials; its name and provider never change.
 //
+// Changes what the body sends: the provider's settings, the nameservers, the credentials. The name and the provider never change. An If-Match that is not the current ETag answers 412.
+//
 // Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
 //
 // Corresponds with PATCH /admin/dns_zones/{id} (the `UpdateDNSZone` operationId).
@@ -5085,6 +5359,8 @@ func (c *ClientWithResponses) UpdateDNSZoneWithBodyWithResponse(ctx context.Cont
 }
 
 // UpdateDNSZoneWithResponse Change a zone's provider settings, nameservers or credentials; its name and provider never change.
+//
+// Changes what the body sends: the provider's settings, the nameservers, the credentials. The name and the provider never change. An If-Match that is not the current ETag answers 412.
 //
 // Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
 //
@@ -5099,6 +5375,8 @@ func (c *ClientWithResponses) UpdateDNSZoneWithResponse(ctx context.Context, id 
 
 // ListHubsWithResponse The registered hubs, a page at a time.
 //
+// Lists the registered hubs with their status, filtered by `search` and ordered by `orderBy`. Needs one of `--admin-read-roles`.
+//
 // Returns a wrapper object for the known response body format(s).
 //
 // Corresponds with GET /admin/hubs (the `ListHubs` operationId).
@@ -5111,6 +5389,8 @@ func (c *ClientWithResponses) ListHubsWithResponse(ctx context.Context, params *
 }
 
 // CreateHubWithBodyWithResponse Register a hub.
+//
+// Registers a hub the fleet manager may place registrations on: its zone, region, capacity and delivery mode (`agent`, `syncset-ocm` or `syncset-hive`) with what that mode needs. Needs one of `--admin-roles`.
 //
 // Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
 //
@@ -5125,6 +5405,8 @@ func (c *ClientWithResponses) CreateHubWithBodyWithResponse(ctx context.Context,
 
 // CreateHubWithResponse Register a hub.
 //
+// Registers a hub the fleet manager may place registrations on: its zone, region, capacity and delivery mode (`agent`, `syncset-ocm` or `syncset-hive`) with what that mode needs. Needs one of `--admin-roles`.
+//
 // Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
 //
 // Corresponds with POST /admin/hubs (the `CreateHub` operationId).
@@ -5137,6 +5419,8 @@ func (c *ClientWithResponses) CreateHubWithResponse(ctx context.Context, body Cr
 }
 
 // DeleteHubWithResponse Remove a hub; refused while registrations are placed on it.
+//
+// Removes the hub and answers 204; while registrations are placed on it the answer is 409 (code 21).
 //
 // Returns a wrapper object for the known response body format(s).
 //
@@ -5151,6 +5435,8 @@ func (c *ClientWithResponses) DeleteHubWithResponse(ctx context.Context, id Id, 
 
 // GetHubWithResponse One hub, with its status.
 //
+// Answers the hub with its status (the revision its agent applied, its conditions) and its ETag. Credentials are never returned, only `has_credentials`.
+//
 // Returns a wrapper object for the known response body format(s).
 //
 // Corresponds with GET /admin/hubs/{id} (the `GetHub` operationId).
@@ -5163,6 +5449,8 @@ func (c *ClientWithResponses) GetHubWithResponse(ctx context.Context, id Id, req
 }
 
 // UpdateHubWithBodyWithResponse Change a hub.
+//
+// Changes what the body sends: region, cloud provider, delivery mode, capacity, agent identity, owner organisation, OCM or Hive target, credentials. The name and the zone never change. An If-Match that is not the current ETag answers 412.
 //
 // Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
 //
@@ -5177,6 +5465,8 @@ func (c *ClientWithResponses) UpdateHubWithBodyWithResponse(ctx context.Context,
 
 // UpdateHubWithResponse Change a hub.
 //
+// Changes what the body sends: region, cloud provider, delivery mode, capacity, agent identity, owner organisation, OCM or Hive target, credentials. The name and the zone never change. An If-Match that is not the current ETag answers 412.
+//
 // Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
 //
 // Corresponds with PATCH /admin/hubs/{id} (the `UpdateHub` operationId).
@@ -5190,6 +5480,8 @@ func (c *ClientWithResponses) UpdateHubWithResponse(ctx context.Context, id Id, 
 
 // CordonHubWithResponse Stop new placements on a hub; what is placed stays.
 //
+// Marks the hub cordoned: placement chooses other hubs for new registrations; what is placed on it stays.
+//
 // Returns a wrapper object for the known response body format(s).
 //
 // Corresponds with POST /admin/hubs/{id}/cordon (the `CordonHub` operationId).
@@ -5202,6 +5494,8 @@ func (c *ClientWithResponses) CordonHubWithResponse(ctx context.Context, id Id, 
 }
 
 // UncordonHubWithResponse Resume new placements on a hub.
+//
+// Clears the cordon: the hub takes new placements again.
 //
 // Returns a wrapper object for the known response body format(s).
 //
@@ -5217,9 +5511,8 @@ func (c *ClientWithResponses) UncordonHubWithResponse(ctx context.Context, id Id
 // ListResourcesWithResponse A page of the hubs' live objects of one synced kind.
 //
 // Any kind of the registry but ManagedCluster (docs/resource-database.md),
-// from every live hub. The search language is the clusters'; its fields
-// are name, namespace, cluster_name, hub_id, hub_name, zone, uid,
-// labels.<key>, created_at, updated_at, and the kind's own fields.
+// from every live hub. The search language is the clusters'; `search`
+// lists its fields. Each object's `href` reads it alone.
 //
 // Returns a wrapper object for the known response body format(s).
 //
@@ -5260,6 +5553,21 @@ func (c *ClientWithResponses) ListResourceChangesWithResponse(ctx context.Contex
 		return nil, err
 	}
 	return ParseListResourceChangesResponse(rsp)
+}
+
+// GetResourceWithResponse One live object of a synced kind, as the list shows it.
+//
+// Answers the object whose `href` this is: a live object of a live hub in a zone this deployment serves. A deleted object, or one of a deleted hub, answers 404.
+//
+// Returns a wrapper object for the known response body format(s).
+//
+// Corresponds with GET /admin/resources/{id} (the `GetResource` operationId).
+func (c *ClientWithResponses) GetResourceWithResponse(ctx context.Context, id Id, reqEditors ...RequestEditorFn) (*GetResourceResponse, error) {
+	rsp, err := c.GetResource(ctx, id, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseGetResourceResponse(rsp)
 }
 
 // ParseListDNSServicesResponse parses an HTTP response from a ListDNSServicesWithResponse call
@@ -7040,6 +7348,87 @@ func ParseListResourceChangesResponse(rsp *http.Response) (*ListResourceChangesR
 	switch {
 	case rsp.StatusCode == 503:
 		var headers ListResourceChangesResponse503Headers
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = &value
+		}
+		response.Headers503 = &headers
+	}
+
+	return response, nil
+}
+
+// ParseGetResourceResponse parses an HTTP response from a GetResourceWithResponse call
+func ParseGetResourceResponse(rsp *http.Response) (*GetResourceResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &GetResourceResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 200:
+		var dest Resource
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON200 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 400:
+		var dest BadRequest
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON400 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 401:
+		var dest Unauthenticated
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON401 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 403:
+		var dest Forbidden
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON403 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 404:
+		var dest NotFound
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON404 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 500:
+		var dest InternalError
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON500 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 503:
+		var dest Unavailable
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON503 = &dest
+
+	}
+
+	switch {
+	case rsp.StatusCode == 503:
+		var headers GetResourceResponse503Headers
 		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
 			var value int
 			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {

@@ -452,9 +452,6 @@ type HubId = string
 // BadRequest The OCM error body. `code` is stable; `reason` is for people.
 type BadRequest = Error
 
-// Conflict The OCM error body. `code` is stable; `reason` is for people.
-type Conflict = Error
-
 // Forbidden The OCM error body. `code` is stable; `reason` is for people.
 type Forbidden = Error
 
@@ -463,9 +460,6 @@ type InternalError = Error
 
 // NotFound The OCM error body. `code` is stable; `reason` is for people.
 type NotFound = Error
-
-// PreconditionFailed The OCM error body. `code` is stable; `reason` is for people.
-type PreconditionFailed = Error
 
 // Unauthenticated The OCM error body. `code` is stable; `reason` is for people.
 type Unauthenticated = Error
@@ -704,12 +698,16 @@ type ClientInterface interface {
 
 	// PutRegistrationsStatusWithBody The hub-side status of the hub's registrations, and their import material.
 	//
+	// The agent reports, for the hub's registrations, what the hub says of them (joined, available, import material ready); the service updates their conditions and keeps their import material.
+	//
 	// Takes any type of body and a specified content type.
 	//
 	// Corresponds with PUT /agent-hubs/{hub_id}/registrations/status (the `PutRegistrationsStatus` operationId).
 	PutRegistrationsStatusWithBody(ctx context.Context, hubId HubId, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error)
 
 	// PutRegistrationsStatus The hub-side status of the hub's registrations, and their import material.
+	//
+	// The agent reports, for the hub's registrations, what the hub says of them (joined, available, import material ready); the service updates their conditions and keeps their import material.
 	//
 	// Takes a body of the `application/json` content type.
 	//
@@ -755,12 +753,16 @@ type ClientInterface interface {
 
 	// PutHubStatusWithBody The agent's heartbeat, with the revision of the desired set it has applied.
 	//
+	// The agent's heartbeat: it says the revision of the desired set it has applied; the answer gives the hub's current revision and asks for a resync when the agent is behind.
+	//
 	// Takes any type of body and a specified content type.
 	//
 	// Corresponds with PUT /agent-hubs/{hub_id}/status (the `PutHubStatus` operationId).
 	PutHubStatusWithBody(ctx context.Context, hubId HubId, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error)
 
 	// PutHubStatus The agent's heartbeat, with the revision of the desired set it has applied.
+	//
+	// The agent's heartbeat: it says the revision of the desired set it has applied; the answer gives the hub's current revision and asks for a resync when the agent is behind.
 	//
 	// Takes a body of the `application/json` content type.
 	//
@@ -837,6 +839,8 @@ func (c *Client) PostHubInventory(ctx context.Context, hubId HubId, body PostHub
 
 // PutRegistrationsStatusWithBody The hub-side status of the hub's registrations, and their import material.
 //
+// The agent reports, for the hub's registrations, what the hub says of them (joined, available, import material ready); the service updates their conditions and keeps their import material.
+//
 // Takes any type of body and a specified content type.
 //
 // Corresponds with PUT /agent-hubs/{hub_id}/registrations/status (the `PutRegistrationsStatus` operationId).
@@ -853,6 +857,8 @@ func (c *Client) PutRegistrationsStatusWithBody(ctx context.Context, hubId HubId
 }
 
 // PutRegistrationsStatus The hub-side status of the hub's registrations, and their import material.
+//
+// The agent reports, for the hub's registrations, what the hub says of them (joined, available, import material ready); the service updates their conditions and keeps their import material.
 //
 // Takes a body of the `application/json` content type.
 //
@@ -938,6 +944,8 @@ func (c *Client) PostHubResources(ctx context.Context, hubId HubId, body PostHub
 
 // PutHubStatusWithBody The agent's heartbeat, with the revision of the desired set it has applied.
 //
+// The agent's heartbeat: it says the revision of the desired set it has applied; the answer gives the hub's current revision and asks for a resync when the agent is behind.
+//
 // Takes any type of body and a specified content type.
 //
 // Corresponds with PUT /agent-hubs/{hub_id}/status (the `PutHubStatus` operationId).
@@ -954,6 +962,8 @@ func (c *Client) PutHubStatusWithBody(ctx context.Context, hubId HubId, contentT
 }
 
 // PutHubStatus The agent's heartbeat, with the revision of the desired set it has applied.
+//
+// The agent's heartbeat: it says the revision of the desired set it has applied; the answer gives the hub's current revision and asks for a resync when the agent is behind.
 //
 // Takes a body of the `application/json` content type.
 //
@@ -1362,12 +1372,16 @@ type ClientWithResponsesInterface interface {
 
 	// PutRegistrationsStatusWithBodyWithResponse The hub-side status of the hub's registrations, and their import material.
 	//
+	// The agent reports, for the hub's registrations, what the hub says of them (joined, available, import material ready); the service updates their conditions and keeps their import material.
+	//
 	// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
 	//
 	// Corresponds with PUT /agent-hubs/{hub_id}/registrations/status (the `PutRegistrationsStatus` operationId).
 	PutRegistrationsStatusWithBodyWithResponse(ctx context.Context, hubId HubId, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*PutRegistrationsStatusResponse, error)
 
 	// PutRegistrationsStatusWithResponse The hub-side status of the hub's registrations, and their import material.
+	//
+	// The agent reports, for the hub's registrations, what the hub says of them (joined, available, import material ready); the service updates their conditions and keeps their import material.
 	//
 	// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
 	//
@@ -1415,12 +1429,16 @@ type ClientWithResponsesInterface interface {
 
 	// PutHubStatusWithBodyWithResponse The agent's heartbeat, with the revision of the desired set it has applied.
 	//
+	// The agent's heartbeat: it says the revision of the desired set it has applied; the answer gives the hub's current revision and asks for a resync when the agent is behind.
+	//
 	// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
 	//
 	// Corresponds with PUT /agent-hubs/{hub_id}/status (the `PutHubStatus` operationId).
 	PutHubStatusWithBodyWithResponse(ctx context.Context, hubId HubId, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*PutHubStatusResponse, error)
 
 	// PutHubStatusWithResponse The agent's heartbeat, with the revision of the desired set it has applied.
+	//
+	// The agent's heartbeat: it says the revision of the desired set it has applied; the answer gives the hub's current revision and asks for a resync when the agent is behind.
 	//
 	// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
 	//
@@ -1442,6 +1460,8 @@ type GetHubDesiredResponse struct {
 	JSON400 *BadRequest
 	// JSON401 the response for an HTTP 401 `application/json` response
 	JSON401 *Unauthenticated
+	// JSON403 the response for an HTTP 403 `application/json` response
+	JSON403 *Forbidden
 	// JSON404 the response for an HTTP 404 `application/json` response
 	JSON404 *NotFound
 	// JSON500 the response for an HTTP 500 `application/json` response
@@ -1465,6 +1485,11 @@ func (r GetHubDesiredResponse) GetJSON400() *BadRequest {
 // GetJSON401 returns the response for an HTTP 401 `application/json` response
 func (r GetHubDesiredResponse) GetJSON401() *Unauthenticated {
 	return r.JSON401
+}
+
+// GetJSON403 returns the response for an HTTP 403 `application/json` response
+func (r GetHubDesiredResponse) GetJSON403() *Forbidden {
+	return r.JSON403
 }
 
 // GetJSON404 returns the response for an HTTP 404 `application/json` response
@@ -1525,6 +1550,8 @@ type PostHubInventoryResponse struct {
 	JSON400 *BadRequest
 	// JSON401 the response for an HTTP 401 `application/json` response
 	JSON401 *Unauthenticated
+	// JSON403 the response for an HTTP 403 `application/json` response
+	JSON403 *Forbidden
 	// JSON404 the response for an HTTP 404 `application/json` response
 	JSON404 *NotFound
 	// JSON413 the response for an HTTP 413 `application/json` response
@@ -1552,6 +1579,11 @@ func (r PostHubInventoryResponse) GetJSON400() *BadRequest {
 // GetJSON401 returns the response for an HTTP 401 `application/json` response
 func (r PostHubInventoryResponse) GetJSON401() *Unauthenticated {
 	return r.JSON401
+}
+
+// GetJSON403 returns the response for an HTTP 403 `application/json` response
+func (r PostHubInventoryResponse) GetJSON403() *Forbidden {
+	return r.JSON403
 }
 
 // GetJSON404 returns the response for an HTTP 404 `application/json` response
@@ -1622,6 +1654,8 @@ type PutRegistrationsStatusResponse struct {
 	JSON400 *BadRequest
 	// JSON401 the response for an HTTP 401 `application/json` response
 	JSON401 *Unauthenticated
+	// JSON403 the response for an HTTP 403 `application/json` response
+	JSON403 *Forbidden
 	// JSON404 the response for an HTTP 404 `application/json` response
 	JSON404 *NotFound
 	// JSON413 the response for an HTTP 413 `application/json` response
@@ -1649,6 +1683,11 @@ func (r PutRegistrationsStatusResponse) GetJSON400() *BadRequest {
 // GetJSON401 returns the response for an HTTP 401 `application/json` response
 func (r PutRegistrationsStatusResponse) GetJSON401() *Unauthenticated {
 	return r.JSON401
+}
+
+// GetJSON403 returns the response for an HTTP 403 `application/json` response
+func (r PutRegistrationsStatusResponse) GetJSON403() *Forbidden {
+	return r.JSON403
 }
 
 // GetJSON404 returns the response for an HTTP 404 `application/json` response
@@ -1717,6 +1756,8 @@ type GetHubResourceKindsResponse struct {
 	JSON200 *ResourceKindList
 	// JSON401 the response for an HTTP 401 `application/json` response
 	JSON401 *Unauthenticated
+	// JSON403 the response for an HTTP 403 `application/json` response
+	JSON403 *Forbidden
 	// JSON404 the response for an HTTP 404 `application/json` response
 	JSON404 *NotFound
 	// JSON500 the response for an HTTP 500 `application/json` response
@@ -1735,6 +1776,11 @@ func (r GetHubResourceKindsResponse) GetJSON200() *ResourceKindList {
 // GetJSON401 returns the response for an HTTP 401 `application/json` response
 func (r GetHubResourceKindsResponse) GetJSON401() *Unauthenticated {
 	return r.JSON401
+}
+
+// GetJSON403 returns the response for an HTTP 403 `application/json` response
+func (r GetHubResourceKindsResponse) GetJSON403() *Forbidden {
+	return r.JSON403
 }
 
 // GetJSON404 returns the response for an HTTP 404 `application/json` response
@@ -1795,6 +1841,8 @@ type PostHubResourcesResponse struct {
 	JSON400 *BadRequest
 	// JSON401 the response for an HTTP 401 `application/json` response
 	JSON401 *Unauthenticated
+	// JSON403 the response for an HTTP 403 `application/json` response
+	JSON403 *Forbidden
 	// JSON404 the response for an HTTP 404 `application/json` response
 	JSON404 *NotFound
 	// JSON413 the response for an HTTP 413 `application/json` response
@@ -1822,6 +1870,11 @@ func (r PostHubResourcesResponse) GetJSON400() *BadRequest {
 // GetJSON401 returns the response for an HTTP 401 `application/json` response
 func (r PostHubResourcesResponse) GetJSON401() *Unauthenticated {
 	return r.JSON401
+}
+
+// GetJSON403 returns the response for an HTTP 403 `application/json` response
+func (r PostHubResourcesResponse) GetJSON403() *Forbidden {
+	return r.JSON403
 }
 
 // GetJSON404 returns the response for an HTTP 404 `application/json` response
@@ -1892,6 +1945,8 @@ type PutHubStatusResponse struct {
 	JSON400 *BadRequest
 	// JSON401 the response for an HTTP 401 `application/json` response
 	JSON401 *Unauthenticated
+	// JSON403 the response for an HTTP 403 `application/json` response
+	JSON403 *Forbidden
 	// JSON404 the response for an HTTP 404 `application/json` response
 	JSON404 *NotFound
 	// JSON413 the response for an HTTP 413 `application/json` response
@@ -1919,6 +1974,11 @@ func (r PutHubStatusResponse) GetJSON400() *BadRequest {
 // GetJSON401 returns the response for an HTTP 401 `application/json` response
 func (r PutHubStatusResponse) GetJSON401() *Unauthenticated {
 	return r.JSON401
+}
+
+// GetJSON403 returns the response for an HTTP 403 `application/json` response
+func (r PutHubStatusResponse) GetJSON403() *Forbidden {
+	return r.JSON403
 }
 
 // GetJSON404 returns the response for an HTTP 404 `application/json` response
@@ -2034,6 +2094,8 @@ func (c *ClientWithResponses) PostHubInventoryWithResponse(ctx context.Context, 
 
 // PutRegistrationsStatusWithBodyWithResponse The hub-side status of the hub's registrations, and their import material.
 //
+// The agent reports, for the hub's registrations, what the hub says of them (joined, available, import material ready); the service updates their conditions and keeps their import material.
+//
 // Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
 //
 // Corresponds with PUT /agent-hubs/{hub_id}/registrations/status (the `PutRegistrationsStatus` operationId).
@@ -2046,6 +2108,8 @@ func (c *ClientWithResponses) PutRegistrationsStatusWithBodyWithResponse(ctx con
 }
 
 // PutRegistrationsStatusWithResponse The hub-side status of the hub's registrations, and their import material.
+//
+// The agent reports, for the hub's registrations, what the hub says of them (joined, available, import material ready); the service updates their conditions and keeps their import material.
 //
 // Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
 //
@@ -2117,6 +2181,8 @@ func (c *ClientWithResponses) PostHubResourcesWithResponse(ctx context.Context, 
 
 // PutHubStatusWithBodyWithResponse The agent's heartbeat, with the revision of the desired set it has applied.
 //
+// The agent's heartbeat: it says the revision of the desired set it has applied; the answer gives the hub's current revision and asks for a resync when the agent is behind.
+//
 // Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
 //
 // Corresponds with PUT /agent-hubs/{hub_id}/status (the `PutHubStatus` operationId).
@@ -2129,6 +2195,8 @@ func (c *ClientWithResponses) PutHubStatusWithBodyWithResponse(ctx context.Conte
 }
 
 // PutHubStatusWithResponse The agent's heartbeat, with the revision of the desired set it has applied.
+//
+// The agent's heartbeat: it says the revision of the desired set it has applied; the answer gives the hub's current revision and asks for a resync when the agent is behind.
 //
 // Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
 //
@@ -2178,6 +2246,13 @@ func ParseGetHubDesiredResponse(rsp *http.Response) (*GetHubDesiredResponse, err
 			return nil, err
 		}
 		response.JSON401 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 403:
+		var dest Forbidden
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON403 = &dest
 
 	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 404:
 		var dest NotFound
@@ -2252,6 +2327,13 @@ func ParsePostHubInventoryResponse(rsp *http.Response) (*PostHubInventoryRespons
 			return nil, err
 		}
 		response.JSON401 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 403:
+		var dest Forbidden
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON403 = &dest
 
 	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 404:
 		var dest NotFound
@@ -2341,6 +2423,13 @@ func ParsePutRegistrationsStatusResponse(rsp *http.Response) (*PutRegistrationsS
 		}
 		response.JSON401 = &dest
 
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 403:
+		var dest Forbidden
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON403 = &dest
+
 	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 404:
 		var dest NotFound
 		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
@@ -2422,6 +2511,13 @@ func ParseGetHubResourceKindsResponse(rsp *http.Response) (*GetHubResourceKindsR
 		}
 		response.JSON401 = &dest
 
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 403:
+		var dest Forbidden
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON403 = &dest
+
 	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 404:
 		var dest NotFound
 		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
@@ -2495,6 +2591,13 @@ func ParsePostHubResourcesResponse(rsp *http.Response) (*PostHubResourcesRespons
 			return nil, err
 		}
 		response.JSON401 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 403:
+		var dest Forbidden
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON403 = &dest
 
 	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 404:
 		var dest NotFound
@@ -2583,6 +2686,13 @@ func ParsePutHubStatusResponse(rsp *http.Response) (*PutHubStatusResponse, error
 			return nil, err
 		}
 		response.JSON401 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 403:
+		var dest Forbidden
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON403 = &dest
 
 	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 404:
 		var dest NotFound

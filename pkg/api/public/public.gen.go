@@ -17,6 +17,21 @@ import (
 	"github.com/oapi-codegen/runtime"
 )
 
+// Defines values for APIVersionKind.
+const (
+	APIVersionKindAPIVersion APIVersionKind = "APIVersion"
+)
+
+// Valid indicates whether the value is a known member of the APIVersionKind enum.
+func (e APIVersionKind) Valid() bool {
+	switch e {
+	case APIVersionKindAPIVersion:
+		return true
+	default:
+		return false
+	}
+}
+
 // Defines values for BlueprintKind.
 const (
 	BlueprintKindBlueprint BlueprintKind = "Blueprint"
@@ -887,6 +902,45 @@ func (e TaintEffect) Valid() bool {
 	}
 }
 
+// APILink A link to a collection.
+type APILink struct {
+	// Href Example: /api/fleet_manager/v1/clusters
+	Href string `json:"href"`
+
+	// Id Example: clusters
+	Id string `json:"id"`
+
+	// Kind The kind of the list the collection answers.
+	//
+	// Example: ClusterList
+	Kind string `json:"kind"`
+}
+
+// APIVersion One version of the API, with links to its collections (OCM's API metadata).
+type APIVersion struct {
+	// Collections The top-level collections of the version; absent in the list of versions.
+	Collections *[]APILink `json:"collections,omitempty"`
+
+	// Href The base path of the version.
+	//
+	// Example: /api/fleet_manager/v1
+	Href string `json:"href"`
+
+	// Id The version, the last segment of the base path.
+	//
+	// Example: v1
+	Id   string         `json:"id"`
+	Kind APIVersionKind `json:"kind"`
+
+	// ServerVersion The release of the server that answers.
+	//
+	// Example: 1.4.0
+	ServerVersion *string `json:"server_version,omitempty"`
+}
+
+// APIVersionKind defines model for APIVersion.Kind.
+type APIVersionKind string
+
 // AddOn Kubernetes manifests delivered, as one ManifestWork, to every cluster of a pool once it has joined its hub.
 type AddOn struct {
 	Manifests []map[string]interface{} `json:"manifests"`
@@ -953,10 +1007,15 @@ type BlueprintSpec struct {
 
 // BlueprintVersion defines model for BlueprintVersion.
 type BlueprintVersion struct {
-	BlueprintId string               `json:"blueprint_id"`
-	CreatedAt   time.Time            `json:"created_at"`
-	Href        string               `json:"href"`
-	Kind        BlueprintVersionKind `json:"kind"`
+	BlueprintId string    `json:"blueprint_id"`
+	CreatedAt   time.Time `json:"created_at"`
+	Href        string    `json:"href"`
+
+	// Id The version number, as the last segment of `href`.
+	//
+	// Example: 2
+	Id   string               `json:"id"`
+	Kind BlueprintVersionKind `json:"kind"`
 
 	// PoolCount How many pools are on this version.
 	PoolCount int           `json:"pool_count"`
@@ -1205,8 +1264,14 @@ type ClusterCreate struct {
 
 // ClusterImport defines model for ClusterImport.
 type ClusterImport struct {
-	ClusterId string            `json:"cluster_id"`
-	Kind      ClusterImportKind `json:"kind"`
+	ClusterId string `json:"cluster_id"`
+
+	// Href Its own path, `{base}/clusters/{id}/import`.
+	Href string `json:"href"`
+
+	// Id The cluster's id; the import material is the cluster's.
+	Id   string            `json:"id"`
+	Kind ClusterImportKind `json:"kind"`
 
 	// Manifests YAML documents to apply on the cluster.
 	Manifests string `json:"manifests"`
@@ -1514,23 +1579,26 @@ type ManagedCluster struct {
 	Claims      StringMap               `json:"claims"`
 
 	// ClusterId The id.openshift.io claim, where the cluster has one.
-	ClusterId         *string                   `json:"cluster_id,omitempty"`
-	Conditions        []ManagedClusterCondition `json:"conditions"`
-	ConsoleUrl        *string                   `json:"console_url,omitempty"`
-	CreatedAt         time.Time                 `json:"created_at"`
-	Hub               HubRef                    `json:"hub"`
-	Id                string                    `json:"id"`
-	Joined            ManagedClusterJoined      `json:"joined"`
-	Kind              ManagedClusterKind        `json:"kind"`
-	KubernetesVersion *string                   `json:"kubernetes_version,omitempty"`
-	Labels            StringMap                 `json:"labels"`
-	LastSeenAt        time.Time                 `json:"last_seen_at"`
-	Name              string                    `json:"name"`
-	OpenshiftVersion  *string                   `json:"openshift_version,omitempty"`
-	Platform          *string                   `json:"platform,omitempty"`
-	Product           *string                   `json:"product,omitempty"`
-	Region            *string                   `json:"region,omitempty"`
-	RegistrationId    *string                   `json:"registration_id,omitempty"`
+	ClusterId  *string                   `json:"cluster_id,omitempty"`
+	Conditions []ManagedClusterCondition `json:"conditions"`
+	ConsoleUrl *string                   `json:"console_url,omitempty"`
+	CreatedAt  time.Time                 `json:"created_at"`
+
+	// Href The cluster's own path, `{base}/managed_clusters/{id}`.
+	Href              string               `json:"href"`
+	Hub               HubRef               `json:"hub"`
+	Id                string               `json:"id"`
+	Joined            ManagedClusterJoined `json:"joined"`
+	Kind              ManagedClusterKind   `json:"kind"`
+	KubernetesVersion *string              `json:"kubernetes_version,omitempty"`
+	Labels            StringMap            `json:"labels"`
+	LastSeenAt        time.Time            `json:"last_seen_at"`
+	Name              string               `json:"name"`
+	OpenshiftVersion  *string              `json:"openshift_version,omitempty"`
+	Platform          *string              `json:"platform,omitempty"`
+	Product           *string              `json:"product,omitempty"`
+	Region            *string              `json:"region,omitempty"`
+	RegistrationId    *string              `json:"registration_id,omitempty"`
 
 	// Stale True while the hub is silent; the row is kept but not current.
 	Stale     bool      `json:"stale"`
@@ -1654,6 +1722,14 @@ type PolicyList struct {
 
 // PolicyListKind defines model for PolicyList.Kind.
 type PolicyListKind string
+
+// PolicyPatch The fields to change; each one given replaces the current value.
+type PolicyPatch struct {
+	Placement *PolicyPlacement `json:"placement,omitempty"`
+
+	// Policy A policy.open-cluster-management.io/v1 Policy, checked against the Policy CRD's schema.
+	Policy *PolicyBody `json:"policy,omitempty"`
+}
 
 // PolicyPlacement defines model for PolicyPlacement.
 type PolicyPlacement struct {
@@ -1865,9 +1941,6 @@ type Id = string
 // IfMatch defines model for ifMatch.
 type IfMatch = string
 
-// OrderBy defines model for orderBy.
-type OrderBy = string
-
 // Page defines model for page.
 type Page = int
 
@@ -1897,9 +1970,6 @@ type RecordId = string
 
 // ReservationId defines model for reservationId.
 type ReservationId = string
-
-// Search defines model for search.
-type Search = string
 
 // ServiceName defines model for serviceName.
 type ServiceName = string
@@ -1948,15 +2018,14 @@ type ListBlueprintsParams struct {
 	// Page The page to return, from 1.
 	Page *Page `form:"page,omitempty" json:"page,omitempty"`
 
-	// Size How many items a page holds.
+	// Size How many items a page holds, at most 500 (the server's largest page; a deployment may lower it with --max-page-size).
 	Size *Size `form:"size,omitempty" json:"size,omitempty"`
 
-	// Search A filter in the search language, e.g. `name = 'a' and region in ('x','y') and labels.env = 'prod'`:
-	// comparisons (=, !=, <, <=, >, >=), in, not in, like, ilike, is null, and, or, not, parentheses.
-	Search *Search `form:"search,omitempty" json:"search,omitempty"`
+	// Search A filter in the search language (docs/registrations.md#search), e.g. `name = 'a' and labels.env = 'prod'`: comparisons (=, !=, <, <=, >, >=), in, not in, like, ilike, is null, and, or, not, parentheses. Searchable fields: `created_at`, `created_by`, `id`, `latest_version`, `name`, `updated_at`.
+	Search *string `form:"search,omitempty" json:"search,omitempty"`
 
-	// OrderBy Comma-separated fields, each optionally followed by asc or desc, e.g. `name asc, created_at desc`.
-	OrderBy *OrderBy `form:"orderBy,omitempty" json:"orderBy,omitempty"`
+	// OrderBy Comma-separated fields, each optionally followed by asc or desc, e.g. `created_at desc`. Orderable fields: `created_at`, `name`, `updated_at`.
+	OrderBy *string `form:"orderBy,omitempty" json:"orderBy,omitempty"`
 }
 
 // ListBlueprintVersionsParams defines parameters for ListBlueprintVersions.
@@ -1964,15 +2033,14 @@ type ListBlueprintVersionsParams struct {
 	// Page The page to return, from 1.
 	Page *Page `form:"page,omitempty" json:"page,omitempty"`
 
-	// Size How many items a page holds.
+	// Size How many items a page holds, at most 500 (the server's largest page; a deployment may lower it with --max-page-size).
 	Size *Size `form:"size,omitempty" json:"size,omitempty"`
 
-	// Search A filter in the search language, e.g. `name = 'a' and region in ('x','y') and labels.env = 'prod'`:
-	// comparisons (=, !=, <, <=, >, >=), in, not in, like, ilike, is null, and, or, not, parentheses.
-	Search *Search `form:"search,omitempty" json:"search,omitempty"`
+	// Search A filter in the search language (docs/registrations.md#search), e.g. `name = 'a' and labels.env = 'prod'`: comparisons (=, !=, <, <=, >, >=), in, not in, like, ilike, is null, and, or, not, parentheses. Searchable fields: `created_at`, `version`.
+	Search *string `form:"search,omitempty" json:"search,omitempty"`
 
-	// OrderBy Comma-separated fields, each optionally followed by asc or desc, e.g. `name asc, created_at desc`.
-	OrderBy *OrderBy `form:"orderBy,omitempty" json:"orderBy,omitempty"`
+	// OrderBy Comma-separated fields, each optionally followed by asc or desc, e.g. `created_at desc`. Orderable fields: `created_at`, `version`.
+	OrderBy *string `form:"orderBy,omitempty" json:"orderBy,omitempty"`
 }
 
 // ListCapacityPoolsParams defines parameters for ListCapacityPools.
@@ -1980,15 +2048,14 @@ type ListCapacityPoolsParams struct {
 	// Page The page to return, from 1.
 	Page *Page `form:"page,omitempty" json:"page,omitempty"`
 
-	// Size How many items a page holds.
+	// Size How many items a page holds, at most 500 (the server's largest page; a deployment may lower it with --max-page-size).
 	Size *Size `form:"size,omitempty" json:"size,omitempty"`
 
-	// Search A filter in the search language, e.g. `name = 'a' and region in ('x','y') and labels.env = 'prod'`:
-	// comparisons (=, !=, <, <=, >, >=), in, not in, like, ilike, is null, and, or, not, parentheses.
-	Search *Search `form:"search,omitempty" json:"search,omitempty"`
+	// Search A filter in the search language (docs/registrations.md#search), e.g. `name = 'a' and labels.env = 'prod'`: comparisons (=, !=, <, <=, >, >=), in, not in, like, ilike, is null, and, or, not, parentheses. Searchable fields: `blueprint_id`, `blueprint_version`, `cloud`, `created_at`, `created_by`, `id`, `name`, `region`, `updated_at`, `zone`.
+	Search *string `form:"search,omitempty" json:"search,omitempty"`
 
-	// OrderBy Comma-separated fields, each optionally followed by asc or desc, e.g. `name asc, created_at desc`.
-	OrderBy *OrderBy `form:"orderBy,omitempty" json:"orderBy,omitempty"`
+	// OrderBy Comma-separated fields, each optionally followed by asc or desc, e.g. `created_at desc`. Orderable fields: `created_at`, `name`, `updated_at`.
+	OrderBy *string `form:"orderBy,omitempty" json:"orderBy,omitempty"`
 }
 
 // DeleteCapacityPoolParams defines parameters for DeleteCapacityPool.
@@ -2008,15 +2075,14 @@ type ListCapacityPoolClustersParams struct {
 	// Page The page to return, from 1.
 	Page *Page `form:"page,omitempty" json:"page,omitempty"`
 
-	// Size How many items a page holds.
+	// Size How many items a page holds, at most 500 (the server's largest page; a deployment may lower it with --max-page-size).
 	Size *Size `form:"size,omitempty" json:"size,omitempty"`
 
-	// Search A filter in the search language, e.g. `name = 'a' and region in ('x','y') and labels.env = 'prod'`:
-	// comparisons (=, !=, <, <=, >, >=), in, not in, like, ilike, is null, and, or, not, parentheses.
-	Search *Search `form:"search,omitempty" json:"search,omitempty"`
+	// Search A filter in the search language (docs/registrations.md#search), e.g. `name = 'a' and labels.env = 'prod'`: comparisons (=, !=, <, <=, >, >=), in, not in, like, ilike, is null, and, or, not, parentheses. Searchable fields: `blueprint_version`, `capacity_units`, `created_at`, `free_units`, `hub_id`, `hub_name`, `id`, `name`, `reserved_units`, `state`.
+	Search *string `form:"search,omitempty" json:"search,omitempty"`
 
-	// OrderBy Comma-separated fields, each optionally followed by asc or desc, e.g. `name asc, created_at desc`.
-	OrderBy *OrderBy `form:"orderBy,omitempty" json:"orderBy,omitempty"`
+	// OrderBy Comma-separated fields, each optionally followed by asc or desc, e.g. `created_at desc`. Orderable fields: `created_at`, `free_units`, `hub_name`, `name`, `reserved_units`, `state`.
+	OrderBy *string `form:"orderBy,omitempty" json:"orderBy,omitempty"`
 }
 
 // ListCapacityPoolEventsParams defines parameters for ListCapacityPoolEvents.
@@ -2024,15 +2090,14 @@ type ListCapacityPoolEventsParams struct {
 	// Page The page to return, from 1.
 	Page *Page `form:"page,omitempty" json:"page,omitempty"`
 
-	// Size How many items a page holds.
+	// Size How many items a page holds, at most 500 (the server's largest page; a deployment may lower it with --max-page-size).
 	Size *Size `form:"size,omitempty" json:"size,omitempty"`
 
-	// Search A filter in the search language, e.g. `name = 'a' and region in ('x','y') and labels.env = 'prod'`:
-	// comparisons (=, !=, <, <=, >, >=), in, not in, like, ilike, is null, and, or, not, parentheses.
-	Search *Search `form:"search,omitempty" json:"search,omitempty"`
+	// Search A filter in the search language (docs/registrations.md#search), e.g. `name = 'a' and labels.env = 'prod'`: comparisons (=, !=, <, <=, >, >=), in, not in, like, ilike, is null, and, or, not, parentheses. Searchable fields: `at`, `cluster_id`, `reason`, `type`.
+	Search *string `form:"search,omitempty" json:"search,omitempty"`
 
-	// OrderBy Comma-separated fields, each optionally followed by asc or desc, e.g. `name asc, created_at desc`.
-	OrderBy *OrderBy `form:"orderBy,omitempty" json:"orderBy,omitempty"`
+	// OrderBy Comma-separated fields, each optionally followed by asc or desc, e.g. `at desc`. Orderable fields: `at`, `type`.
+	OrderBy *string `form:"orderBy,omitempty" json:"orderBy,omitempty"`
 }
 
 // ListReservationsParams defines parameters for ListReservations.
@@ -2040,15 +2105,14 @@ type ListReservationsParams struct {
 	// Page The page to return, from 1.
 	Page *Page `form:"page,omitempty" json:"page,omitempty"`
 
-	// Size How many items a page holds.
+	// Size How many items a page holds, at most 500 (the server's largest page; a deployment may lower it with --max-page-size).
 	Size *Size `form:"size,omitempty" json:"size,omitempty"`
 
-	// Search A filter in the search language, e.g. `name = 'a' and region in ('x','y') and labels.env = 'prod'`:
-	// comparisons (=, !=, <, <=, >, >=), in, not in, like, ilike, is null, and, or, not, parentheses.
-	Search *Search `form:"search,omitempty" json:"search,omitempty"`
+	// Search A filter in the search language (docs/registrations.md#search), e.g. `name = 'a' and labels.env = 'prod'`: comparisons (=, !=, <, <=, >, >=), in, not in, like, ilike, is null, and, or, not, parentheses. Searchable fields: `cluster_id`, `created_at`, `created_by`, `id`, `instance_id`, `units`.
+	Search *string `form:"search,omitempty" json:"search,omitempty"`
 
-	// OrderBy Comma-separated fields, each optionally followed by asc or desc, e.g. `name asc, created_at desc`.
-	OrderBy *OrderBy `form:"orderBy,omitempty" json:"orderBy,omitempty"`
+	// OrderBy Comma-separated fields, each optionally followed by asc or desc, e.g. `created_at desc`. Orderable fields: `created_at`, `units`.
+	OrderBy *string `form:"orderBy,omitempty" json:"orderBy,omitempty"`
 }
 
 // ListClustersParams defines parameters for ListClusters.
@@ -2056,15 +2120,14 @@ type ListClustersParams struct {
 	// Page The page to return, from 1.
 	Page *Page `form:"page,omitempty" json:"page,omitempty"`
 
-	// Size How many items a page holds.
+	// Size How many items a page holds, at most 500 (the server's largest page; a deployment may lower it with --max-page-size).
 	Size *Size `form:"size,omitempty" json:"size,omitempty"`
 
-	// Search A filter in the search language, e.g. `name = 'a' and region in ('x','y') and labels.env = 'prod'`:
-	// comparisons (=, !=, <, <=, >, >=), in, not in, like, ilike, is null, and, or, not, parentheses.
-	Search *Search `form:"search,omitempty" json:"search,omitempty"`
+	// Search A filter in the search language (docs/registrations.md#search), e.g. `name = 'a' and labels.env = 'prod'`: comparisons (=, !=, <, <=, >, >=), in, not in, like, ilike, is null, and, or, not, parentheses. Searchable fields: `created_at`, `display_name`, `hub_id`, `hub_name`, `id`, `labels.<key>`, `name`, `phase`, `product`, `region`, `updated_at`, `zone`.
+	Search *string `form:"search,omitempty" json:"search,omitempty"`
 
-	// OrderBy Comma-separated fields, each optionally followed by asc or desc, e.g. `name asc, created_at desc`.
-	OrderBy *OrderBy `form:"orderBy,omitempty" json:"orderBy,omitempty"`
+	// OrderBy Comma-separated fields, each optionally followed by asc or desc, e.g. `created_at desc`. Orderable fields: `created_at`, `display_name`, `name`, `phase`, `product`, `region`, `updated_at`, `zone`.
+	OrderBy *string `form:"orderBy,omitempty" json:"orderBy,omitempty"`
 }
 
 // CreateClusterParams defines parameters for CreateCluster.
@@ -2096,7 +2159,7 @@ type ListWritableDNSServicesParams struct {
 	// Page The page to return, from 1.
 	Page *Page `form:"page,omitempty" json:"page,omitempty"`
 
-	// Size How many items a page holds.
+	// Size How many items a page holds, at most 500 (the server's largest page; a deployment may lower it with --max-page-size).
 	Size *Size `form:"size,omitempty" json:"size,omitempty"`
 }
 
@@ -2105,15 +2168,14 @@ type ListDNSRecordsParams struct {
 	// Page The page to return, from 1.
 	Page *Page `form:"page,omitempty" json:"page,omitempty"`
 
-	// Size How many items a page holds.
+	// Size How many items a page holds, at most 500 (the server's largest page; a deployment may lower it with --max-page-size).
 	Size *Size `form:"size,omitempty" json:"size,omitempty"`
 
-	// Search A filter in the search language, e.g. `name = 'a' and region in ('x','y') and labels.env = 'prod'`:
-	// comparisons (=, !=, <, <=, >, >=), in, not in, like, ilike, is null, and, or, not, parentheses.
-	Search *Search `form:"search,omitempty" json:"search,omitempty"`
+	// Search A filter in the search language (docs/registrations.md#search), e.g. `name = 'a' and labels.env = 'prod'`: comparisons (=, !=, <, <=, >, >=), in, not in, like, ilike, is null, and, or, not, parentheses. Searchable fields: `cluster_id`, `created_at`, `created_by`, `id`, `instance`, `name`, `phase`, `ttl`, `type`, `updated_at`.
+	Search *string `form:"search,omitempty" json:"search,omitempty"`
 
-	// OrderBy Comma-separated fields, each optionally followed by asc or desc, e.g. `name asc, created_at desc`.
-	OrderBy *OrderBy `form:"orderBy,omitempty" json:"orderBy,omitempty"`
+	// OrderBy Comma-separated fields, each optionally followed by asc or desc, e.g. `created_at desc`. Orderable fields: `created_at`, `instance`, `name`, `phase`, `type`, `updated_at`.
+	OrderBy *string `form:"orderBy,omitempty" json:"orderBy,omitempty"`
 }
 
 // DeleteDNSRecordParams defines parameters for DeleteDNSRecord.
@@ -2133,7 +2195,7 @@ type ListErrorsParams struct {
 	// Page The page to return, from 1.
 	Page *Page `form:"page,omitempty" json:"page,omitempty"`
 
-	// Size How many items a page holds.
+	// Size How many items a page holds, at most 500 (the server's largest page; a deployment may lower it with --max-page-size).
 	Size *Size `form:"size,omitempty" json:"size,omitempty"`
 }
 
@@ -2142,15 +2204,14 @@ type ListManagedClustersParams struct {
 	// Page The page to return, from 1.
 	Page *Page `form:"page,omitempty" json:"page,omitempty"`
 
-	// Size How many items a page holds.
+	// Size How many items a page holds, at most 500 (the server's largest page; a deployment may lower it with --max-page-size).
 	Size *Size `form:"size,omitempty" json:"size,omitempty"`
 
-	// Search A filter in the search language, e.g. `name = 'a' and region in ('x','y') and labels.env = 'prod'`:
-	// comparisons (=, !=, <, <=, >, >=), in, not in, like, ilike, is null, and, or, not, parentheses.
-	Search *Search `form:"search,omitempty" json:"search,omitempty"`
+	// Search A filter in the search language (docs/registrations.md#search), e.g. `name = 'a' and labels.env = 'prod'`: comparisons (=, !=, <, <=, >, >=), in, not in, like, ilike, is null, and, or, not, parentheses. Searchable fields: `available`, `cluster_id`, `created_at`, `hub_id`, `hub_name`, `id`, `joined`, `kubernetes_version`, `labels.<key>`, `name`, `openshift_version`, `platform`, `product`, `region`, `registration_id`, `stale`, `updated_at`, `zone`.
+	Search *string `form:"search,omitempty" json:"search,omitempty"`
 
-	// OrderBy Comma-separated fields, each optionally followed by asc or desc, e.g. `name asc, created_at desc`.
-	OrderBy *OrderBy `form:"orderBy,omitempty" json:"orderBy,omitempty"`
+	// OrderBy Comma-separated fields, each optionally followed by asc or desc, e.g. `created_at desc`. Orderable fields: `created_at`, `hub_name`, `name`, `openshift_version`, `region`, `updated_at`.
+	OrderBy *string `form:"orderBy,omitempty" json:"orderBy,omitempty"`
 }
 
 // ListManagedClusterChangesParams defines parameters for ListManagedClusterChanges.
@@ -2161,7 +2222,7 @@ type ListManagedClusterChangesParams struct {
 	// Wait How long to wait for a change when there is none, as a Go duration (e.g. 30s); capped by --api-feed-max-wait.
 	Wait *string `form:"wait,omitempty" json:"wait,omitempty"`
 
-	// Size How many items a page holds.
+	// Size How many items a page holds, at most 500 (the server's largest page; a deployment may lower it with --max-page-size).
 	Size *Size `form:"size,omitempty" json:"size,omitempty"`
 }
 
@@ -2290,19 +2351,24 @@ type ListPoliciesParams struct {
 	// Page The page to return, from 1.
 	Page *Page `form:"page,omitempty" json:"page,omitempty"`
 
-	// Size How many items a page holds.
+	// Size How many items a page holds, at most 500 (the server's largest page; a deployment may lower it with --max-page-size).
 	Size *Size `form:"size,omitempty" json:"size,omitempty"`
 
-	// Search A filter in the search language, e.g. `name = 'a' and region in ('x','y') and labels.env = 'prod'`:
-	// comparisons (=, !=, <, <=, >, >=), in, not in, like, ilike, is null, and, or, not, parentheses.
-	Search *Search `form:"search,omitempty" json:"search,omitempty"`
+	// Search A filter in the search language (docs/registrations.md#search), e.g. `name = 'a' and labels.env = 'prod'`: comparisons (=, !=, <, <=, >, >=), in, not in, like, ilike, is null, and, or, not, parentheses. Searchable fields: `created_at`, `created_by`, `id`, `name`, `updated_at`, `zone`.
+	Search *string `form:"search,omitempty" json:"search,omitempty"`
 
-	// OrderBy Comma-separated fields, each optionally followed by asc or desc, e.g. `name asc, created_at desc`.
-	OrderBy *OrderBy `form:"orderBy,omitempty" json:"orderBy,omitempty"`
+	// OrderBy Comma-separated fields, each optionally followed by asc or desc, e.g. `created_at desc`. Orderable fields: `created_at`, `name`, `updated_at`.
+	OrderBy *string `form:"orderBy,omitempty" json:"orderBy,omitempty"`
 }
 
 // DeletePolicyParams defines parameters for DeletePolicy.
 type DeletePolicyParams struct {
+	// IfMatch The ETag of the version the change is based on; a mismatch answers 412.
+	IfMatch *IfMatch `json:"If-Match,omitempty"`
+}
+
+// PatchPolicyParams defines parameters for PatchPolicy.
+type PatchPolicyParams struct {
 	// IfMatch The ETag of the version the change is based on; a mismatch answers 412.
 	IfMatch *IfMatch `json:"If-Match,omitempty"`
 }
@@ -2318,15 +2384,14 @@ type ListPolicyComplianceParams struct {
 	// Page The page to return, from 1.
 	Page *Page `form:"page,omitempty" json:"page,omitempty"`
 
-	// Size How many items a page holds.
+	// Size How many items a page holds, at most 500 (the server's largest page; a deployment may lower it with --max-page-size).
 	Size *Size `form:"size,omitempty" json:"size,omitempty"`
 
-	// Search A filter in the search language, e.g. `name = 'a' and region in ('x','y') and labels.env = 'prod'`:
-	// comparisons (=, !=, <, <=, >, >=), in, not in, like, ilike, is null, and, or, not, parentheses.
-	Search *Search `form:"search,omitempty" json:"search,omitempty"`
+	// Search A filter in the search language (docs/registrations.md#search), e.g. `name = 'a' and labels.env = 'prod'`: comparisons (=, !=, <, <=, >, >=), in, not in, like, ilike, is null, and, or, not, parentheses. Searchable fields: `cluster_name`, `hub_id`, `hub_name`, `managed_cluster_id`, `registration_id`, `state`, `updated_at`, `zone`.
+	Search *string `form:"search,omitempty" json:"search,omitempty"`
 
-	// OrderBy Comma-separated fields, each optionally followed by asc or desc, e.g. `name asc, created_at desc`.
-	OrderBy *OrderBy `form:"orderBy,omitempty" json:"orderBy,omitempty"`
+	// OrderBy Comma-separated fields, each optionally followed by asc or desc, e.g. `cluster_name desc`. Orderable fields: `cluster_name`, `hub_name`, `state`, `updated_at`.
+	OrderBy *string `form:"orderBy,omitempty" json:"orderBy,omitempty"`
 }
 
 // CreateBlueprintJSONRequestBody defines body for CreateBlueprint for application/json ContentType.
@@ -2374,7 +2439,12 @@ type QueryMetricsRangeFormFormdataRequestBody = PrometheusRangeQueryForm
 // CreatePolicyJSONRequestBody defines body for CreatePolicy for application/json ContentType.
 type CreatePolicyJSONRequestBody = PolicyCreate
 
+// PatchPolicyJSONRequestBody defines body for PatchPolicy for application/json ContentType.
+type PatchPolicyJSONRequestBody = PolicyPatch
+
 // UpdatePolicyJSONRequestBody defines body for UpdatePolicy for application/json ContentType.
+//
+// Deprecated: use PATCH /policies/{id}, which changes only what it sends.
 type UpdatePolicyJSONRequestBody = PolicyUpdate
 
 // RequestEditorFn is the function signature for the RequestEditor callback function
@@ -2451,6 +2521,13 @@ func WithRequestEditorFn(fn RequestEditorFn) ClientOption {
 // The interface specification for the client above.
 type ClientInterface interface {
 
+	// GetAPIVersion This version of the API and its collections, as OCM services describe themselves.
+	//
+	// Answers `{kind: APIVersion, id, href, server_version, collections}`: the version's id (the last segment of the base path), its href (the base path), the release the server runs, and one link per top-level collection of this specification (`{kind: <Kind>List, id, href}`). The base path with or without a trailing slash answers it. The path above the base path (`/api/fleet_manager` for the default) answers the API's versions, `{kind: API, id, href, versions: [{kind: APIVersion, id, href}]}`, as OCM services do; it is no path of this specification, which is relative to the base path. Both need no token unless the deployment removed `/` from `--auth-public-paths`.
+	//
+	// Corresponds with GET / (the `GetAPIVersion` operationId).
+	GetAPIVersion(ctx context.Context, reqEditors ...RequestEditorFn) (*http.Response, error)
+
 	// ListBlueprints The caller's organisation's blueprints, a page at a time, each with its latest version.
 	//
 	// Search fields: `id`, `name`, `latest_version`, `created_by`, `created_at`, `updated_at`; order by `name`, `created_at` (default), `updated_at`.
@@ -2488,10 +2565,14 @@ type ClientInterface interface {
 
 	// DeleteBlueprint Delete a blueprint and its versions; refused (409) while a pool uses one.
 	//
+	// Deletes the blueprint and every version of it and answers 204; while a capacity pool uses one of its versions the answer is 409.
+	//
 	// Corresponds with DELETE /blueprints/{id} (the `DeleteBlueprint` operationId).
 	DeleteBlueprint(ctx context.Context, id Id, reqEditors ...RequestEditorFn) (*http.Response, error)
 
 	// GetBlueprint One blueprint, with its latest version's spec.
+	//
+	// Answers the blueprint with the spec of its latest version.
 	//
 	// Corresponds with GET /blueprints/{id} (the `GetBlueprint` operationId).
 	GetBlueprint(ctx context.Context, id Id, reqEditors ...RequestEditorFn) (*http.Response, error)
@@ -2523,10 +2604,14 @@ type ClientInterface interface {
 
 	// DeleteBlueprintVersion Delete a version no pool uses; the latest version stays (delete the blueprint).
 	//
+	// Deletes a version that no pool uses and answers 204. The latest version stays while the blueprint exists (409): delete the blueprint instead.
+	//
 	// Corresponds with DELETE /blueprints/{id}/versions/{version} (the `DeleteBlueprintVersion` operationId).
 	DeleteBlueprintVersion(ctx context.Context, id Id, version Version, reqEditors ...RequestEditorFn) (*http.Response, error)
 
 	// GetBlueprintVersion One version of a blueprint.
+	//
+	// Answers one immutable version of the blueprint, with the number of pools that use it.
 	//
 	// Corresponds with GET /blueprints/{id}/versions/{version} (the `GetBlueprintVersion` operationId).
 	GetBlueprintVersion(ctx context.Context, id Id, version Version, reqEditors ...RequestEditorFn) (*http.Response, error)
@@ -2564,10 +2649,14 @@ type ClientInterface interface {
 
 	// DeleteCapacityPool Delete a pool; its clusters are deprovisioned, then the pool goes. Refused (409) while it holds reservations.
 	//
+	// Answers 202 and deprovisions the pool's clusters; the pool goes when they are gone. While the pool holds reservations the answer is 409.
+	//
 	// Corresponds with DELETE /capacity_pools/{id} (the `DeleteCapacityPool` operationId).
 	DeleteCapacityPool(ctx context.Context, id Id, params *DeleteCapacityPoolParams, reqEditors ...RequestEditorFn) (*http.Response, error)
 
 	// GetCapacityPool One capacity pool.
+	//
+	// Answers the pool with its bounds, thresholds, cluster count, reserved units, phase and conditions, with its ETag.
 	//
 	// Corresponds with GET /capacity_pools/{id} (the `GetCapacityPool` operationId).
 	GetCapacityPool(ctx context.Context, id Id, reqEditors ...RequestEditorFn) (*http.Response, error)
@@ -2641,20 +2730,28 @@ type ClientInterface interface {
 
 	// DeleteReservation Release a reservation; its units go back to its cluster.
 	//
+	// Releases the reservation and answers 204; its units are free on its cluster again.
+	//
 	// Corresponds with DELETE /capacity_pools/{id}/reservations/{reservation_id} (the `DeleteReservation` operationId).
 	DeleteReservation(ctx context.Context, id Id, reservationId ReservationId, reqEditors ...RequestEditorFn) (*http.Response, error)
 
 	// GetReservation One reservation.
+	//
+	// Answers the reservation with the cluster it holds units on.
 	//
 	// Corresponds with GET /capacity_pools/{id}/reservations/{reservation_id} (the `GetReservation` operationId).
 	GetReservation(ctx context.Context, id Id, reservationId ReservationId, reqEditors ...RequestEditorFn) (*http.Response, error)
 
 	// ListClusters The caller's organisation's registered clusters, a page at a time.
 	//
+	// Lists the registrations of the organisation in the caller's token, filtered by `search` and ordered by `orderBy` (default: newest first). Each cluster carries its phase and conditions; docs/registrations.md describes them.
+	//
 	// Corresponds with GET /clusters (the `ListClusters` operationId).
 	ListClusters(ctx context.Context, params *ListClustersParams, reqEditors ...RequestEditorFn) (*http.Response, error)
 
 	// CreateClusterWithBody Register an existing cluster; it is placed on a hub and delivered there.
+	//
+	// Registers a cluster that already exists: the service places it on a hub of its zone and delivers it there (or to OCM or Hive for a syncset hub). The answer is 202: placement and delivery follow, and the cluster's conditions report them.
 	//
 	// Takes any type of body and a specified content type.
 	//
@@ -2663,6 +2760,8 @@ type ClientInterface interface {
 
 	// CreateCluster Register an existing cluster; it is placed on a hub and delivered there.
 	//
+	// Registers a cluster that already exists: the service places it on a hub of its zone and delivers it there (or to OCM or Hive for a syncset hub). The answer is 202: placement and delivery follow, and the cluster's conditions report them.
+	//
 	// Takes a body of the `application/json` content type.
 	//
 	// Corresponds with POST /clusters (the `CreateCluster` operationId).
@@ -2670,10 +2769,14 @@ type ClientInterface interface {
 
 	// DeleteCluster Deregister a cluster; repeating it is harmless.
 	//
+	// Marks the registration for deregistration (`deletion_requested_at`) and answers 202; the hub detaches the cluster, then the registration goes. A capacity pool's cluster answers 409: its pool removes it.
+	//
 	// Corresponds with DELETE /clusters/{id} (the `DeleteCluster` operationId).
 	DeleteCluster(ctx context.Context, id Id, reqEditors ...RequestEditorFn) (*http.Response, error)
 
 	// GetCluster One registered cluster.
+	//
+	// Answers the registration with its ETag, which a PATCH may send as If-Match. A cluster of another organisation answers 404.
 	//
 	// Corresponds with GET /clusters/{id} (the `GetCluster` operationId).
 	GetCluster(ctx context.Context, id Id, reqEditors ...RequestEditorFn) (*http.Response, error)
@@ -2704,6 +2807,8 @@ type ClientInterface interface {
 	GetClusterImport(ctx context.Context, id Id, reqEditors ...RequestEditorFn) (*http.Response, error)
 
 	// GetClusterMetricsText One registered cluster's metrics in the Prometheus text format, as a scrape target.
+	//
+	// Answers one registration's allow-listed metrics, and the fleet manager's own series about it, in the Prometheus text exposition format, so that a Prometheus can scrape it.
 	//
 	// Corresponds with GET /clusters/{id}/metrics (the `GetClusterMetricsText` operationId).
 	GetClusterMetricsText(ctx context.Context, id Id, reqEditors ...RequestEditorFn) (*http.Response, error)
@@ -2763,6 +2868,8 @@ type ClientInterface interface {
 	CreateClusters(ctx context.Context, params *CreateClustersParams, body CreateClustersJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error)
 
 	// GetComplianceSummary Counts of clusters per compliance state, per hub and per zone, for one policy or all of the organisation's.
+	//
+	// Counts the organisation's clusters per compliance state (`compliant`, `non_compliant`, `pending`), in all, per hub and per zone, of one policy (`policy_id`) or of all the organisation's policies.
 	//
 	// Corresponds with GET /compliance_summary (the `GetComplianceSummary` operationId).
 	GetComplianceSummary(ctx context.Context, params *GetComplianceSummaryParams, reqEditors ...RequestEditorFn) (*http.Response, error)
@@ -2834,10 +2941,14 @@ type ClientInterface interface {
 
 	// DeleteDNSRecord Remove a record; the provider removes its name before the record goes.
 	//
+	// Answers 202; the record shows phase `deleting` until the provider has removed its name, then it is gone (404).
+	//
 	// Corresponds with DELETE /dns_services/{service_name}/records/{record_id} (the `DeleteDNSRecord` operationId).
 	DeleteDNSRecord(ctx context.Context, serviceName ServiceName, recordId RecordId, params *DeleteDNSRecordParams, reqEditors ...RequestEditorFn) (*http.Response, error)
 
 	// GetDNSRecord One record of the caller's organisation, with its conditions and what the provider holds.
+	//
+	// Answers the record with its conditions (`Accepted`, `Published`, `Resolvable`), its phase and the values the DNS provider holds, with its ETag.
 	//
 	// Corresponds with GET /dns_services/{service_name}/records/{record_id} (the `GetDNSRecord` operationId).
 	GetDNSRecord(ctx context.Context, serviceName ServiceName, recordId RecordId, reqEditors ...RequestEditorFn) (*http.Response, error)
@@ -2864,10 +2975,14 @@ type ClientInterface interface {
 
 	// ListErrors The catalogue of error codes this service answers with.
 	//
+	// Lists the error codes this service answers with, each with its number, `FLEET-MGMT-` code and reason. It needs no token unless the deployment removed it from `--auth-public-paths`.
+	//
 	// Corresponds with GET /errors (the `ListErrors` operationId).
 	ListErrors(ctx context.Context, params *ListErrorsParams, reqEditors ...RequestEditorFn) (*http.Response, error)
 
 	// GetError One error code of the catalogue.
+	//
+	// Answers one entry of the error catalogue; `id` is the code's number without its prefix.
 	//
 	// Corresponds with GET /errors/{id} (the `GetError` operationId).
 	GetError(ctx context.Context, id string, reqEditors ...RequestEditorFn) (*http.Response, error)
@@ -2921,10 +3036,14 @@ type ClientInterface interface {
 
 	// QueryMetricsPrometheus The instant query at the path Prometheus clients (promtool, Grafana) call under a server URL of {base}/metrics.
 	//
+	// The instant query of `GET /metrics/query`, at the path a Prometheus client (promtool, Grafana) calls when its server URL is `{base}/metrics`.
+	//
 	// Corresponds with GET /metrics/api/v1/query (the `QueryMetricsPrometheus` operationId).
 	QueryMetricsPrometheus(ctx context.Context, params *QueryMetricsPrometheusParams, reqEditors ...RequestEditorFn) (*http.Response, error)
 
 	// QueryMetricsPrometheusFormWithBody The instant query at the path Prometheus clients (promtool, Grafana) call under a server URL of {base}/metrics. (parameters in a form body, as Prometheus accepts).
+	//
+	// The instant query of `POST /metrics/query`, at the path a Prometheus client calls when its server URL is `{base}/metrics`.
 	//
 	// Takes any type of body and a specified content type.
 	//
@@ -2933,6 +3052,8 @@ type ClientInterface interface {
 
 	// QueryMetricsPrometheusFormWithFormdataBody The instant query at the path Prometheus clients (promtool, Grafana) call under a server URL of {base}/metrics. (parameters in a form body, as Prometheus accepts).
 	//
+	// The instant query of `POST /metrics/query`, at the path a Prometheus client calls when its server URL is `{base}/metrics`.
+	//
 	// Takes a body of the `application/x-www-form-urlencoded` content type.
 	//
 	// Corresponds with POST /metrics/api/v1/query (the `QueryMetricsPrometheusForm` operationId).
@@ -2940,10 +3061,14 @@ type ClientInterface interface {
 
 	// QueryMetricsRangePrometheus The range query at the path Prometheus clients call under a server URL of {base}/metrics.
 	//
+	// The range query of `GET /metrics/query_range`, at the path a Prometheus client calls when its server URL is `{base}/metrics`.
+	//
 	// Corresponds with GET /metrics/api/v1/query_range (the `QueryMetricsRangePrometheus` operationId).
 	QueryMetricsRangePrometheus(ctx context.Context, params *QueryMetricsRangePrometheusParams, reqEditors ...RequestEditorFn) (*http.Response, error)
 
 	// QueryMetricsRangePrometheusFormWithBody The range query at the path Prometheus clients call under a server URL of {base}/metrics. (parameters in a form body, as Prometheus accepts).
+	//
+	// The range query of `POST /metrics/query_range`, at the path a Prometheus client calls when its server URL is `{base}/metrics`.
 	//
 	// Takes any type of body and a specified content type.
 	//
@@ -2952,6 +3077,8 @@ type ClientInterface interface {
 
 	// QueryMetricsRangePrometheusFormWithFormdataBody The range query at the path Prometheus clients call under a server URL of {base}/metrics. (parameters in a form body, as Prometheus accepts).
 	//
+	// The range query of `POST /metrics/query_range`, at the path a Prometheus client calls when its server URL is `{base}/metrics`.
+	//
 	// Takes a body of the `application/x-www-form-urlencoded` content type.
 	//
 	// Corresponds with POST /metrics/api/v1/query_range (the `QueryMetricsRangePrometheusForm` operationId).
@@ -2959,10 +3086,14 @@ type ClientInterface interface {
 
 	// QueryMetrics An instant PromQL query on the caller's clusters' metrics.
 	//
+	// Evaluates an instant PromQL query, rewritten so that it reads only the caller's organisation's clusters and the allow-listed metrics, and answers as the Prometheus HTTP API does (docs/user- facing-metrics.md).
+	//
 	// Corresponds with GET /metrics/query (the `QueryMetrics` operationId).
 	QueryMetrics(ctx context.Context, params *QueryMetricsParams, reqEditors ...RequestEditorFn) (*http.Response, error)
 
 	// QueryMetricsFormWithBody An instant PromQL query on the caller's clusters' metrics. (parameters in a form body, as Prometheus accepts).
+	//
+	// The same query as the GET, with its parameters in an `application/x-www-form-urlencoded` body, as Prometheus accepts them.
 	//
 	// Takes any type of body and a specified content type.
 	//
@@ -2971,6 +3102,8 @@ type ClientInterface interface {
 
 	// QueryMetricsFormWithFormdataBody An instant PromQL query on the caller's clusters' metrics. (parameters in a form body, as Prometheus accepts).
 	//
+	// The same query as the GET, with its parameters in an `application/x-www-form-urlencoded` body, as Prometheus accepts them.
+	//
 	// Takes a body of the `application/x-www-form-urlencoded` content type.
 	//
 	// Corresponds with POST /metrics/query (the `QueryMetricsForm` operationId).
@@ -2978,10 +3111,14 @@ type ClientInterface interface {
 
 	// QueryMetricsRange A range PromQL query on the caller's clusters' metrics.
 	//
+	// Evaluates a range PromQL query over `start`, `end` and `step`, confined to the caller's organisation's clusters and the allow-listed metrics, and answers as the Prometheus HTTP API does.
+	//
 	// Corresponds with GET /metrics/query_range (the `QueryMetricsRange` operationId).
 	QueryMetricsRange(ctx context.Context, params *QueryMetricsRangeParams, reqEditors ...RequestEditorFn) (*http.Response, error)
 
 	// QueryMetricsRangeFormWithBody A range PromQL query on the caller's clusters' metrics. (parameters in a form body, as Prometheus accepts).
+	//
+	// The same range query as the GET, with its parameters in an `application/x-www-form-urlencoded` body, as Prometheus accepts them.
 	//
 	// Takes any type of body and a specified content type.
 	//
@@ -2990,6 +3127,8 @@ type ClientInterface interface {
 
 	// QueryMetricsRangeFormWithFormdataBody A range PromQL query on the caller's clusters' metrics. (parameters in a form body, as Prometheus accepts).
 	//
+	// The same range query as the GET, with its parameters in an `application/x-www-form-urlencoded` body, as Prometheus accepts them.
+	//
 	// Takes a body of the `application/x-www-form-urlencoded` content type.
 	//
 	// Corresponds with POST /metrics/query_range (the `QueryMetricsRangeForm` operationId).
@@ -2997,10 +3136,14 @@ type ClientInterface interface {
 
 	// GetOpenAPI This document, with the deployment's base path as its server.
 	//
+	// Answers this specification as JSON, with `servers` set to the base path this deployment serves. It needs no token unless the deployment removed it from `--auth-public-paths`.
+	//
 	// Corresponds with GET /openapi (the `GetOpenAPI` operationId).
 	GetOpenAPI(ctx context.Context, reqEditors ...RequestEditorFn) (*http.Response, error)
 
 	// ListPolicies The caller's organisation's configuration policies, a page at a time.
+	//
+	// Lists the configuration policies of the organisation in the caller's token, filtered by `search` and ordered by `orderBy`.
 	//
 	// Corresponds with GET /policies (the `ListPolicies` operationId).
 	ListPolicies(ctx context.Context, params *ListPoliciesParams, reqEditors ...RequestEditorFn) (*http.Response, error)
@@ -3043,26 +3186,56 @@ type ClientInterface interface {
 
 	// DeletePolicy Delete a policy; the hubs remove it at their next desired set.
 	//
+	// Deletes the policy and answers 204; the hubs drop it at their next desired set. An If-Match that is not the current ETag answers 412.
+	//
 	// Corresponds with DELETE /policies/{id} (the `DeletePolicy` operationId).
 	DeletePolicy(ctx context.Context, id Id, params *DeletePolicyParams, reqEditors ...RequestEditorFn) (*http.Response, error)
 
 	// GetPolicy One configuration policy.
 	//
+	// Answers the policy, its placement and the hubs it reaches, with its ETag, which a PATCH may send as If-Match.
+	//
 	// Corresponds with GET /policies/{id} (the `GetPolicy` operationId).
 	GetPolicy(ctx context.Context, id Id, reqEditors ...RequestEditorFn) (*http.Response, error)
 
+	// PatchPolicyWithBody Change a policy's body, placement or both; its zone stays.
+	//
+	// The fields given replace the current ones, as `PATCH /clusters/{id}` does: `policy` replaces the whole body (checked as at create), `placement` the whole selector. Without If-Match the change applies to the policy as it is; with it, a policy changed since answers 412.
+	//
+	// Takes any type of body and a specified content type.
+	//
+	// Corresponds with PATCH /policies/{id} (the `PatchPolicy` operationId).
+	PatchPolicyWithBody(ctx context.Context, id Id, params *PatchPolicyParams, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// PatchPolicy Change a policy's body, placement or both; its zone stays.
+	//
+	// The fields given replace the current ones, as `PATCH /clusters/{id}` does: `policy` replaces the whole body (checked as at create), `placement` the whole selector. Without If-Match the change applies to the policy as it is; with it, a policy changed since answers 412.
+	//
+	// Takes a body of the `application/json` content type.
+	//
+	// Corresponds with PATCH /policies/{id} (the `PatchPolicy` operationId).
+	PatchPolicy(ctx context.Context, id Id, params *PatchPolicyParams, body PatchPolicyJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error)
+
 	// UpdatePolicyWithBody Replace a policy's body and placement; its zone stays.
+	//
+	// Replaces the policy's body and placement, both required; the zone never changes. Kept for existing clients; PATCH changes only what it sends.
 	//
 	// Takes any type of body and a specified content type.
 	//
 	// Corresponds with PUT /policies/{id} (the `UpdatePolicy` operationId).
+	//
+	// Deprecated: use PATCH /policies/{id}, which changes only what it sends.
 	UpdatePolicyWithBody(ctx context.Context, id Id, params *UpdatePolicyParams, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error)
 
 	// UpdatePolicy Replace a policy's body and placement; its zone stays.
 	//
+	// Replaces the policy's body and placement, both required; the zone never changes. Kept for existing clients; PATCH changes only what it sends.
+	//
 	// Takes a body of the `application/json` content type.
 	//
 	// Corresponds with PUT /policies/{id} (the `UpdatePolicy` operationId).
+	//
+	// Deprecated: use PATCH /policies/{id}, which changes only what it sends.
 	UpdatePolicy(ctx context.Context, id Id, params *UpdatePolicyParams, body UpdatePolicyJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error)
 
 	// ListPolicyCompliance A policy's compliance per cluster, as the hubs' policy framework reports it, a page at a time.
@@ -3074,6 +3247,23 @@ type ClientInterface interface {
 	//
 	// Corresponds with GET /policies/{id}/compliance (the `ListPolicyCompliance` operationId).
 	ListPolicyCompliance(ctx context.Context, id Id, params *ListPolicyComplianceParams, reqEditors ...RequestEditorFn) (*http.Response, error)
+}
+
+// GetAPIVersion This version of the API and its collections, as OCM services describe themselves.
+//
+// Answers `{kind: APIVersion, id, href, server_version, collections}`: the version's id (the last segment of the base path), its href (the base path), the release the server runs, and one link per top-level collection of this specification (`{kind: <Kind>List, id, href}`). The base path with or without a trailing slash answers it. The path above the base path (`/api/fleet_manager` for the default) answers the API's versions, `{kind: API, id, href, versions: [{kind: APIVersion, id, href}]}`, as OCM services do; it is no path of this specification, which is relative to the base path. Both need no token unless the deployment removed `/` from `--auth-public-paths`.
+//
+// Corresponds with GET / (the `GetAPIVersion` operationId).
+func (c *Client) GetAPIVersion(ctx context.Context, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewGetAPIVersionRequest(c.Server)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
 }
 
 // ListBlueprints The caller's organisation's blueprints, a page at a time, each with its latest version.
@@ -3143,6 +3333,8 @@ func (c *Client) CreateBlueprint(ctx context.Context, body CreateBlueprintJSONRe
 
 // DeleteBlueprint Delete a blueprint and its versions; refused (409) while a pool uses one.
 //
+// Deletes the blueprint and every version of it and answers 204; while a capacity pool uses one of its versions the answer is 409.
+//
 // Corresponds with DELETE /blueprints/{id} (the `DeleteBlueprint` operationId).
 func (c *Client) DeleteBlueprint(ctx context.Context, id Id, reqEditors ...RequestEditorFn) (*http.Response, error) {
 	req, err := NewDeleteBlueprintRequest(c.Server, id)
@@ -3157,6 +3349,8 @@ func (c *Client) DeleteBlueprint(ctx context.Context, id Id, reqEditors ...Reque
 }
 
 // GetBlueprint One blueprint, with its latest version's spec.
+//
+// Answers the blueprint with the spec of its latest version.
 //
 // Corresponds with GET /blueprints/{id} (the `GetBlueprint` operationId).
 func (c *Client) GetBlueprint(ctx context.Context, id Id, reqEditors ...RequestEditorFn) (*http.Response, error) {
@@ -3228,6 +3422,8 @@ func (c *Client) CreateBlueprintVersion(ctx context.Context, id Id, body CreateB
 
 // DeleteBlueprintVersion Delete a version no pool uses; the latest version stays (delete the blueprint).
 //
+// Deletes a version that no pool uses and answers 204. The latest version stays while the blueprint exists (409): delete the blueprint instead.
+//
 // Corresponds with DELETE /blueprints/{id}/versions/{version} (the `DeleteBlueprintVersion` operationId).
 func (c *Client) DeleteBlueprintVersion(ctx context.Context, id Id, version Version, reqEditors ...RequestEditorFn) (*http.Response, error) {
 	req, err := NewDeleteBlueprintVersionRequest(c.Server, id, version)
@@ -3242,6 +3438,8 @@ func (c *Client) DeleteBlueprintVersion(ctx context.Context, id Id, version Vers
 }
 
 // GetBlueprintVersion One version of a blueprint.
+//
+// Answers one immutable version of the blueprint, with the number of pools that use it.
 //
 // Corresponds with GET /blueprints/{id}/versions/{version} (the `GetBlueprintVersion` operationId).
 func (c *Client) GetBlueprintVersion(ctx context.Context, id Id, version Version, reqEditors ...RequestEditorFn) (*http.Response, error) {
@@ -3319,6 +3517,8 @@ func (c *Client) CreateCapacityPool(ctx context.Context, body CreateCapacityPool
 
 // DeleteCapacityPool Delete a pool; its clusters are deprovisioned, then the pool goes. Refused (409) while it holds reservations.
 //
+// Answers 202 and deprovisions the pool's clusters; the pool goes when they are gone. While the pool holds reservations the answer is 409.
+//
 // Corresponds with DELETE /capacity_pools/{id} (the `DeleteCapacityPool` operationId).
 func (c *Client) DeleteCapacityPool(ctx context.Context, id Id, params *DeleteCapacityPoolParams, reqEditors ...RequestEditorFn) (*http.Response, error) {
 	req, err := NewDeleteCapacityPoolRequest(c.Server, id, params)
@@ -3333,6 +3533,8 @@ func (c *Client) DeleteCapacityPool(ctx context.Context, id Id, params *DeleteCa
 }
 
 // GetCapacityPool One capacity pool.
+//
+// Answers the pool with its bounds, thresholds, cluster count, reserved units, phase and conditions, with its ETag.
 //
 // Corresponds with GET /capacity_pools/{id} (the `GetCapacityPool` operationId).
 func (c *Client) GetCapacityPool(ctx context.Context, id Id, reqEditors ...RequestEditorFn) (*http.Response, error) {
@@ -3486,6 +3688,8 @@ func (c *Client) CreateReservation(ctx context.Context, id Id, body CreateReserv
 
 // DeleteReservation Release a reservation; its units go back to its cluster.
 //
+// Releases the reservation and answers 204; its units are free on its cluster again.
+//
 // Corresponds with DELETE /capacity_pools/{id}/reservations/{reservation_id} (the `DeleteReservation` operationId).
 func (c *Client) DeleteReservation(ctx context.Context, id Id, reservationId ReservationId, reqEditors ...RequestEditorFn) (*http.Response, error) {
 	req, err := NewDeleteReservationRequest(c.Server, id, reservationId)
@@ -3500,6 +3704,8 @@ func (c *Client) DeleteReservation(ctx context.Context, id Id, reservationId Res
 }
 
 // GetReservation One reservation.
+//
+// Answers the reservation with the cluster it holds units on.
 //
 // Corresponds with GET /capacity_pools/{id}/reservations/{reservation_id} (the `GetReservation` operationId).
 func (c *Client) GetReservation(ctx context.Context, id Id, reservationId ReservationId, reqEditors ...RequestEditorFn) (*http.Response, error) {
@@ -3516,6 +3722,8 @@ func (c *Client) GetReservation(ctx context.Context, id Id, reservationId Reserv
 
 // ListClusters The caller's organisation's registered clusters, a page at a time.
 //
+// Lists the registrations of the organisation in the caller's token, filtered by `search` and ordered by `orderBy` (default: newest first). Each cluster carries its phase and conditions; docs/registrations.md describes them.
+//
 // Corresponds with GET /clusters (the `ListClusters` operationId).
 func (c *Client) ListClusters(ctx context.Context, params *ListClustersParams, reqEditors ...RequestEditorFn) (*http.Response, error) {
 	req, err := NewListClustersRequest(c.Server, params)
@@ -3530,6 +3738,8 @@ func (c *Client) ListClusters(ctx context.Context, params *ListClustersParams, r
 }
 
 // CreateClusterWithBody Register an existing cluster; it is placed on a hub and delivered there.
+//
+// Registers a cluster that already exists: the service places it on a hub of its zone and delivers it there (or to OCM or Hive for a syncset hub). The answer is 202: placement and delivery follow, and the cluster's conditions report them.
 //
 // Takes any type of body and a specified content type.
 //
@@ -3548,6 +3758,8 @@ func (c *Client) CreateClusterWithBody(ctx context.Context, params *CreateCluste
 
 // CreateCluster Register an existing cluster; it is placed on a hub and delivered there.
 //
+// Registers a cluster that already exists: the service places it on a hub of its zone and delivers it there (or to OCM or Hive for a syncset hub). The answer is 202: placement and delivery follow, and the cluster's conditions report them.
+//
 // Takes a body of the `application/json` content type.
 //
 // Corresponds with POST /clusters (the `CreateCluster` operationId).
@@ -3565,6 +3777,8 @@ func (c *Client) CreateCluster(ctx context.Context, params *CreateClusterParams,
 
 // DeleteCluster Deregister a cluster; repeating it is harmless.
 //
+// Marks the registration for deregistration (`deletion_requested_at`) and answers 202; the hub detaches the cluster, then the registration goes. A capacity pool's cluster answers 409: its pool removes it.
+//
 // Corresponds with DELETE /clusters/{id} (the `DeleteCluster` operationId).
 func (c *Client) DeleteCluster(ctx context.Context, id Id, reqEditors ...RequestEditorFn) (*http.Response, error) {
 	req, err := NewDeleteClusterRequest(c.Server, id)
@@ -3579,6 +3793,8 @@ func (c *Client) DeleteCluster(ctx context.Context, id Id, reqEditors ...Request
 }
 
 // GetCluster One registered cluster.
+//
+// Answers the registration with its ETag, which a PATCH may send as If-Match. A cluster of another organisation answers 404.
 //
 // Corresponds with GET /clusters/{id} (the `GetCluster` operationId).
 func (c *Client) GetCluster(ctx context.Context, id Id, reqEditors ...RequestEditorFn) (*http.Response, error) {
@@ -3649,6 +3865,8 @@ func (c *Client) GetClusterImport(ctx context.Context, id Id, reqEditors ...Requ
 }
 
 // GetClusterMetricsText One registered cluster's metrics in the Prometheus text format, as a scrape target.
+//
+// Answers one registration's allow-listed metrics, and the fleet manager's own series about it, in the Prometheus text exposition format, so that a Prometheus can scrape it.
 //
 // Corresponds with GET /clusters/{id}/metrics (the `GetClusterMetricsText` operationId).
 func (c *Client) GetClusterMetricsText(ctx context.Context, id Id, reqEditors ...RequestEditorFn) (*http.Response, error) {
@@ -3738,6 +3956,8 @@ func (c *Client) CreateClusters(ctx context.Context, params *CreateClustersParam
 }
 
 // GetComplianceSummary Counts of clusters per compliance state, per hub and per zone, for one policy or all of the organisation's.
+//
+// Counts the organisation's clusters per compliance state (`compliant`, `non_compliant`, `pending`), in all, per hub and per zone, of one policy (`policy_id`) or of all the organisation's policies.
 //
 // Corresponds with GET /compliance_summary (the `GetComplianceSummary` operationId).
 func (c *Client) GetComplianceSummary(ctx context.Context, params *GetComplianceSummaryParams, reqEditors ...RequestEditorFn) (*http.Response, error) {
@@ -3869,6 +4089,8 @@ func (c *Client) CreateDNSRecord(ctx context.Context, serviceName ServiceName, b
 
 // DeleteDNSRecord Remove a record; the provider removes its name before the record goes.
 //
+// Answers 202; the record shows phase `deleting` until the provider has removed its name, then it is gone (404).
+//
 // Corresponds with DELETE /dns_services/{service_name}/records/{record_id} (the `DeleteDNSRecord` operationId).
 func (c *Client) DeleteDNSRecord(ctx context.Context, serviceName ServiceName, recordId RecordId, params *DeleteDNSRecordParams, reqEditors ...RequestEditorFn) (*http.Response, error) {
 	req, err := NewDeleteDNSRecordRequest(c.Server, serviceName, recordId, params)
@@ -3883,6 +4105,8 @@ func (c *Client) DeleteDNSRecord(ctx context.Context, serviceName ServiceName, r
 }
 
 // GetDNSRecord One record of the caller's organisation, with its conditions and what the provider holds.
+//
+// Answers the record with its conditions (`Accepted`, `Published`, `Resolvable`), its phase and the values the DNS provider holds, with its ETag.
 //
 // Corresponds with GET /dns_services/{service_name}/records/{record_id} (the `GetDNSRecord` operationId).
 func (c *Client) GetDNSRecord(ctx context.Context, serviceName ServiceName, recordId RecordId, reqEditors ...RequestEditorFn) (*http.Response, error) {
@@ -3939,6 +4163,8 @@ func (c *Client) UpdateDNSRecord(ctx context.Context, serviceName ServiceName, r
 
 // ListErrors The catalogue of error codes this service answers with.
 //
+// Lists the error codes this service answers with, each with its number, `FLEET-MGMT-` code and reason. It needs no token unless the deployment removed it from `--auth-public-paths`.
+//
 // Corresponds with GET /errors (the `ListErrors` operationId).
 func (c *Client) ListErrors(ctx context.Context, params *ListErrorsParams, reqEditors ...RequestEditorFn) (*http.Response, error) {
 	req, err := NewListErrorsRequest(c.Server, params)
@@ -3953,6 +4179,8 @@ func (c *Client) ListErrors(ctx context.Context, params *ListErrorsParams, reqEd
 }
 
 // GetError One error code of the catalogue.
+//
+// Answers one entry of the error catalogue; `id` is the code's number without its prefix.
 //
 // Corresponds with GET /errors/{id} (the `GetError` operationId).
 func (c *Client) GetError(ctx context.Context, id string, reqEditors ...RequestEditorFn) (*http.Response, error) {
@@ -4056,6 +4284,8 @@ func (c *Client) GetMetricsText(ctx context.Context, reqEditors ...RequestEditor
 
 // QueryMetricsPrometheus The instant query at the path Prometheus clients (promtool, Grafana) call under a server URL of {base}/metrics.
 //
+// The instant query of `GET /metrics/query`, at the path a Prometheus client (promtool, Grafana) calls when its server URL is `{base}/metrics`.
+//
 // Corresponds with GET /metrics/api/v1/query (the `QueryMetricsPrometheus` operationId).
 func (c *Client) QueryMetricsPrometheus(ctx context.Context, params *QueryMetricsPrometheusParams, reqEditors ...RequestEditorFn) (*http.Response, error) {
 	req, err := NewQueryMetricsPrometheusRequest(c.Server, params)
@@ -4070,6 +4300,8 @@ func (c *Client) QueryMetricsPrometheus(ctx context.Context, params *QueryMetric
 }
 
 // QueryMetricsPrometheusFormWithBody The instant query at the path Prometheus clients (promtool, Grafana) call under a server URL of {base}/metrics. (parameters in a form body, as Prometheus accepts).
+//
+// The instant query of `POST /metrics/query`, at the path a Prometheus client calls when its server URL is `{base}/metrics`.
 //
 // Takes any type of body and a specified content type.
 //
@@ -4088,6 +4320,8 @@ func (c *Client) QueryMetricsPrometheusFormWithBody(ctx context.Context, params 
 
 // QueryMetricsPrometheusFormWithFormdataBody The instant query at the path Prometheus clients (promtool, Grafana) call under a server URL of {base}/metrics. (parameters in a form body, as Prometheus accepts).
 //
+// The instant query of `POST /metrics/query`, at the path a Prometheus client calls when its server URL is `{base}/metrics`.
+//
 // Takes a body of the `application/x-www-form-urlencoded` content type.
 //
 // Corresponds with POST /metrics/api/v1/query (the `QueryMetricsPrometheusForm` operationId).
@@ -4105,6 +4339,8 @@ func (c *Client) QueryMetricsPrometheusFormWithFormdataBody(ctx context.Context,
 
 // QueryMetricsRangePrometheus The range query at the path Prometheus clients call under a server URL of {base}/metrics.
 //
+// The range query of `GET /metrics/query_range`, at the path a Prometheus client calls when its server URL is `{base}/metrics`.
+//
 // Corresponds with GET /metrics/api/v1/query_range (the `QueryMetricsRangePrometheus` operationId).
 func (c *Client) QueryMetricsRangePrometheus(ctx context.Context, params *QueryMetricsRangePrometheusParams, reqEditors ...RequestEditorFn) (*http.Response, error) {
 	req, err := NewQueryMetricsRangePrometheusRequest(c.Server, params)
@@ -4119,6 +4355,8 @@ func (c *Client) QueryMetricsRangePrometheus(ctx context.Context, params *QueryM
 }
 
 // QueryMetricsRangePrometheusFormWithBody The range query at the path Prometheus clients call under a server URL of {base}/metrics. (parameters in a form body, as Prometheus accepts).
+//
+// The range query of `POST /metrics/query_range`, at the path a Prometheus client calls when its server URL is `{base}/metrics`.
 //
 // Takes any type of body and a specified content type.
 //
@@ -4137,6 +4375,8 @@ func (c *Client) QueryMetricsRangePrometheusFormWithBody(ctx context.Context, pa
 
 // QueryMetricsRangePrometheusFormWithFormdataBody The range query at the path Prometheus clients call under a server URL of {base}/metrics. (parameters in a form body, as Prometheus accepts).
 //
+// The range query of `POST /metrics/query_range`, at the path a Prometheus client calls when its server URL is `{base}/metrics`.
+//
 // Takes a body of the `application/x-www-form-urlencoded` content type.
 //
 // Corresponds with POST /metrics/api/v1/query_range (the `QueryMetricsRangePrometheusForm` operationId).
@@ -4154,6 +4394,8 @@ func (c *Client) QueryMetricsRangePrometheusFormWithFormdataBody(ctx context.Con
 
 // QueryMetrics An instant PromQL query on the caller's clusters' metrics.
 //
+// Evaluates an instant PromQL query, rewritten so that it reads only the caller's organisation's clusters and the allow-listed metrics, and answers as the Prometheus HTTP API does (docs/user- facing-metrics.md).
+//
 // Corresponds with GET /metrics/query (the `QueryMetrics` operationId).
 func (c *Client) QueryMetrics(ctx context.Context, params *QueryMetricsParams, reqEditors ...RequestEditorFn) (*http.Response, error) {
 	req, err := NewQueryMetricsRequest(c.Server, params)
@@ -4168,6 +4410,8 @@ func (c *Client) QueryMetrics(ctx context.Context, params *QueryMetricsParams, r
 }
 
 // QueryMetricsFormWithBody An instant PromQL query on the caller's clusters' metrics. (parameters in a form body, as Prometheus accepts).
+//
+// The same query as the GET, with its parameters in an `application/x-www-form-urlencoded` body, as Prometheus accepts them.
 //
 // Takes any type of body and a specified content type.
 //
@@ -4186,6 +4430,8 @@ func (c *Client) QueryMetricsFormWithBody(ctx context.Context, params *QueryMetr
 
 // QueryMetricsFormWithFormdataBody An instant PromQL query on the caller's clusters' metrics. (parameters in a form body, as Prometheus accepts).
 //
+// The same query as the GET, with its parameters in an `application/x-www-form-urlencoded` body, as Prometheus accepts them.
+//
 // Takes a body of the `application/x-www-form-urlencoded` content type.
 //
 // Corresponds with POST /metrics/query (the `QueryMetricsForm` operationId).
@@ -4203,6 +4449,8 @@ func (c *Client) QueryMetricsFormWithFormdataBody(ctx context.Context, params *Q
 
 // QueryMetricsRange A range PromQL query on the caller's clusters' metrics.
 //
+// Evaluates a range PromQL query over `start`, `end` and `step`, confined to the caller's organisation's clusters and the allow-listed metrics, and answers as the Prometheus HTTP API does.
+//
 // Corresponds with GET /metrics/query_range (the `QueryMetricsRange` operationId).
 func (c *Client) QueryMetricsRange(ctx context.Context, params *QueryMetricsRangeParams, reqEditors ...RequestEditorFn) (*http.Response, error) {
 	req, err := NewQueryMetricsRangeRequest(c.Server, params)
@@ -4217,6 +4465,8 @@ func (c *Client) QueryMetricsRange(ctx context.Context, params *QueryMetricsRang
 }
 
 // QueryMetricsRangeFormWithBody A range PromQL query on the caller's clusters' metrics. (parameters in a form body, as Prometheus accepts).
+//
+// The same range query as the GET, with its parameters in an `application/x-www-form-urlencoded` body, as Prometheus accepts them.
 //
 // Takes any type of body and a specified content type.
 //
@@ -4235,6 +4485,8 @@ func (c *Client) QueryMetricsRangeFormWithBody(ctx context.Context, params *Quer
 
 // QueryMetricsRangeFormWithFormdataBody A range PromQL query on the caller's clusters' metrics. (parameters in a form body, as Prometheus accepts).
 //
+// The same range query as the GET, with its parameters in an `application/x-www-form-urlencoded` body, as Prometheus accepts them.
+//
 // Takes a body of the `application/x-www-form-urlencoded` content type.
 //
 // Corresponds with POST /metrics/query_range (the `QueryMetricsRangeForm` operationId).
@@ -4252,6 +4504,8 @@ func (c *Client) QueryMetricsRangeFormWithFormdataBody(ctx context.Context, para
 
 // GetOpenAPI This document, with the deployment's base path as its server.
 //
+// Answers this specification as JSON, with `servers` set to the base path this deployment serves. It needs no token unless the deployment removed it from `--auth-public-paths`.
+//
 // Corresponds with GET /openapi (the `GetOpenAPI` operationId).
 func (c *Client) GetOpenAPI(ctx context.Context, reqEditors ...RequestEditorFn) (*http.Response, error) {
 	req, err := NewGetOpenAPIRequest(c.Server)
@@ -4266,6 +4520,8 @@ func (c *Client) GetOpenAPI(ctx context.Context, reqEditors ...RequestEditorFn) 
 }
 
 // ListPolicies The caller's organisation's configuration policies, a page at a time.
+//
+// Lists the configuration policies of the organisation in the caller's token, filtered by `search` and ordered by `orderBy`.
 //
 // Corresponds with GET /policies (the `ListPolicies` operationId).
 func (c *Client) ListPolicies(ctx context.Context, params *ListPoliciesParams, reqEditors ...RequestEditorFn) (*http.Response, error) {
@@ -4338,6 +4594,8 @@ func (c *Client) CreatePolicy(ctx context.Context, body CreatePolicyJSONRequestB
 
 // DeletePolicy Delete a policy; the hubs remove it at their next desired set.
 //
+// Deletes the policy and answers 204; the hubs drop it at their next desired set. An If-Match that is not the current ETag answers 412.
+//
 // Corresponds with DELETE /policies/{id} (the `DeletePolicy` operationId).
 func (c *Client) DeletePolicy(ctx context.Context, id Id, params *DeletePolicyParams, reqEditors ...RequestEditorFn) (*http.Response, error) {
 	req, err := NewDeletePolicyRequest(c.Server, id, params)
@@ -4353,6 +4611,8 @@ func (c *Client) DeletePolicy(ctx context.Context, id Id, params *DeletePolicyPa
 
 // GetPolicy One configuration policy.
 //
+// Answers the policy, its placement and the hubs it reaches, with its ETag, which a PATCH may send as If-Match.
+//
 // Corresponds with GET /policies/{id} (the `GetPolicy` operationId).
 func (c *Client) GetPolicy(ctx context.Context, id Id, reqEditors ...RequestEditorFn) (*http.Response, error) {
 	req, err := NewGetPolicyRequest(c.Server, id)
@@ -4366,11 +4626,52 @@ func (c *Client) GetPolicy(ctx context.Context, id Id, reqEditors ...RequestEdit
 	return c.Client.Do(req)
 }
 
+// PatchPolicyWithBody Change a policy's body, placement or both; its zone stays.
+//
+// The fields given replace the current ones, as `PATCH /clusters/{id}` does: `policy` replaces the whole body (checked as at create), `placement` the whole selector. Without If-Match the change applies to the policy as it is; with it, a policy changed since answers 412.
+//
+// Takes any type of body and a specified content type.
+//
+// Corresponds with PATCH /policies/{id} (the `PatchPolicy` operationId).
+func (c *Client) PatchPolicyWithBody(ctx context.Context, id Id, params *PatchPolicyParams, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewPatchPolicyRequestWithBody(c.Server, id, params, contentType, body)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// PatchPolicy Change a policy's body, placement or both; its zone stays.
+//
+// The fields given replace the current ones, as `PATCH /clusters/{id}` does: `policy` replaces the whole body (checked as at create), `placement` the whole selector. Without If-Match the change applies to the policy as it is; with it, a policy changed since answers 412.
+//
+// Takes a body of the `application/json` content type.
+//
+// Corresponds with PATCH /policies/{id} (the `PatchPolicy` operationId).
+func (c *Client) PatchPolicy(ctx context.Context, id Id, params *PatchPolicyParams, body PatchPolicyJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewPatchPolicyRequest(c.Server, id, params, body)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
 // UpdatePolicyWithBody Replace a policy's body and placement; its zone stays.
+//
+// Replaces the policy's body and placement, both required; the zone never changes. Kept for existing clients; PATCH changes only what it sends.
 //
 // Takes any type of body and a specified content type.
 //
 // Corresponds with PUT /policies/{id} (the `UpdatePolicy` operationId).
+// Deprecated: use PATCH /policies/{id}, which changes only what it sends.
 func (c *Client) UpdatePolicyWithBody(ctx context.Context, id Id, params *UpdatePolicyParams, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error) {
 	req, err := NewUpdatePolicyRequestWithBody(c.Server, id, params, contentType, body)
 	if err != nil {
@@ -4385,9 +4686,12 @@ func (c *Client) UpdatePolicyWithBody(ctx context.Context, id Id, params *Update
 
 // UpdatePolicy Replace a policy's body and placement; its zone stays.
 //
+// Replaces the policy's body and placement, both required; the zone never changes. Kept for existing clients; PATCH changes only what it sends.
+//
 // Takes a body of the `application/json` content type.
 //
 // Corresponds with PUT /policies/{id} (the `UpdatePolicy` operationId).
+// Deprecated: use PATCH /policies/{id}, which changes only what it sends.
 func (c *Client) UpdatePolicy(ctx context.Context, id Id, params *UpdatePolicyParams, body UpdatePolicyJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error) {
 	req, err := NewUpdatePolicyRequest(c.Server, id, params, body)
 	if err != nil {
@@ -4418,6 +4722,33 @@ func (c *Client) ListPolicyCompliance(ctx context.Context, id Id, params *ListPo
 		return nil, err
 	}
 	return c.Client.Do(req)
+}
+
+// NewGetAPIVersionRequest constructs an http.Request for the GetAPIVersion method
+func NewGetAPIVersionRequest(server string) (*http.Request, error) {
+	var err error
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/")
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	req, err := http.NewRequest(http.MethodGet, queryURL.String(), nil)
+	if err != nil {
+		return nil, err
+	}
+
+	return req, nil
 }
 
 // NewListBlueprintsRequest constructs an http.Request for the ListBlueprints method
@@ -7719,6 +8050,68 @@ func NewGetPolicyRequest(server string, id Id) (*http.Request, error) {
 	return req, nil
 }
 
+// NewPatchPolicyRequest calls the generic PatchPolicy builder with application/json body
+func NewPatchPolicyRequest(server string, id Id, params *PatchPolicyParams, body PatchPolicyJSONRequestBody) (*http.Request, error) {
+	var bodyReader io.Reader
+	buf, err := json.Marshal(body)
+	if err != nil {
+		return nil, err
+	}
+	bodyReader = bytes.NewReader(buf)
+	return NewPatchPolicyRequestWithBody(server, id, params, "application/json", bodyReader)
+}
+
+// NewPatchPolicyRequestWithBody constructs an http.Request for the PatchPolicy method, with any body, and a specified content type
+func NewPatchPolicyRequestWithBody(server string, id Id, params *PatchPolicyParams, contentType string, body io.Reader) (*http.Request, error) {
+	var err error
+
+	var pathParam0 string
+
+	pathParam0, err = runtime.StyleParamWithOptions("simple", false, "id", id, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationPath, Type: "string", Format: ""})
+	if err != nil {
+		return nil, err
+	}
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/policies/%s", pathParam0)
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	req, err := http.NewRequest(http.MethodPatch, queryURL.String(), body)
+	if err != nil {
+		return nil, err
+	}
+
+	req.Header.Add("Content-Type", contentType)
+
+	if params != nil {
+
+		if params.IfMatch != nil {
+			var headerParam0 string
+
+			headerParam0, err = runtime.StyleParamWithOptions("simple", false, "If-Match", *params.IfMatch, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationHeader, Type: "string", Format: ""})
+			if err != nil {
+				return nil, err
+			}
+
+			req.Header.Set("If-Match", headerParam0)
+		}
+
+	}
+
+	return req, nil
+}
+
 // NewUpdatePolicyRequest calls the generic UpdatePolicy builder with application/json body
 func NewUpdatePolicyRequest(server string, id Id, params *UpdatePolicyParams, body UpdatePolicyJSONRequestBody) (*http.Request, error) {
 	var bodyReader io.Reader
@@ -7922,6 +8315,15 @@ func WithBaseURL(baseURL string) ClientOption {
 // ClientWithResponsesInterface is the interface specification for the client with responses above.
 type ClientWithResponsesInterface interface {
 
+	// GetAPIVersionWithResponse This version of the API and its collections, as OCM services describe themselves.
+	//
+	// Answers `{kind: APIVersion, id, href, server_version, collections}`: the version's id (the last segment of the base path), its href (the base path), the release the server runs, and one link per top-level collection of this specification (`{kind: <Kind>List, id, href}`). The base path with or without a trailing slash answers it. The path above the base path (`/api/fleet_manager` for the default) answers the API's versions, `{kind: API, id, href, versions: [{kind: APIVersion, id, href}]}`, as OCM services do; it is no path of this specification, which is relative to the base path. Both need no token unless the deployment removed `/` from `--auth-public-paths`.
+	//
+	// Returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with GET / (the `GetAPIVersion` operationId).
+	GetAPIVersionWithResponse(ctx context.Context, reqEditors ...RequestEditorFn) (*GetAPIVersionResponse, error)
+
 	// ListBlueprintsWithResponse The caller's organisation's blueprints, a page at a time, each with its latest version.
 	//
 	// Search fields: `id`, `name`, `latest_version`, `created_by`, `created_at`, `updated_at`; order by `name`, `created_at` (default), `updated_at`.
@@ -7961,12 +8363,16 @@ type ClientWithResponsesInterface interface {
 
 	// DeleteBlueprintWithResponse Delete a blueprint and its versions; refused (409) while a pool uses one.
 	//
+	// Deletes the blueprint and every version of it and answers 204; while a capacity pool uses one of its versions the answer is 409.
+	//
 	// Returns a wrapper object for the known response body format(s).
 	//
 	// Corresponds with DELETE /blueprints/{id} (the `DeleteBlueprint` operationId).
 	DeleteBlueprintWithResponse(ctx context.Context, id Id, reqEditors ...RequestEditorFn) (*DeleteBlueprintResponse, error)
 
 	// GetBlueprintWithResponse One blueprint, with its latest version's spec.
+	//
+	// Answers the blueprint with the spec of its latest version.
 	//
 	// Returns a wrapper object for the known response body format(s).
 	//
@@ -8002,12 +8408,16 @@ type ClientWithResponsesInterface interface {
 
 	// DeleteBlueprintVersionWithResponse Delete a version no pool uses; the latest version stays (delete the blueprint).
 	//
+	// Deletes a version that no pool uses and answers 204. The latest version stays while the blueprint exists (409): delete the blueprint instead.
+	//
 	// Returns a wrapper object for the known response body format(s).
 	//
 	// Corresponds with DELETE /blueprints/{id}/versions/{version} (the `DeleteBlueprintVersion` operationId).
 	DeleteBlueprintVersionWithResponse(ctx context.Context, id Id, version Version, reqEditors ...RequestEditorFn) (*DeleteBlueprintVersionResponse, error)
 
 	// GetBlueprintVersionWithResponse One version of a blueprint.
+	//
+	// Answers one immutable version of the blueprint, with the number of pools that use it.
 	//
 	// Returns a wrapper object for the known response body format(s).
 	//
@@ -8049,12 +8459,16 @@ type ClientWithResponsesInterface interface {
 
 	// DeleteCapacityPoolWithResponse Delete a pool; its clusters are deprovisioned, then the pool goes. Refused (409) while it holds reservations.
 	//
+	// Answers 202 and deprovisions the pool's clusters; the pool goes when they are gone. While the pool holds reservations the answer is 409.
+	//
 	// Returns a wrapper object for the known response body format(s).
 	//
 	// Corresponds with DELETE /capacity_pools/{id} (the `DeleteCapacityPool` operationId).
 	DeleteCapacityPoolWithResponse(ctx context.Context, id Id, params *DeleteCapacityPoolParams, reqEditors ...RequestEditorFn) (*DeleteCapacityPoolResponse, error)
 
 	// GetCapacityPoolWithResponse One capacity pool.
+	//
+	// Answers the pool with its bounds, thresholds, cluster count, reserved units, phase and conditions, with its ETag.
 	//
 	// Returns a wrapper object for the known response body format(s).
 	//
@@ -8136,12 +8550,16 @@ type ClientWithResponsesInterface interface {
 
 	// DeleteReservationWithResponse Release a reservation; its units go back to its cluster.
 	//
+	// Releases the reservation and answers 204; its units are free on its cluster again.
+	//
 	// Returns a wrapper object for the known response body format(s).
 	//
 	// Corresponds with DELETE /capacity_pools/{id}/reservations/{reservation_id} (the `DeleteReservation` operationId).
 	DeleteReservationWithResponse(ctx context.Context, id Id, reservationId ReservationId, reqEditors ...RequestEditorFn) (*DeleteReservationResponse, error)
 
 	// GetReservationWithResponse One reservation.
+	//
+	// Answers the reservation with the cluster it holds units on.
 	//
 	// Returns a wrapper object for the known response body format(s).
 	//
@@ -8150,12 +8568,16 @@ type ClientWithResponsesInterface interface {
 
 	// ListClustersWithResponse The caller's organisation's registered clusters, a page at a time.
 	//
+	// Lists the registrations of the organisation in the caller's token, filtered by `search` and ordered by `orderBy` (default: newest first). Each cluster carries its phase and conditions; docs/registrations.md describes them.
+	//
 	// Returns a wrapper object for the known response body format(s).
 	//
 	// Corresponds with GET /clusters (the `ListClusters` operationId).
 	ListClustersWithResponse(ctx context.Context, params *ListClustersParams, reqEditors ...RequestEditorFn) (*ListClustersResponse, error)
 
 	// CreateClusterWithBodyWithResponse Register an existing cluster; it is placed on a hub and delivered there.
+	//
+	// Registers a cluster that already exists: the service places it on a hub of its zone and delivers it there (or to OCM or Hive for a syncset hub). The answer is 202: placement and delivery follow, and the cluster's conditions report them.
 	//
 	// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
 	//
@@ -8164,6 +8586,8 @@ type ClientWithResponsesInterface interface {
 
 	// CreateClusterWithResponse Register an existing cluster; it is placed on a hub and delivered there.
 	//
+	// Registers a cluster that already exists: the service places it on a hub of its zone and delivers it there (or to OCM or Hive for a syncset hub). The answer is 202: placement and delivery follow, and the cluster's conditions report them.
+	//
 	// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
 	//
 	// Corresponds with POST /clusters (the `CreateCluster` operationId).
@@ -8171,12 +8595,16 @@ type ClientWithResponsesInterface interface {
 
 	// DeleteClusterWithResponse Deregister a cluster; repeating it is harmless.
 	//
+	// Marks the registration for deregistration (`deletion_requested_at`) and answers 202; the hub detaches the cluster, then the registration goes. A capacity pool's cluster answers 409: its pool removes it.
+	//
 	// Returns a wrapper object for the known response body format(s).
 	//
 	// Corresponds with DELETE /clusters/{id} (the `DeleteCluster` operationId).
 	DeleteClusterWithResponse(ctx context.Context, id Id, reqEditors ...RequestEditorFn) (*DeleteClusterResponse, error)
 
 	// GetClusterWithResponse One registered cluster.
+	//
+	// Answers the registration with its ETag, which a PATCH may send as If-Match. A cluster of another organisation answers 404.
 	//
 	// Returns a wrapper object for the known response body format(s).
 	//
@@ -8211,6 +8639,8 @@ type ClientWithResponsesInterface interface {
 	GetClusterImportWithResponse(ctx context.Context, id Id, reqEditors ...RequestEditorFn) (*GetClusterImportResponse, error)
 
 	// GetClusterMetricsTextWithResponse One registered cluster's metrics in the Prometheus text format, as a scrape target.
+	//
+	// Answers one registration's allow-listed metrics, and the fleet manager's own series about it, in the Prometheus text exposition format, so that a Prometheus can scrape it.
 	//
 	// Returns a wrapper object for the known response body format(s).
 	//
@@ -8272,6 +8702,8 @@ type ClientWithResponsesInterface interface {
 	CreateClustersWithResponse(ctx context.Context, params *CreateClustersParams, body CreateClustersJSONRequestBody, reqEditors ...RequestEditorFn) (*CreateClustersResponse, error)
 
 	// GetComplianceSummaryWithResponse Counts of clusters per compliance state, per hub and per zone, for one policy or all of the organisation's.
+	//
+	// Counts the organisation's clusters per compliance state (`compliant`, `non_compliant`, `pending`), in all, per hub and per zone, of one policy (`policy_id`) or of all the organisation's policies.
 	//
 	// Returns a wrapper object for the known response body format(s).
 	//
@@ -8351,12 +8783,16 @@ type ClientWithResponsesInterface interface {
 
 	// DeleteDNSRecordWithResponse Remove a record; the provider removes its name before the record goes.
 	//
+	// Answers 202; the record shows phase `deleting` until the provider has removed its name, then it is gone (404).
+	//
 	// Returns a wrapper object for the known response body format(s).
 	//
 	// Corresponds with DELETE /dns_services/{service_name}/records/{record_id} (the `DeleteDNSRecord` operationId).
 	DeleteDNSRecordWithResponse(ctx context.Context, serviceName ServiceName, recordId RecordId, params *DeleteDNSRecordParams, reqEditors ...RequestEditorFn) (*DeleteDNSRecordResponse, error)
 
 	// GetDNSRecordWithResponse One record of the caller's organisation, with its conditions and what the provider holds.
+	//
+	// Answers the record with its conditions (`Accepted`, `Published`, `Resolvable`), its phase and the values the DNS provider holds, with its ETag.
 	//
 	// Returns a wrapper object for the known response body format(s).
 	//
@@ -8385,12 +8821,16 @@ type ClientWithResponsesInterface interface {
 
 	// ListErrorsWithResponse The catalogue of error codes this service answers with.
 	//
+	// Lists the error codes this service answers with, each with its number, `FLEET-MGMT-` code and reason. It needs no token unless the deployment removed it from `--auth-public-paths`.
+	//
 	// Returns a wrapper object for the known response body format(s).
 	//
 	// Corresponds with GET /errors (the `ListErrors` operationId).
 	ListErrorsWithResponse(ctx context.Context, params *ListErrorsParams, reqEditors ...RequestEditorFn) (*ListErrorsResponse, error)
 
 	// GetErrorWithResponse One error code of the catalogue.
+	//
+	// Answers one entry of the error catalogue; `id` is the code's number without its prefix.
 	//
 	// Returns a wrapper object for the known response body format(s).
 	//
@@ -8454,12 +8894,16 @@ type ClientWithResponsesInterface interface {
 
 	// QueryMetricsPrometheusWithResponse The instant query at the path Prometheus clients (promtool, Grafana) call under a server URL of {base}/metrics.
 	//
+	// The instant query of `GET /metrics/query`, at the path a Prometheus client (promtool, Grafana) calls when its server URL is `{base}/metrics`.
+	//
 	// Returns a wrapper object for the known response body format(s).
 	//
 	// Corresponds with GET /metrics/api/v1/query (the `QueryMetricsPrometheus` operationId).
 	QueryMetricsPrometheusWithResponse(ctx context.Context, params *QueryMetricsPrometheusParams, reqEditors ...RequestEditorFn) (*QueryMetricsPrometheusResponse, error)
 
 	// QueryMetricsPrometheusFormWithBodyWithResponse The instant query at the path Prometheus clients (promtool, Grafana) call under a server URL of {base}/metrics. (parameters in a form body, as Prometheus accepts).
+	//
+	// The instant query of `POST /metrics/query`, at the path a Prometheus client calls when its server URL is `{base}/metrics`.
 	//
 	// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
 	//
@@ -8468,12 +8912,16 @@ type ClientWithResponsesInterface interface {
 
 	// QueryMetricsPrometheusFormWithFormdataBodyWithResponse The instant query at the path Prometheus clients (promtool, Grafana) call under a server URL of {base}/metrics. (parameters in a form body, as Prometheus accepts).
 	//
+	// The instant query of `POST /metrics/query`, at the path a Prometheus client calls when its server URL is `{base}/metrics`.
+	//
 	// Takes a body of the `application/x-www-form-urlencoded` content type, and returns a wrapper object for the known response body format(s).
 	//
 	// Corresponds with POST /metrics/api/v1/query (the `QueryMetricsPrometheusForm` operationId).
 	QueryMetricsPrometheusFormWithFormdataBodyWithResponse(ctx context.Context, params *QueryMetricsPrometheusFormParams, body QueryMetricsPrometheusFormFormdataRequestBody, reqEditors ...RequestEditorFn) (*QueryMetricsPrometheusFormResponse, error)
 
 	// QueryMetricsRangePrometheusWithResponse The range query at the path Prometheus clients call under a server URL of {base}/metrics.
+	//
+	// The range query of `GET /metrics/query_range`, at the path a Prometheus client calls when its server URL is `{base}/metrics`.
 	//
 	// Returns a wrapper object for the known response body format(s).
 	//
@@ -8482,12 +8930,16 @@ type ClientWithResponsesInterface interface {
 
 	// QueryMetricsRangePrometheusFormWithBodyWithResponse The range query at the path Prometheus clients call under a server URL of {base}/metrics. (parameters in a form body, as Prometheus accepts).
 	//
+	// The range query of `POST /metrics/query_range`, at the path a Prometheus client calls when its server URL is `{base}/metrics`.
+	//
 	// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
 	//
 	// Corresponds with POST /metrics/api/v1/query_range (the `QueryMetricsRangePrometheusForm` operationId).
 	QueryMetricsRangePrometheusFormWithBodyWithResponse(ctx context.Context, params *QueryMetricsRangePrometheusFormParams, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*QueryMetricsRangePrometheusFormResponse, error)
 
 	// QueryMetricsRangePrometheusFormWithFormdataBodyWithResponse The range query at the path Prometheus clients call under a server URL of {base}/metrics. (parameters in a form body, as Prometheus accepts).
+	//
+	// The range query of `POST /metrics/query_range`, at the path a Prometheus client calls when its server URL is `{base}/metrics`.
 	//
 	// Takes a body of the `application/x-www-form-urlencoded` content type, and returns a wrapper object for the known response body format(s).
 	//
@@ -8496,12 +8948,16 @@ type ClientWithResponsesInterface interface {
 
 	// QueryMetricsWithResponse An instant PromQL query on the caller's clusters' metrics.
 	//
+	// Evaluates an instant PromQL query, rewritten so that it reads only the caller's organisation's clusters and the allow-listed metrics, and answers as the Prometheus HTTP API does (docs/user- facing-metrics.md).
+	//
 	// Returns a wrapper object for the known response body format(s).
 	//
 	// Corresponds with GET /metrics/query (the `QueryMetrics` operationId).
 	QueryMetricsWithResponse(ctx context.Context, params *QueryMetricsParams, reqEditors ...RequestEditorFn) (*QueryMetricsResponse, error)
 
 	// QueryMetricsFormWithBodyWithResponse An instant PromQL query on the caller's clusters' metrics. (parameters in a form body, as Prometheus accepts).
+	//
+	// The same query as the GET, with its parameters in an `application/x-www-form-urlencoded` body, as Prometheus accepts them.
 	//
 	// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
 	//
@@ -8510,12 +8966,16 @@ type ClientWithResponsesInterface interface {
 
 	// QueryMetricsFormWithFormdataBodyWithResponse An instant PromQL query on the caller's clusters' metrics. (parameters in a form body, as Prometheus accepts).
 	//
+	// The same query as the GET, with its parameters in an `application/x-www-form-urlencoded` body, as Prometheus accepts them.
+	//
 	// Takes a body of the `application/x-www-form-urlencoded` content type, and returns a wrapper object for the known response body format(s).
 	//
 	// Corresponds with POST /metrics/query (the `QueryMetricsForm` operationId).
 	QueryMetricsFormWithFormdataBodyWithResponse(ctx context.Context, params *QueryMetricsFormParams, body QueryMetricsFormFormdataRequestBody, reqEditors ...RequestEditorFn) (*QueryMetricsFormResponse, error)
 
 	// QueryMetricsRangeWithResponse A range PromQL query on the caller's clusters' metrics.
+	//
+	// Evaluates a range PromQL query over `start`, `end` and `step`, confined to the caller's organisation's clusters and the allow-listed metrics, and answers as the Prometheus HTTP API does.
 	//
 	// Returns a wrapper object for the known response body format(s).
 	//
@@ -8524,12 +8984,16 @@ type ClientWithResponsesInterface interface {
 
 	// QueryMetricsRangeFormWithBodyWithResponse A range PromQL query on the caller's clusters' metrics. (parameters in a form body, as Prometheus accepts).
 	//
+	// The same range query as the GET, with its parameters in an `application/x-www-form-urlencoded` body, as Prometheus accepts them.
+	//
 	// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
 	//
 	// Corresponds with POST /metrics/query_range (the `QueryMetricsRangeForm` operationId).
 	QueryMetricsRangeFormWithBodyWithResponse(ctx context.Context, params *QueryMetricsRangeFormParams, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*QueryMetricsRangeFormResponse, error)
 
 	// QueryMetricsRangeFormWithFormdataBodyWithResponse A range PromQL query on the caller's clusters' metrics. (parameters in a form body, as Prometheus accepts).
+	//
+	// The same range query as the GET, with its parameters in an `application/x-www-form-urlencoded` body, as Prometheus accepts them.
 	//
 	// Takes a body of the `application/x-www-form-urlencoded` content type, and returns a wrapper object for the known response body format(s).
 	//
@@ -8538,12 +9002,16 @@ type ClientWithResponsesInterface interface {
 
 	// GetOpenAPIWithResponse This document, with the deployment's base path as its server.
 	//
+	// Answers this specification as JSON, with `servers` set to the base path this deployment serves. It needs no token unless the deployment removed it from `--auth-public-paths`.
+	//
 	// Returns a wrapper object for the known response body format(s).
 	//
 	// Corresponds with GET /openapi (the `GetOpenAPI` operationId).
 	GetOpenAPIWithResponse(ctx context.Context, reqEditors ...RequestEditorFn) (*GetOpenAPIResponse, error)
 
 	// ListPoliciesWithResponse The caller's organisation's configuration policies, a page at a time.
+	//
+	// Lists the configuration policies of the organisation in the caller's token, filtered by `search` and ordered by `orderBy`.
 	//
 	// Returns a wrapper object for the known response body format(s).
 	//
@@ -8588,6 +9056,8 @@ type ClientWithResponsesInterface interface {
 
 	// DeletePolicyWithResponse Delete a policy; the hubs remove it at their next desired set.
 	//
+	// Deletes the policy and answers 204; the hubs drop it at their next desired set. An If-Match that is not the current ETag answers 412.
+	//
 	// Returns a wrapper object for the known response body format(s).
 	//
 	// Corresponds with DELETE /policies/{id} (the `DeletePolicy` operationId).
@@ -8595,23 +9065,51 @@ type ClientWithResponsesInterface interface {
 
 	// GetPolicyWithResponse One configuration policy.
 	//
+	// Answers the policy, its placement and the hubs it reaches, with its ETag, which a PATCH may send as If-Match.
+	//
 	// Returns a wrapper object for the known response body format(s).
 	//
 	// Corresponds with GET /policies/{id} (the `GetPolicy` operationId).
 	GetPolicyWithResponse(ctx context.Context, id Id, reqEditors ...RequestEditorFn) (*GetPolicyResponse, error)
 
+	// PatchPolicyWithBodyWithResponse Change a policy's body, placement or both; its zone stays.
+	//
+	// The fields given replace the current ones, as `PATCH /clusters/{id}` does: `policy` replaces the whole body (checked as at create), `placement` the whole selector. Without If-Match the change applies to the policy as it is; with it, a policy changed since answers 412.
+	//
+	// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with PATCH /policies/{id} (the `PatchPolicy` operationId).
+	PatchPolicyWithBodyWithResponse(ctx context.Context, id Id, params *PatchPolicyParams, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*PatchPolicyResponse, error)
+
+	// PatchPolicyWithResponse Change a policy's body, placement or both; its zone stays.
+	//
+	// The fields given replace the current ones, as `PATCH /clusters/{id}` does: `policy` replaces the whole body (checked as at create), `placement` the whole selector. Without If-Match the change applies to the policy as it is; with it, a policy changed since answers 412.
+	//
+	// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with PATCH /policies/{id} (the `PatchPolicy` operationId).
+	PatchPolicyWithResponse(ctx context.Context, id Id, params *PatchPolicyParams, body PatchPolicyJSONRequestBody, reqEditors ...RequestEditorFn) (*PatchPolicyResponse, error)
+
 	// UpdatePolicyWithBodyWithResponse Replace a policy's body and placement; its zone stays.
+	//
+	// Replaces the policy's body and placement, both required; the zone never changes. Kept for existing clients; PATCH changes only what it sends.
 	//
 	// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
 	//
 	// Corresponds with PUT /policies/{id} (the `UpdatePolicy` operationId).
+	//
+	// Deprecated: use PATCH /policies/{id}, which changes only what it sends.
 	UpdatePolicyWithBodyWithResponse(ctx context.Context, id Id, params *UpdatePolicyParams, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*UpdatePolicyResponse, error)
 
 	// UpdatePolicyWithResponse Replace a policy's body and placement; its zone stays.
 	//
+	// Replaces the policy's body and placement, both required; the zone never changes. Kept for existing clients; PATCH changes only what it sends.
+	//
 	// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
 	//
 	// Corresponds with PUT /policies/{id} (the `UpdatePolicy` operationId).
+	//
+	// Deprecated: use PATCH /policies/{id}, which changes only what it sends.
 	UpdatePolicyWithResponse(ctx context.Context, id Id, params *UpdatePolicyParams, body UpdatePolicyJSONRequestBody, reqEditors ...RequestEditorFn) (*UpdatePolicyResponse, error)
 
 	// ListPolicyComplianceWithResponse A policy's compliance per cluster, as the hubs' policy framework reports it, a page at a time.
@@ -8625,6 +9123,75 @@ type ClientWithResponsesInterface interface {
 	//
 	// Corresponds with GET /policies/{id}/compliance (the `ListPolicyCompliance` operationId).
 	ListPolicyComplianceWithResponse(ctx context.Context, id Id, params *ListPolicyComplianceParams, reqEditors ...RequestEditorFn) (*ListPolicyComplianceResponse, error)
+}
+
+// GetAPIVersionResponse503Headers the declared response headers of an HTTP 503 response for GetAPIVersion
+type GetAPIVersionResponse503Headers struct {
+	RetryAfter *int
+}
+
+type GetAPIVersionResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// JSON200 the response for an HTTP 200 `application/json` response
+	JSON200 *APIVersion
+	// JSON401 the response for an HTTP 401 `application/json` response
+	JSON401 *Unauthenticated
+	// JSON500 the response for an HTTP 500 `application/json` response
+	JSON500 *InternalError
+	// JSON503 the response for an HTTP 503 `application/json` response
+	JSON503 *Unavailable
+	// Headers503 the parsed response headers for an HTTP 503 response
+	Headers503 *GetAPIVersionResponse503Headers
+}
+
+// GetJSON200 returns the response for an HTTP 200 `application/json` response
+func (r GetAPIVersionResponse) GetJSON200() *APIVersion {
+	return r.JSON200
+}
+
+// GetJSON401 returns the response for an HTTP 401 `application/json` response
+func (r GetAPIVersionResponse) GetJSON401() *Unauthenticated {
+	return r.JSON401
+}
+
+// GetJSON500 returns the response for an HTTP 500 `application/json` response
+func (r GetAPIVersionResponse) GetJSON500() *InternalError {
+	return r.JSON500
+}
+
+// GetJSON503 returns the response for an HTTP 503 `application/json` response
+func (r GetAPIVersionResponse) GetJSON503() *Unavailable {
+	return r.JSON503
+}
+
+// GetBody returns the raw response body bytes
+func (r GetAPIVersionResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r GetAPIVersionResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r GetAPIVersionResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r GetAPIVersionResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
 }
 
 // ListBlueprintsResponse503Headers the declared response headers of an HTTP 503 response for ListBlueprints
@@ -12046,6 +12613,8 @@ type ListErrorsResponse struct {
 	JSON200 *ErrorList
 	// JSON400 the response for an HTTP 400 `application/json` response
 	JSON400 *BadRequest
+	// JSON401 the response for an HTTP 401 `application/json` response
+	JSON401 *Unauthenticated
 	// JSON500 the response for an HTTP 500 `application/json` response
 	JSON500 *InternalError
 	// JSON503 the response for an HTTP 503 `application/json` response
@@ -12062,6 +12631,11 @@ func (r ListErrorsResponse) GetJSON200() *ErrorList {
 // GetJSON400 returns the response for an HTTP 400 `application/json` response
 func (r ListErrorsResponse) GetJSON400() *BadRequest {
 	return r.JSON400
+}
+
+// GetJSON401 returns the response for an HTTP 401 `application/json` response
+func (r ListErrorsResponse) GetJSON401() *Unauthenticated {
+	return r.JSON401
 }
 
 // GetJSON500 returns the response for an HTTP 500 `application/json` response
@@ -12115,6 +12689,8 @@ type GetErrorResponse struct {
 	JSON200 *Error
 	// JSON400 the response for an HTTP 400 `application/json` response
 	JSON400 *BadRequest
+	// JSON401 the response for an HTTP 401 `application/json` response
+	JSON401 *Unauthenticated
 	// JSON404 the response for an HTTP 404 `application/json` response
 	JSON404 *NotFound
 	// JSON500 the response for an HTTP 500 `application/json` response
@@ -12133,6 +12709,11 @@ func (r GetErrorResponse) GetJSON200() *Error {
 // GetJSON400 returns the response for an HTTP 400 `application/json` response
 func (r GetErrorResponse) GetJSON400() *BadRequest {
 	return r.JSON400
+}
+
+// GetJSON401 returns the response for an HTTP 401 `application/json` response
+func (r GetErrorResponse) GetJSON401() *Unauthenticated {
+	return r.JSON401
 }
 
 // GetJSON404 returns the response for an HTTP 404 `application/json` response
@@ -13381,6 +13962,8 @@ type GetOpenAPIResponse struct {
 	HTTPResponse *http.Response
 	// JSON200 the response for an HTTP 200 `application/json` response
 	JSON200 *map[string]interface{}
+	// JSON401 the response for an HTTP 401 `application/json` response
+	JSON401 *Unauthenticated
 	// JSON500 the response for an HTTP 500 `application/json` response
 	JSON500 *InternalError
 	// JSON503 the response for an HTTP 503 `application/json` response
@@ -13392,6 +13975,11 @@ type GetOpenAPIResponse struct {
 // GetJSON200 returns the response for an HTTP 200 `application/json` response
 func (r GetOpenAPIResponse) GetJSON200() *map[string]interface{} {
 	return r.JSON200
+}
+
+// GetJSON401 returns the response for an HTTP 401 `application/json` response
+func (r GetOpenAPIResponse) GetJSON401() *Unauthenticated {
+	return r.JSON401
 }
 
 // GetJSON500 returns the response for an HTTP 500 `application/json` response
@@ -13815,6 +14403,131 @@ func (r GetPolicyResponse) ContentType() string {
 	return ""
 }
 
+// PatchPolicyResponse200Headers the declared response headers of an HTTP 200 response for PatchPolicy
+type PatchPolicyResponse200Headers struct {
+	ETag *string
+}
+
+// PatchPolicyResponse503Headers the declared response headers of an HTTP 503 response for PatchPolicy
+type PatchPolicyResponse503Headers struct {
+	RetryAfter *int
+}
+
+type PatchPolicyResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// JSON200 the response for an HTTP 200 `application/json` response
+	JSON200 *Policy
+	// JSON400 the response for an HTTP 400 `application/json` response
+	JSON400 *BadRequest
+	// JSON401 the response for an HTTP 401 `application/json` response
+	JSON401 *Unauthenticated
+	// JSON403 the response for an HTTP 403 `application/json` response
+	JSON403 *Forbidden
+	// JSON404 the response for an HTTP 404 `application/json` response
+	JSON404 *NotFound
+	// JSON409 the response for an HTTP 409 `application/json` response
+	JSON409 *Conflict
+	// JSON412 the response for an HTTP 412 `application/json` response
+	JSON412 *PreconditionFailed
+	// JSON413 the response for an HTTP 413 `application/json` response
+	JSON413 *BadRequest
+	// JSON415 the response for an HTTP 415 `application/json` response
+	JSON415 *BadRequest
+	// JSON500 the response for an HTTP 500 `application/json` response
+	JSON500 *InternalError
+	// JSON503 the response for an HTTP 503 `application/json` response
+	JSON503 *Unavailable
+	// Headers200 the parsed response headers for an HTTP 200 response
+	Headers200 *PatchPolicyResponse200Headers
+	// Headers503 the parsed response headers for an HTTP 503 response
+	Headers503 *PatchPolicyResponse503Headers
+}
+
+// GetJSON200 returns the response for an HTTP 200 `application/json` response
+func (r PatchPolicyResponse) GetJSON200() *Policy {
+	return r.JSON200
+}
+
+// GetJSON400 returns the response for an HTTP 400 `application/json` response
+func (r PatchPolicyResponse) GetJSON400() *BadRequest {
+	return r.JSON400
+}
+
+// GetJSON401 returns the response for an HTTP 401 `application/json` response
+func (r PatchPolicyResponse) GetJSON401() *Unauthenticated {
+	return r.JSON401
+}
+
+// GetJSON403 returns the response for an HTTP 403 `application/json` response
+func (r PatchPolicyResponse) GetJSON403() *Forbidden {
+	return r.JSON403
+}
+
+// GetJSON404 returns the response for an HTTP 404 `application/json` response
+func (r PatchPolicyResponse) GetJSON404() *NotFound {
+	return r.JSON404
+}
+
+// GetJSON409 returns the response for an HTTP 409 `application/json` response
+func (r PatchPolicyResponse) GetJSON409() *Conflict {
+	return r.JSON409
+}
+
+// GetJSON412 returns the response for an HTTP 412 `application/json` response
+func (r PatchPolicyResponse) GetJSON412() *PreconditionFailed {
+	return r.JSON412
+}
+
+// GetJSON413 returns the response for an HTTP 413 `application/json` response
+func (r PatchPolicyResponse) GetJSON413() *BadRequest {
+	return r.JSON413
+}
+
+// GetJSON415 returns the response for an HTTP 415 `application/json` response
+func (r PatchPolicyResponse) GetJSON415() *BadRequest {
+	return r.JSON415
+}
+
+// GetJSON500 returns the response for an HTTP 500 `application/json` response
+func (r PatchPolicyResponse) GetJSON500() *InternalError {
+	return r.JSON500
+}
+
+// GetJSON503 returns the response for an HTTP 503 `application/json` response
+func (r PatchPolicyResponse) GetJSON503() *Unavailable {
+	return r.JSON503
+}
+
+// GetBody returns the raw response body bytes
+func (r PatchPolicyResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r PatchPolicyResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r PatchPolicyResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r PatchPolicyResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
 // UpdatePolicyResponse200Headers the declared response headers of an HTTP 200 response for UpdatePolicy
 type UpdatePolicyResponse200Headers struct {
 	ETag *string
@@ -14030,6 +14743,21 @@ func (r ListPolicyComplianceResponse) ContentType() string {
 	return ""
 }
 
+// GetAPIVersionWithResponse This version of the API and its collections, as OCM services describe themselves.
+//
+// Answers `{kind: APIVersion, id, href, server_version, collections}`: the version's id (the last segment of the base path), its href (the base path), the release the server runs, and one link per top-level collection of this specification (`{kind: <Kind>List, id, href}`). The base path with or without a trailing slash answers it. The path above the base path (`/api/fleet_manager` for the default) answers the API's versions, `{kind: API, id, href, versions: [{kind: APIVersion, id, href}]}`, as OCM services do; it is no path of this specification, which is relative to the base path. Both need no token unless the deployment removed `/` from `--auth-public-paths`.
+//
+// Returns a wrapper object for the known response body format(s).
+//
+// Corresponds with GET / (the `GetAPIVersion` operationId).
+func (c *ClientWithResponses) GetAPIVersionWithResponse(ctx context.Context, reqEditors ...RequestEditorFn) (*GetAPIVersionResponse, error) {
+	rsp, err := c.GetAPIVersion(ctx, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseGetAPIVersionResponse(rsp)
+}
+
 // ListBlueprintsWithResponse The caller's organisation's blueprints, a page at a time, each with its latest version.
 //
 // Search fields: `id`, `name`, `latest_version`, `created_by`, `created_at`, `updated_at`; order by `name`, `created_at` (default), `updated_at`.
@@ -14087,6 +14815,8 @@ func (c *ClientWithResponses) CreateBlueprintWithResponse(ctx context.Context, b
 
 // DeleteBlueprintWithResponse Delete a blueprint and its versions; refused (409) while a pool uses one.
 //
+// Deletes the blueprint and every version of it and answers 204; while a capacity pool uses one of its versions the answer is 409.
+//
 // Returns a wrapper object for the known response body format(s).
 //
 // Corresponds with DELETE /blueprints/{id} (the `DeleteBlueprint` operationId).
@@ -14099,6 +14829,8 @@ func (c *ClientWithResponses) DeleteBlueprintWithResponse(ctx context.Context, i
 }
 
 // GetBlueprintWithResponse One blueprint, with its latest version's spec.
+//
+// Answers the blueprint with the spec of its latest version.
 //
 // Returns a wrapper object for the known response body format(s).
 //
@@ -14158,6 +14890,8 @@ func (c *ClientWithResponses) CreateBlueprintVersionWithResponse(ctx context.Con
 
 // DeleteBlueprintVersionWithResponse Delete a version no pool uses; the latest version stays (delete the blueprint).
 //
+// Deletes a version that no pool uses and answers 204. The latest version stays while the blueprint exists (409): delete the blueprint instead.
+//
 // Returns a wrapper object for the known response body format(s).
 //
 // Corresponds with DELETE /blueprints/{id}/versions/{version} (the `DeleteBlueprintVersion` operationId).
@@ -14170,6 +14904,8 @@ func (c *ClientWithResponses) DeleteBlueprintVersionWithResponse(ctx context.Con
 }
 
 // GetBlueprintVersionWithResponse One version of a blueprint.
+//
+// Answers one immutable version of the blueprint, with the number of pools that use it.
 //
 // Returns a wrapper object for the known response body format(s).
 //
@@ -14235,6 +14971,8 @@ func (c *ClientWithResponses) CreateCapacityPoolWithResponse(ctx context.Context
 
 // DeleteCapacityPoolWithResponse Delete a pool; its clusters are deprovisioned, then the pool goes. Refused (409) while it holds reservations.
 //
+// Answers 202 and deprovisions the pool's clusters; the pool goes when they are gone. While the pool holds reservations the answer is 409.
+//
 // Returns a wrapper object for the known response body format(s).
 //
 // Corresponds with DELETE /capacity_pools/{id} (the `DeleteCapacityPool` operationId).
@@ -14247,6 +14985,8 @@ func (c *ClientWithResponses) DeleteCapacityPoolWithResponse(ctx context.Context
 }
 
 // GetCapacityPoolWithResponse One capacity pool.
+//
+// Answers the pool with its bounds, thresholds, cluster count, reserved units, phase and conditions, with its ETag.
 //
 // Returns a wrapper object for the known response body format(s).
 //
@@ -14376,6 +15116,8 @@ func (c *ClientWithResponses) CreateReservationWithResponse(ctx context.Context,
 
 // DeleteReservationWithResponse Release a reservation; its units go back to its cluster.
 //
+// Releases the reservation and answers 204; its units are free on its cluster again.
+//
 // Returns a wrapper object for the known response body format(s).
 //
 // Corresponds with DELETE /capacity_pools/{id}/reservations/{reservation_id} (the `DeleteReservation` operationId).
@@ -14388,6 +15130,8 @@ func (c *ClientWithResponses) DeleteReservationWithResponse(ctx context.Context,
 }
 
 // GetReservationWithResponse One reservation.
+//
+// Answers the reservation with the cluster it holds units on.
 //
 // Returns a wrapper object for the known response body format(s).
 //
@@ -14402,6 +15146,8 @@ func (c *ClientWithResponses) GetReservationWithResponse(ctx context.Context, id
 
 // ListClustersWithResponse The caller's organisation's registered clusters, a page at a time.
 //
+// Lists the registrations of the organisation in the caller's token, filtered by `search` and ordered by `orderBy` (default: newest first). Each cluster carries its phase and conditions; docs/registrations.md describes them.
+//
 // Returns a wrapper object for the known response body format(s).
 //
 // Corresponds with GET /clusters (the `ListClusters` operationId).
@@ -14414,6 +15160,8 @@ func (c *ClientWithResponses) ListClustersWithResponse(ctx context.Context, para
 }
 
 // CreateClusterWithBodyWithResponse Register an existing cluster; it is placed on a hub and delivered there.
+//
+// Registers a cluster that already exists: the service places it on a hub of its zone and delivers it there (or to OCM or Hive for a syncset hub). The answer is 202: placement and delivery follow, and the cluster's conditions report them.
 //
 // Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
 //
@@ -14428,6 +15176,8 @@ func (c *ClientWithResponses) CreateClusterWithBodyWithResponse(ctx context.Cont
 
 // CreateClusterWithResponse Register an existing cluster; it is placed on a hub and delivered there.
 //
+// Registers a cluster that already exists: the service places it on a hub of its zone and delivers it there (or to OCM or Hive for a syncset hub). The answer is 202: placement and delivery follow, and the cluster's conditions report them.
+//
 // Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
 //
 // Corresponds with POST /clusters (the `CreateCluster` operationId).
@@ -14441,6 +15191,8 @@ func (c *ClientWithResponses) CreateClusterWithResponse(ctx context.Context, par
 
 // DeleteClusterWithResponse Deregister a cluster; repeating it is harmless.
 //
+// Marks the registration for deregistration (`deletion_requested_at`) and answers 202; the hub detaches the cluster, then the registration goes. A capacity pool's cluster answers 409: its pool removes it.
+//
 // Returns a wrapper object for the known response body format(s).
 //
 // Corresponds with DELETE /clusters/{id} (the `DeleteCluster` operationId).
@@ -14453,6 +15205,8 @@ func (c *ClientWithResponses) DeleteClusterWithResponse(ctx context.Context, id 
 }
 
 // GetClusterWithResponse One registered cluster.
+//
+// Answers the registration with its ETag, which a PATCH may send as If-Match. A cluster of another organisation answers 404.
 //
 // Returns a wrapper object for the known response body format(s).
 //
@@ -14511,6 +15265,8 @@ func (c *ClientWithResponses) GetClusterImportWithResponse(ctx context.Context, 
 }
 
 // GetClusterMetricsTextWithResponse One registered cluster's metrics in the Prometheus text format, as a scrape target.
+//
+// Answers one registration's allow-listed metrics, and the fleet manager's own series about it, in the Prometheus text exposition format, so that a Prometheus can scrape it.
 //
 // Returns a wrapper object for the known response body format(s).
 //
@@ -14590,6 +15346,8 @@ func (c *ClientWithResponses) CreateClustersWithResponse(ctx context.Context, pa
 }
 
 // GetComplianceSummaryWithResponse Counts of clusters per compliance state, per hub and per zone, for one policy or all of the organisation's.
+//
+// Counts the organisation's clusters per compliance state (`compliant`, `non_compliant`, `pending`), in all, per hub and per zone, of one policy (`policy_id`) or of all the organisation's policies.
 //
 // Returns a wrapper object for the known response body format(s).
 //
@@ -14705,6 +15463,8 @@ func (c *ClientWithResponses) CreateDNSRecordWithResponse(ctx context.Context, s
 
 // DeleteDNSRecordWithResponse Remove a record; the provider removes its name before the record goes.
 //
+// Answers 202; the record shows phase `deleting` until the provider has removed its name, then it is gone (404).
+//
 // Returns a wrapper object for the known response body format(s).
 //
 // Corresponds with DELETE /dns_services/{service_name}/records/{record_id} (the `DeleteDNSRecord` operationId).
@@ -14717,6 +15477,8 @@ func (c *ClientWithResponses) DeleteDNSRecordWithResponse(ctx context.Context, s
 }
 
 // GetDNSRecordWithResponse One record of the caller's organisation, with its conditions and what the provider holds.
+//
+// Answers the record with its conditions (`Accepted`, `Published`, `Resolvable`), its phase and the values the DNS provider holds, with its ETag.
 //
 // Returns a wrapper object for the known response body format(s).
 //
@@ -14763,6 +15525,8 @@ func (c *ClientWithResponses) UpdateDNSRecordWithResponse(ctx context.Context, s
 
 // ListErrorsWithResponse The catalogue of error codes this service answers with.
 //
+// Lists the error codes this service answers with, each with its number, `FLEET-MGMT-` code and reason. It needs no token unless the deployment removed it from `--auth-public-paths`.
+//
 // Returns a wrapper object for the known response body format(s).
 //
 // Corresponds with GET /errors (the `ListErrors` operationId).
@@ -14775,6 +15539,8 @@ func (c *ClientWithResponses) ListErrorsWithResponse(ctx context.Context, params
 }
 
 // GetErrorWithResponse One error code of the catalogue.
+//
+// Answers one entry of the error catalogue; `id` is the code's number without its prefix.
 //
 // Returns a wrapper object for the known response body format(s).
 //
@@ -14868,6 +15634,8 @@ func (c *ClientWithResponses) GetMetricsTextWithResponse(ctx context.Context, re
 
 // QueryMetricsPrometheusWithResponse The instant query at the path Prometheus clients (promtool, Grafana) call under a server URL of {base}/metrics.
 //
+// The instant query of `GET /metrics/query`, at the path a Prometheus client (promtool, Grafana) calls when its server URL is `{base}/metrics`.
+//
 // Returns a wrapper object for the known response body format(s).
 //
 // Corresponds with GET /metrics/api/v1/query (the `QueryMetricsPrometheus` operationId).
@@ -14880,6 +15648,8 @@ func (c *ClientWithResponses) QueryMetricsPrometheusWithResponse(ctx context.Con
 }
 
 // QueryMetricsPrometheusFormWithBodyWithResponse The instant query at the path Prometheus clients (promtool, Grafana) call under a server URL of {base}/metrics. (parameters in a form body, as Prometheus accepts).
+//
+// The instant query of `POST /metrics/query`, at the path a Prometheus client calls when its server URL is `{base}/metrics`.
 //
 // Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
 //
@@ -14894,6 +15664,8 @@ func (c *ClientWithResponses) QueryMetricsPrometheusFormWithBodyWithResponse(ctx
 
 // QueryMetricsPrometheusFormWithFormdataBodyWithResponse The instant query at the path Prometheus clients (promtool, Grafana) call under a server URL of {base}/metrics. (parameters in a form body, as Prometheus accepts).
 //
+// The instant query of `POST /metrics/query`, at the path a Prometheus client calls when its server URL is `{base}/metrics`.
+//
 // Takes a body of the `application/x-www-form-urlencoded` content type, and returns a wrapper object for the known response body format(s).
 //
 // Corresponds with POST /metrics/api/v1/query (the `QueryMetricsPrometheusForm` operationId).
@@ -14906,6 +15678,8 @@ func (c *ClientWithResponses) QueryMetricsPrometheusFormWithFormdataBodyWithResp
 }
 
 // QueryMetricsRangePrometheusWithResponse The range query at the path Prometheus clients call under a server URL of {base}/metrics.
+//
+// The range query of `GET /metrics/query_range`, at the path a Prometheus client calls when its server URL is `{base}/metrics`.
 //
 // Returns a wrapper object for the known response body format(s).
 //
@@ -14920,6 +15694,8 @@ func (c *ClientWithResponses) QueryMetricsRangePrometheusWithResponse(ctx contex
 
 // QueryMetricsRangePrometheusFormWithBodyWithResponse The range query at the path Prometheus clients call under a server URL of {base}/metrics. (parameters in a form body, as Prometheus accepts).
 //
+// The range query of `POST /metrics/query_range`, at the path a Prometheus client calls when its server URL is `{base}/metrics`.
+//
 // Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
 //
 // Corresponds with POST /metrics/api/v1/query_range (the `QueryMetricsRangePrometheusForm` operationId).
@@ -14932,6 +15708,8 @@ func (c *ClientWithResponses) QueryMetricsRangePrometheusFormWithBodyWithRespons
 }
 
 // QueryMetricsRangePrometheusFormWithFormdataBodyWithResponse The range query at the path Prometheus clients call under a server URL of {base}/metrics. (parameters in a form body, as Prometheus accepts).
+//
+// The range query of `POST /metrics/query_range`, at the path a Prometheus client calls when its server URL is `{base}/metrics`.
 //
 // Takes a body of the `application/x-www-form-urlencoded` content type, and returns a wrapper object for the known response body format(s).
 //
@@ -14946,6 +15724,8 @@ func (c *ClientWithResponses) QueryMetricsRangePrometheusFormWithFormdataBodyWit
 
 // QueryMetricsWithResponse An instant PromQL query on the caller's clusters' metrics.
 //
+// Evaluates an instant PromQL query, rewritten so that it reads only the caller's organisation's clusters and the allow-listed metrics, and answers as the Prometheus HTTP API does (docs/user- facing-metrics.md).
+//
 // Returns a wrapper object for the known response body format(s).
 //
 // Corresponds with GET /metrics/query (the `QueryMetrics` operationId).
@@ -14958,6 +15738,8 @@ func (c *ClientWithResponses) QueryMetricsWithResponse(ctx context.Context, para
 }
 
 // QueryMetricsFormWithBodyWithResponse An instant PromQL query on the caller's clusters' metrics. (parameters in a form body, as Prometheus accepts).
+//
+// The same query as the GET, with its parameters in an `application/x-www-form-urlencoded` body, as Prometheus accepts them.
 //
 // Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
 //
@@ -14972,6 +15754,8 @@ func (c *ClientWithResponses) QueryMetricsFormWithBodyWithResponse(ctx context.C
 
 // QueryMetricsFormWithFormdataBodyWithResponse An instant PromQL query on the caller's clusters' metrics. (parameters in a form body, as Prometheus accepts).
 //
+// The same query as the GET, with its parameters in an `application/x-www-form-urlencoded` body, as Prometheus accepts them.
+//
 // Takes a body of the `application/x-www-form-urlencoded` content type, and returns a wrapper object for the known response body format(s).
 //
 // Corresponds with POST /metrics/query (the `QueryMetricsForm` operationId).
@@ -14984,6 +15768,8 @@ func (c *ClientWithResponses) QueryMetricsFormWithFormdataBodyWithResponse(ctx c
 }
 
 // QueryMetricsRangeWithResponse A range PromQL query on the caller's clusters' metrics.
+//
+// Evaluates a range PromQL query over `start`, `end` and `step`, confined to the caller's organisation's clusters and the allow-listed metrics, and answers as the Prometheus HTTP API does.
 //
 // Returns a wrapper object for the known response body format(s).
 //
@@ -14998,6 +15784,8 @@ func (c *ClientWithResponses) QueryMetricsRangeWithResponse(ctx context.Context,
 
 // QueryMetricsRangeFormWithBodyWithResponse A range PromQL query on the caller's clusters' metrics. (parameters in a form body, as Prometheus accepts).
 //
+// The same range query as the GET, with its parameters in an `application/x-www-form-urlencoded` body, as Prometheus accepts them.
+//
 // Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
 //
 // Corresponds with POST /metrics/query_range (the `QueryMetricsRangeForm` operationId).
@@ -15010,6 +15798,8 @@ func (c *ClientWithResponses) QueryMetricsRangeFormWithBodyWithResponse(ctx cont
 }
 
 // QueryMetricsRangeFormWithFormdataBodyWithResponse A range PromQL query on the caller's clusters' metrics. (parameters in a form body, as Prometheus accepts).
+//
+// The same range query as the GET, with its parameters in an `application/x-www-form-urlencoded` body, as Prometheus accepts them.
 //
 // Takes a body of the `application/x-www-form-urlencoded` content type, and returns a wrapper object for the known response body format(s).
 //
@@ -15024,6 +15814,8 @@ func (c *ClientWithResponses) QueryMetricsRangeFormWithFormdataBodyWithResponse(
 
 // GetOpenAPIWithResponse This document, with the deployment's base path as its server.
 //
+// Answers this specification as JSON, with `servers` set to the base path this deployment serves. It needs no token unless the deployment removed it from `--auth-public-paths`.
+//
 // Returns a wrapper object for the known response body format(s).
 //
 // Corresponds with GET /openapi (the `GetOpenAPI` operationId).
@@ -15036,6 +15828,8 @@ func (c *ClientWithResponses) GetOpenAPIWithResponse(ctx context.Context, reqEdi
 }
 
 // ListPoliciesWithResponse The caller's organisation's configuration policies, a page at a time.
+//
+// Lists the configuration policies of the organisation in the caller's token, filtered by `search` and ordered by `orderBy`.
 //
 // Returns a wrapper object for the known response body format(s).
 //
@@ -15098,6 +15892,8 @@ func (c *ClientWithResponses) CreatePolicyWithResponse(ctx context.Context, body
 
 // DeletePolicyWithResponse Delete a policy; the hubs remove it at their next desired set.
 //
+// Deletes the policy and answers 204; the hubs drop it at their next desired set. An If-Match that is not the current ETag answers 412.
+//
 // Returns a wrapper object for the known response body format(s).
 //
 // Corresponds with DELETE /policies/{id} (the `DeletePolicy` operationId).
@@ -15111,6 +15907,8 @@ func (c *ClientWithResponses) DeletePolicyWithResponse(ctx context.Context, id I
 
 // GetPolicyWithResponse One configuration policy.
 //
+// Answers the policy, its placement and the hubs it reaches, with its ETag, which a PATCH may send as If-Match.
+//
 // Returns a wrapper object for the known response body format(s).
 //
 // Corresponds with GET /policies/{id} (the `GetPolicy` operationId).
@@ -15122,11 +15920,45 @@ func (c *ClientWithResponses) GetPolicyWithResponse(ctx context.Context, id Id, 
 	return ParseGetPolicyResponse(rsp)
 }
 
+// PatchPolicyWithBodyWithResponse Change a policy's body, placement or both; its zone stays.
+//
+// The fields given replace the current ones, as `PATCH /clusters/{id}` does: `policy` replaces the whole body (checked as at create), `placement` the whole selector. Without If-Match the change applies to the policy as it is; with it, a policy changed since answers 412.
+//
+// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
+//
+// Corresponds with PATCH /policies/{id} (the `PatchPolicy` operationId).
+func (c *ClientWithResponses) PatchPolicyWithBodyWithResponse(ctx context.Context, id Id, params *PatchPolicyParams, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*PatchPolicyResponse, error) {
+	rsp, err := c.PatchPolicyWithBody(ctx, id, params, contentType, body, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParsePatchPolicyResponse(rsp)
+}
+
+// PatchPolicyWithResponse Change a policy's body, placement or both; its zone stays.
+//
+// The fields given replace the current ones, as `PATCH /clusters/{id}` does: `policy` replaces the whole body (checked as at create), `placement` the whole selector. Without If-Match the change applies to the policy as it is; with it, a policy changed since answers 412.
+//
+// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
+//
+// Corresponds with PATCH /policies/{id} (the `PatchPolicy` operationId).
+func (c *ClientWithResponses) PatchPolicyWithResponse(ctx context.Context, id Id, params *PatchPolicyParams, body PatchPolicyJSONRequestBody, reqEditors ...RequestEditorFn) (*PatchPolicyResponse, error) {
+	rsp, err := c.PatchPolicy(ctx, id, params, body, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParsePatchPolicyResponse(rsp)
+}
+
 // UpdatePolicyWithBodyWithResponse Replace a policy's body and placement; its zone stays.
+//
+// Replaces the policy's body and placement, both required; the zone never changes. Kept for existing clients; PATCH changes only what it sends.
 //
 // Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
 //
 // Corresponds with PUT /policies/{id} (the `UpdatePolicy` operationId).
+//
+// Deprecated: use PATCH /policies/{id}, which changes only what it sends.
 func (c *ClientWithResponses) UpdatePolicyWithBodyWithResponse(ctx context.Context, id Id, params *UpdatePolicyParams, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*UpdatePolicyResponse, error) {
 	rsp, err := c.UpdatePolicyWithBody(ctx, id, params, contentType, body, reqEditors...)
 	if err != nil {
@@ -15137,9 +15969,12 @@ func (c *ClientWithResponses) UpdatePolicyWithBodyWithResponse(ctx context.Conte
 
 // UpdatePolicyWithResponse Replace a policy's body and placement; its zone stays.
 //
+// Replaces the policy's body and placement, both required; the zone never changes. Kept for existing clients; PATCH changes only what it sends.
+//
 // Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
 //
 // Corresponds with PUT /policies/{id} (the `UpdatePolicy` operationId).
+// Deprecated: use PATCH /policies/{id}, which changes only what it sends.
 func (c *ClientWithResponses) UpdatePolicyWithResponse(ctx context.Context, id Id, params *UpdatePolicyParams, body UpdatePolicyJSONRequestBody, reqEditors ...RequestEditorFn) (*UpdatePolicyResponse, error) {
 	rsp, err := c.UpdatePolicy(ctx, id, params, body, reqEditors...)
 	if err != nil {
@@ -15164,6 +15999,66 @@ func (c *ClientWithResponses) ListPolicyComplianceWithResponse(ctx context.Conte
 		return nil, err
 	}
 	return ParseListPolicyComplianceResponse(rsp)
+}
+
+// ParseGetAPIVersionResponse parses an HTTP response from a GetAPIVersionWithResponse call
+func ParseGetAPIVersionResponse(rsp *http.Response) (*GetAPIVersionResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &GetAPIVersionResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 200:
+		var dest APIVersion
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON200 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 401:
+		var dest Unauthenticated
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON401 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 500:
+		var dest InternalError
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON500 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 503:
+		var dest Unavailable
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON503 = &dest
+
+	}
+
+	switch {
+	case rsp.StatusCode == 503:
+		var headers GetAPIVersionResponse503Headers
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = &value
+		}
+		response.Headers503 = &headers
+	}
+
+	return response, nil
 }
 
 // ParseListBlueprintsResponse parses an HTTP response from a ListBlueprintsWithResponse call
@@ -18373,6 +19268,13 @@ func ParseListErrorsResponse(rsp *http.Response) (*ListErrorsResponse, error) {
 		}
 		response.JSON400 = &dest
 
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 401:
+		var dest Unauthenticated
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON401 = &dest
+
 	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 500:
 		var dest InternalError
 		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
@@ -18432,6 +19334,13 @@ func ParseGetErrorResponse(rsp *http.Response) (*GetErrorResponse, error) {
 			return nil, err
 		}
 		response.JSON400 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 401:
+		var dest Unauthenticated
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON401 = &dest
 
 	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 404:
 		var dest NotFound
@@ -19604,6 +20513,13 @@ func ParseGetOpenAPIResponse(rsp *http.Response) (*GetOpenAPIResponse, error) {
 		}
 		response.JSON200 = &dest
 
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 401:
+		var dest Unauthenticated
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON401 = &dest
+
 	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 500:
 		var dest InternalError
 		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
@@ -19984,6 +20900,125 @@ func ParseGetPolicyResponse(rsp *http.Response) (*GetPolicyResponse, error) {
 		response.Headers200 = &headers
 	case rsp.StatusCode == 503:
 		var headers GetPolicyResponse503Headers
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = &value
+		}
+		response.Headers503 = &headers
+	}
+
+	return response, nil
+}
+
+// ParsePatchPolicyResponse parses an HTTP response from a PatchPolicyWithResponse call
+func ParsePatchPolicyResponse(rsp *http.Response) (*PatchPolicyResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &PatchPolicyResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 200:
+		var dest Policy
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON200 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 400:
+		var dest BadRequest
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON400 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 401:
+		var dest Unauthenticated
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON401 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 403:
+		var dest Forbidden
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON403 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 404:
+		var dest NotFound
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON404 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 409:
+		var dest Conflict
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON409 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 412:
+		var dest PreconditionFailed
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON412 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 413:
+		var dest BadRequest
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON413 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 415:
+		var dest BadRequest
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON415 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 500:
+		var dest InternalError
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON500 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 503:
+		var dest Unavailable
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON503 = &dest
+
+	}
+
+	switch {
+	case rsp.StatusCode == 200:
+		var headers PatchPolicyResponse200Headers
+		if values := rsp.Header.Values("ETag"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "ETag", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.ETag = &value
+		}
+		response.Headers200 = &headers
+	case rsp.StatusCode == 503:
+		var headers PatchPolicyResponse503Headers
 		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
 			var value int
 			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
