@@ -94,7 +94,7 @@ func (a *app) policiesUpdate() *cobra.Command {
 	var file, ifMatch string
 	cmd := &cobra.Command{
 		Use:   "update ID -f FILE",
-		Short: "Replace a policy's Policy and placement from a file (JSON or YAML)",
+		Short: "Change a policy's Policy, placement or both from a file (JSON or YAML), by PATCH",
 		Args:  cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			body, err := readBody(file, cmd.InOrStdin())
@@ -102,7 +102,7 @@ func (a *app) policiesUpdate() *cobra.Command {
 				return err
 			}
 			return a.show(cmd.Context(), policyColumns, func(ctx context.Context) (*http.Response, []byte, error) {
-				r, err := a.public.UpdatePolicyWithBodyWithResponse(ctx, args[0], &public.UpdatePolicyParams{IfMatch: optional(ifMatch)},
+				r, err := a.public.PatchPolicyWithBodyWithResponse(ctx, args[0], &public.PatchPolicyParams{IfMatch: optional(ifMatch)},
 					"application/json", bytes.NewReader(body))
 				if err != nil {
 					return nil, nil, err
@@ -111,7 +111,7 @@ func (a *app) policiesUpdate() *cobra.Command {
 			})
 		},
 	}
-	cmd.Flags().StringVarP(&file, "filename", "f", "", "a JSON or YAML file of the PolicyUpdate (- for stdin)")
+	cmd.Flags().StringVarP(&file, "filename", "f", "", "a JSON or YAML file of the PolicyPatch: policy, placement or both (- for stdin)")
 	cmd.Flags().StringVar(&ifMatch, "if-match", "", "the ETag the change is based on; another version answers 412")
 	_ = cmd.MarkFlagRequired("filename")
 	return cmd

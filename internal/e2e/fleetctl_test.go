@@ -284,6 +284,36 @@ func TestFleetctlWalkthrough(t *testing.T) {
 	if len(updated.Labels) != 1 || updated.Labels["env"] != "staging" {
 		t.Errorf("clusters update --label env=staging: labels = %v", updated.Labels)
 	}
+
+	// policies update sends a PATCH: the file's policy replaces the body,
+	// the placement it does not name stays.
+	dir := t.TempDir()
+	writeJSONFile(t, filepath.Join(dir, "create.json"), public.PolicyCreate{Zone: ptr("eu"), Policy: e2ePolicy("cli-audit", "inform"),
+		Placement: public.PolicyPlacement{LabelSelector: public.LabelSelector{MatchLabels: &map[string]string{"env": "staging"}}}})
+	writeJSONFile(t, filepath.Join(dir, "patch.json"), public.PolicyPatch{Policy: ptr(e2ePolicy("cli-audit", "enforce"))})
+	var policy public.Policy
+	user.json(&policy, "policies", "create", "-f", filepath.Join(dir, "create.json"))
+	user.json(&policy, "policies", "update", policy.Id, "-f", filepath.Join(dir, "patch.json"), "--if-match", `"1"`)
+	if spec, _ := policy.Policy["spec"].(map[string]any); policy.Generation != 2 || spec["remediationAction"] != "enforce" ||
+		policy.Placement.LabelSelector.MatchLabels == nil || (*policy.Placement.LabelSelector.MatchLabels)["env"] != "staging" {
+		t.Errorf("policies update with a policy only = generation %d, %v, placement %+v; want 2, enforce, env=staging kept",
+			policy.Generation, policy.Policy["spec"], policy.Placement)
+	}
+	if code, _, errOut := user.run("policies", "update", policy.Id, "-f", filepath.Join(dir, "patch.json"), "--if-match", `"1"`); code != cli.ExitRefused || !strings.Contains(errOut, "FLEET-MGMT-9") {
+		t.Errorf("policies update with a stale If-Match = exit %d, stderr %q; want %d and code 9", code, errOut, cli.ExitRefused)
+	}
+}
+
+// writeJSONFile writes v as JSON into path.
+func writeJSONFile(t *testing.T, path string, v any) {
+	t.Helper()
+	b, err := json.Marshal(v)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(path, b, 0o600); err != nil {
+		t.Fatal(err)
+	}
 }
 
 // playAgentHeartbeat returns a function that sends hubID's heartbeat with an
