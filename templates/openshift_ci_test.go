@@ -1,10 +1,12 @@
 package templates_test
 
 import (
+	"encoding/json"
 	"os"
 	"path"
 	"regexp"
 	"slices"
+	"strconv"
 	"strings"
 	"testing"
 
@@ -334,4 +336,100 @@ func TestOpenShiftCIRunsWhatCIRuns(t *testing.T) {
 	if !slices.Equal(got, want) {
 		t.Errorf("config.yaml's tests run the make targets %v, .ci/run runs %v", got, want)
 	}
+}
+
+// TestBuildRootCarriesTheSpecLinters: `make lint` runs the OpenAPI linters
+// tools/openapi-lint pins, on Node.js, so the build root copies Node.js from
+// a node image whose major release every pinned linter's engines accept,
+// installs the linters (lint.sh --install) into FLEET_MANAGER_CACHE, and
+// .dockerignore lets the files it copies into the context.
+func TestBuildRootCarriesTheSpecLinters(t *testing.T) {
+	t.Parallel()
+	ins := readDockerfile(t, buildRootDockerfile)
+	major := 0
+	for _, in := range ins {
+		if m := regexp.MustCompile(`^\S*/node:(\d+)\S* AS node$`).FindStringSubmatch(in.args); in.cmd == "FROM" && m != nil {
+			major, _ = strconv.Atoi(m[1])
+		}
+	}
+	if major == 0 {
+		t.Fatal("build root: no FROM <registry>/node:<major>... AS node stage to copy Node.js from")
+	}
+	for _, linter := range []string{"@redocly/cli", "@stoplight/spectral-cli"} {
+		if engines := lockedNodeEngines(t, linter); !acceptsMajor(engines, major) {
+			t.Errorf("build root: Node.js %d is not among the releases %s %q accepts", major, linter, engines)
+		}
+	}
+	for _, file := range []string{"/usr/local/bin/node", "/usr/local/lib/node_modules/npm"} {
+		if !slices.ContainsFunc(ins, func(in instruction) bool {
+			return in.cmd == "COPY" && strings.HasPrefix(in.args, "--from=node "+file+" ")
+		}) {
+			t.Errorf("build root: no COPY --from=node of %s", file)
+		}
+	}
+	if !slices.ContainsFunc(ins, func(in instruction) bool {
+		return in.cmd == "RUN" && strings.Contains(in.args, "tools/openapi-lint/lint.sh --install")
+	}) {
+		t.Error("build root: no RUN of tools/openapi-lint/lint.sh --install (the jobs would install the linters each time)")
+	}
+	allowed := dockerignoreAllowed(t)
+	for _, file := range []string{"tools/openapi-lint/lint.sh", "tools/openapi-lint/package.json", "tools/openapi-lint/package-lock.json"} {
+		if !copies(ins, file) {
+			t.Errorf("build root: no COPY brings %s into the image", file)
+		}
+		if !slices.Contains(allowed, file) {
+			t.Errorf(".dockerignore keeps %s out of the build root's context", file)
+		}
+	}
+}
+
+// lockedNodeEngines returns the engines.node of a package in the linters'
+// package-lock.json.
+func lockedNodeEngines(t *testing.T, pkg string) string {
+	t.Helper()
+	data, err := os.ReadFile("../tools/openapi-lint/package-lock.json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var lock struct {
+		Packages map[string]struct {
+			Engines map[string]string `json:"engines"`
+		} `json:"packages"`
+	}
+	if err := json.Unmarshal(data, &lock); err != nil {
+		t.Fatal(err)
+	}
+	p, ok := lock.Packages["node_modules/"+pkg]
+	if !ok || p.Engines["node"] == "" {
+		t.Fatalf("package-lock.json: no engines.node for %s", pkg)
+	}
+	return p.Engines["node"]
+}
+
+// acceptsMajor reports whether a semver range of npm's (alternatives joined
+// by ||) accepts every release of a major line from some release on: an
+// alternative >=X.Y with X <= major and no upper bound below major+1, or
+// ^major.
+func acceptsMajor(engines string, major int) bool {
+	for _, alt := range strings.Split(engines, "||") {
+		f := strings.Fields(strings.ReplaceAll(strings.TrimSpace(alt), ">= ", ">="))
+		lowOK, highOK := false, true
+		for _, c := range f {
+			switch {
+			case strings.HasPrefix(c, ">="):
+				x, err := strconv.Atoi(strings.Split(strings.TrimPrefix(c, ">="), ".")[0])
+				lowOK = err == nil && x <= major
+			case strings.HasPrefix(c, "^"):
+				x, err := strconv.Atoi(strings.Split(strings.TrimPrefix(c, "^"), ".")[0])
+				lowOK = err == nil && x == major
+			case strings.HasPrefix(c, "<"):
+				x, err := strconv.Atoi(strings.Split(strings.TrimLeft(c, "<="), ".")[0])
+				highOK = err == nil && x > major
+			}
+		}
+		if lowOK && highOK {
+			return true
+		}
+	}
+	return false
 }

@@ -2,17 +2,23 @@
 # Lints the three OpenAPI specs with Spectral (spectral:oas) and Redocly
 # (recommended), at the versions package-lock.json pins, and fails on any
 # warning. The linters are installed with `npm ci` into
-# ~/.cache/fleet-manager/openapi-lint/<hash of the lock file>, once per lock.
+# $FLEET_MANAGER_CACHE/openapi-lint/<hash of the lock file> (the cache is
+# ~/.cache/fleet-manager by default), once per lock. With --install it only
+# installs them (OpenShift CI's build root does, once per image).
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 root=$(cd "$here/../.." && pwd)
 lock_hash=$(sha256sum "$here/package-lock.json" | cut -c1-16)
-dir=${OPENAPI_LINT_DIR:-$HOME/.cache/fleet-manager/openapi-lint/$lock_hash}
+cache=${FLEET_MANAGER_CACHE:-$HOME/.cache/fleet-manager}
+dir=${OPENAPI_LINT_DIR:-$cache/openapi-lint/$lock_hash}
 if [ ! -x "$dir/node_modules/.bin/spectral" ] || [ ! -x "$dir/node_modules/.bin/redocly" ]; then
   echo "openapi-lint: installing the pinned linters into $dir (npm ci, once per package-lock.json)" >&2
   mkdir -p "$dir"
   cp "$here/package.json" "$here/package-lock.json" "$dir/"
-  (cd "$dir" && npm ci --no-audit --no-fund --loglevel=error --cache "$HOME/.cache/fleet-manager/npm")
+  (cd "$dir" && npm ci --no-audit --no-fund --loglevel=error --cache "$cache/npm")
+fi
+if [ "${1:-}" = --install ]; then
+  exit 0
 fi
 export REDOCLY_TELEMETRY=off REDOCLY_SUPPRESS_UPDATE_NOTICE=true NO_UPDATE_NOTIFIER=1
 specs=("$root"/openapi/fleet-manager.yaml "$root"/openapi/fleet-manager-admin.yaml "$root"/openapi/fleet-manager-private.yaml)
