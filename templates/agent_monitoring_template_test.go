@@ -172,33 +172,7 @@ func TestAgentAlertsReadExportedMetrics(t *testing.T) {
 	if len(pr.Spec.Groups) == 0 {
 		t.Fatal("PrometheusRule has no group")
 	}
-	groups, alerts := map[string]bool{}, map[string]bool{}
-	for _, g := range pr.Spec.Groups {
-		if groups[g.Name] {
-			t.Errorf("rule group %s twice", g.Name)
-		}
-		groups[g.Name] = true
-		for _, r := range g.Rules {
-			if !agentAlertName.MatchString(r.Alert) || r.Record != "" {
-				t.Errorf("group %s: rule %q/%q, want an alert named FleetshardSync<What>", g.Name, r.Alert, r.Record)
-			}
-			if alerts[r.Alert] {
-				t.Errorf("alert %s twice", r.Alert)
-			}
-			alerts[r.Alert] = true
-			for _, name := range metricNames(t, r.Alert, r.Expr) {
-				if _, ok := exported[name]; !ok {
-					t.Errorf("alert %s reads %s, which the agent does not export", r.Alert, name)
-				}
-			}
-			if s := r.Labels["severity"]; !slices.Contains([]string{"critical", "warning", "info"}, s) {
-				t.Errorf("alert %s: severity %q, want critical, warning or info", r.Alert, s)
-			}
-			if r.Annotations["summary"] == "" || r.Annotations["description"] == "" {
-				t.Errorf("alert %s: annotations %v, want a summary and a description", r.Alert, r.Annotations)
-			}
-		}
-	}
+	checkAlertRules(t, pr, agentAlertName, "FleetshardSync", exported, "the agent")
 }
 
 // writeAgentRules writes the agent's PrometheusRule groups, from the

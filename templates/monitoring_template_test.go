@@ -11,6 +11,7 @@ import (
 	"testing"
 
 	"github.com/prometheus/client_golang/prometheus"
+	dto "github.com/prometheus/client_model/go"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
 
@@ -197,6 +198,15 @@ func TestAlertsReadExportedMetrics(t *testing.T) {
 	if len(pr.Spec.Groups) == 0 {
 		t.Fatal("PrometheusRule has no group")
 	}
+	checkAlertRules(t, pr, alertName, "FleetManager", exported, "the service")
+}
+
+// checkAlertRules checks a PrometheusRule's groups: unique group and alert
+// names, every rule an alert named by name (<prefix><What>), reading only
+// metrics in exported (what exports them: who), with a known severity, a
+// summary and a description.
+func checkAlertRules(t *testing.T, pr prometheusRule, name *regexp.Regexp, prefix string, exported map[string]dto.MetricType, who string) {
+	t.Helper()
 	groups, alerts := map[string]bool{}, map[string]bool{}
 	for _, g := range pr.Spec.Groups {
 		if groups[g.Name] {
@@ -204,16 +214,16 @@ func TestAlertsReadExportedMetrics(t *testing.T) {
 		}
 		groups[g.Name] = true
 		for _, r := range g.Rules {
-			if !alertName.MatchString(r.Alert) || r.Record != "" {
-				t.Errorf("group %s: rule %q/%q, want an alert named FleetManager<What>", g.Name, r.Alert, r.Record)
+			if !name.MatchString(r.Alert) || r.Record != "" {
+				t.Errorf("group %s: rule %q/%q, want an alert named %s<What>", g.Name, r.Alert, r.Record, prefix)
 			}
 			if alerts[r.Alert] {
 				t.Errorf("alert %s twice", r.Alert)
 			}
 			alerts[r.Alert] = true
-			for _, name := range metricNames(t, r.Alert, r.Expr) {
-				if _, ok := exported[name]; !ok {
-					t.Errorf("alert %s reads %s, which the service does not export", r.Alert, name)
+			for _, metric := range metricNames(t, r.Alert, r.Expr) {
+				if _, ok := exported[metric]; !ok {
+					t.Errorf("alert %s reads %s, which %s does not export", r.Alert, metric, who)
 				}
 			}
 			if s := r.Labels["severity"]; !slices.Contains([]string{"critical", "warning", "info"}, s) {
