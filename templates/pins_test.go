@@ -15,8 +15,9 @@ import (
 // current. Anything else must be pinned: a Dockerfile's FROM by digest, a
 // template's image default by digest or by a minor release.
 var floatingOnPurpose = map[string]string{
-	".openshift-ci/build-root/Dockerfile FROM docker.io/library/golang:1.26-bookworm": "CI's build root: ci-operator's inputs replace it with a mirrored image stream, and it must carry the newest Go patch",
-	"db-template.yml POSTGRESQL_IMAGE":                                                "the development database; production uses cnpg-template.yml or RDS",
+	".openshift-ci/build-root/Dockerfile FROM docker.io/library/golang:1.26-bookworm":  "CI's build root: ci-operator's inputs replace it with a mirrored image stream, and it must carry the newest Go patch",
+	".openshift-ci/build-root/Dockerfile FROM docker.io/library/node:22-bookworm-slim": "CI's build root: only Node.js and npm for the OpenAPI linters are copied from it, the newest Node.js 22 patch on purpose; TestBuildRootCarriesTheSpecLinters holds the major to the linters' engines",
+	"db-template.yml POSTGRESQL_IMAGE":                                                 "the development database; production uses cnpg-template.yml or RDS",
 }
 
 // TestEveryBaseImageIsPinned reads every Dockerfile of the repository and
