@@ -126,7 +126,7 @@ func (a *app) connectWith(ctx context.Context, cfg *Config, persist bool) error 
 		return SaveConfig(path, a.cfg)
 	}
 	src := tokenSource(ctx, cfg, &http.Client{Transport: base, Timeout: requestTimeout}, save)
-	a.http = &http.Client{Transport: &oauth2.Transport{Source: src, Base: base}, Timeout: requestTimeout}
+	a.http = &http.Client{Transport: &oauth2.Transport{Source: src, Base: base}, Timeout: requestTimeout, CheckRedirect: sameServer}
 	var err error
 	if a.public, err = public.NewClientWithResponses(cfg.URL, public.WithHTTPClient(a.http)); err != nil {
 		return err
@@ -206,4 +206,20 @@ func group(cmd *cobra.Command) *cobra.Command {
 	cmd.Args = cobra.NoArgs
 	cmd.RunE = func(cmd *cobra.Command, _ []string) error { return cmd.Help() }
 	return cmd
+}
+
+// maxRedirects is how many redirects a request follows, as net/http's default.
+const maxRedirects = 10
+
+// sameServer follows a redirect only on the server the request went to: the
+// oauth2 transport puts the token on every request, so a redirect to another
+// host or scheme would hand it the token.
+func sameServer(req *http.Request, via []*http.Request) error {
+	if len(via) >= maxRedirects {
+		return &transportError{err: fmt.Errorf("stopped after %d redirects", maxRedirects)}
+	}
+	if first := via[0].URL; req.URL.Scheme != first.Scheme || req.URL.Host != first.Host {
+		return &exitError{code: ExitServer, msg: "the server redirected to another server; fleetctl does not send its token there"}
+	}
+	return nil
 }

@@ -3,8 +3,11 @@ package cli_test
 import (
 	"bytes"
 	"context"
+	"net/http"
+	"net/http/httptest"
 	"path/filepath"
 	"strings"
+	"sync"
 	"testing"
 
 	"github.com/fleetmanager/fleet-manager/internal/cli"
@@ -85,5 +88,39 @@ func TestRunLogout(t *testing.T) {
 	}
 	if code, _, stderr := run(t, cfg, "whoami"); code != cli.ExitLocal || !strings.Contains(stderr, "not logged in") {
 		t.Errorf("fleetctl whoami after logout = %d, %q; want not logged in", code, stderr)
+	}
+}
+
+// TestRunRefusesARedirectToAnotherServer: a server that redirects elsewhere
+// does not get fleetctl's token sent there.
+func TestRunRefusesARedirectToAnotherServer(t *testing.T) {
+	t.Parallel()
+	var mu sync.Mutex
+	var leaked []string
+	other := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		mu.Lock()
+		leaked = append(leaked, r.Header.Get("Authorization"))
+		mu.Unlock()
+		w.WriteHeader(http.StatusOK)
+	}))
+	defer other.Close()
+	api := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		http.Redirect(w, r, other.URL+r.URL.Path, http.StatusFound)
+	}))
+	defer api.Close()
+	cfg := filepath.Join(t.TempDir(), "config.json")
+	if err := cli.SaveConfig(cfg, &cli.Config{URL: api.URL + cli.DefaultAPIPath, AccessToken: "secret-token"}); err != nil {
+		t.Fatal(err)
+	}
+	for _, args := range [][]string{{"clusters", "list"}, {"get", "/api/fleet_manager/v1/clusters"}} {
+		code, _, stderr := run(t, cfg, args...)
+		if code != cli.ExitServer || !strings.Contains(stderr, "redirected to another server") {
+			t.Errorf("fleetctl %s redirected away = exit %d, stderr %q; want %d and the refusal", strings.Join(args, " "), code, stderr, cli.ExitServer)
+		}
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if len(leaked) != 0 {
+		t.Errorf("the other server got %d requests (Authorization %q); want none", len(leaked), leaked)
 	}
 }
