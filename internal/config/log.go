@@ -43,8 +43,8 @@ func (o Log) level() (slog.Level, error) {
 
 // NewLogger returns the process's logger, writing to w, every record
 // carrying the service name. Durations are written for a reader, as
-// HumanDuration writes them ("1.53s", "250ms"), in both formats: the JSON
-// handler would write nanoseconds. A level Validate rejects logs at info, and the
+// HumanDuration writes them, in both formats: the JSON handler would write
+// nanoseconds. A level Validate rejects logs at info, and the
 // logger's first record says so: the commands validate first, so this is a
 // caller that did not.
 func (o Log) NewLogger(w io.Writer, service string) *slog.Logger {
@@ -74,8 +74,8 @@ func humanDurations(_ []string, a slog.Attr) slog.Attr {
 }
 
 // HumanDuration is d as time.Duration.String writes it, rounded to four
-// significant digits (1.535s, 12.35ms, 250.1µs) or, from a minute on, to
-// the second (2m5s): a reader wants the magnitude, not the nanoseconds.
+// significant digits or, from a minute on, to the second (TestHumanDuration
+// shows examples): a reader wants the magnitude, not the nanoseconds.
 func HumanDuration(d time.Duration) string {
 	unit := time.Second
 	if d.Abs() < time.Minute {

@@ -97,7 +97,7 @@ func (s *Server) withObservability(next http.Handler) http.Handler {
 
 // observe logs a finished request and records its metrics. The log has the
 // path without its query, and never a header: tokens stay out of the log.
-// elapsed is for a reader (the logger writes durations as "12.35ms");
+// elapsed is for a reader (the logger writes durations as HumanDuration does);
 // elapsed_ms is the same as a number, for a log query's comparisons.
 func (s *Server) observe(r *http.Request, template string, status int, elapsed time.Duration) {
 	if status == 0 {
