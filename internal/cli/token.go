@@ -2,15 +2,13 @@ package cli
 
 import (
 	"context"
-	"encoding/base64"
-	"encoding/json"
 	"errors"
 	"net/http"
 	"net/url"
-	"strings"
 	"sync"
 	"time"
 
+	"github.com/golang-jwt/jwt/v4"
 	"golang.org/x/oauth2"
 	"golang.org/x/oauth2/clientcredentials"
 )
@@ -93,23 +91,9 @@ func (s *savingSource) Token() (*oauth2.Token, error) {
 // (the server does): it only tells when a --token will stop working. The
 // zero time when the token is not a JWT or has no exp.
 func jwtExpiry(token string) time.Time {
-	parts := strings.Split(token, ".")
-	if len(parts) != 3 {
+	var claims jwt.RegisteredClaims
+	if _, _, err := jwt.NewParser().ParseUnverified(token, &claims); err != nil || claims.ExpiresAt == nil {
 		return time.Time{}
 	}
-	payload, err := base64.RawURLEncoding.DecodeString(parts[1])
-	if err != nil {
-		return time.Time{}
-	}
-	var claims struct {
-		Exp json.Number `json:"exp"`
-	}
-	if json.Unmarshal(payload, &claims) != nil {
-		return time.Time{}
-	}
-	exp, err := claims.Exp.Int64()
-	if err != nil {
-		return time.Time{}
-	}
-	return time.Unix(exp, 0)
+	return claims.ExpiresAt.Time
 }
