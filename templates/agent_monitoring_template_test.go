@@ -54,20 +54,7 @@ type agentPodMonitor struct {
 // params and decodes its two objects strictly.
 func agentMonitoringObjects(t *testing.T, params map[string]string) (agentPodMonitor, prometheusRule) {
 	t.Helper()
-	objs := process(t, agentMonitoringFile, params)
-	if got, want := kinds(objs), []string{"PodMonitor", "PrometheusRule"}; !slices.Equal(got, want) {
-		t.Fatalf("%s kinds = %v, want %v", agentMonitoringFile, got, want)
-	}
-	var pm agentPodMonitor
-	var pr prometheusRule
-	strict(t, only(t, objs, "PodMonitor"), &pm)
-	strict(t, only(t, objs, "PrometheusRule"), &pr)
-	for _, apiVersion := range []string{pm.APIVersion, pr.APIVersion} {
-		if apiVersion != "monitoring.coreos.com/v1" {
-			t.Errorf("apiVersion = %q, want monitoring.coreos.com/v1", apiVersion)
-		}
-	}
-	return pm, pr
+	return monitorAndRule[agentPodMonitor](t, agentMonitoringFile, "PodMonitor", params)
 }
 
 // agentExportedMetrics returns the name of every series `fleetshard-sync

@@ -76,20 +76,30 @@ type rule struct {
 // decodes its two objects strictly.
 func monitoringObjects(t *testing.T, params map[string]string) (serviceMonitor, prometheusRule) {
 	t.Helper()
-	objs := process(t, monitoringFile, params)
-	if got, want := kinds(objs), []string{"PrometheusRule", "ServiceMonitor"}; !slices.Equal(got, want) {
-		t.Fatalf("%s kinds = %v, want %v", monitoringFile, got, want)
+	return monitorAndRule[serviceMonitor](t, monitoringFile, "ServiceMonitor", params)
+}
+
+// monitorAndRule processes a monitoring template (file) with params, checks
+// that it holds exactly a monitor of monitorKind and a PrometheusRule of
+// monitoring.coreos.com/v1, and decodes both strictly.
+func monitorAndRule[M any](t *testing.T, file, monitorKind string, params map[string]string) (M, prometheusRule) {
+	t.Helper()
+	objs := process(t, file, params)
+	want := []string{monitorKind, "PrometheusRule"}
+	slices.Sort(want)
+	if got := kinds(objs); !slices.Equal(got, want) {
+		t.Fatalf("%s kinds = %v, want %v", file, got, want)
 	}
-	var sm serviceMonitor
+	var monitor M
 	var pr prometheusRule
-	strict(t, only(t, objs, "ServiceMonitor"), &sm)
-	strict(t, only(t, objs, "PrometheusRule"), &pr)
-	for _, apiVersion := range []string{sm.APIVersion, pr.APIVersion} {
-		if apiVersion != "monitoring.coreos.com/v1" {
-			t.Errorf("apiVersion = %q, want monitoring.coreos.com/v1", apiVersion)
+	for kind, v := range map[string]any{monitorKind: &monitor, "PrometheusRule": &pr} {
+		obj := only(t, objs, kind)
+		if apiVersion := obj.GetAPIVersion(); apiVersion != "monitoring.coreos.com/v1" {
+			t.Errorf("%s %s: apiVersion = %q, want monitoring.coreos.com/v1", file, kind, apiVersion)
 		}
+		strict(t, obj, v)
 	}
-	return sm, pr
+	return monitor, pr
 }
 
 func strict(t *testing.T, obj *unstructured.Unstructured, v any) {
