@@ -56,10 +56,12 @@ type Config struct {
 	ClusterLabelSource string
 
 	// MaxRange bounds a range query's span, and every range selector,
-	// subquery and offset in a query.
+	// subquery and offset in a query, alone and added up along each
+	// nesting (with @ modifiers counted from the query's time).
 	MaxRange time.Duration
 	// MinStep is the finest resolution of a range query or subquery;
-	// MaxPoints the most points one series of an answer may have.
+	// MaxPoints the most points one series of an answer may have, and the
+	// most steps a nesting of subqueries evaluates.
 	MinStep   time.Duration
 	MaxPoints int
 	// MaxClusters bounds the clusters one request covers.
@@ -107,9 +109,9 @@ func (c *Config) AddFlags(fs *pflag.FlagSet) {
 	fs.StringVar(&c.ClusterLabel, "user-metrics-cluster-label", c.ClusterLabel, "backend label that carries a cluster's identity")
 	fs.StringVar(&c.ClusterLabelSource, "user-metrics-cluster-label-source", c.ClusterLabelSource,
 		"what --user-metrics-cluster-label holds: cluster-id (the id.openshift.io claim) or name (the ManagedCluster's name: one hub only)")
-	fs.DurationVar(&c.MaxRange, "user-metrics-max-range", c.MaxRange, "longest span of a range query, range selector, subquery or offset")
+	fs.DurationVar(&c.MaxRange, "user-metrics-max-range", c.MaxRange, "longest span of a range query, range selector, subquery or offset, and of their sum along a query's nesting")
 	fs.DurationVar(&c.MinStep, "user-metrics-min-step", c.MinStep, "finest resolution of a range query or subquery")
-	fs.IntVar(&c.MaxPoints, "user-metrics-max-points", c.MaxPoints, "most points per series of a range query or subquery")
+	fs.IntVar(&c.MaxPoints, "user-metrics-max-points", c.MaxPoints, "most points per series of a range query or subquery, and steps of nested subqueries together")
 	fs.IntVar(&c.MaxClusters, "user-metrics-max-clusters", c.MaxClusters, "most clusters one metrics request covers")
 	fs.DurationVar(&c.ClusterCacheTTL, "user-metrics-cluster-cache-ttl", c.ClusterCacheTTL,
 		"how long queries reuse an organisation's clusters as read from the inventory (0: read them for every query); a cluster that leaves the organisation is readable that much longer")

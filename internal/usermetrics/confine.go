@@ -46,9 +46,21 @@ func refused(format string, args ...any) error {
 	return fleet.Errorf(fleet.CodeMetricsQueryRefused, format, args...)
 }
 
-// confine parses query, checks it against t and the bounds, and returns it
-// rewritten to read only t's series.
-func (c confiner) confine(query string, t Target) (string, error) {
+// evalWindow is when a query is evaluated: an instant query's time as both
+// start and end, or a range query's start and end.
+type evalWindow struct {
+	start, end time.Time
+}
+
+// instant is the window of an instant query evaluated at at.
+func instant(at time.Time) evalWindow {
+	return evalWindow{start: at, end: at}
+}
+
+// confine parses query, checks it against t and the bounds (its reach from
+// the window w it is evaluated over), and returns it rewritten to read only
+// t's series.
+func (c confiner) confine(query string, t Target, w evalWindow) (string, error) {
 	expr, err := parser.ParseExpr(query)
 	if err != nil {
 		return "", refused("the query does not parse: %s", parseReason(err))
@@ -83,6 +95,9 @@ func (c confiner) confine(query string, t Target) (string, error) {
 		return nil
 	}), expr, nil)
 	if err != nil {
+		return "", err
+	}
+	if err := c.checkReach(expr, reach{from: w.start, to: w.end}, w); err != nil {
 		return "", err
 	}
 	if len(inject) > 0 {
@@ -218,6 +233,98 @@ func (c confiner) checkSubquery(sq *parser.SubqueryExpr) error {
 		return refused("a subquery of %s at %s has more than %d points (--user-metrics-max-points)", sq.Range, step, c.maxPoints)
 	}
 	return c.checkOffset(sq.OriginalOffset)
+}
+
+// reach is where a part of a query is evaluated, for the path from the root
+// down to it: from and to are the first and last times (the window's at the
+// root; one instant under an @ modifier), width how long a stretch the
+// enclosing subqueries make it cover for one evaluation of the query (their
+// ranges added up since the last @), and points how many steps those
+// subqueries evaluate for one evaluation of the query.
+type reach struct {
+	from, to time.Time
+	width    time.Duration
+	points   int64
+}
+
+// checkReach bounds the whole query, path by path, where checkSubquery and
+// checkOffset bound each construct alone: a selector under nested
+// subqueries and offsets reads back (or ahead) as far as their ranges and
+// offsets add up to, and an @ modifier moves it to a time of the caller's
+// choosing, so every read must stay within --user-metrics-max-range of the
+// window. Each subquery is evaluated over the stretch its enclosing
+// subqueries cover, at its own resolution: its steps, summed along the
+// path, stay within --user-metrics-max-points, what one subquery alone may
+// evaluate.
+func (c confiner) checkReach(node parser.Node, r reach, w evalWindow) error {
+	switch n := node.(type) {
+	case *parser.VectorSelector:
+		r = r.at(n.Timestamp, n.StartOrEnd, w).shift(n.OriginalOffset)
+		return c.checkRead(r.from, r.to, w)
+	case *parser.MatrixSelector:
+		if vs, ok := n.VectorSelector.(*parser.VectorSelector); ok {
+			r = r.at(vs.Timestamp, vs.StartOrEnd, w).shift(vs.OriginalOffset)
+		}
+		return c.checkRead(r.from.Add(-n.Range), r.to, w)
+	case *parser.SubqueryExpr:
+		r = r.at(n.Timestamp, n.StartOrEnd, w).shift(n.OriginalOffset)
+		r.from = r.from.Add(-n.Range)
+		if err := c.checkRead(r.from, r.to, w); err != nil {
+			return err
+		}
+		r.width += n.Range
+		r.points += int64(r.width / max(n.Step, c.minStep))
+		if r.points > int64(c.maxPoints) {
+			return refused("nested subqueries evaluate more than %d points for one evaluation of the query (--user-metrics-max-points): "+
+				"an inner subquery covers the ranges of those around it at its own resolution, and the points of a nesting add up", c.maxPoints)
+		}
+		return c.checkReach(n.Expr, r, w)
+	}
+	for _, child := range parser.Children(node) {
+		if err := c.checkReach(child, r, w); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// at applies an @ modifier: the part is evaluated at one time, whatever the
+// times around it.
+func (r reach) at(ts *int64, startOrEnd parser.ItemType, w evalWindow) reach {
+	var t time.Time
+	switch {
+	case ts != nil:
+		t = time.UnixMilli(*ts)
+	case startOrEnd == parser.START:
+		t = w.start
+	case startOrEnd == parser.END:
+		t = w.end
+	default:
+		return r
+	}
+	r.from, r.to, r.width = t, t, 0
+	return r
+}
+
+// shift applies an offset: the part is evaluated that much earlier (later,
+// when negative).
+func (r reach) shift(offset time.Duration) reach {
+	r.from, r.to = r.from.Add(-offset), r.to.Add(-offset)
+	return r
+}
+
+// checkRead refuses a read of from..to that reaches past
+// --user-metrics-max-range before the window's start or after its end.
+func (c confiner) checkRead(from, to time.Time, w evalWindow) error {
+	if from.Before(w.start.Add(-c.maxRange)) {
+		return refused("the query reads further back than %s (--user-metrics-max-range) from when it is evaluated: "+
+			"the ranges, subquery ranges and offsets of a nesting add up, and an @ modifier counts from the query's time", c.maxRange)
+	}
+	if to.After(w.end.Add(c.maxRange)) {
+		return refused("the query reads further ahead than %s (--user-metrics-max-range) of when it is evaluated: "+
+			"the negative offsets of a nesting add up, and an @ modifier counts from the query's time", c.maxRange)
+	}
+	return nil
 }
 
 func (c confiner) checkAggregate(a *parser.AggregateExpr, allowed Allowed) error {

@@ -1,6 +1,7 @@
 package usermetrics
 
 import (
+	"fmt"
 	"strings"
 	"testing"
 	"time"
@@ -18,6 +19,13 @@ func testConfiner() confiner {
 	cfg.MinStep = 10 * time.Second
 	cfg.MaxPoints = 1000
 	return newConfiner(cfg)
+}
+
+// testTime is when the tests' instant queries are evaluated.
+var testTime = time.Unix(1700000000, 0)
+
+func testWindow() evalWindow {
+	return instant(testTime)
 }
 
 func testTarget() Target {
@@ -81,7 +89,7 @@ func TestConfineInjectsTheClustersIntoEverySelector(t *testing.T) {
 	for _, q := range queries {
 		t.Run(q, func(t *testing.T) {
 			g := NewWithT(t)
-			out, err := c.confine(q, testTarget())
+			out, err := c.confine(q, testTarget(), testWindow())
 			g.Expect(err).NotTo(HaveOccurred())
 			vss := selectors(g, out)
 			g.Expect(vss).NotTo(BeEmpty())
@@ -122,10 +130,81 @@ func TestConfineRefusesWhatTheAllowListDoesNotHold(t *testing.T) {
 	for q, reason := range refusedQueries {
 		t.Run(q, func(t *testing.T) {
 			g := NewWithT(t)
-			_, err := c.confine(q, testTarget())
+			_, err := c.confine(q, testTarget(), testWindow())
 			g.Expect(err).To(HaveOccurred())
 			g.Expect(fleet.ErrorCodeOf(err)).To(Equal(fleet.CodeMetricsQueryRefused))
 			g.Expect(err.Error()).To(ContainSubstring(reason))
+		})
+	}
+}
+
+// TestConfineBoundsTheWholeQuerysReach checks the bounds on the query as a
+// whole: each construct below stays within the bounds alone, but their
+// nesting reads past --user-metrics-max-range or evaluates more than
+// --user-metrics-max-points steps.
+func TestConfineBoundsTheWholeQuerysReach(t *testing.T) {
+	cfg := DefaultConfig()
+	cfg.MaxRange = 30 * 24 * time.Hour
+	cfg.MinStep = 10 * time.Second
+	cfg.MaxPoints = 11000
+	c := newConfiner(cfg)
+	at := func(ago time.Duration) string {
+		return fmt.Sprintf("%d", testTime.Add(-ago).Unix())
+	}
+	day := 24 * time.Hour
+	for _, tc := range []struct {
+		query  string
+		window evalWindow
+		reason string // empty: accepted
+	}{
+		// Nested subqueries' ranges add up.
+		{query: `max_over_time(max_over_time(cpu[20d:1h])[20d:1h])`, reason: "further back"},
+		{query: `max_over_time(rate(cpu[20d])[20d:1h])`, reason: "further back"},
+		{query: `max_over_time(max_over_time(cpu[10d:1h])[20d:1h])`},
+		{query: `max_over_time(max_over_time(max_over_time(cpu[10d:1h])[10d:1h])[11d:1h])`, reason: "further back"},
+		// Offsets add up with them, and with each other.
+		{query: `max_over_time((cpu offset 20d)[20d:1h])`, reason: "further back"},
+		{query: `max_over_time(rate(cpu[5d] offset 11d)[5d:1h] offset 10d)`, reason: "further back"},
+		{query: `max_over_time(max_over_time(cpu[5d:1h] offset 11d)[5d:1h] offset 10d)`, reason: "further back"},
+		{query: `max_over_time(max_over_time(cpu[5d:1h] offset 10d)[5d:1h] offset 10d)`},
+		{query: `max_over_time((cpu offset -20d)[1h:1m] offset -20d)`, reason: "further ahead"},
+		{query: `max_over_time((cpu offset -20d)[20d:1h] offset -10d)`},
+		// An @ modifier counts from the query's time.
+		{query: `cpu @ ` + at(31*day), reason: "further back"},
+		{query: `cpu @ ` + at(-31*day), reason: "further ahead"},
+		{query: `rate(cpu[20d] @ ` + at(15*day) + `)`, reason: "further back"},
+		{query: `max_over_time(cpu[1h:1m] @ ` + at(30*day) + `)`, reason: "further back"},
+		{query: `cpu @ ` + at(29*day)},
+		{query: `max_over_time(max_over_time(cpu[20d:1h] @ ` + at(0) + `)[20d:1h])`},
+		{query: `max_over_time(max_over_time(cpu[20d:1h] @ ` + at(11*day) + `)[20d:1h])`, reason: "further back"},
+		{query: `rate(cpu[20d] @ start())`, window: evalWindow{start: testTime.Add(-20 * day), end: testTime}},
+		{query: `cpu @ ` + at(31*day), window: evalWindow{start: testTime.Add(-20 * day), end: testTime}},
+		{query: `cpu @ ` + at(51*day), window: evalWindow{start: testTime.Add(-20 * day), end: testTime}, reason: "further back"},
+		// An inner subquery is evaluated over the outer ones' ranges at its
+		// own resolution, and the steps of a nesting add up.
+		{query: `max_over_time(max_over_time(cpu[1d:10s])[20d:1h])`, reason: "more than 11000 points"},
+		{query: `max_over_time(max_over_time(cpu[1d:])[1d:1h])`, reason: "more than 11000 points"},
+		{query: `max_over_time(max_over_time(cpu[1d:10s])[1d:1h])`, reason: "more than 11000 points"},
+		{query: `max_over_time(max_over_time(cpu[1d:1m])[1d:1h])`},
+		{query: `max_over_time(max_over_time(cpu[1h:10s])[2d:1h])`, reason: "more than 11000 points"},
+		{query: `max_over_time(max_over_time(cpu[1h:10s])[2d:1h] @ ` + at(0) + `)`, reason: "more than 11000 points"},
+		{query: `max_over_time(max_over_time(cpu[1d:10s] @ ` + at(0) + `)[1d:1h])`},
+	} {
+		t.Run(tc.query, func(t *testing.T) {
+			g := NewWithT(t)
+			w := tc.window
+			if w.start.IsZero() {
+				w = testWindow()
+			}
+			_, err := c.confine(tc.query, testTarget(), w)
+			if tc.reason == "" {
+				g.Expect(err).NotTo(HaveOccurred())
+				return
+			}
+			g.Expect(err).To(HaveOccurred())
+			g.Expect(fleet.ErrorCodeOf(err)).To(Equal(fleet.CodeMetricsQueryRefused))
+			g.Expect(err.Error()).To(ContainSubstring(tc.reason))
+			g.Expect(err.Error()).NotTo(ContainSubstring("cpu"), "the refusal quotes the query")
 		})
 	}
 }
@@ -134,7 +213,7 @@ func TestConfineWithoutClustersMatchesNothing(t *testing.T) {
 	g := NewWithT(t)
 	target := testTarget()
 	target.Clusters = nil
-	out, err := testConfiner().confine(`{__name__=~".+"}`, target)
+	out, err := testConfiner().confine(`{__name__=~".+"}`, target, testWindow())
 	g.Expect(err).NotTo(HaveOccurred())
 	for _, vs := range selectors(g, out) {
 		for _, v := range []string{"", "a-1", "b-1", "[^\\s\\S]"} {
@@ -147,7 +226,7 @@ func TestConfineQuotesClusterValues(t *testing.T) {
 	g := NewWithT(t)
 	target := testTarget()
 	target.Clusters = []string{`a.b`, `x|.*`}
-	out, err := testConfiner().confine(`cpu`, target)
+	out, err := testConfiner().confine(`cpu`, target, testWindow())
 	g.Expect(err).NotTo(HaveOccurred())
 	vs := selectors(g, out)[0]
 	g.Expect(matches(vs, "clusterID", "a.b")).To(BeTrue())
@@ -160,12 +239,12 @@ func TestConfineLetsAdminsReadEveryCluster(t *testing.T) {
 	g := NewWithT(t)
 	target := testTarget()
 	target.All = true
-	out, err := testConfiner().confine(`sum by (clusterID) (cpu)`, target)
+	out, err := testConfiner().confine(`sum by (clusterID) (cpu)`, target, testWindow())
 	g.Expect(err).NotTo(HaveOccurred())
 	g.Expect(out).NotTo(ContainSubstring("a-1"))
 	vs := selectors(g, out)[0]
 	g.Expect(matches(vs, "clusterID", "b-1")).To(BeTrue())
-	_, err = testConfiner().confine(`secret_metric`, target)
+	_, err = testConfiner().confine(`secret_metric`, target, testWindow())
 	g.Expect(fleet.ErrorCodeOf(err)).To(Equal(fleet.CodeMetricsQueryRefused))
 }
 

@@ -108,7 +108,15 @@ func (s *Service) Query(ctx context.Context, c Caller, q fleet.MetricsQuery) ([]
 			return nil, err
 		}
 	}
-	confined, allowed, err := s.confine(ctx, c, q.Query)
+	w := evalWindow{start: q.Start, end: q.End}
+	if !q.Range {
+		at := q.Time
+		if at.IsZero() {
+			at = s.now()
+		}
+		w = instant(at)
+	}
+	confined, allowed, err := s.confine(ctx, c, q.Query, w)
 	if err != nil {
 		return nil, err
 	}
@@ -118,11 +126,7 @@ func (s *Service) Query(ctx context.Context, c Caller, q fleet.MetricsQuery) ([]
 		ans, err = b.queryRange(ctx, confined, q.Start, q.End, q.Step, q.Timeout)
 		s.metrics.observe("query_range", start, err)
 	} else {
-		at := q.Time
-		if at.IsZero() {
-			at = s.now()
-		}
-		ans, err = b.query(ctx, confined, at, q.Timeout)
+		ans, err = b.query(ctx, confined, w.end, q.Timeout)
 		s.metrics.observe("query", start, err)
 	}
 	if err != nil {
@@ -142,8 +146,9 @@ func (s *Service) queryBackend() (*backend, error) {
 	return s.backend, nil
 }
 
-// confine rewrites query for the caller: its allow-list and its clusters.
-func (s *Service) confine(ctx context.Context, c Caller, query string) (string, Allowed, error) {
+// confine rewrites query, evaluated over w, for the caller: its allow-list
+// and its clusters.
+func (s *Service) confine(ctx context.Context, c Caller, query string, w evalWindow) (string, Allowed, error) {
 	allowed := s.allow.For(c.Identity.OrgID, c.Admin)
 	t := Target{Allowed: allowed, All: c.Admin}
 	if !c.Admin {
@@ -153,7 +158,7 @@ func (s *Service) confine(ctx context.Context, c Caller, query string) (string, 
 		}
 		t.Clusters = values
 	}
-	q, err := s.confiner.confine(query, t)
+	q, err := s.confiner.confine(query, t, w)
 	return q, allowed, err
 }
 
