@@ -9,6 +9,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net"
 	"net/http"
 	"net/url"
 	"strings"
@@ -112,6 +113,9 @@ func (a *app) connect(ctx context.Context) error {
 // connectWith builds the clients for cfg; new tokens are kept in cfg, and
 // saved to the config file when persist is set.
 func (a *app) connectWith(ctx context.Context, cfg *Config, persist bool) error {
+	if err := checkPlainHTTP(cfg); err != nil {
+		return err
+	}
 	a.cfg = cfg
 	base := baseTransport(cfg.Insecure)
 	save := func(tok *oauth2.Token) error {
@@ -152,6 +156,42 @@ func baseTransport(insecure bool) http.RoundTripper {
 		t.TLSClientConfig = &tls.Config{InsecureSkipVerify: true} //nolint:gosec // asked for with --insecure
 	}
 	return t
+}
+
+// checkPlainHTTP refuses to send credentials over plain HTTP to a host that
+// is not loopback, unless the login asked for it (--insecure-http): anyone
+// on the way would read the bearer token, offline token or client secret
+// and could use it as the caller. Loopback never leaves the machine. Every
+// command connects through here, so a saved URL is held to it as --url is.
+func checkPlainHTTP(cfg *Config) error {
+	if cfg.InsecureHTTP {
+		return nil
+	}
+	for _, u := range []struct{ flag, raw string }{{"--url", cfg.URL}, {"--token-url", cfg.TokenURL}} {
+		if u.raw == "" {
+			continue
+		}
+		parsed, err := url.Parse(u.raw)
+		if err != nil {
+			return &exitError{code: ExitLocal, msg: u.flag + " is not a URL"}
+		}
+		if parsed.Scheme != "https" && !isLoopback(parsed.Hostname()) {
+			return &exitError{code: ExitLocal, msg: fmt.Sprintf("%s %s://%s is plain HTTP to a host that is not this machine: "+
+				"the credentials would cross the network unencrypted, readable by anyone on the way; "+
+				"use https, or log in with --insecure-http to send them anyway", u.flag, parsed.Scheme, parsed.Host)}
+		}
+	}
+	return nil
+}
+
+// isLoopback reports whether host is this machine: localhost, 127.0.0.0/8
+// or ::1.
+func isLoopback(host string) bool {
+	if strings.EqualFold(host, "localhost") {
+		return true
+	}
+	ip := net.ParseIP(host)
+	return ip != nil && ip.IsLoopback()
 }
 
 // normalizeURL checks --url and appends the API's path when it has none.

@@ -35,6 +35,9 @@ type Config struct {
 	Audience string   `json:"audience,omitempty"`
 	// Insecure skips the TLS certificate checks of the API and the token URL.
 	Insecure bool `json:"insecure,omitempty"`
+	// InsecureHTTP sends the credentials over plain HTTP to a host that is
+	// not loopback (login --insecure-http).
+	InsecureHTTP bool `json:"insecure_http,omitempty"`
 }
 
 // ConfigPath returns the config file's path: $FLEETCTL_CONFIG, else

@@ -16,7 +16,7 @@ import (
 type loginFlags struct {
 	url, token, offlineToken, tokenURL, clientID, clientSecret, audience string
 	scopes                                                               []string
-	insecure                                                             bool
+	insecure, insecureHTTP                                               bool
 }
 
 // config returns the config the flags describe, or a usage error.
@@ -25,7 +25,7 @@ func (lf *loginFlags) config() (*Config, error) {
 	if err != nil {
 		return nil, err
 	}
-	cfg := &Config{URL: base, Insecure: lf.insecure}
+	cfg := &Config{URL: base, Insecure: lf.insecure, InsecureHTTP: lf.insecureHTTP}
 	usage := func(msg string) error { return &exitError{code: ExitLocal, msg: msg} }
 	switch {
 	case lf.token != "":
@@ -66,7 +66,12 @@ func (a *app) loginCommand() *cobra.Command {
                                 OIDC client credentials, exchanged at --token-url
 
 The login is checked with GET /current_user, then written to the config file
-(mode 0600). Tokens are renewed when they expire.`,
+(mode 0600). Tokens are renewed when they expire.
+
+Credentials go over plain HTTP only to loopback (127.0.0.0/8, ::1, localhost):
+an http:// --url or --token-url of another host is refused, as anyone on the
+way could read the token, unless --insecure-http is given (it is kept with the
+login).`,
 		Example: `  fleetctl login --url http://localhost:8000 --token "$(bin/fleet-manager token --org=org-1 --user=alice)"
   fleetctl login --url https://fleet.example.com --token-url https://sso.example.com/token --client-id fleetctl --offline-token "$OFFLINE"
   fleetctl login --url https://fleet.example.com --token-url https://sso.example.com/token --client-id my-sa --client-secret "$SECRET"`,
@@ -105,6 +110,7 @@ The login is checked with GET /current_user, then written to the config file
 	f.StringSliceVar(&lf.scopes, "scope", nil, "scopes to ask for (repeat or comma-separate)")
 	f.StringVar(&lf.audience, "audience", "", "the audience to ask for with client credentials, when the provider needs one")
 	f.BoolVar(&lf.insecure, "insecure", false, "do not check the TLS certificates of the API and the token URL")
+	f.BoolVar(&lf.insecureHTTP, "insecure-http", false, "send the credentials over plain HTTP to a --url or --token-url that is not loopback (127.0.0.0/8, ::1, localhost)")
 	_ = cmd.MarkFlagRequired("url")
 	cmd.MarkFlagsMutuallyExclusive("offline-token", "refresh-token")
 	return cmd
