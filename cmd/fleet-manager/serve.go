@@ -75,6 +75,14 @@ func (o *serveOptions) validate() error {
 	)
 }
 
+// defaultDNSOwner names the deployment in the DNS ownership records by its
+// service name, which a fork sets, unless --dns-owner-id names it.
+func (o *serveOptions) defaultDNSOwner() {
+	if o.DNS.OwnerID == "" {
+		o.DNS.OwnerID = o.HTTP.ServiceName
+	}
+}
+
 // validateUserMetricsTimeout keeps a backend request within the request's
 // deadline, so a slow backend answers 503 from the proxy, not a cut reply.
 // Without a backend the timeout is unused.
@@ -96,6 +104,7 @@ func newServeCommand(env lookupEnv) *cobra.Command {
 			if err := complete(cmd.Flags(), env, &opts.DB.SecretsDir); err != nil {
 				return err
 			}
+			opts.defaultDNSOwner()
 			if err := opts.validate(); err != nil {
 				return err
 			}

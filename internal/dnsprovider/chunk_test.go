@@ -8,9 +8,8 @@ import (
 )
 
 // TestChunksKeepRoute53Limits: chunks cut a batch where the next change
-// would pass either limit of a request, value characters or elements, an
-// UPSERT's counting twice, and never split a type change's DELETE and
-// CREATE.
+// would pass either limit of a request, value characters or elements, and
+// never split a change's DELETEs and CREATEs (record and ownership record).
 func TestChunksKeepRoute53Limits(t *testing.T) {
 	t.Parallel()
 	long := func(i, j int) string { return fmt.Sprintf("2001:0db8:0000:0000:0000:0000:%04x:%04x", i, j) }
@@ -19,7 +18,7 @@ func TestChunksKeepRoute53Limits(t *testing.T) {
 		changes func(i int) fleet.DNSChange
 		bound   string
 	}{
-		{"UPSERTs of long values hit the characters", func(i int) fleet.DNSChange {
+		{"changes of long values hit the characters", func(i int) fleet.DNSChange {
 			var values []string
 			for j := range 8 {
 				values = append(values, long(i, j))
@@ -27,19 +26,25 @@ func TestChunksKeepRoute53Limits(t *testing.T) {
 			s := fleet.DNSRecordSet{Name: fmt.Sprintf("n%d.example.test", i), Type: fleet.DNSRecordAAAA, TTL: 60, Values: values}
 			return fleet.DNSChange{Upsert: &s, Previous: &s}
 		}, "chars"},
-		{"type changes of short values hit the elements", func(i int) fleet.DNSChange {
+		{"type changes of many short values hit the elements", func(i int) fleet.DNSChange {
 			name := fmt.Sprintf("n%d.example.test", i)
-			return fleet.DNSChange{Upsert: &fleet.DNSRecordSet{Name: name, Type: fleet.DNSRecordA, TTL: 60, Values: []string{"192.0.2.1", "192.0.2.2", "192.0.2.3"}},
+			var values []string
+			for j := range 8 {
+				values = append(values, fmt.Sprintf("10.0.0.%d", j+1))
+			}
+			return fleet.DNSChange{Upsert: &fleet.DNSRecordSet{Name: name, Type: fleet.DNSRecordA, TTL: 60, Values: values},
 				Previous: &fleet.DNSRecordSet{Name: name, Type: fleet.DNSRecordCNAME, TTL: 60, Values: []string{"a.example.net"}}}
 		}, "elements"},
 	} {
 		var groups []group
 		for i := range 400 {
-			g, err := planned(tc.changes(i))
-			if err != nil {
-				t.Fatal(err)
+			c := tc.changes(i)
+			c.RecordID = fmt.Sprintf("r%d", i)
+			pl, conflict := decide("test", c, written("test", c.RecordID, c.Previous))
+			if conflict != "" {
+				t.Fatal(conflict)
 			}
-			groups = append(groups, g)
+			groups = append(groups, group{change: c, changes: route53Changes(pl)})
 		}
 		out := chunks(groups)
 		total, boundHit := 0, false

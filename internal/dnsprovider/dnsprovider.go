@@ -39,10 +39,20 @@ type Config struct {
 	// Route53Timeout bounds one HTTP attempt of a Route53 call, so that a
 	// connection that hangs becomes a retried error.
 	Route53Timeout time.Duration
+	// OwnerID names this deployment in the ownership records beside the
+	// names it writes (ownership.go): names another owner id holds are
+	// never written. Empty: the service name (serve fills it in), or
+	// DefaultOwnerID.
+	OwnerID string
 }
 
-// DefaultConfig returns the defaults, as the flags show them.
-func DefaultConfig() Config { return Config{}.defaulted() }
+// DefaultConfig returns the defaults, as the flags show them: the owner id
+// empty, for serve to fill in from the service name.
+func DefaultConfig() Config {
+	c := Config{}.defaulted()
+	c.OwnerID = ""
+	return c
+}
 
 // AddFlags binds the configuration to flags.
 func (c *Config) AddFlags(fs *pflag.FlagSet) {
@@ -52,6 +62,8 @@ func (c *Config) AddFlags(fs *pflag.FlagSet) {
 		"attempts of one Route53 call by the AWS SDK's retryer (throttling, 5xx and network errors)")
 	fs.DurationVar(&c.Route53MaxBackoff, "dns-route53-max-backoff", c.Route53MaxBackoff, "longest wait between two attempts of a Route53 call")
 	fs.DurationVar(&c.Route53Timeout, "dns-route53-timeout", c.Route53Timeout, "bound of one HTTP attempt of a Route53 call")
+	fs.StringVar(&c.OwnerID, "dns-owner-id", c.OwnerID,
+		"this deployment's name in the ownership records beside the DNS names it writes; names another owner id holds are never written (default: --service-name)")
 }
 
 // Validate reports every invalid setting, naming its flag.
@@ -65,6 +77,9 @@ func (c Config) Validate() error {
 	}
 	if c.Route53MaxAttempts < 1 || c.Route53MaxAttempts > 20 {
 		p.Addf("dns-route53-max-attempts", "must be between 1 and 20 (got %d)", c.Route53MaxAttempts)
+	}
+	if c.OwnerID != "" && !ownerIDPattern.MatchString(c.OwnerID) {
+		p.Addf("dns-owner-id", "must be 1 to 63 lowercase letters, digits, '-' and '.', starting and ending with a letter or digit")
 	}
 	return p.Err()
 }
@@ -81,6 +96,9 @@ func (c Config) defaulted() Config {
 	}
 	if c.Route53Timeout <= 0 {
 		c.Route53Timeout = DefaultRoute53Timeout
+	}
+	if c.OwnerID == "" {
+		c.OwnerID = DefaultOwnerID
 	}
 	return c
 }

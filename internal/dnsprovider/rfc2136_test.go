@@ -1,6 +1,7 @@
 package dnsprovider_test
 
 import (
+	"cmp"
 	"context"
 	"crypto/rand"
 	"encoding/base64"
@@ -53,10 +54,18 @@ func lookup(t *testing.T, server, name string, typ fleet.DNSRecordType) []string
 	return values
 }
 
+// apply sends changes; a change without a record id gets one made from
+// its name (the ownership record names it).
 func apply(t *testing.T, p fleet.DNSProvider, zone fleet.DNSZoneAccess, changes ...fleet.DNSChange) (string, error) {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), testTimeout)
 	defer cancel()
+	changes = slices.Clone(changes)
+	for i, c := range changes {
+		if s := cmp.Or(c.Upsert, c.Previous); c.RecordID == "" && s != nil {
+			changes[i].RecordID = "rec-" + strings.ReplaceAll(s.Name, ".", "-")
+		}
+	}
 	return p.Apply(ctx, zone, changes)
 }
 

@@ -49,13 +49,15 @@ const changeIDSeparator = " "
 // batch fits Route53's limits of a request, else consecutive chunks that
 // each fit (each is atomic, the batch as a whole is not: a failure leaves
 // the chunks before it applied, and the next pass's changes self-heal, as
-// below). An upsert of the type of Previous is an UPSERT; of another type,
-// a DELETE of Previous (exactly) and a CREATE; with no Previous, a CREATE.
-// A delete is a DELETE of Previous. When Route53 refuses a request only
-// because sets differ from Previous (not found, already exist, other
-// values, a conflicting type), Apply reads the names' sets and sends the
-// request once more with them: the name ends up holding exactly the
-// upsert, or nothing. The change id joins the requests' ids with spaces.
+// below). Each change carries exactly this deployment's sets
+// (ownership.go): a DELETE of what it last wrote, record and ownership
+// record, with their exact values, which Route53 refuses when the zone
+// holds something else (its own prerequisite), and a CREATE of the new
+// ones, which Route53 refuses when a set is in the way. When Route53
+// refuses a request only because of that, Apply reads those names' sets
+// and sends the request once more, planned from what they hold; a name
+// whose sets are not this deployment's is refused with Conflicts, and the
+// request is not sent. The change id joins the requests' ids with spaces.
 func (p *Route53) Apply(ctx context.Context, zone fleet.DNSZoneAccess, changes []fleet.DNSChange) (string, error) {
 	client, zoneID, err := p.client(ctx, zone)
 	if err != nil {
@@ -63,13 +65,14 @@ func (p *Route53) Apply(ctx context.Context, zone fleet.DNSZoneAccess, changes [
 	}
 	var groups []group
 	for _, c := range changes {
-		g, err := planned(c)
-		if err != nil {
-			return "", err
+		if r := validChange(c); r != nil {
+			return "", r
 		}
-		if len(g.changes) > 0 {
-			groups = append(groups, g)
+		if c.Upsert == nil && c.Previous == nil {
+			continue
 		}
+		pl, _ := decide(p.cfg.OwnerID, c, written(p.cfg.OwnerID, c.RecordID, c.Previous))
+		groups = append(groups, group{change: c, changes: route53Changes(pl)})
 	}
 	var ids []string
 	for _, chunk := range chunks(groups) {
@@ -83,10 +86,10 @@ func (p *Route53) Apply(ctx context.Context, zone fleet.DNSZoneAccess, changes [
 }
 
 // send sends one request and, when Route53 refuses it for drift, sends it
-// once more with the names' sets as Route53 holds them (in more than one
-// request when the deletions this adds pass a request's limits). Drift
-// again is someone writing the names meanwhile: a transient error, that
-// the next pass heals.
+// once more planned from the names' sets as Route53 holds them (in more
+// than one request when those pass a request's limits). Drift again is
+// someone writing the names meanwhile: a transient error, that the next
+// pass heals.
 func (p *Route53) send(ctx context.Context, client *route53.Client, zone fleet.DNSZoneAccess, zoneID string, groups []group) ([]string, error) {
 	id, err := changeSets(ctx, client, zoneID, groups)
 	drifted := driftedNames(err)
@@ -96,13 +99,24 @@ func (p *Route53) send(ctx context.Context, client *route53.Client, zone fleet.D
 		}
 		return nonEmpty(id), nil
 	}
+	conflicts := map[string]string{}
 	for i, g := range groups {
 		if !drifted[g.name()] {
 			continue
 		}
-		if groups[i], err = healed(ctx, client, zoneID, g); err != nil {
+		st, err := readRoute53(ctx, client, zoneID, g.name())
+		if err != nil {
 			return nil, p.classify(zone, "ListResourceRecordSets", err)
 		}
+		pl, conflict := decide(p.cfg.OwnerID, g.change, st)
+		if conflict != "" {
+			conflicts[g.change.RecordID] = conflict
+			continue
+		}
+		groups[i].changes = route53Changes(pl)
+	}
+	if len(conflicts) > 0 {
+		return nil, &fleet.DNSRefusal{Reason: "names hold records this deployment does not own", Conflicts: conflicts}
 	}
 	var ids []string
 	for _, chunk := range chunks(groups) {

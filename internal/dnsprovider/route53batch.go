@@ -1,8 +1,6 @@
 package dnsprovider
 
 import (
-	"slices"
-
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/route53/types"
 
@@ -21,49 +19,40 @@ const (
 )
 
 // group is the Route53 changes of one fleet.DNSChange: they stay in one
-// request, so that a type change (DELETE and CREATE) is atomic.
+// request, so that a change of a record and its ownership record is
+// atomic.
 type group struct {
 	change  fleet.DNSChange
 	changes []types.Change
 }
 
 // name is the name the group's change is about.
-func (g group) name() string {
-	if g.change.Upsert != nil {
-		return fleet.NormalizeDNSName(g.change.Upsert.Name)
-	}
-	return fleet.NormalizeDNSName(g.change.Previous.Name)
-}
+func (g group) name() string { return changeName(g.change) }
 
-// planned returns a change's Route53 changes from Previous.
-func planned(c fleet.DNSChange) (group, error) {
-	g := group{change: c}
-	switch {
-	case c.Upsert == nil && c.Previous == nil:
-	case c.Upsert == nil:
-		g.changes = []types.Change{{Action: types.ChangeActionDelete, ResourceRecordSet: recordSet(*c.Previous)}}
-	case c.Previous == nil:
-		g.changes = []types.Change{{Action: types.ChangeActionCreate, ResourceRecordSet: recordSet(*c.Upsert)}}
-	case c.Previous.Type == c.Upsert.Type && fleet.NormalizeDNSName(c.Previous.Name) == fleet.NormalizeDNSName(c.Upsert.Name):
-		g.changes = []types.Change{{Action: types.ChangeActionUpsert, ResourceRecordSet: recordSet(*c.Upsert)}}
-	default:
-		g.changes = []types.Change{{Action: types.ChangeActionDelete, ResourceRecordSet: recordSet(*c.Previous)},
-			{Action: types.ChangeActionCreate, ResourceRecordSet: recordSet(*c.Upsert)}}
+// route53Changes returns a plan's Route53 changes: a DELETE of each set it
+// removes, exactly, then a CREATE of each it adds.
+func route53Changes(pl plan) []types.Change {
+	var out []types.Change
+	for _, s := range pl.remove {
+		out = append(out, types.Change{Action: types.ChangeActionDelete, ResourceRecordSet: recordSet(s)})
 	}
-	if c.Upsert != nil && !slices.Contains(fleet.DNSRecordTypes(), c.Upsert.Type) {
-		return g, &fleet.DNSRefusal{Reason: "record type " + string(c.Upsert.Type) + " is not supported"}
+	for _, s := range pl.add {
+		out = append(out, types.Change{Action: types.ChangeActionCreate, ResourceRecordSet: recordSet(s)})
 	}
-	return g, nil
+	return out
 }
 
 // recordSet converts a set to Route53's: names and CNAME targets fully
-// qualified.
+// qualified, TXT strings quoted.
 func recordSet(s fleet.DNSRecordSet) *types.ResourceRecordSet {
 	rs := &types.ResourceRecordSet{Name: aws.String(fleet.NormalizeDNSName(s.Name) + "."), Type: types.RRType(s.Type),
 		TTL: aws.Int64(int64(s.TTL))}
 	for _, v := range s.Values {
-		if s.Type == fleet.DNSRecordCNAME {
+		switch s.Type {
+		case fleet.DNSRecordCNAME:
 			v = fleet.NormalizeDNSName(v) + "."
+		case ownerTXT:
+			v = `"` + v + `"`
 		}
 		rs.ResourceRecords = append(rs.ResourceRecords, types.ResourceRecord{Value: aws.String(v)})
 	}

@@ -13,29 +13,56 @@ import (
 	"github.com/fleetmanager/fleet-manager/internal/fleet"
 )
 
-// healed rebuilds a group from the name's sets as Route53 holds them: every
-// CNAME, A and AAAA set at the name is deleted exactly, but the upsert's
-// type, which is UPSERT.
-func healed(ctx context.Context, client *route53.Client, zoneID string, g group) (group, error) {
-	name := g.name()
+// readRoute53 reads what name and its ownership name hold.
+func readRoute53(ctx context.Context, client *route53.Client, zoneID, name string) (nameState, error) {
+	st := nameState{sets: map[fleet.DNSRecordType]fleet.DNSRecordSet{}}
 	out, err := client.ListResourceRecordSets(ctx, &route53.ListResourceRecordSetsInput{HostedZoneId: aws.String(zoneID),
 		StartRecordName: aws.String(name + "."), MaxItems: aws.Int32(route53ListPage)})
 	if err != nil {
-		return g, err
+		return st, err
 	}
-	g.changes = nil
 	for _, rs := range out.ResourceRecordSets {
-		t := fleet.DNSRecordType(rs.Type)
-		if fleet.NormalizeDNSName(aws.ToString(rs.Name)) != name || !slices.Contains(fleet.DNSRecordTypes(), t) ||
-			(g.change.Upsert != nil && t == g.change.Upsert.Type) {
+		if fleet.NormalizeDNSName(aws.ToString(rs.Name)) != name {
 			continue
 		}
-		g.changes = append(g.changes, types.Change{Action: types.ChangeActionDelete, ResourceRecordSet: &rs})
+		if t := fleet.DNSRecordType(rs.Type); slices.Contains(fleet.DNSRecordTypes(), t) {
+			st.sets[t] = fromRoute53(rs)
+		} else {
+			st.other = true
+		}
 	}
-	if g.change.Upsert != nil {
-		g.changes = append(g.changes, types.Change{Action: types.ChangeActionUpsert, ResourceRecordSet: recordSet(*g.change.Upsert)})
+	owner := ownerName(name)
+	out, err = client.ListResourceRecordSets(ctx, &route53.ListResourceRecordSetsInput{HostedZoneId: aws.String(zoneID),
+		StartRecordName: aws.String(owner + "."), StartRecordType: types.RRTypeTxt, MaxItems: aws.Int32(1)})
+	if err != nil {
+		return st, err
 	}
-	return g, nil
+	for _, rs := range out.ResourceRecordSets {
+		if fleet.NormalizeDNSName(aws.ToString(rs.Name)) == owner && rs.Type == types.RRTypeTxt {
+			set := fromRoute53(rs)
+			st.owner = &set
+		}
+	}
+	return st, nil
+}
+
+// fromRoute53 converts a Route53 set: its name normalized, TXT strings
+// unquoted (an alias or routing-policy set has no values: it is never one
+// of ours).
+func fromRoute53(rs types.ResourceRecordSet) fleet.DNSRecordSet {
+	s := fleet.DNSRecordSet{Name: fleet.NormalizeDNSName(aws.ToString(rs.Name)), Type: fleet.DNSRecordType(rs.Type),
+		TTL: int(aws.ToInt64(rs.TTL))}
+	for _, r := range rs.ResourceRecords {
+		v := aws.ToString(r.Value)
+		if rs.Type == types.RRTypeTxt {
+			v = strings.ReplaceAll(strings.TrimSuffix(strings.TrimPrefix(v, `"`), `"`), `" "`, "")
+		}
+		s.Values = append(s.Values, v)
+	}
+	if rs.SetIdentifier != nil || rs.AliasTarget != nil {
+		s.Values = append(s.Values, "")
+	}
+	return s
 }
 
 // Route53's messages of an InvalidChangeBatch that say a set is not as
@@ -64,7 +91,7 @@ func driftedNames(err error) map[string]bool {
 		if name == "" {
 			return nil
 		}
-		names[name] = true
+		names[ownedName(name)] = true
 	}
 	return names
 }

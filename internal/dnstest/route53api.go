@@ -5,6 +5,7 @@ import (
 	"net/http"
 	"slices"
 	"strconv"
+	"strings"
 	"time"
 )
 
@@ -58,6 +59,11 @@ func (s *Route53Server) changeResourceRecordSets(id string, body []byte) (any, *
 		return nil, &apiError{status: http.StatusBadRequest, code: "InvalidChangeBatch", messages: msgs}
 	}
 	s.zone = next
+	s.batch = s.batch[:0]
+	for _, c := range batch {
+		s.batch = append(s.batch, strings.Join(append([]string{c.Action, strings.TrimSuffix(c.Set.Name, "."), c.Set.Type,
+			strconv.FormatInt(c.Set.TTL, 10)}, c.Set.Values...), " "))
+	}
 	c := s.record(next, false)
 	return struct {
 		XMLName    xml.Name      `xml:"ChangeResourceRecordSetsResponse"`

@@ -67,6 +67,7 @@ type Route53Server struct {
 	changes  []*change
 	byID     map[string]*change
 	requests map[string]int
+	batch    []string
 	throttle int
 	down     bool
 }
@@ -186,6 +187,27 @@ func (s *Route53Server) Put(name string, sets ...fleet.DNSRecordSet) {
 		}
 	}
 	for _, set := range sets {
+		s.zone[setKey{name, string(set.Type)}] = rrset{Name: name, Type: string(set.Type), TTL: int64(set.TTL), Values: slices.Clone(set.Values)}
+	}
+	s.record(s.zone, true)
+}
+
+// LastBatch returns the last accepted change batch, a change a line:
+// "ACTION name TYPE TTL value...", names without the final dot.
+func (s *Route53Server) LastBatch() []string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return slices.Clone(s.batch)
+}
+
+// Add adds sets to the zone beside what their names hold (replacing a set
+// of the same name and type), as someone outside the fleet manager would;
+// it is INSYNC at once. Values are as Route53 holds them (a TXT's quoted).
+func (s *Route53Server) Add(sets ...fleet.DNSRecordSet) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for _, set := range sets {
+		name := fqdn(set.Name)
 		s.zone[setKey{name, string(set.Type)}] = rrset{Name: name, Type: string(set.Type), TTL: int64(set.TTL), Values: slices.Clone(set.Values)}
 	}
 	s.record(s.zone, true)

@@ -132,6 +132,8 @@ func invalidValue(s rrset) string {
 			return fmt.Sprintf("Invalid Resource Record: 'FATAL problem: ARRDATAIllegalIPv4Address (Value is not a valid IPv4 address) encountered with '%s''", v)
 		case s.Type == "AAAA" && (err != nil || !a.Is6() || a.Is4In6()):
 			return fmt.Sprintf("Invalid Resource Record: 'FATAL problem: AAAARRDATAIllegalIPv6Address (Value is not a valid IPv6 address) encountered with '%s''", v)
+		case s.Type == "TXT" && (len(v) < 2 || !strings.HasPrefix(v, `"`) || !strings.HasSuffix(v, `"`)):
+			return fmt.Sprintf("Invalid Resource Record: 'FATAL problem: InvalidCharacterString (Value should be enclosed in quotation marks) encountered with '%s''", v)
 		case s.Type == "CNAME" && (len(s.Values) != 1 || strings.ContainsAny(v, " \t")):
 			return fmt.Sprintf("Invalid Resource Record: 'FATAL problem: RRDATANotSingleField (Value contains spaces) encountered with '%s''", v)
 		}

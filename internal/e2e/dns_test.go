@@ -320,13 +320,14 @@ func TestDNSRecordsThroughRoute53(t *testing.T) {
 	r53.Throttle(2)
 	d.exercise(r53.Zone, func() { r53.SetDown(true) }, func() { r53.SetDown(false) })
 	// No duplicate and nothing lost: besides its apex, the zone holds
-	// checkout's record and redis's, nothing else.
+	// checkout's record and redis's, each with its ownership record,
+	// nothing else.
 	var names []string
 	for _, s := range r53.Sets() {
 		names = append(names, s.Name+" "+string(s.Type))
 	}
-	d.g.Expect(names).To(gomega.ConsistOf("checkout.kafka."+r53.Zone+" A",
-		"cache1-rw.redis."+r53.Zone+" CNAME"))
+	d.g.Expect(names).To(gomega.ConsistOf("checkout.kafka."+r53.Zone+" A", fleet.DNSOwnerLabel+".checkout.kafka."+r53.Zone+" TXT",
+		"cache1-rw.redis."+r53.Zone+" CNAME", fleet.DNSOwnerLabel+".cache1-rw.redis."+r53.Zone+" TXT"))
 	d.g.Expect(r53.Requests("GetChange")).To(gomega.BeNumerically(">", 0), "dns_mgr waits for INSYNC")
 }
 

@@ -141,6 +141,10 @@ const (
 	DNSDefaultTTL = 300
 	// DNSInstancePlaceholder is the name template's one placeholder.
 	DNSInstancePlaceholder = "{instance}"
+	// DNSOwnerLabel is the first label of the name of a record's ownership
+	// record, the TXT that says which deployment and record own the name
+	// (internal/dnsprovider): a record's name leaves room for it.
+	DNSOwnerLabel = "_fleet-owner"
 )
 
 // NormalizeDNSName lowercases a domain name and drops its final dot.
@@ -345,7 +349,7 @@ func (s DNSService) RecordName(instance string) (string, error) {
 		return "", Errorf(CodeValidation, "instance must be a DNS label: lowercase letters, digits and '-', at most 63")
 	}
 	name := strings.Replace(s.NameTemplate, DNSInstancePlaceholder, instance, 1) + "." + s.Subtree()
-	if len(name) > maxDNSName || !ValidDNSName(name) || !DNSNameWithin(name, s.Subtree()) || name == s.Subtree() {
+	if len(name) > maxDNSName-len(DNSOwnerLabel)-1 || !ValidDNSName(name) || !DNSNameWithin(name, s.Subtree()) || name == s.Subtree() {
 		return "", Errorf(CodeValidation, "instance makes a name longer than DNS allows under the service's subtree")
 	}
 	return name, nil
@@ -508,6 +512,10 @@ const (
 	DNSReasonAnswered            = "Answered"
 	DNSReasonNotAnswered         = "NotYetAnswered"
 	DNSReasonNameserverError     = "NameserverUnreachable"
+	// DNSReasonNameOwnedElsewhere: the name holds records this deployment
+	// does not own (another owner's ownership record, or records in the
+	// way without one); they are left alone.
+	DNSReasonNameOwnedElsewhere = "NameOwnedElsewhere"
 )
 
 // The phases of a DNS record, derived from its conditions (DNSRecordPhase).
@@ -529,8 +537,8 @@ func DNSRecordPhase(cs Conditions, deletionRequested bool) string {
 	switch {
 	case deletionRequested:
 		return DNSPhaseDeleting
-	case cs.Status(DNSConditionPublished) == ConditionFalse && slices.Contains([]string{DNSReasonProviderRefused, DNSReasonClusterGone},
-		cs.Reason(DNSConditionPublished)):
+	case cs.Status(DNSConditionPublished) == ConditionFalse && slices.Contains([]string{DNSReasonProviderRefused, DNSReasonClusterGone,
+		DNSReasonNameOwnedElsewhere}, cs.Reason(DNSConditionPublished)):
 		return DNSPhaseFailed
 	case !cs.IsTrue(DNSConditionPublished):
 		return DNSPhasePending
@@ -718,6 +726,11 @@ type DNSZoneAccess struct {
 type DNSRefusal struct {
 	// Reason is the provider's answer, without credentials.
 	Reason string
+	// Conflicts, when set, are the batch's changes refused because their
+	// name holds records the deployment does not own, by record id, with
+	// why. Nothing of the batch was written: the other changes may be sent
+	// again without these.
+	Conflicts map[string]string
 }
 
 func (e *DNSRefusal) Error() string { return "the DNS provider refused the change: " + e.Reason }

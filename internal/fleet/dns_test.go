@@ -45,6 +45,14 @@ func TestDNSRecordNamesStayInTheSubtree(t *testing.T) {
 	if _, err := long.RecordName(strings.Repeat("i", 63)); fleet.ErrorCodeOf(err) != fleet.CodeValidation {
 		t.Errorf("a name past 253 characters: err = %v, want CodeValidation", err)
 	}
+	// A name must leave room for its ownership record's label: 253
+	// characters fit DNS, not "_fleet-owner." before them.
+	room := testService(t, fleet.DNSServiceCreate{Name: "room", ZoneID: "z1", Subdomain: strings.Repeat("s", 63) + "." + strings.Repeat("t", 63),
+		NameTemplate: strings.Repeat("u", 40) + ".{instance}"})
+	// u40.i60.s63.t63.apps.example.com: 246 characters.
+	if name, err := room.RecordName(strings.Repeat("i", 60)); fleet.ErrorCodeOf(err) != fleet.CodeValidation {
+		t.Errorf("a name of 246 characters = %q, %v; want CodeValidation (no room for %s)", name, err, fleet.DNSOwnerLabel)
+	}
 }
 
 // TestDNSServicePolicies checks a policy's defaults and refusals, and that
