@@ -123,8 +123,13 @@ generate: ## Regenerate the Go types and clients from openapi/
 	go generate ./pkg/...
 
 .PHONY: generate/check
-generate/check: ## Fail when the generated code is not current
+generate/check: ## Fail when the generated code or a pinned upstream CRD copy is not current
 	scripts/check-generated.sh
+	scripts/crds.sh check
+
+.PHONY: crds
+crds: ## Copy the upstream CRDs the tests install from their pinned Go modules (scripts/crds.sh)
+	scripts/crds.sh update
 
 .PHONY: lint
 lint: lint/openapi ## gofmt, go vet, staticcheck (the version go.mod pins as a tool) and the OpenAPI linters

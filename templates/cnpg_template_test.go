@@ -5,8 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"maps"
-	"os"
-	"path/filepath"
 	"reflect"
 	"slices"
 	"strconv"
@@ -31,9 +29,9 @@ const (
 	cnpgFile         = "cnpg-template.yml"
 	cnpgRecoveryFile = "cnpg-recovery-template.yml"
 
-	// dbCRDDirEnv overrides the folder of the database operator's CRDs, by
-	// default ../shared/db-crds beside the module root.
-	dbCRDDirEnv = "FLEET_MANAGER_DB_CRDS"
+	// cnpgCRDDir holds the database operator's CRDs, upstream files that
+	// scripts/crds.sh pins (its README names the version).
+	cnpgCRDDir = "testdata/cnpg-crds"
 )
 
 var cnpgGVRs = map[string]schema.GroupVersionResource{
@@ -181,7 +179,7 @@ func checkScheduledBackup(t *testing.T, sb, cluster *unstructured.Unstructured) 
 }
 
 // podMonitor is the part of the Prometheus Operator's PodMonitor the
-// template uses. No CRD of monitoring.coreos.com is in ../shared, so the
+// template uses. The test hub has no CRD of monitoring.coreos.com, so the
 // PodMonitor is not applied to the API server: it is decoded strictly into
 // this type (a misspelled field fails) and its selector is compared with the
 // labels the operator gives its instance pods. That is a structural check,
@@ -317,33 +315,15 @@ func renamed(obj *unstructured.Unstructured, from, to string) map[string]any {
 	return walk(obj.DeepCopy().Object).(map[string]any)
 }
 
-// dbCRDDir returns $FLEET_MANAGER_DB_CRDS, or ../shared/db-crds beside the
-// module root (the folder above templates/), as hubtest finds its hub CRDs.
-func dbCRDDir() (string, error) {
-	if dir := os.Getenv(dbCRDDirEnv); dir != "" {
-		return dir, nil
-	}
-	wd, err := os.Getwd()
-	if err != nil {
-		return "", fmt.Errorf("dbCRDDir: %w", err)
-	}
-	return filepath.Join(filepath.Dir(filepath.Dir(wd)), "shared", "db-crds"), nil
-}
-
 // cnpgHub returns a dynamic client for the test hub with the CloudNativePG
 // CRDs installed and established, and a new namespace.
 func cnpgHub(t *testing.T) (dynamic.Interface, string) {
 	t.Helper()
 	hub := hubtest.Start(t)
 	installed.Do(func() {
-		dir, err := dbCRDDir()
-		if err != nil {
-			installErr = err
-			return
-		}
-		opts := envtest.CRDInstallOptions{Paths: []string{dir}, ErrorIfPathMissing: true}
+		opts := envtest.CRDInstallOptions{Paths: []string{cnpgCRDDir}, ErrorIfPathMissing: true}
 		if err := envtest.ReadCRDFiles(&opts); err != nil || len(opts.CRDs) == 0 {
-			installErr = fmt.Errorf("no CRD read from %s (%v): set %s to the folder of the database operator's CRDs", dir, err, dbCRDDirEnv)
+			installErr = fmt.Errorf("no CRD read from %s: %v", cnpgCRDDir, err)
 			return
 		}
 		cfg := hub.RESTConfig()

@@ -23,7 +23,7 @@ const monitoringFile = "monitoring-template.yml"
 
 // serviceMonitor and prometheusRule are the parts of the Prometheus
 // Operator's kinds the template uses. As with the CloudNativePG template's
-// PodMonitor, no CRD of monitoring.coreos.com is in ../shared: the objects
+// PodMonitor, the test hub has no CRD of monitoring.coreos.com: the objects
 // are decoded strictly into these types (a misspelled field fails), and
 // promtool checks the rules themselves (rules_test.go).
 type serviceMonitor struct {

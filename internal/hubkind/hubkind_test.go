@@ -1,26 +1,19 @@
 package hubkind_test
 
 import (
-	"errors"
 	"go/ast"
 	"go/parser"
 	"go/token"
-	"io"
-	"os"
-	"path/filepath"
 	"slices"
 	"testing"
 
+	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	"k8s.io/apimachinery/pkg/runtime/schema"
-	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
 
 	"github.com/fleetmanager/fleet-manager/internal/fleet"
+	"github.com/fleetmanager/fleet-manager/internal/hub/hubtest"
 	"github.com/fleetmanager/fleet-manager/internal/hubkind"
 )
-
-// crdDirEnv overrides the folder of hub CRDs, as it does for the test hub
-// (internal/hub/hubtest), which installs the same files.
-const crdDirEnv = "FLEET_MANAGER_HUB_CRDS"
 
 // served is what a CRD says of one kind at one served version.
 type served struct {
@@ -37,69 +30,22 @@ var apiServerKinds = map[schema.GroupVersionKind]served{
 	{Group: "apiextensions.k8s.io", Version: "v1", Kind: "CustomResourceDefinition"}: {resource: "customresourcedefinitions"},
 }
 
-// hubCRDs reads the hub CRDs the test hub installs: $FLEET_MANAGER_HUB_CRDS,
-// or ../shared/hub-crds beside the module root. It returns what they serve,
-// by group, version and kind.
+// hubCRDs returns what the CRDs the test hub installs serve, by group,
+// version and kind.
 func hubCRDs(t *testing.T) map[schema.GroupVersionKind]served {
 	t.Helper()
-	dir := os.Getenv(crdDirEnv)
-	if dir == "" {
-		root, err := filepath.Abs("../..")
-		if err != nil {
-			t.Fatalf("Abs(../..): %v", err)
-		}
-		if _, err := os.Stat(filepath.Join(root, "go.mod")); err != nil {
-			t.Fatalf("no go.mod at %s: %v", root, err)
-		}
-		dir = filepath.Join(filepath.Dir(root), "shared", "hub-crds")
-	}
-	var files []string
-	for _, pattern := range []string{"*.yaml", "*.yml"} {
-		matches, err := filepath.Glob(filepath.Join(dir, pattern))
-		if err != nil {
-			t.Fatalf("Glob(%s): %v", pattern, err)
-		}
-		files = append(files, matches...)
-	}
-	if len(files) == 0 {
-		t.Fatalf("no hub CRD in %s: set %s to the folder of hub CRDs", dir, crdDirEnv)
+	crds, err := hubtest.CRDs()
+	if err != nil {
+		t.Fatal(err)
 	}
 	out := map[schema.GroupVersionKind]served{}
-	for _, file := range files {
-		f, err := os.Open(file)
-		if err != nil {
-			t.Fatalf("Open(%s): %v", file, err)
-		}
-		dec := utilyaml.NewYAMLOrJSONDecoder(f, 4096)
-		for {
-			var crd struct {
-				Kind string
-				Spec struct {
-					Group    string
-					Scope    string
-					Names    struct{ Kind, Plural string }
-					Versions []struct {
-						Name   string
-						Served bool
-					}
-				}
-			}
-			if err := dec.Decode(&crd); errors.Is(err, io.EOF) {
-				break
-			} else if err != nil {
-				t.Fatalf("decode %s: %v", file, err)
-			}
-			if crd.Kind != "CustomResourceDefinition" {
-				continue
-			}
-			for _, v := range crd.Spec.Versions {
-				if v.Served {
-					gvk := schema.GroupVersionKind{Group: crd.Spec.Group, Version: v.Name, Kind: crd.Spec.Names.Kind}
-					out[gvk] = served{resource: crd.Spec.Names.Plural, namespaced: crd.Spec.Scope == "Namespaced"}
-				}
+	for _, crd := range crds {
+		for _, v := range crd.Spec.Versions {
+			if v.Served {
+				gvk := schema.GroupVersionKind{Group: crd.Spec.Group, Version: v.Name, Kind: crd.Spec.Names.Kind}
+				out[gvk] = served{resource: crd.Spec.Names.Plural, namespaced: crd.Spec.Scope == apiextensionsv1.NamespaceScoped}
 			}
 		}
-		f.Close()
 	}
 	return out
 }

@@ -7,10 +7,6 @@ import (
 	"github.com/getkin/kin-openapi/openapi3"
 )
 
-// EmbeddedCRD is the embedded Policy CRD, for the test that keeps it in step
-// with the shared copy.
-var EmbeddedCRD = crdYAML
-
 // Rule is rule, for the test of a rule the package does not know.
 var Rule = rule
 

@@ -47,8 +47,17 @@ import (
 	"github.com/fleetmanager/fleet-manager/internal/fleet"
 )
 
-//go:embed policy.open-cluster-management.io_policies.crd.yaml
+// crdYAML is the Policy CRD as governance-policy-propagator publishes it,
+// at the version scripts/crds.sh pins.
+//
+//go:embed policy.open-cluster-management.io_policies.yaml
 var crdYAML []byte
+
+// CRD returns the embedded Policy CRD's YAML, for the test hub that installs
+// it beside the other hub CRDs.
+func CRD() []byte {
+	return slices.Clone(crdYAML)
+}
 
 // extPreserveUnknownFields is the Kubernetes schema extension that keeps an
 // object open to any field.

@@ -1,10 +1,8 @@
 package policyschema_test
 
 import (
-	"bytes"
 	"encoding/json"
 	"fmt"
-	"os"
 	"reflect"
 	"strings"
 	"sync"
@@ -16,20 +14,6 @@ import (
 	"github.com/fleetmanager/fleet-manager/internal/fleet"
 	"github.com/fleetmanager/fleet-manager/internal/policyschema"
 )
-
-const sharedCRD = "../../../shared/hub-crds/policy.open-cluster-management.io_policies.crd.yaml"
-
-func TestEmbeddedCRDMatchesTheSharedCopy(t *testing.T) {
-	t.Parallel()
-	shared, err := os.ReadFile(sharedCRD)
-	if err != nil {
-		t.Fatalf("reading the shared Policy CRD: %v", err)
-	}
-	if !bytes.Equal(policyschema.EmbeddedCRD, shared) {
-		t.Fatalf("the embedded Policy CRD differs from the shared hub CRD %s: copy the new version byte for byte over "+
-			"internal/policyschema/policy.open-cluster-management.io_policies.crd.yaml and rerun these tests", sharedCRD)
-	}
-}
 
 // validPolicyJSON is a realistic Policy, as a client would post it.
 const validPolicyJSON = `{

@@ -22,10 +22,6 @@ import (
 	ctrllog "sigs.k8s.io/controller-runtime/pkg/log"
 )
 
-// CRDDirEnv names the environment variable that overrides the folder of hub
-// CRDs, by default ../shared/hub-crds next to the module root.
-const CRDDirEnv = "FLEET_MANAGER_HUB_CRDS"
-
 // startEnvironment starts etcd and kube-apiserver through envtest, with the
 // binaries given explicitly so that envtest never downloads any, and the
 // control plane's files and logs in dir. Callers authenticate with the
@@ -121,41 +117,6 @@ func logTail(path string) string {
 	}
 	lines := bytes.Split(bytes.TrimRight(data, "\n"), []byte("\n"))
 	return string(bytes.Join(lines[max(0, len(lines)-20):], []byte("\n")))
-}
-
-// findCRDDir returns $FLEET_MANAGER_HUB_CRDS, or ../shared/hub-crds from the
-// folder of the go.mod that holds the working directory.
-func findCRDDir() (string, error) {
-	if dir := os.Getenv(CRDDirEnv); dir != "" {
-		return dir, nil
-	}
-	wd, err := os.Getwd()
-	if err != nil {
-		return "", fmt.Errorf("findCRDDir: %w", err)
-	}
-	for dir := wd; ; {
-		if _, err := os.Stat(filepath.Join(dir, "go.mod")); err == nil {
-			return filepath.Join(filepath.Dir(dir), "shared", "hub-crds"), nil
-		}
-		parent := filepath.Dir(dir)
-		if parent == dir {
-			return "", fmt.Errorf("findCRDDir: no go.mod above %s; set %s", wd, CRDDirEnv)
-		}
-		dir = parent
-	}
-}
-
-// readCRDs decodes the CustomResourceDefinitions of the YAML and JSON files
-// in dir, before anything starts, so that a wrong folder fails fast.
-func readCRDs(dir string) ([]*apiextensionsv1.CustomResourceDefinition, error) {
-	opts := envtest.CRDInstallOptions{Paths: []string{dir}, ErrorIfPathMissing: true}
-	if err := envtest.ReadCRDFiles(&opts); err != nil {
-		return nil, fmt.Errorf("readCRDs(%s): %w; set %s to the folder of hub CRDs", dir, err, CRDDirEnv)
-	}
-	if len(opts.CRDs) == 0 {
-		return nil, fmt.Errorf("readCRDs(%s): no CRD found; set %s to the folder of hub CRDs", dir, CRDDirEnv)
-	}
-	return opts.CRDs, nil
 }
 
 // installCRDs creates the CRDs, waits until the apiserver serves each and

@@ -1,6 +1,6 @@
 // Package hubtest runs a real hub for tests: controller-runtime's envtest
-// starts an etcd and a kube-apiserver on loopback ports, and every hub CRD of
-// ../shared/hub-crds is installed and established. The hub starts once per
+// starts an etcd and a kube-apiserver on loopback ports, and every hub CRD
+// (CRDs: upstream files embedded from crds/) is installed and established. The hub starts once per
 // test binary, on the first Start, and all tests of the package share it
 // (t.Parallel is fine; give objects distinct names). Main stops it when the
 // tests are done:
@@ -106,11 +106,7 @@ func start() (_ *Hub, err error) {
 	if err != nil {
 		return nil, err
 	}
-	crdDir, err := findCRDDir()
-	if err != nil {
-		return nil, err
-	}
-	crds, err := readCRDs(crdDir)
+	crds, err := CRDs()
 	if err != nil {
 		return nil, err
 	}
@@ -143,7 +139,7 @@ func start() (_ *Hub, err error) {
 	installConfig.WarningHandler = rest.NoWarnings{}
 	crdsBegan := time.Now()
 	if hub.crds, err = installCRDs(context.Background(), installConfig, crds); err != nil {
-		return nil, fmt.Errorf("hubtest: CRDs of %s: %w", crdDir, err)
+		return nil, fmt.Errorf("hubtest: %w", err)
 	}
 	hub.timings.CRDs = time.Since(crdsBegan)
 	hub.timings.Total = time.Since(began)
