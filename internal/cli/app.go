@@ -129,7 +129,10 @@ func (a *app) connectWith(ctx context.Context, cfg *Config, persist bool) error 
 		}
 		return SaveConfig(path, a.cfg)
 	}
-	src := tokenSource(ctx, cfg, &http.Client{Transport: base, Timeout: requestTimeout}, save)
+	// The token request carries the client secret or offline token: it
+	// follows redirects only on the token endpoint's server, as the API's
+	// requests do on theirs.
+	src := tokenSource(ctx, cfg, &http.Client{Transport: base, Timeout: requestTimeout, CheckRedirect: sameServer}, save)
 	a.http = &http.Client{Transport: &oauth2.Transport{Source: src, Base: base}, Timeout: requestTimeout, CheckRedirect: sameServer}
 	var err error
 	if a.public, err = public.NewClientWithResponses(cfg.URL, public.WithHTTPClient(a.http)); err != nil {
@@ -252,8 +255,9 @@ func group(cmd *cobra.Command) *cobra.Command {
 const maxRedirects = 10
 
 // sameServer follows a redirect only on the server the request went to: the
-// oauth2 transport puts the token on every request, so a redirect to another
-// host or scheme would hand it the token.
+// oauth2 transport puts the token on every request, and a token request
+// posts the credentials again on a 307 or 308, so a redirect to another host
+// or scheme would hand them over.
 func sameServer(req *http.Request, via []*http.Request) error {
 	if len(via) >= maxRedirects {
 		return &transportError{err: fmt.Errorf("stopped after %d redirects", maxRedirects)}

@@ -124,3 +124,42 @@ func TestRunRefusesARedirectToAnotherServer(t *testing.T) {
 		t.Errorf("the other server got %d requests (Authorization %q); want none", len(leaked), leaked)
 	}
 }
+
+// TestLoginRefusesATokenEndpointRedirectToAnotherServer: the token request
+// carries the client secret or offline token, so a token endpoint that
+// redirects elsewhere does not get it resent there.
+func TestLoginRefusesATokenEndpointRedirectToAnotherServer(t *testing.T) {
+	t.Parallel()
+	var mu sync.Mutex
+	var leaked []string
+	other := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		_ = r.ParseForm()
+		mu.Lock()
+		leaked = append(leaked, r.Header.Get("Authorization")+" "+r.PostForm.Encode())
+		mu.Unlock()
+		w.Header().Set("Content-Type", "application/json")
+		_, _ = w.Write([]byte(`{"access_token":"t","token_type":"Bearer","expires_in":3600}`))
+	}))
+	defer other.Close()
+	sso := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		// 307 keeps the method and body: the secret would be posted again.
+		http.Redirect(w, r, other.URL+r.URL.Path, http.StatusTemporaryRedirect)
+	}))
+	defer sso.Close()
+	cfg := filepath.Join(t.TempDir(), "config.json")
+	for _, args := range [][]string{
+		{"--client-id", "c", "--client-secret", "secret-value"},
+		{"--client-id", "c", "--offline-token", "secret-value"},
+	} {
+		args = append([]string{"login", "--url", other.URL, "--token-url", sso.URL + "/token"}, args...)
+		code, _, stderr := run(t, cfg, args...)
+		if code == cli.ExitOK || !strings.Contains(stderr, "redirected to another server") {
+			t.Errorf("fleetctl %s = exit %d, stderr %q; want the redirect refused", strings.Join(args, " "), code, stderr)
+		}
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if len(leaked) != 0 {
+		t.Errorf("the other server got %q; want nothing", leaked)
+	}
+}
