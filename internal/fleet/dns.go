@@ -728,8 +728,9 @@ type DNSRefusal struct {
 	Reason string
 	// Conflicts, when set, are the batch's changes refused because their
 	// name holds records the deployment does not own, by record id, with
-	// why. Nothing of the batch was written: the other changes may be sent
-	// again without these.
+	// why. The batch's other changes are not taken: the caller sends them
+	// again without these (one a provider made already is found its own
+	// and written again, never twice).
 	Conflicts map[string]string
 }
 

@@ -64,6 +64,9 @@ const (
 	dnsRemoved     = "removed"
 	dnsRefused     = "refused"
 	dnsUnavailable = "unavailable"
+	// dnsOwnedElsewhere is a change refused because its name holds records
+	// the deployment does not own.
+	dnsOwnedElsewhere = "owned_elsewhere"
 )
 
 // NewDNSManager returns dns_mgr.
@@ -130,10 +133,12 @@ type change struct {
 	index  int
 	change fleet.DNSChange
 	// done is set when the provider took the change, with id its change
-	// id; refusal when it refused it.
-	done    bool
-	id      string
-	refusal *fleet.DNSRefusal
+	// id; refusal when it refused it; conflict when it refused it because
+	// the name holds records the deployment does not own.
+	done     bool
+	id       string
+	refusal  *fleet.DNSRefusal
+	conflict string
 }
 
 // reconcileZone does one zone's pass, claimed until leaseEnd, and reports
@@ -233,7 +238,9 @@ func (m *DNSManager) reconcileZone(ctx context.Context, c fleet.DNSZoneClaim, le
 }
 
 // push sends changes to the provider, splitting a refused batch in halves
-// until each refused change is alone; it returns the error of a provider
+// until each refused change is alone (a refusal that names the changes
+// whose names another owner holds fails those and sends the rest again);
+// it returns the error of a provider
 // that did not answer (the changes not taken yet stay undone).
 func (m *DNSManager) push(ctx context.Context, p fleet.DNSProvider, zone fleet.DNSZoneAccess, changes []*change) error {
 	batch := make([]fleet.DNSChange, len(changes))
@@ -250,7 +257,25 @@ func (m *DNSManager) push(ctx context.Context, p fleet.DNSProvider, zone fleet.D
 		return nil
 	case !errors.As(err, &refusal):
 		return err
-	case len(changes) == 1:
+	case len(refusal.Conflicts) > 0:
+		// The names another owner holds are named: they fail, the rest is
+		// sent again without them.
+		var rest []*change
+		for _, ch := range changes {
+			if reason, ok := refusal.Conflicts[ch.change.RecordID]; ok {
+				ch.conflict = reason
+			} else {
+				rest = append(rest, ch)
+			}
+		}
+		switch {
+		case len(rest) == 0:
+			return nil
+		case len(rest) < len(changes):
+			return m.push(ctx, p, zone, rest)
+		}
+	}
+	if len(changes) == 1 {
 		changes[0].refusal = refusal
 		return nil
 	}
@@ -281,6 +306,12 @@ func (m *DNSManager) recordChange(out *fleet.DNSOutcome, w fleet.DNSWork, ch *ch
 			"", r.Generation, now)
 		*checks = append(*checks, ch.index)
 		m.metrics.dnsChanges.WithLabelValues(provider, dnsPublished).Inc()
+	case ch.conflict != "":
+		out.Failed, out.RequeueAfter = true, dnsRetry(w.Attempts)
+		out.Conditions = setDNSCondition(out.Conditions, fleet.DNSConditionPublished, fleet.ConditionFalse, fleet.DNSReasonNameOwnedElsewhere,
+			"the name is not this deployment's: "+ch.conflict+"; nothing there is changed, and the record is retried with backoff",
+			r.Generation, now)
+		m.metrics.dnsChanges.WithLabelValues(provider, dnsOwnedElsewhere).Inc()
 	case ch.refusal != nil:
 		out.Failed, out.RequeueAfter = true, dnsRetry(w.Attempts)
 		reason := ch.refusal.Reason

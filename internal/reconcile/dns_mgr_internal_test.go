@@ -12,6 +12,7 @@ import (
 
 	"github.com/onsi/gomega"
 	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/testutil"
 
 	"github.com/fleetmanager/fleet-manager/internal/fleet"
 )
@@ -25,12 +26,14 @@ import (
 // in refuse, and does not answer while down; it is also the resolver of
 // its one nameserver.
 type fakeDNS struct {
-	mu      sync.Mutex
-	sets    map[string]fleet.DNSRecordSet
-	refuse  map[string]bool
-	down    bool
-	pending bool
-	batches [][]string
+	mu     sync.Mutex
+	sets   map[string]fleet.DNSRecordSet
+	refuse map[string]bool
+	// elsewhere are the records whose names another owner holds.
+	elsewhere map[string]bool
+	down      bool
+	pending   bool
+	batches   [][]string
 }
 
 func (f *fakeDNS) Apply(_ context.Context, _ fleet.DNSZoneAccess, changes []fleet.DNSChange) (string, error) {
@@ -43,6 +46,15 @@ func (f *fakeDNS) Apply(_ context.Context, _ fleet.DNSZoneAccess, changes []flee
 	f.batches = append(f.batches, names)
 	if slices.ContainsFunc(names, func(n string) bool { return f.refuse[n] }) {
 		return "", &fleet.DNSRefusal{Reason: "REFUSED"}
+	}
+	conflicts := map[string]string{}
+	for _, n := range names {
+		if f.elsewhere[n] {
+			conflicts[n] = "the name's ownership record names another owner or record"
+		}
+	}
+	if len(conflicts) > 0 {
+		return "", &fleet.DNSRefusal{Reason: "names hold records this deployment does not own", Conflicts: conflicts}
 	}
 	if f.down {
 		return "", errors.New("connection refused")
@@ -121,6 +133,37 @@ func outcome(outs []fleet.DNSOutcome, id string) fleet.DNSOutcome {
 		return fleet.DNSOutcome{}
 	}
 	return outs[i]
+}
+
+// TestDNSManagerLeavesANameOwnedElsewhere checks that a record whose name
+// the provider says another owner holds fails with NameOwnedElsewhere,
+// retried with backoff, and that the batch's other records are sent again
+// without it at once, not split.
+func TestDNSManagerLeavesANameOwnedElsewhere(t *testing.T) {
+	g := gomega.NewWithT(t)
+	p := &fakeDNS{sets: map[string]fleet.DNSRecordSet{}, elsewhere: map[string]bool{"r2": true}}
+	q := &fakeDNSQueue{}
+	m := newTestDNSManager(t, p, q)
+	var works []fleet.DNSWork
+	for _, id := range []string{"r0", "r1", "r2", "r3"} {
+		works = append(works, dnsWork(id, "192.0.2.10"))
+	}
+	m.reconcileZone(context.Background(), dnsClaim(works...), time.Now().Add(time.Minute))
+	g.Expect(q.zoneErr).NotTo(gomega.HaveOccurred())
+	g.Expect(p.batches).To(gomega.Equal([][]string{{"r0", "r1", "r2", "r3"}, {"r0", "r1", "r3"}}))
+	o := outcome(q.outs, "r2")
+	g.Expect(o.Failed).To(gomega.BeTrue())
+	g.Expect(o.Publish).To(gomega.BeFalse())
+	g.Expect(o.RequeueAfter).To(gomega.Equal(dnsFirstRetry))
+	g.Expect(o.Conditions.Reason(fleet.DNSConditionPublished)).To(gomega.Equal(fleet.DNSReasonNameOwnedElsewhere))
+	c, _ := o.Conditions.Get(fleet.DNSConditionPublished)
+	g.Expect(c.Message).To(gomega.ContainSubstring("names another owner"))
+	g.Expect(fleet.DNSRecordPhase(o.Conditions, false)).To(gomega.Equal(fleet.DNSPhaseFailed))
+	for _, id := range []string{"r0", "r1", "r3"} {
+		g.Expect(outcome(q.outs, id).Publish).To(gomega.BeTrue(), id)
+		g.Expect(fleet.DNSRecordPhase(outcome(q.outs, id).Conditions, false)).To(gomega.Equal(fleet.DNSPhaseReady), id)
+	}
+	g.Expect(testutil.ToFloat64(m.metrics.dnsChanges.WithLabelValues(string(fleet.DNSProviderRFC2136), dnsOwnedElsewhere))).To(gomega.Equal(1.0))
 }
 
 // TestDNSManagerIsolatesARefusedRecord checks that a batch with one record

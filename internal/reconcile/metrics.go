@@ -58,7 +58,7 @@ func NewMetrics(namespace string, reg prometheus.Registerer) (*Metrics, error) {
 		}, []string{"type", "reason"}),
 		dnsChanges: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Namespace: namespace, Subsystem: "dns", Name: "record_changes_total",
-			Help: "Record changes dns_mgr sent to DNS providers, by provider and result (published, removed, refused, unavailable).",
+			Help: "Record changes dns_mgr sent to DNS providers, by provider and result (published, removed, refused, owned_elsewhere, unavailable).",
 		}, []string{"provider", "result"}),
 	}
 	for _, c := range []prometheus.Collector{m.duration, m.queueDepth, m.phases, m.hubs, m.purged, m.poolActions, m.dnsChanges} {

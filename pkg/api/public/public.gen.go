@@ -1364,7 +1364,7 @@ type CurrentUserKind string
 type DNSRecord struct {
 	ClusterId *string `json:"cluster_id,omitempty"`
 
-	// Conditions Accepted (the record passed its service's policy), Published (the provider accepted the record's current generation, or its removal; reasons Published, Pending, WaitingForClusterIngress, ClusterGone, ProviderUnavailable, ProviderRefused) and Resolvable (the zone's authoritative servers answer its values; reasons Answered, NotYetAnswered, NameserverUnreachable), as dns_mgr last saw them.
+	// Conditions Accepted (the record passed its service's policy), Published (the provider accepted the record's current generation, or its removal; reasons Published, Pending, WaitingForClusterIngress, ClusterGone, ProviderUnavailable, ProviderRefused, NameOwnedElsewhere) and Resolvable (the zone's authoritative servers answer its values; reasons Answered, NotYetAnswered, NameserverUnreachable), as dns_mgr last saw them.
 	Conditions          []Condition   `json:"conditions"`
 	CreatedAt           time.Time     `json:"created_at"`
 	CreatedBy           *string       `json:"created_by,omitempty"`
