@@ -152,6 +152,14 @@ func answer(g gomega.Gomega, server, name string, t uint16) []string {
 			if t == dns.TypeCNAME {
 				out = append(out, strings.TrimSuffix(v.Target, "."))
 			}
+		case *dns.MX:
+			if t == dns.TypeMX {
+				out = append(out, fmt.Sprintf("%d %s", v.Preference, v.Mx))
+			}
+		case *dns.TXT:
+			if t == dns.TypeTXT {
+				out = append(out, strings.Join(v.Txt, ""))
+			}
 		}
 	}
 	slices.Sort(out)
@@ -278,6 +286,49 @@ func (d *dnsFleet) exercise(zone string, down, up func()) {
 	d.expectAnswer(a.Name, dns.TypeCNAME)
 }
 
+// foreignRecords checks, through the binary, that records someone else
+// keeps at a record's name (an ACME client's TXT, a person's MX) survive the
+// record's life, and that a name holding someone else's A is refused with
+// NameOwnedElsewhere and left alone.
+func (d *dnsFleet) foreignRecords(b *dnstest.Primary) {
+	d.t.Helper()
+	g := d.g
+	write := func(rrs ...string) {
+		m := new(dns.Msg)
+		m.SetUpdate(dns.Fqdn(b.Zone))
+		for _, r := range rrs {
+			rr, err := dns.NewRR(r)
+			g.Expect(err).NotTo(gomega.HaveOccurred())
+			m.Insert([]dns.RR{rr})
+		}
+		m.SetTsig(b.KeyName, dns.HmacSHA256, 300, time.Now().Unix())
+		resp, _, err := (&dns.Client{Net: "tcp", TsigSecret: map[string]string{b.KeyName: b.Secret}}).Exchange(m, b.Addr)
+		g.Expect(err).NotTo(gomega.HaveOccurred())
+		g.Expect(resp.Rcode).To(gomega.Equal(dns.RcodeSuccess))
+	}
+	shared, taken := "shared.kafka."+b.Zone, "taken.kafka."+b.Zone
+	write(shared+`. 60 IN TXT "acme-challenge-token"`, shared+". 60 IN MX 10 mx.example.net.", taken+". 60 IN A 203.0.113.1")
+
+	r := d.mustCreate(public.DNSRecordCreate{Instance: "shared", Type: ptr(public.DNSRecordA), Targets: &[]string{"198.51.100.30"}})
+	d.waitPhase(r.Id, public.DNSRecordReady, 30*time.Second)
+	d.expectAnswer(shared, dns.TypeA, "198.51.100.30")
+	d.expectAnswer(shared, dns.TypeMX, "10 mx.example.net.")
+	del, err := d.fm.Public.DeleteDNSRecordWithResponse(context.Background(), "kafka", r.Id, nil, bearer(d.kafka))
+	g.Expect(err).NotTo(gomega.HaveOccurred())
+	g.Expect(del.StatusCode()).To(gomega.Equal(http.StatusAccepted), string(del.Body))
+	d.waitGone(r.Id, 30*time.Second)
+	d.expectAnswer(shared, dns.TypeA)
+	d.expectAnswer(shared, dns.TypeMX, "10 mx.example.net.")
+	d.expectAnswer(shared, dns.TypeTXT, "acme-challenge-token")
+
+	other := d.mustCreate(public.DNSRecordCreate{Instance: "taken", Type: ptr(public.DNSRecordA), Targets: &[]string{"198.51.100.31"}})
+	rec := d.waitPhase(other.Id, public.DNSRecordFailed, 30*time.Second)
+	i := slices.IndexFunc(rec.Conditions, func(c public.Condition) bool { return c.Type == fleet.DNSConditionPublished })
+	g.Expect(i).NotTo(gomega.Equal(-1))
+	g.Expect(rec.Conditions[i].Reason).To(gomega.Equal(fleet.DNSReasonNameOwnedElsewhere))
+	d.expectAnswer(taken, dns.TypeA, "203.0.113.1")
+}
+
 // TestDNSRecordsThroughRFC2136 drives the record life cycle through the
 // real binary against a real BIND 9 (Debian's named, started by the test on
 // a free loopback port), written by TSIG-signed dynamic updates. The outage
@@ -289,6 +340,7 @@ func TestDNSRecordsThroughRFC2136(t *testing.T) {
 		Rfc2136:     &admin.RFC2136Settings{Server: bind.Addr, TsigKeyName: bind.KeyName, TsigAlgorithm: admin.RFC2136SettingsTsigAlgorithm(bind.Algorithm)},
 		Credentials: &admin.DNSCredentials{TsigSecret: &bind.Secret}}, bind.Addr)
 	d.exercise(bind.Zone, bind.Stop, func() { bind.Start(t) })
+	d.foreignRecords(bind)
 	// The zone's key, rotated to a wrong one, is refused: the records
 	// fail, and nothing in their conditions holds the key.
 	wrong := "d3JvbmctZmxlZXQtbWFuYWdlci1rZXktMzItYnl0ZXMh"
