@@ -48,6 +48,10 @@ type poolResults struct {
 // cluster's node threshold, each timed until its hub's desired set carries
 // the cluster's scaled MachinePool.
 func runPools(ctx context.Context, o options, out io.Writer) error {
+	// One organisation makes every pool: the organisations' pool limits,
+	// which the bench does not measure, are lifted (a --serve-arg after
+	// these still sets them).
+	o.ServeArgs = append([]string{"--pool-quota=0", "--pool-cluster-quota=0", "--reserved-units-quota=0"}, o.ServeArgs...)
 	b, err := startBenchServer(ctx, o, out, "fleet-bench --pools")
 	if err != nil {
 		return err

@@ -46,6 +46,9 @@ type Authorizer struct {
 	metrics *Metrics
 	// readsLive: a decision may depend on the request's LiveRegistrations.
 	readsLive bool
+	// readsUsage: a decision may depend on the request's OrgUsage where
+	// its OrgLimits are 0.
+	readsUsage bool
 }
 
 // New compiles the policy (cfg.PolicyFile, else the embedded one) with the
@@ -83,7 +86,11 @@ func New(ctx context.Context, cfg Config, logger *slog.Logger, metrics *Metrics)
 	if metrics == nil {
 		metrics = newMetrics("")
 	}
-	a := &Authorizer{query: query, logger: logger.With("component", "authz"), metrics: metrics, readsLive: readsLiveRegistrations(module)}
+	a := &Authorizer{query: query, logger: logger.With("component", "authz"), metrics: metrics,
+		readsLive: readsField(module, liveRegistrationsField)}
+	// The embedded policy compares the usage with the limits only where
+	// they are above 0; a policy file may read it anywhere.
+	a.readsUsage = cfg.PolicyFile != "" && readsField(module, orgUsageField)
 	if cfg.PolicyFile == "" {
 		// The embedded policy reads the count in its quota rule only, which
 		// applies when the quota is above 0 (TestDefaultPolicyReadsLiveRegistrationsForAQuotaOnly).
@@ -183,6 +190,17 @@ func input(req fleet.AuthzRequest) ast.Value {
 		)),
 		ast.Item(ast.StringTerm("product"), ast.StringTerm(req.Product)),
 		ast.Item(ast.StringTerm("live_registrations"), ast.IntNumberTerm(req.LiveRegistrations)),
+		ast.Item(ast.StringTerm("org_limits"), ast.ObjectTerm(
+			ast.Item(ast.StringTerm("pools"), ast.IntNumberTerm(req.OrgLimits.Pools)),
+			ast.Item(ast.StringTerm("pool_clusters"), ast.IntNumberTerm(req.OrgLimits.PoolClusters)),
+			ast.Item(ast.StringTerm("reserved_units"), ast.IntNumberTerm(req.OrgLimits.ReservedUnits)),
+		)),
+		ast.Item(ast.StringTerm(orgUsageField), ast.ObjectTerm(
+			ast.Item(ast.StringTerm("pools"), ast.IntNumberTerm(req.OrgUsage.Pools)),
+			ast.Item(ast.StringTerm("pool_clusters"), ast.IntNumberTerm(req.OrgUsage.PoolClusters)),
+			ast.Item(ast.StringTerm("reserved_units"), ast.IntNumberTerm(req.OrgUsage.ReservedUnits)),
+		)),
+		ast.Item(ast.StringTerm("units"), ast.IntNumberTerm(req.Units)),
 	)
 }
 

@@ -25,13 +25,14 @@ var actions = []string{
 	"reservations:list", "reservations:create", "reservations:cancel", "metrics:read",
 	"dns_records:list", "dns_records:get", "dns_records:create", "dns_records:delete", "user_metrics:read",
 	"dns_zones:list", "dns_zones:get", "dns_zones:create", "dns_zones:update", "dns_zones:delete",
+	"org_limits:get", "org_limits:update",
 }
 
 var readVerbs = []string{"list", "get", "watch", "compliance", "summary", "read"}
 
 var fleetViewerActions = []string{"hubs:list", "hubs:get", "resources:list", "resources:watch", "inventory:list",
 	"inventory:get", "inventory:watch", "metrics:read", "pools:list", "pools:get", "reservations:list", "reservations:get",
-	"user_metrics:read", "dns_zones:list", "dns_zones:get", "dns_records:list", "dns_records:get"}
+	"user_metrics:read", "dns_zones:list", "dns_zones:get", "dns_records:list", "dns_records:get", "org_limits:get"}
 
 func newAuthorizer(t testing.TB, cfg authz.Config) *authz.Authorizer {
 	t.Helper()
@@ -63,7 +64,7 @@ func want(subject, action string, where place) fleet.ErrorCode {
 	family, verb, _ := strings.Cut(action, ":")
 	orgFamily := slices.Contains([]string{"clusters", "policies", "compliance", "inventory", "pools", "reservations", "dns_records", "user_metrics"}, family)
 	fleetDenial := fleet.CodeActionForbidden
-	if slices.Contains([]string{"hubs", "resources", "metrics", "dns_zones"}, family) {
+	if slices.Contains([]string{"hubs", "resources", "metrics", "dns_zones", "org_limits"}, family) {
 		fleetDenial = fleet.CodeAdminRoleRequired
 	}
 	read := slices.Contains(readVerbs, verb)
@@ -336,5 +337,62 @@ func BenchmarkAuthorize(b *testing.B) {
 				}
 			}
 		})
+	}
+}
+
+// TestDefaultPolicyOrgLimits asserts the capacity-pool limits: a pool, a
+// pool cluster or a booking at or past the organisation's limit is refused
+// with PoolQuotaExceeded naming the limit and not its value, a pool cluster
+// counts against --registration-quota, and a limit of 0 is none.
+func TestDefaultPolicyOrgLimits(t *testing.T) {
+	t.Parallel()
+	// pool_mgr asks pools:add_cluster as the pool's owner acting as an
+	// admin of its organisation.
+	alice := fleet.Subject{Kind: fleet.SubjectUser, ID: "a", Username: "alice", OrgID: "org-a", OrgRole: fleet.OrgRoleAdmin}
+	limits := fleet.OrgLimits{Pools: 7, PoolClusters: 9, ReservedUnits: 500}
+	for _, tt := range []struct {
+		name   string
+		quota  int
+		action string
+		limits fleet.OrgLimits
+		usage  fleet.OrgUsage
+		live   int
+		units  int
+		want   fleet.ErrorCode
+		names  string
+	}{
+		{"a pool below the limit", 0, fleet.ActionPoolsCreate, limits, fleet.OrgUsage{Pools: 6}, 0, 0, 0, ""},
+		{"a pool at the limit", 0, fleet.ActionPoolsCreate, limits, fleet.OrgUsage{Pools: 7}, 0, 0, fleet.CodePoolQuotaExceeded, fleet.LimitMaxPools},
+		{"no pool limit", 0, fleet.ActionPoolsCreate, fleet.OrgLimits{}, fleet.OrgUsage{Pools: 7000}, 0, 0, 0, ""},
+		{"a cluster below the limit", 0, fleet.ActionPoolsAddCluster, limits, fleet.OrgUsage{PoolClusters: 8}, 0, 0, 0, ""},
+		{"a cluster at the limit", 0, fleet.ActionPoolsAddCluster, limits, fleet.OrgUsage{PoolClusters: 9}, 0, 0, fleet.CodePoolQuotaExceeded, fleet.LimitMaxPoolClusters},
+		{"a cluster at the registration quota", 8, fleet.ActionPoolsAddCluster, limits, fleet.OrgUsage{PoolClusters: 1}, 8, 0, fleet.CodeQuotaExceeded, "--registration-quota"},
+		{"a booking that fits", 0, fleet.ActionReservationsCreate, limits, fleet.OrgUsage{ReservedUnits: 400}, 0, 100, 0, ""},
+		{"a booking past the limit", 0, fleet.ActionReservationsCreate, limits, fleet.OrgUsage{ReservedUnits: 401}, 0, 100, fleet.CodePoolQuotaExceeded, fleet.LimitMaxReservedUnits},
+		{"no unit limit", 0, fleet.ActionReservationsCreate, fleet.OrgLimits{}, fleet.OrgUsage{ReservedUnits: 1 << 40}, 0, 100, 0, ""},
+		{"other actions ignore the limits", 0, fleet.ActionPoliciesCreate, fleet.OrgLimits{Pools: 1}, fleet.OrgUsage{Pools: 5}, 0, 0, 0, ""},
+	} {
+		cfg := authz.DefaultConfig()
+		cfg.Preflight.MaxRegistrationsPerOrg = tt.quota
+		a := newAuthorizer(t, cfg)
+		err := a.Authorize(context.Background(), fleet.AuthzRequest{Subject: alice, Action: tt.action,
+			Resource: fleet.AuthzResource{Kind: "pool", OrgID: "org-a"}, LiveRegistrations: tt.live, OrgLimits: tt.limits, OrgUsage: tt.usage, Units: tt.units})
+		if got := codeOf(err); got != tt.want {
+			t.Errorf("%s: Authorize(%s) = %d (%v), want %d", tt.name, tt.action, got, err, tt.want)
+		}
+		if err == nil {
+			continue
+		}
+		if !strings.Contains(err.Error(), tt.names) {
+			t.Errorf("%s: the reason %q does not name %s", tt.name, err, tt.names)
+		}
+		for _, v := range []string{"7", "9", "500", "8"} {
+			if strings.Contains(err.Error(), v) {
+				t.Errorf("%s: the reason %q gives a value (%s)", tt.name, err, v)
+			}
+		}
+	}
+	if newAuthorizer(t, authz.DefaultConfig()).ReadsOrgUsage() {
+		t.Errorf("ReadsOrgUsage() of the default policy = true, want false: it reads the usage against a limit above 0 only")
 	}
 }

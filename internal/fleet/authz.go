@@ -50,13 +50,21 @@ type AuthzResource struct {
 }
 
 // AuthzRequest asks whether Subject may do Action on Resource. Product and
-// LiveRegistrations are the facts the pre-flight rules of clusters:create read.
+// LiveRegistrations are the facts the pre-flight rules of clusters:create
+// read (LiveRegistrations also for pools:add_cluster: a pool cluster is a
+// registration). OrgLimits and OrgUsage are the organisation's
+// capacity-pool limits and what it holds, and Units what a booking adds,
+// for pools:create, pools:add_cluster and reservations:create (zero
+// elsewhere).
 type AuthzRequest struct {
 	Subject           Subject
 	Action            string
 	Resource          AuthzResource
 	Product           string
 	LiveRegistrations int
+	OrgLimits         OrgLimits
+	OrgUsage          OrgUsage
+	Units             int
 }
 
 // Authorizer is the one decision point: every handler and store operation
@@ -65,7 +73,7 @@ type Authorizer interface {
 	// Authorize returns nil when req is allowed. Errors: CodeActionForbidden
 	// naming the action, or the pre-flight codes CodeOrgNotAllowed,
 	// CodeUserNotAllowed, CodeProductNotAccepted, CodeQuotaExceeded,
-	// CodeAdminRoleRequired; CodeInternal when the policy cannot be evaluated.
+	// CodePoolQuotaExceeded, CodeAdminRoleRequired; CodeInternal when the policy cannot be evaluated.
 	Authorize(ctx context.Context, req AuthzRequest) error
 }
 
@@ -197,6 +205,9 @@ const (
 	ActionPoolsCreate        = "pools:create"
 	ActionPoolsUpdate        = "pools:update"
 	ActionPoolsDelete        = "pools:delete"
+	// ActionPoolsAddCluster is pool_mgr's, for the pool's owner, before it
+	// registers a cluster of the pool: no API operation asks it.
+	ActionPoolsAddCluster    = "pools:add_cluster"
 	ActionReservationsList   = "reservations:list"
 	ActionReservationsGet    = "reservations:get"
 	ActionReservationsCreate = "reservations:create"
@@ -212,4 +223,6 @@ const (
 	ActionDNSZonesCreate     = "dns_zones:create"
 	ActionDNSZonesUpdate     = "dns_zones:update"
 	ActionDNSZonesDelete     = "dns_zones:delete"
+	ActionOrgLimitsGet       = "org_limits:get"
+	ActionOrgLimitsUpdate    = "org_limits:update"
 )

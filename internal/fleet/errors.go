@@ -67,6 +67,7 @@ const (
 	CodeRateLimited            ErrorCode = 31
 	CodeMetricsTooManyClusters ErrorCode = 32
 	CodeDNSWriterNotAllowed    ErrorCode = 33
+	CodePoolQuotaExceeded      ErrorCode = 34
 )
 
 // CatalogueEntry describes one error code: its kind and the reason a client sees
@@ -114,6 +115,7 @@ func Catalogue() []CatalogueEntry {
 		{CodeRateLimited, KindTooManyRequests, "RateLimited", "The organisation sent more requests than its rate limit allows; retry after the Retry-After header's seconds"},
 		{CodeMetricsTooManyClusters, KindInvalid, "MetricsTooManyClusters", "The request covers more clusters than one metrics read may; read fewer (one cluster's metrics, or a narrower scope)"},
 		{CodeDNSWriterNotAllowed, KindForbidden, "DNSWriterNotAllowed", "The caller's organisation or service account is not one of the DNS service's writers; its administrators onboard writers"},
+		{CodePoolQuotaExceeded, KindConflict, "PoolQuotaExceeded", "The organisation is at one of its capacity-pool limits (pools, pool clusters, reserved units); the reason names the limit"},
 	}
 	sort.Slice(entries, func(i, j int) bool { return entries[i].Code < entries[j].Code })
 	return entries

@@ -578,11 +578,21 @@ const (
 	PoolEventClusterUpgraded   = "BlueprintVersionApplied"
 	PoolEventAddOnsDelivered   = "AddOnsDelivered"
 	PoolEventCapacityExhausted = "CapacityExhausted"
+	// PoolEventClusterNotAdded: the scaler wanted a cluster and the
+	// organisation's limits refused it (reason PoolEventReasonQuotaExceeded).
+	PoolEventClusterNotAdded = "ClusterNotAdded"
 )
 
+// PoolEventReasonQuotaExceeded is the reason of a ClusterNotAdded event and
+// of the QuotaAvailable condition's False.
+const PoolEventReasonQuotaExceeded = "QuotaExceeded"
+
 // PoolService keeps an organisation's blueprints, capacity pools and
-// reservations; every call is scoped to the caller's organisation.
+// reservations; every call is scoped to the caller's organisation. Its
+// OrgLimitsAdmin side reads and sets organisations' limits of them, for
+// administrators.
 type PoolService interface {
+	OrgLimitsAdmin
 	// CreateBlueprint stores a blueprint and its version 1. Errors:
 	// CodeValidation, CodeNameTaken, CodeOrgNotAllowed.
 	CreateBlueprint(ctx context.Context, caller Identity, name string, spec BlueprintSpec) (Blueprint, error)
@@ -599,7 +609,7 @@ type PoolService interface {
 	// latest. Errors: CodeNotFound, CodeConflict.
 	DeleteBlueprintVersion(ctx context.Context, org, id string, version int) error
 	// CreatePool stores a pool. Errors: CodeValidation, CodeNameTaken,
-	// CodeZoneNotServed, CodeOrgNotAllowed.
+	// CodeZoneNotServed, CodeOrgNotAllowed, CodePoolQuotaExceeded.
 	CreatePool(ctx context.Context, caller Identity, create PoolCreate) (CapacityPool, error)
 	ListPools(ctx context.Context, org string, q ListQuery) ([]CapacityPool, int, error)
 	FindPool(ctx context.Context, org, id string) (CapacityPool, error)
@@ -613,7 +623,7 @@ type PoolService interface {
 	ListPoolEvents(ctx context.Context, org, poolID string, q ListQuery) ([]PoolEvent, int, error)
 	// CreateReservation books units on the fullest cluster with room.
 	// Errors: CodeValidation, CodeNotFound, CodeCapacityExhausted,
-	// CodeConflict (pool being deleted).
+	// CodePoolQuotaExceeded, CodeConflict (pool being deleted).
 	CreateReservation(ctx context.Context, caller Identity, poolID string, create ReservationCreate) (Reservation, error)
 	ListReservations(ctx context.Context, org, poolID string, q ListQuery) ([]Reservation, int, error)
 	FindReservation(ctx context.Context, org, poolID, id string) (Reservation, error)

@@ -21,6 +21,9 @@ type PoolConfig struct {
 	// domain's DNS zone, which Hive needs on Azure ("" leaves it out).
 	AzureBaseDomainResourceGroup string
 	Scaler                       ScalerConfig
+	// Limits are every organisation's capacity-pool limits but those an
+	// administrator overrides.
+	Limits OrgLimits
 }
 
 // DefaultPoolConfig returns the settings a fork starts from.
@@ -35,6 +38,7 @@ func DefaultPoolConfig() PoolConfig {
 		ReleaseImageRepository: "quay.io/openshift-release-dev/ocp-release",
 		ControlPlaneReplicas:   3,
 		Scaler:                 DefaultScalerConfig(),
+		Limits:                 OrgLimits{Pools: 20, PoolClusters: 100},
 	}
 }
 

@@ -353,12 +353,17 @@ const (
 	// grow; False when it is at max_clusters and every cluster is past its
 	// cluster threshold.
 	PoolConditionCapacityAvailable = "CapacityAvailable"
+	// PoolConditionQuotaAvailable: the organisation's limits allowed the
+	// clusters the pass wanted; False while they refuse one the pool still
+	// wants (a ClusterNotAdded action).
+	PoolConditionQuotaAvailable = "QuotaAvailable"
 
 	ReasonMinimumReady = "MinimumReady"
 	ReasonBelowMinimum = "BelowMinimum"
 	ReasonPoolDeleting = "Deleting"
 	ReasonRoomLeft     = "RoomLeft"
 	ReasonAtMaximum    = "AtMaximum"
+	ReasonWithinQuota  = "WithinQuota"
 )
 
 // PoolConditions returns the pool's conditions after a pass that took
@@ -369,12 +374,16 @@ func PoolConditions(have Conditions, in ScalerInput, actions []ScaleAction, cfg 
 	p := in.Pool
 	removed := map[string]bool{}
 	added := 0
+	quota := Condition{Type: PoolConditionQuotaAvailable, Status: ConditionTrue, Reason: ReasonWithinQuota,
+		Message: "the organisation's limits allow the clusters the pool asks for", ObservedGeneration: p.Generation}
 	for _, a := range actions {
 		switch a.Type {
 		case PoolEventClusterRemoved:
 			removed[a.ClusterID] = true
 		case PoolEventClusterAdded:
 			added++
+		case PoolEventClusterNotAdded:
+			quota.Status, quota.Reason, quota.Message = ConditionFalse, a.Reason, a.Message
 		}
 	}
 	ready, live, failed, full := 0, added, 0, added == 0
@@ -412,7 +421,7 @@ func PoolConditions(have Conditions, in ScalerInput, actions []ScaleAction, cfg 
 		room.Status, room.Reason = ConditionFalse, ReasonAtMaximum
 		room.Message = fmt.Sprintf("all %d clusters have reserved %d%% of their capacity and the pool is at max_clusters", live, addAt)
 	}
-	return have.Set(readyCond, in.Now).Set(room, in.Now)
+	return have.Set(readyCond, in.Now).Set(room, in.Now).Set(quota, in.Now)
 }
 
 // PoolPhase summarises a pool's conditions: deleting, provisioning (below

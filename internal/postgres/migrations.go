@@ -60,6 +60,7 @@ func migrations() []*gormigrate.Migration {
 		migration202612021400ClusterIdentity(),
 		migration202612021500DNS(),
 		migration202612021600DNSRecordCounts(),
+		migration202612021700OrgLimits(),
 	}
 }
 

@@ -83,6 +83,8 @@ var poolList = listSpec{
 
 // CreatePool stores a capacity pool on a live version of one of the
 // caller's organisation's blueprints; the pool reconciler makes its clusters.
+// The Authorizer decides it with the organisation's live pools, counted
+// under its pools lock, against its max_pools (decidePoolCreate).
 func (s *Store) CreatePool(ctx context.Context, caller fleet.Identity, create fleet.PoolCreate) (fleet.CapacityPool, error) {
 	if caller.OrgID == "" {
 		return fleet.CapacityPool{}, fleet.Errorf(fleet.CodeOrgNotAllowed, "the token carries no organisation")
@@ -104,7 +106,11 @@ func (s *Store) CreatePool(ctx context.Context, caller fleet.Identity, create fl
 	if err != nil {
 		return fleet.CapacityPool{}, err
 	}
+	subject := fleet.SubjectFromContext(ctx, caller)
 	err = s.transact(ctx, func(tx *gorm.DB) error {
+		if err := s.decidePoolCreate(ctx, tx, subject); err != nil {
+			return err
+		}
 		if err := s.checkBlueprintVersion(tx, caller.OrgID, create.BlueprintID, create.BlueprintVersion); err != nil {
 			return err
 		}

@@ -34,6 +34,12 @@ func (c *StoreConfig) addPoolFlags(fs *pflag.FlagSet) {
 	fs.IntVar(&p.Scaler.ScaleDownMarginPercent, "pool-scale-down-margin", p.Scaler.ScaleDownMarginPercent,
 		"hysteresis in percentage points: nodes or an idle cluster go only when what stays is this far below the threshold")
 	fs.DurationVar(&p.Scaler.IdleTime, "pool-idle-time", p.Scaler.IdleTime, "how long an empty cluster above its pool's minimum stays before it is removed")
+	fs.IntVar(&p.Limits.Pools, "pool-quota", p.Limits.Pools,
+		"most live capacity pools an organisation may have, unless an administrator overrides it (max_pools; 0: no limit)")
+	fs.IntVar(&p.Limits.PoolClusters, "pool-cluster-quota", p.Limits.PoolClusters,
+		"most live pool clusters an organisation's pools may have together, unless overridden (max_pool_clusters; 0: no limit); they count against --registration-quota too")
+	fs.IntVar(&p.Limits.ReservedUnits, "reserved-units-quota", p.Limits.ReservedUnits,
+		"most units an organisation's reservations may book together, unless overridden (max_reserved_units; 0: no limit)")
 }
 
 // validatePools checks the pool settings, naming their flags.
@@ -67,6 +73,12 @@ func (c StoreConfig) validatePools(p *config.Problems) {
 	}
 	if s.ScaleDownMarginPercent < 0 || s.ScaleDownMarginPercent >= min(s.ScaleUpPercent, s.AddClusterPercent) {
 		p.Addf("pool-scale-down-margin", "must be from 0 to below both thresholds (got %d)", s.ScaleDownMarginPercent)
+	}
+	for flag, v := range map[string]int{"pool-quota": pc.Limits.Pools, "pool-cluster-quota": pc.Limits.PoolClusters,
+		"reserved-units-quota": pc.Limits.ReservedUnits} {
+		if v < 0 || v > fleet.MaxOrgLimit {
+			p.Addf(flag, "must be from 0 (no limit) to %d (got %d)", fleet.MaxOrgLimit, v)
+		}
 	}
 	for flag, d := range map[string]time.Duration{"pool-scale-cooldown": s.Cooldown, "pool-idle-time": s.IdleTime} {
 		if d < 0 {

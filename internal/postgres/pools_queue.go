@@ -5,6 +5,7 @@ import (
 	"crypto/rand"
 	"encoding/hex"
 	"fmt"
+	"slices"
 	"time"
 
 	"gorm.io/gorm"
@@ -83,11 +84,17 @@ func randomHex(n int) string {
 // clusters are all gone, and releases the claim with the next pass due after
 // resync (after backoff when failed is set). It reports false when the claim
 // was lost (its lease ended and another pass took the pool): nothing is
-// written then.
+// written then. A ClusterAdded the organisation's limits refuse becomes, in
+// actions, a ClusterNotAdded (decidePoolCluster): the caller counts and logs
+// what was done, and the pool's QuotaAvailable condition says why.
 func (s *Store) ApplyPoolPass(ctx context.Context, claim fleet.PoolClaim, actions []fleet.ScaleAction, resync time.Duration, failed error) (bool, error) {
 	pool := claim.Input.Pool
 	held := false
+	var applied []fleet.ScaleAction
 	err := s.transact(ctx, func(tx *gorm.DB) error {
+		// What this attempt applies; the caller's actions take it once it
+		// committed.
+		applied = slices.Clone(actions)
 		var ids []string
 		if err := tx.Raw(`SELECT id FROM capacity_pools WHERE id = ? AND claimed_by = ? FOR UPDATE`, pool.ID, claim.Token).Scan(&ids).Error; err != nil || len(ids) == 0 {
 			return err
@@ -96,15 +103,18 @@ func (s *Store) ApplyPoolPass(ctx context.Context, claim fleet.PoolClaim, action
 		if failed != nil {
 			return releaseFailedClaim(tx, "capacity_pools", pool.ID, failed)
 		}
-		for _, a := range actions {
-			if err := s.applyScaleAction(tx, claim.Input, a); err != nil {
-				return fmt.Errorf("%s %s: %w", a.Type, a.ClusterID, err)
+		for i := range applied {
+			if err := s.applyScaleAction(ctx, tx, claim.Input, &applied[i]); err != nil {
+				return fmt.Errorf("%s %s: %w", applied[i].Type, applied[i].ClusterID, err)
 			}
 		}
-		if err := setWakePoints(tx, fleet.WakePoints(claim.Input, actions, s.cfg.Pools.Scaler)); err != nil {
+		if err := recordNotAdded(tx, pool, applied); err != nil {
 			return err
 		}
-		if conds := fleet.PoolConditions(pool.Conditions, claim.Input, actions, s.cfg.Pools.Scaler); !conds.Equal(pool.Conditions) {
+		if err := setWakePoints(tx, fleet.WakePoints(claim.Input, applied, s.cfg.Pools.Scaler)); err != nil {
+			return err
+		}
+		if conds := fleet.PoolConditions(pool.Conditions, claim.Input, applied, s.cfg.Pools.Scaler); !conds.Equal(pool.Conditions) {
 			if err := tx.Exec(`UPDATE capacity_pools SET conditions = ? WHERE id = ?`, jsonText(conds), pool.ID).Error; err != nil {
 				return err
 			}
@@ -123,6 +133,9 @@ func (s *Store) ApplyPoolPass(ctx context.Context, claim fleet.PoolClaim, action
 	})
 	if err != nil {
 		return held, fmt.Errorf("ApplyPoolPass(%s): %w", pool.ID, err)
+	}
+	if held {
+		copy(actions, applied)
 	}
 	if held && len(actions) > 0 {
 		s.wake(ChannelRegistrations)
@@ -148,11 +161,17 @@ WHERE pc.registration_id = x.id AND pc.wake_at_units <> x.w`, jsonText(rows)).Er
 }
 
 // applyScaleAction writes one action and its event.
-func (s *Store) applyScaleAction(tx *gorm.DB, in fleet.ScalerInput, a fleet.ScaleAction) error {
+func (s *Store) applyScaleAction(ctx context.Context, tx *gorm.DB, in fleet.ScalerInput, a *fleet.ScaleAction) error {
 	pool := in.Pool
 	clusterID := a.ClusterID
 	switch a.Type {
 	case fleet.PoolEventClusterAdded:
+		if err := s.decidePoolCluster(ctx, tx, pool); err != nil {
+			if fleet.ErrorCodeOf(err) == fleet.CodeInternal {
+				return err
+			}
+			return notAdded(a, err)
+		}
 		id, err := s.addPoolCluster(tx, in)
 		if err != nil {
 			return err
@@ -183,6 +202,30 @@ func (s *Store) applyScaleAction(tx *gorm.DB, in fleet.ScalerInput, a fleet.Scal
 	}
 	return tx.Exec(`INSERT INTO pool_events (pool_id, cluster_id, type, reason, message) VALUES (?, ?, ?, ?, ?)`,
 		pool.ID, clusterID, a.Type, a.Reason, storableText(a.Message)).Error
+}
+
+// notAdded turns a refused add into a ClusterNotAdded, whose reason and
+// message (the refusal's, naming the limit) the pool's QuotaAvailable
+// condition takes; recordNotAdded writes its event.
+func notAdded(a *fleet.ScaleAction, refusal error) error {
+	a.Type, a.Reason, a.Message, a.ClusterID = fleet.PoolEventClusterNotAdded, fleet.PoolEventReasonQuotaExceeded, fleet.ErrorMessageOf(refusal), ""
+	return nil
+}
+
+// recordNotAdded records a pass's refused adds as one event, unless the
+// pool's QuotaAvailable condition already says the same: a pool the limits
+// hold logs one event when they start to, not one a pass.
+func recordNotAdded(tx *gorm.DB, pool fleet.CapacityPool, actions []fleet.ScaleAction) error {
+	i := slices.IndexFunc(actions, func(a fleet.ScaleAction) bool { return a.Type == fleet.PoolEventClusterNotAdded })
+	if i < 0 {
+		return nil
+	}
+	a := actions[i]
+	if c, ok := pool.Conditions.Get(fleet.PoolConditionQuotaAvailable); ok && c.Status == fleet.ConditionFalse && c.Message == a.Message {
+		return nil
+	}
+	return tx.Exec(`INSERT INTO pool_events (pool_id, cluster_id, type, reason, message) VALUES (?, '', ?, ?, ?)`,
+		pool.ID, a.Type, a.Reason, storableText(a.Message)).Error
 }
 
 // republishRegistration moves a registration's generation so that

@@ -48,7 +48,9 @@ LIMIT 1 FOR UPDATE OF pc`
 // reached its wake point (fleet.WakePoints), where the scaler acts. When none
 // fits, the pool is marked exhausted (the
 // scaler adds a cluster below max_clusters) and the booking is refused with
-// CodeCapacityExhausted; nothing is booked.
+// CodeCapacityExhausted; nothing is booked. A booking that would take the
+// organisation past its max_reserved_units is refused by the Authorizer
+// (decideReservation) with CodePoolQuotaExceeded.
 func (s *Store) CreateReservation(ctx context.Context, caller fleet.Identity, poolID string, create fleet.ReservationCreate) (fleet.Reservation, error) {
 	if err := create.Validate(); err != nil {
 		return fleet.Reservation{}, err
@@ -57,7 +59,14 @@ func (s *Store) CreateReservation(ctx context.Context, caller fleet.Identity, po
 	exhausted := false
 	// The answer is what the transaction wrote.
 	booked := fleet.Reservation{ID: id, PoolID: poolID, OrgID: caller.OrgID, Owner: caller.Username, Units: create.Units, InstanceID: create.InstanceID}
+	subject := fleet.SubjectFromContext(ctx, caller)
 	err := s.transact(ctx, func(tx *gorm.DB) error {
+		// The organisation's limit first: its lock, when a limit applies,
+		// is taken before the pool's, so a deletion waiting on the pool
+		// never sits between two bookings of the organisation.
+		if err := s.decideReservation(ctx, tx, subject, poolID, create.Units); err != nil {
+			return err
+		}
 		// KEY SHARE: bookings of one pool do not wait on each other at the
 		// pool, only a deletion (FOR UPDATE) waits for them, and they for it.
 		zones, zoneArgs := s.servedZonesSQL("zone")

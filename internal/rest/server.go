@@ -185,6 +185,10 @@ func (s *Server) handlers() map[string]handlerFunc {
 		"updateDNSRecord":         s.withDNS(s.handleDNSRecordUpdate),
 		"deleteDNSRecord":         s.withDNS(s.handleDNSRecordDelete),
 
+		// Organisations' capacity-pool limits (admin).
+		"getOrganizationLimits":    s.can(fleet.ActionOrgLimitsGet, "org_limits", s.handleOrgLimitsGet),
+		"updateOrganizationLimits": s.can(fleet.ActionOrgLimitsUpdate, "org_limits", s.handleOrgLimitsUpdate),
+
 		// User-facing metrics; the store scopes each read to the caller's clusters.
 		"queryMetrics":                    s.can(fleet.ActionUserMetricsRead, "cluster", s.handleMetricsQuery(false)),
 		"queryMetricsForm":                s.can(fleet.ActionUserMetricsRead, "cluster", s.handleMetricsQuery(false)),

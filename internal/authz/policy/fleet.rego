@@ -2,7 +2,9 @@
 #
 # input: {subject: {kind, id, username, org_id, fleet_admin, fleet_viewer, org_role},
 #         action: "<family>:<verb>", resource: {kind, id, org_id, created_by},
-#         product, live_registrations}
+#         product, live_registrations,
+#         org_limits: {pools, pool_clusters, reserved_units}, (0: no limit)
+#         org_usage: {pools, pool_clusters, reserved_units}, units}
 # data.fleet.config: the pre-flight lists, accepted products and quota, and the
 # organisations that may read user-facing metrics, from the flags.
 #
@@ -28,7 +30,7 @@ verb := parts[1]
 org_families := {"clusters", "policies", "compliance", "inventory", "blueprints", "pools", "reservations", "dns_records", "user_metrics"}
 
 # Families of the fleet's own resources, for fleet admins and viewers.
-fleet_families := {"hubs", "resources", "metrics", "dns_zones"}
+fleet_families := {"hubs", "resources", "metrics", "dns_zones", "org_limits"}
 
 read_verbs := {"list", "get", "watch", "compliance", "summary", "read"}
 
@@ -41,7 +43,7 @@ fleet_viewer_actions := {
 	"hubs:list", "hubs:get", "resources:list", "resources:get", "resources:watch",
 	"inventory:list", "inventory:get", "inventory:watch", "metrics:read", "user_metrics:read",
 	"blueprints:list", "blueprints:get", "pools:list", "pools:get", "reservations:list", "reservations:get",
-	"dns_zones:list", "dns_zones:get", "dns_records:list", "dns_records:get",
+	"dns_zones:list", "dns_zones:get", "dns_records:list", "dns_records:get", "org_limits:get",
 }
 
 own_org if {
@@ -112,6 +114,8 @@ decision := deny(4, "the token is not a hub agent's") if {
 	not role_allows
 } else := preflight if {
 	action == "clusters:create"
+} else := pool_limits if {
+	pool_limited_actions[action]
 } else := deny(27, "the organisation is not one of --user-metrics-allowed-orgs") if {
 	family == "user_metrics"
 	not subject.fleet_viewer
@@ -141,4 +145,32 @@ preflight := deny(16, "the organisation may not register clusters (--registratio
 } else := deny(15, sprintf("the organisation has %d live registrations, its quota is %d", [input.live_registrations, cfg.quota])) if {
 	cfg.quota > 0
 	input.live_registrations >= cfg.quota
+} else := allow
+
+# What an organisation may hold of capacity pools. The limits are the
+# store's: the flags' defaults or the organisation's overrides (admin API);
+# 0 is no limit. A refusal names the limit, never its value. A pool cluster
+# is a registration (ADR 0018), so --registration-quota bounds it too.
+pool_limited_actions := {"pools:create", "pools:add_cluster", "reservations:create"}
+
+limits := input.org_limits
+
+usage := input.org_usage
+
+pool_limits := deny(34, "the organisation has reached its limit max_pools") if {
+	action == "pools:create"
+	limits.pools > 0
+	usage.pools >= limits.pools
+} else := deny(34, "the organisation has reached its limit max_pool_clusters") if {
+	action == "pools:add_cluster"
+	limits.pool_clusters > 0
+	usage.pool_clusters >= limits.pool_clusters
+} else := deny(15, "the organisation has reached its registration quota (--registration-quota)") if {
+	action == "pools:add_cluster"
+	cfg.quota > 0
+	input.live_registrations >= cfg.quota
+} else := deny(34, "the reservation would take the organisation past its limit max_reserved_units") if {
+	action == "reservations:create"
+	limits.reserved_units > 0
+	usage.reserved_units + input.units > limits.reserved_units
 } else := allow

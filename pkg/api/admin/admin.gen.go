@@ -203,6 +203,21 @@ func (e HubListKind) Valid() bool {
 	}
 }
 
+// Defines values for OrganizationLimitsKind.
+const (
+	OrganizationLimitsKindOrganizationLimits OrganizationLimitsKind = "OrganizationLimits"
+)
+
+// Valid indicates whether the value is a known member of the OrganizationLimitsKind enum.
+func (e OrganizationLimitsKind) Valid() bool {
+	switch e {
+	case OrganizationLimitsKindOrganizationLimits:
+		return true
+	default:
+		return false
+	}
+}
+
 // Defines values for RFC2136SettingsTsigAlgorithm.
 const (
 	TSIGHMACSHA256 RFC2136SettingsTsigAlgorithm = "hmac-sha256"
@@ -608,6 +623,78 @@ type OCMTarget struct {
 	TokenUrl *string `json:"token_url,omitempty"`
 }
 
+// OrgLimitOverrides The limits that are the organisation's own; one not named has the default.
+type OrgLimitOverrides struct {
+	// MaxPoolClusters Live pool clusters of all the organisation's pools (0 is no limit; default --pool-cluster-quota).
+	MaxPoolClusters *int32 `json:"max_pool_clusters,omitempty"`
+
+	// MaxPools Live capacity pools (0 is no limit; default --pool-quota).
+	MaxPools *int32 `json:"max_pools,omitempty"`
+
+	// MaxReservedUnits Units the organisation's reservations book together (0 is no limit; default --reserved-units-quota).
+	MaxReservedUnits *int32 `json:"max_reserved_units,omitempty"`
+}
+
+// OrgLimitValues defines model for OrgLimitValues.
+type OrgLimitValues struct {
+	// MaxPoolClusters Live pool clusters of all the organisation's pools (0 is no limit; default --pool-cluster-quota).
+	MaxPoolClusters int32 `json:"max_pool_clusters"`
+
+	// MaxPools Live capacity pools (0 is no limit; default --pool-quota).
+	MaxPools int32 `json:"max_pools"`
+
+	// MaxReservedUnits Units the organisation's reservations book together (0 is no limit; default --reserved-units-quota).
+	MaxReservedUnits int32 `json:"max_reserved_units"`
+}
+
+// OrgUsage defines model for OrgUsage.
+type OrgUsage struct {
+	// PoolClusters Live pool clusters; one being removed counts until its registration is deleted.
+	PoolClusters int `json:"pool_clusters"`
+
+	// Pools Live capacity pools; one being deleted counts until it is gone.
+	Pools int `json:"pools"`
+
+	// ReservedUnits Units the organisation's reservations book.
+	ReservedUnits int64 `json:"reserved_units"`
+}
+
+// OrganizationLimits defines model for OrganizationLimits.
+type OrganizationLimits struct {
+	Href string `json:"href"`
+
+	// Id The organisation.
+	Id     string                 `json:"id"`
+	Kind   OrganizationLimitsKind `json:"kind"`
+	Limits OrgLimitValues         `json:"limits"`
+	OrgId  string                 `json:"org_id"`
+
+	// Overrides The limits that are the organisation's own; one not named has the default.
+	Overrides OrgLimitOverrides `json:"overrides"`
+
+	// UpdatedAt When the overrides last changed; absent when there are none.
+	UpdatedAt *time.Time `json:"updated_at,omitempty"`
+
+	// UpdatedBy Who last changed the overrides; absent when there are none.
+	UpdatedBy *string  `json:"updated_by,omitempty"`
+	Usage     OrgUsage `json:"usage"`
+}
+
+// OrganizationLimitsKind defines model for OrganizationLimits.Kind.
+type OrganizationLimitsKind string
+
+// OrganizationLimitsPatch defines model for OrganizationLimitsPatch.
+type OrganizationLimitsPatch struct {
+	// MaxPoolClusters Live pool clusters of all the organisation's pools (0 is no limit; null goes back to --pool-cluster-quota).
+	MaxPoolClusters *int32 `json:"max_pool_clusters,omitempty"`
+
+	// MaxPools Live capacity pools (0 is no limit; null goes back to --pool-quota).
+	MaxPools *int32 `json:"max_pools,omitempty"`
+
+	// MaxReservedUnits Units the organisation's reservations book together (0 is no limit; null goes back to --reserved-units-quota).
+	MaxReservedUnits *int32 `json:"max_reserved_units,omitempty"`
+}
+
 // RFC2136Settings Where and how an rfc2136 zone is updated. The TSIG secret is a credential, never a setting.
 type RFC2136Settings struct {
 	// Server The primary's host:port the updates are sent to (over TCP).
@@ -706,6 +793,9 @@ type Id = string
 
 // IfMatch defines model for ifMatch.
 type IfMatch = string
+
+// OrgId defines model for orgId.
+type OrgId = string
 
 // Page defines model for page.
 type Page = int
@@ -863,6 +953,9 @@ type CreateHubJSONRequestBody = HubCreate
 
 // UpdateHubJSONRequestBody defines body for UpdateHub for application/json ContentType.
 type UpdateHubJSONRequestBody = HubPatch
+
+// UpdateOrganizationLimitsJSONRequestBody defines body for UpdateOrganizationLimits for application/json ContentType.
+type UpdateOrganizationLimitsJSONRequestBody = OrganizationLimitsPatch
 
 // RequestEditorFn is the function signature for the RequestEditor callback function
 type RequestEditorFn func(ctx context.Context, req *http.Request) error
@@ -1145,6 +1238,31 @@ type ClientInterface interface {
 	//
 	// Corresponds with POST /admin/hubs/{id}/uncordon (the `UncordonHub` operationId).
 	UncordonHub(ctx context.Context, id Id, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// GetOrganizationLimits An organisation's capacity-pool limits, its own overrides, and what it holds.
+	//
+	// Answers the limits that apply to the organisation (its overrides over the deployment's defaults, --pool-quota, --pool-cluster-quota and --reserved-units-quota; 0 is no limit), which of them are its own, and its live pools, live pool clusters and reserved units. An organisation the service has never seen has the defaults and holds nothing.
+	//
+	// Corresponds with GET /admin/organizations/{org_id}/limits (the `GetOrganizationLimits` operationId).
+	GetOrganizationLimits(ctx context.Context, orgId OrgId, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// UpdateOrganizationLimitsWithBody Override an organisation's capacity-pool limits, or give them back their defaults.
+	//
+	// Each limit the body names becomes the organisation's own (0 is no limit); a limit sent as null goes back to the deployment's default; the others stay. Lowering a limit below what the organisation holds removes nothing: its next pool, cluster or booking is refused until it is below the limit again. Another organisation's limits do not change.
+	//
+	// Takes any type of body and a specified content type.
+	//
+	// Corresponds with PATCH /admin/organizations/{org_id}/limits (the `UpdateOrganizationLimits` operationId).
+	UpdateOrganizationLimitsWithBody(ctx context.Context, orgId OrgId, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// UpdateOrganizationLimits Override an organisation's capacity-pool limits, or give them back their defaults.
+	//
+	// Each limit the body names becomes the organisation's own (0 is no limit); a limit sent as null goes back to the deployment's default; the others stay. Lowering a limit below what the organisation holds removes nothing: its next pool, cluster or booking is refused until it is below the limit again. Another organisation's limits do not change.
+	//
+	// Takes a body of the `application/json` content type.
+	//
+	// Corresponds with PATCH /admin/organizations/{org_id}/limits (the `UpdateOrganizationLimits` operationId).
+	UpdateOrganizationLimits(ctx context.Context, orgId OrgId, body UpdateOrganizationLimitsJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error)
 
 	// ListResources A page of the hubs' live objects of one synced kind.
 	//
@@ -1613,6 +1731,61 @@ func (c *Client) CordonHub(ctx context.Context, id Id, reqEditors ...RequestEdit
 // Corresponds with POST /admin/hubs/{id}/uncordon (the `UncordonHub` operationId).
 func (c *Client) UncordonHub(ctx context.Context, id Id, reqEditors ...RequestEditorFn) (*http.Response, error) {
 	req, err := NewUncordonHubRequest(c.Server, id)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// GetOrganizationLimits An organisation's capacity-pool limits, its own overrides, and what it holds.
+//
+// Answers the limits that apply to the organisation (its overrides over the deployment's defaults, --pool-quota, --pool-cluster-quota and --reserved-units-quota; 0 is no limit), which of them are its own, and its live pools, live pool clusters and reserved units. An organisation the service has never seen has the defaults and holds nothing.
+//
+// Corresponds with GET /admin/organizations/{org_id}/limits (the `GetOrganizationLimits` operationId).
+func (c *Client) GetOrganizationLimits(ctx context.Context, orgId OrgId, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewGetOrganizationLimitsRequest(c.Server, orgId)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// UpdateOrganizationLimitsWithBody Override an organisation's capacity-pool limits, or give them back their defaults.
+//
+// Each limit the body names becomes the organisation's own (0 is no limit); a limit sent as null goes back to the deployment's default; the others stay. Lowering a limit below what the organisation holds removes nothing: its next pool, cluster or booking is refused until it is below the limit again. Another organisation's limits do not change.
+//
+// Takes any type of body and a specified content type.
+//
+// Corresponds with PATCH /admin/organizations/{org_id}/limits (the `UpdateOrganizationLimits` operationId).
+func (c *Client) UpdateOrganizationLimitsWithBody(ctx context.Context, orgId OrgId, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewUpdateOrganizationLimitsRequestWithBody(c.Server, orgId, contentType, body)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// UpdateOrganizationLimits Override an organisation's capacity-pool limits, or give them back their defaults.
+//
+// Each limit the body names becomes the organisation's own (0 is no limit); a limit sent as null goes back to the deployment's default; the others stay. Lowering a limit below what the organisation holds removes nothing: its next pool, cluster or booking is refused until it is below the limit again. Another organisation's limits do not change.
+//
+// Takes a body of the `application/json` content type.
+//
+// Corresponds with PATCH /admin/organizations/{org_id}/limits (the `UpdateOrganizationLimits` operationId).
+func (c *Client) UpdateOrganizationLimits(ctx context.Context, orgId OrgId, body UpdateOrganizationLimitsJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewUpdateOrganizationLimitsRequest(c.Server, orgId, body)
 	if err != nil {
 		return nil, err
 	}
@@ -2569,6 +2742,87 @@ func NewUncordonHubRequest(server string, id Id) (*http.Request, error) {
 	return req, nil
 }
 
+// NewGetOrganizationLimitsRequest constructs an http.Request for the GetOrganizationLimits method
+func NewGetOrganizationLimitsRequest(server string, orgId OrgId) (*http.Request, error) {
+	var err error
+
+	var pathParam0 string
+
+	pathParam0, err = runtime.StyleParamWithOptions("simple", false, "org_id", orgId, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationPath, Type: "string", Format: ""})
+	if err != nil {
+		return nil, err
+	}
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/admin/organizations/%s/limits", pathParam0)
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	req, err := http.NewRequest(http.MethodGet, queryURL.String(), nil)
+	if err != nil {
+		return nil, err
+	}
+
+	return req, nil
+}
+
+// NewUpdateOrganizationLimitsRequest calls the generic UpdateOrganizationLimits builder with application/json body
+func NewUpdateOrganizationLimitsRequest(server string, orgId OrgId, body UpdateOrganizationLimitsJSONRequestBody) (*http.Request, error) {
+	var bodyReader io.Reader
+	buf, err := json.Marshal(body)
+	if err != nil {
+		return nil, err
+	}
+	bodyReader = bytes.NewReader(buf)
+	return NewUpdateOrganizationLimitsRequestWithBody(server, orgId, "application/json", bodyReader)
+}
+
+// NewUpdateOrganizationLimitsRequestWithBody constructs an http.Request for the UpdateOrganizationLimits method, with any body, and a specified content type
+func NewUpdateOrganizationLimitsRequestWithBody(server string, orgId OrgId, contentType string, body io.Reader) (*http.Request, error) {
+	var err error
+
+	var pathParam0 string
+
+	pathParam0, err = runtime.StyleParamWithOptions("simple", false, "org_id", orgId, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationPath, Type: "string", Format: ""})
+	if err != nil {
+		return nil, err
+	}
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/admin/organizations/%s/limits", pathParam0)
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	req, err := http.NewRequest(http.MethodPatch, queryURL.String(), body)
+	if err != nil {
+		return nil, err
+	}
+
+	req.Header.Add("Content-Type", contentType)
+
+	return req, nil
+}
+
 // NewListResourcesRequest constructs an http.Request for the ListResources method
 func NewListResourcesRequest(server string, params *ListResourcesParams) (*http.Request, error) {
 	var err error
@@ -3096,6 +3350,33 @@ type ClientWithResponsesInterface interface {
 	//
 	// Corresponds with POST /admin/hubs/{id}/uncordon (the `UncordonHub` operationId).
 	UncordonHubWithResponse(ctx context.Context, id Id, reqEditors ...RequestEditorFn) (*UncordonHubResponse, error)
+
+	// GetOrganizationLimitsWithResponse An organisation's capacity-pool limits, its own overrides, and what it holds.
+	//
+	// Answers the limits that apply to the organisation (its overrides over the deployment's defaults, --pool-quota, --pool-cluster-quota and --reserved-units-quota; 0 is no limit), which of them are its own, and its live pools, live pool clusters and reserved units. An organisation the service has never seen has the defaults and holds nothing.
+	//
+	// Returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with GET /admin/organizations/{org_id}/limits (the `GetOrganizationLimits` operationId).
+	GetOrganizationLimitsWithResponse(ctx context.Context, orgId OrgId, reqEditors ...RequestEditorFn) (*GetOrganizationLimitsResponse, error)
+
+	// UpdateOrganizationLimitsWithBodyWithResponse Override an organisation's capacity-pool limits, or give them back their defaults.
+	//
+	// Each limit the body names becomes the organisation's own (0 is no limit); a limit sent as null goes back to the deployment's default; the others stay. Lowering a limit below what the organisation holds removes nothing: its next pool, cluster or booking is refused until it is below the limit again. Another organisation's limits do not change.
+	//
+	// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with PATCH /admin/organizations/{org_id}/limits (the `UpdateOrganizationLimits` operationId).
+	UpdateOrganizationLimitsWithBodyWithResponse(ctx context.Context, orgId OrgId, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*UpdateOrganizationLimitsResponse, error)
+
+	// UpdateOrganizationLimitsWithResponse Override an organisation's capacity-pool limits, or give them back their defaults.
+	//
+	// Each limit the body names becomes the organisation's own (0 is no limit); a limit sent as null goes back to the deployment's default; the others stay. Lowering a limit below what the organisation holds removes nothing: its next pool, cluster or booking is refused until it is below the limit again. Another organisation's limits do not change.
+	//
+	// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with PATCH /admin/organizations/{org_id}/limits (the `UpdateOrganizationLimits` operationId).
+	UpdateOrganizationLimitsWithResponse(ctx context.Context, orgId OrgId, body UpdateOrganizationLimitsJSONRequestBody, reqEditors ...RequestEditorFn) (*UpdateOrganizationLimitsResponse, error)
 
 	// ListResourcesWithResponse A page of the hubs' live objects of one synced kind.
 	//
@@ -4877,6 +5158,186 @@ func (r UncordonHubResponse) ContentType() string {
 	return ""
 }
 
+// GetOrganizationLimitsResponse503Headers the declared response headers of an HTTP 503 response for GetOrganizationLimits
+type GetOrganizationLimitsResponse503Headers struct {
+	RetryAfter *int
+}
+
+type GetOrganizationLimitsResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// JSON200 the response for an HTTP 200 `application/json` response
+	JSON200 *OrganizationLimits
+	// JSON400 the response for an HTTP 400 `application/json` response
+	JSON400 *BadRequest
+	// JSON401 the response for an HTTP 401 `application/json` response
+	JSON401 *Unauthenticated
+	// JSON403 the response for an HTTP 403 `application/json` response
+	JSON403 *Forbidden
+	// JSON500 the response for an HTTP 500 `application/json` response
+	JSON500 *InternalError
+	// JSON503 the response for an HTTP 503 `application/json` response
+	JSON503 *Unavailable
+	// Headers503 the parsed response headers for an HTTP 503 response
+	Headers503 *GetOrganizationLimitsResponse503Headers
+}
+
+// GetJSON200 returns the response for an HTTP 200 `application/json` response
+func (r GetOrganizationLimitsResponse) GetJSON200() *OrganizationLimits {
+	return r.JSON200
+}
+
+// GetJSON400 returns the response for an HTTP 400 `application/json` response
+func (r GetOrganizationLimitsResponse) GetJSON400() *BadRequest {
+	return r.JSON400
+}
+
+// GetJSON401 returns the response for an HTTP 401 `application/json` response
+func (r GetOrganizationLimitsResponse) GetJSON401() *Unauthenticated {
+	return r.JSON401
+}
+
+// GetJSON403 returns the response for an HTTP 403 `application/json` response
+func (r GetOrganizationLimitsResponse) GetJSON403() *Forbidden {
+	return r.JSON403
+}
+
+// GetJSON500 returns the response for an HTTP 500 `application/json` response
+func (r GetOrganizationLimitsResponse) GetJSON500() *InternalError {
+	return r.JSON500
+}
+
+// GetJSON503 returns the response for an HTTP 503 `application/json` response
+func (r GetOrganizationLimitsResponse) GetJSON503() *Unavailable {
+	return r.JSON503
+}
+
+// GetBody returns the raw response body bytes
+func (r GetOrganizationLimitsResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r GetOrganizationLimitsResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r GetOrganizationLimitsResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r GetOrganizationLimitsResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
+// UpdateOrganizationLimitsResponse503Headers the declared response headers of an HTTP 503 response for UpdateOrganizationLimits
+type UpdateOrganizationLimitsResponse503Headers struct {
+	RetryAfter *int
+}
+
+type UpdateOrganizationLimitsResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// JSON200 the response for an HTTP 200 `application/json` response
+	JSON200 *OrganizationLimits
+	// JSON400 the response for an HTTP 400 `application/json` response
+	JSON400 *BadRequest
+	// JSON401 the response for an HTTP 401 `application/json` response
+	JSON401 *Unauthenticated
+	// JSON403 the response for an HTTP 403 `application/json` response
+	JSON403 *Forbidden
+	// JSON413 the response for an HTTP 413 `application/json` response
+	JSON413 *BadRequest
+	// JSON415 the response for an HTTP 415 `application/json` response
+	JSON415 *BadRequest
+	// JSON500 the response for an HTTP 500 `application/json` response
+	JSON500 *InternalError
+	// JSON503 the response for an HTTP 503 `application/json` response
+	JSON503 *Unavailable
+	// Headers503 the parsed response headers for an HTTP 503 response
+	Headers503 *UpdateOrganizationLimitsResponse503Headers
+}
+
+// GetJSON200 returns the response for an HTTP 200 `application/json` response
+func (r UpdateOrganizationLimitsResponse) GetJSON200() *OrganizationLimits {
+	return r.JSON200
+}
+
+// GetJSON400 returns the response for an HTTP 400 `application/json` response
+func (r UpdateOrganizationLimitsResponse) GetJSON400() *BadRequest {
+	return r.JSON400
+}
+
+// GetJSON401 returns the response for an HTTP 401 `application/json` response
+func (r UpdateOrganizationLimitsResponse) GetJSON401() *Unauthenticated {
+	return r.JSON401
+}
+
+// GetJSON403 returns the response for an HTTP 403 `application/json` response
+func (r UpdateOrganizationLimitsResponse) GetJSON403() *Forbidden {
+	return r.JSON403
+}
+
+// GetJSON413 returns the response for an HTTP 413 `application/json` response
+func (r UpdateOrganizationLimitsResponse) GetJSON413() *BadRequest {
+	return r.JSON413
+}
+
+// GetJSON415 returns the response for an HTTP 415 `application/json` response
+func (r UpdateOrganizationLimitsResponse) GetJSON415() *BadRequest {
+	return r.JSON415
+}
+
+// GetJSON500 returns the response for an HTTP 500 `application/json` response
+func (r UpdateOrganizationLimitsResponse) GetJSON500() *InternalError {
+	return r.JSON500
+}
+
+// GetJSON503 returns the response for an HTTP 503 `application/json` response
+func (r UpdateOrganizationLimitsResponse) GetJSON503() *Unavailable {
+	return r.JSON503
+}
+
+// GetBody returns the raw response body bytes
+func (r UpdateOrganizationLimitsResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r UpdateOrganizationLimitsResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r UpdateOrganizationLimitsResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r UpdateOrganizationLimitsResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
 // ListResourcesResponse503Headers the declared response headers of an HTTP 503 response for ListResources
 type ListResourcesResponse503Headers struct {
 	RetryAfter *int
@@ -5506,6 +5967,51 @@ func (c *ClientWithResponses) UncordonHubWithResponse(ctx context.Context, id Id
 		return nil, err
 	}
 	return ParseUncordonHubResponse(rsp)
+}
+
+// GetOrganizationLimitsWithResponse An organisation's capacity-pool limits, its own overrides, and what it holds.
+//
+// Answers the limits that apply to the organisation (its overrides over the deployment's defaults, --pool-quota, --pool-cluster-quota and --reserved-units-quota; 0 is no limit), which of them are its own, and its live pools, live pool clusters and reserved units. An organisation the service has never seen has the defaults and holds nothing.
+//
+// Returns a wrapper object for the known response body format(s).
+//
+// Corresponds with GET /admin/organizations/{org_id}/limits (the `GetOrganizationLimits` operationId).
+func (c *ClientWithResponses) GetOrganizationLimitsWithResponse(ctx context.Context, orgId OrgId, reqEditors ...RequestEditorFn) (*GetOrganizationLimitsResponse, error) {
+	rsp, err := c.GetOrganizationLimits(ctx, orgId, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseGetOrganizationLimitsResponse(rsp)
+}
+
+// UpdateOrganizationLimitsWithBodyWithResponse Override an organisation's capacity-pool limits, or give them back their defaults.
+//
+// Each limit the body names becomes the organisation's own (0 is no limit); a limit sent as null goes back to the deployment's default; the others stay. Lowering a limit below what the organisation holds removes nothing: its next pool, cluster or booking is refused until it is below the limit again. Another organisation's limits do not change.
+//
+// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
+//
+// Corresponds with PATCH /admin/organizations/{org_id}/limits (the `UpdateOrganizationLimits` operationId).
+func (c *ClientWithResponses) UpdateOrganizationLimitsWithBodyWithResponse(ctx context.Context, orgId OrgId, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*UpdateOrganizationLimitsResponse, error) {
+	rsp, err := c.UpdateOrganizationLimitsWithBody(ctx, orgId, contentType, body, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseUpdateOrganizationLimitsResponse(rsp)
+}
+
+// UpdateOrganizationLimitsWithResponse Override an organisation's capacity-pool limits, or give them back their defaults.
+//
+// Each limit the body names becomes the organisation's own (0 is no limit); a limit sent as null goes back to the deployment's default; the others stay. Lowering a limit below what the organisation holds removes nothing: its next pool, cluster or booking is refused until it is below the limit again. Another organisation's limits do not change.
+//
+// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
+//
+// Corresponds with PATCH /admin/organizations/{org_id}/limits (the `UpdateOrganizationLimits` operationId).
+func (c *ClientWithResponses) UpdateOrganizationLimitsWithResponse(ctx context.Context, orgId OrgId, body UpdateOrganizationLimitsJSONRequestBody, reqEditors ...RequestEditorFn) (*UpdateOrganizationLimitsResponse, error) {
+	rsp, err := c.UpdateOrganizationLimits(ctx, orgId, body, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseUpdateOrganizationLimitsResponse(rsp)
 }
 
 // ListResourcesWithResponse A page of the hubs' live objects of one synced kind.
@@ -7193,6 +7699,168 @@ func ParseUncordonHubResponse(rsp *http.Response) (*UncordonHubResponse, error) 
 		response.Headers200 = &headers
 	case rsp.StatusCode == 503:
 		var headers UncordonHubResponse503Headers
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = &value
+		}
+		response.Headers503 = &headers
+	}
+
+	return response, nil
+}
+
+// ParseGetOrganizationLimitsResponse parses an HTTP response from a GetOrganizationLimitsWithResponse call
+func ParseGetOrganizationLimitsResponse(rsp *http.Response) (*GetOrganizationLimitsResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &GetOrganizationLimitsResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 200:
+		var dest OrganizationLimits
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON200 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 400:
+		var dest BadRequest
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON400 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 401:
+		var dest Unauthenticated
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON401 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 403:
+		var dest Forbidden
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON403 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 500:
+		var dest InternalError
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON500 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 503:
+		var dest Unavailable
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON503 = &dest
+
+	}
+
+	switch {
+	case rsp.StatusCode == 503:
+		var headers GetOrganizationLimitsResponse503Headers
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = &value
+		}
+		response.Headers503 = &headers
+	}
+
+	return response, nil
+}
+
+// ParseUpdateOrganizationLimitsResponse parses an HTTP response from a UpdateOrganizationLimitsWithResponse call
+func ParseUpdateOrganizationLimitsResponse(rsp *http.Response) (*UpdateOrganizationLimitsResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &UpdateOrganizationLimitsResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 200:
+		var dest OrganizationLimits
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON200 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 400:
+		var dest BadRequest
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON400 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 401:
+		var dest Unauthenticated
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON401 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 403:
+		var dest Forbidden
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON403 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 413:
+		var dest BadRequest
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON413 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 415:
+		var dest BadRequest
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON415 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 500:
+		var dest InternalError
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON500 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 503:
+		var dest Unavailable
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON503 = &dest
+
+	}
+
+	switch {
+	case rsp.StatusCode == 503:
+		var headers UpdateOrganizationLimitsResponse503Headers
 		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
 			var value int
 			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {

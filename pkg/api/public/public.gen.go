@@ -1054,7 +1054,7 @@ type CapacityPool struct {
 	// ClusterCount The pool's clusters not being removed.
 	ClusterCount int `json:"cluster_count"`
 
-	// Conditions Ready (at least min_clusters clusters joined; reasons MinimumReady, BelowMinimum, Deleting) and CapacityAvailable (False, reason AtMaximum, when the pool can neither take bookings past its cluster threshold nor grow), as the pool manager last saw them.
+	// Conditions Ready (at least min_clusters clusters joined; reasons MinimumReady, BelowMinimum, Deleting), CapacityAvailable (False, reason AtMaximum, when the pool can neither take bookings past its cluster threshold nor grow) and QuotaAvailable (False, reason QuotaExceeded, while the organisation's limits refuse a cluster the pool wants; the message names the limit: max_pool_clusters or --registration-quota), as the pool manager last saw them.
 	Conditions  []Condition      `json:"conditions"`
 	CreatedAt   time.Time        `json:"created_at"`
 	CreatedBy   *string          `json:"created_by,omitempty"`
@@ -2628,7 +2628,10 @@ type ClientInterface interface {
 	// The pool's clusters are registrations of the organisation, labelled
 	// `fleet-manager.io/pool-id`, placed on hubs of the pool's zone and made by
 	// Hive there; they are changed and removed through the pool, never directly.
-	// `credentials` are write-only and stored encrypted.
+	// `credentials` are write-only and stored encrypted. An organisation at its
+	// limit of pools is refused with 409 (code PoolQuotaExceeded, the reason naming
+	// max_pools); its pool clusters are bounded by max_pool_clusters and
+	// `--registration-quota`, which the pool's QuotaAvailable condition reports.
 	//
 	// Takes any type of body and a specified content type.
 	//
@@ -2640,7 +2643,10 @@ type ClientInterface interface {
 	// The pool's clusters are registrations of the organisation, labelled
 	// `fleet-manager.io/pool-id`, placed on hubs of the pool's zone and made by
 	// Hive there; they are changed and removed through the pool, never directly.
-	// `credentials` are write-only and stored encrypted.
+	// `credentials` are write-only and stored encrypted. An organisation at its
+	// limit of pools is refused with 409 (code PoolQuotaExceeded, the reason naming
+	// max_pools); its pool clusters are bounded by max_pool_clusters and
+	// `--registration-quota`, which the pool's QuotaAvailable condition reports.
 	//
 	// Takes a body of the `application/json` content type.
 	//
@@ -3476,7 +3482,10 @@ func (c *Client) ListCapacityPools(ctx context.Context, params *ListCapacityPool
 // The pool's clusters are registrations of the organisation, labelled
 // `fleet-manager.io/pool-id`, placed on hubs of the pool's zone and made by
 // Hive there; they are changed and removed through the pool, never directly.
-// `credentials` are write-only and stored encrypted.
+// `credentials` are write-only and stored encrypted. An organisation at its
+// limit of pools is refused with 409 (code PoolQuotaExceeded, the reason naming
+// max_pools); its pool clusters are bounded by max_pool_clusters and
+// `--registration-quota`, which the pool's QuotaAvailable condition reports.
 //
 // Takes any type of body and a specified content type.
 //
@@ -3498,7 +3507,10 @@ func (c *Client) CreateCapacityPoolWithBody(ctx context.Context, contentType str
 // The pool's clusters are registrations of the organisation, labelled
 // `fleet-manager.io/pool-id`, placed on hubs of the pool's zone and made by
 // Hive there; they are changed and removed through the pool, never directly.
-// `credentials` are write-only and stored encrypted.
+// `credentials` are write-only and stored encrypted. An organisation at its
+// limit of pools is refused with 409 (code PoolQuotaExceeded, the reason naming
+// max_pools); its pool clusters are bounded by max_pool_clusters and
+// `--registration-quota`, which the pool's QuotaAvailable condition reports.
 //
 // Takes a body of the `application/json` content type.
 //
@@ -8438,7 +8450,10 @@ type ClientWithResponsesInterface interface {
 	// The pool's clusters are registrations of the organisation, labelled
 	// `fleet-manager.io/pool-id`, placed on hubs of the pool's zone and made by
 	// Hive there; they are changed and removed through the pool, never directly.
-	// `credentials` are write-only and stored encrypted.
+	// `credentials` are write-only and stored encrypted. An organisation at its
+	// limit of pools is refused with 409 (code PoolQuotaExceeded, the reason naming
+	// max_pools); its pool clusters are bounded by max_pool_clusters and
+	// `--registration-quota`, which the pool's QuotaAvailable condition reports.
 	//
 	// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
 	//
@@ -8450,7 +8465,10 @@ type ClientWithResponsesInterface interface {
 	// The pool's clusters are registrations of the organisation, labelled
 	// `fleet-manager.io/pool-id`, placed on hubs of the pool's zone and made by
 	// Hive there; they are changed and removed through the pool, never directly.
-	// `credentials` are write-only and stored encrypted.
+	// `credentials` are write-only and stored encrypted. An organisation at its
+	// limit of pools is refused with 409 (code PoolQuotaExceeded, the reason naming
+	// max_pools); its pool clusters are bounded by max_pool_clusters and
+	// `--registration-quota`, which the pool's QuotaAvailable condition reports.
 	//
 	// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
 	//
@@ -10055,7 +10073,7 @@ type CreateCapacityPoolResponse struct {
 	// JSON403 the response for an HTTP 403 `application/json` response
 	JSON403 *Forbidden
 	// JSON409 the response for an HTTP 409 `application/json` response
-	JSON409 *Conflict
+	JSON409 *Error
 	// JSON413 the response for an HTTP 413 `application/json` response
 	JSON413 *BadRequest
 	// JSON415 the response for an HTTP 415 `application/json` response
@@ -10091,7 +10109,7 @@ func (r CreateCapacityPoolResponse) GetJSON403() *Forbidden {
 }
 
 // GetJSON409 returns the response for an HTTP 409 `application/json` response
-func (r CreateCapacityPoolResponse) GetJSON409() *Conflict {
+func (r CreateCapacityPoolResponse) GetJSON409() *Error {
 	return r.JSON409
 }
 
@@ -14938,7 +14956,10 @@ func (c *ClientWithResponses) ListCapacityPoolsWithResponse(ctx context.Context,
 // The pool's clusters are registrations of the organisation, labelled
 // `fleet-manager.io/pool-id`, placed on hubs of the pool's zone and made by
 // Hive there; they are changed and removed through the pool, never directly.
-// `credentials` are write-only and stored encrypted.
+// `credentials` are write-only and stored encrypted. An organisation at its
+// limit of pools is refused with 409 (code PoolQuotaExceeded, the reason naming
+// max_pools); its pool clusters are bounded by max_pool_clusters and
+// `--registration-quota`, which the pool's QuotaAvailable condition reports.
 //
 // Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
 //
@@ -14956,7 +14977,10 @@ func (c *ClientWithResponses) CreateCapacityPoolWithBodyWithResponse(ctx context
 // The pool's clusters are registrations of the organisation, labelled
 // `fleet-manager.io/pool-id`, placed on hubs of the pool's zone and made by
 // Hive there; they are changed and removed through the pool, never directly.
-// `credentials` are write-only and stored encrypted.
+// `credentials` are write-only and stored encrypted. An organisation at its
+// limit of pools is refused with 409 (code PoolQuotaExceeded, the reason naming
+// max_pools); its pool clusters are bounded by max_pool_clusters and
+// `--registration-quota`, which the pool's QuotaAvailable condition reports.
 //
 // Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
 //
@@ -16873,7 +16897,7 @@ func ParseCreateCapacityPoolResponse(rsp *http.Response) (*CreateCapacityPoolRes
 		response.JSON403 = &dest
 
 	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 409:
-		var dest Conflict
+		var dest Error
 		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
 			return nil, err
 		}
