@@ -642,6 +642,8 @@ func TestUserMetrics(t *testing.T) {
 			{expr: `max_over_time(cpu[2h])`, refused: true},
 			{expr: `cpu offset 3h`, refused: true},
 			{expr: `max_over_time(cpu[2h:1m])`, refused: true},
+			{expr: `max_over_time(max_over_time(cpu[40m:1m])[40m:1m])`, refused: true},
+			{expr: `max_over_time((cpu offset 40m)[40m:1m])`, refused: true},
 		} {
 			for _, path := range []string{"/metrics/query", "/metrics/api/v1/query_range"} {
 				what := fmt.Sprintf("%s as %s through %s", q.expr, a.id, path)
