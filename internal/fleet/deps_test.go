@@ -53,6 +53,7 @@ var (
 	allowedEdges = map[[2]string]string{
 		{"postgres", "secrets"}:   "postgres takes a *secrets.Keyring to seal and open the secret columns",
 		{"hub", "childproc"}:      "hub/hubtest starts its hub once per test binary with childproc.Shared, as hydratest starts Hydra",
+		{"hub", "policyschema"}:   "hub/hubtest installs the Policy CRD policyschema embeds, so the test hub and the validator serve one schema from one file",
 		{"oidc", "childproc"}:     "oidc/hydratest starts Ory Hydra as a child process",
 		{"promtest", "childproc"}: "promtest starts Prometheus as a child process",
 		{"dnstest", "childproc"}:  "dnstest starts BIND's named and Knot's knotd as child processes",
