@@ -9,8 +9,8 @@
 # system service; the tests never use one: they start their own instances on
 # free loopback ports with their own folders. Where no policy-rc.d says
 # otherwise, the install runs with one that refuses every start, so that no
-# system etcd (ports 2379, 2380), Prometheus (port 9090), named or knotd
-# (port 53) starts; the units of the packages it installs are disabled too,
+# system etcd (ports 2379, 2380), Prometheus (port 9090), Patroni (port
+# 8008), named or knotd (port 53) starts; the units of the packages it installs are disabled too,
 # so that no later boot starts them. Run again, it changes nothing.
 #
 #   scripts/dbops/ensure-tools.sh        install what is missing, quietly
@@ -40,11 +40,11 @@ fi
 echo "installing ${missing[*]} from Debian's packages" >&2
 $sudo apt-get install -y --no-install-recommends "${missing[@]}" >&2 ||
   { $sudo apt-get update >&2 && $sudo apt-get install -y --no-install-recommends "${missing[@]}" >&2; }
-# etcd-server, prometheus, bind9 and knot enable their units; disable them
+# etcd-server, prometheus, bind9, knot and patroni enable their units; disable them
 # (systemctl works without a running systemd) and stop one that a permissive
 # policy let start. Disabling a disabled unit, or stopping a stopped one,
 # does nothing.
-for pkg_unit in etcd-server:etcd prometheus:prometheus bind9:named knot:knot; do
+for pkg_unit in etcd-server:etcd prometheus:prometheus bind9:named knot:knot patroni:patroni; do
   [[ " ${missing[*]} " == *" ${pkg_unit%%:*} "* ]] || continue
   unit=${pkg_unit#*:}
   if command -v systemctl >/dev/null; then
