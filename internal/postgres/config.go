@@ -48,6 +48,12 @@ type Config struct {
 	ConnMaxLifetime time.Duration
 	// ConnMaxIdleTime closes connections idle for longer.
 	ConnMaxIdleTime time.Duration
+	// WaitTimeout bounds a request's wait for the database: for a pooled
+	// connection, opening one, and each statement's answer, when the
+	// request's context asks for it (fleet.BoundedDatabaseWait; wait.go).
+	// Past it the request fails as unavailability: a database that stops
+	// answering is answered 503 well within the request's deadline.
+	WaitTimeout time.Duration
 	// StatementTimeout is the server's bound on one statement
 	// (statement_timeout); 0 leaves it unbounded. A statement past it fails
 	// as unavailability, so a stuck database answers 503, not a hang.
@@ -75,6 +81,7 @@ func DefaultConfig() Config {
 		User:            "postgres",
 		SSLMode:         "disable",
 		ConnectTimeout:  5 * time.Second,
+		WaitTimeout:     5 * time.Second,
 		MaxOpenConns:    20,
 		MaxIdleConns:    20,
 		ConnMaxLifetime: 30 * time.Minute,
@@ -102,6 +109,8 @@ func (c *Config) AddFlags(fs *pflag.FlagSet) {
 	fs.StringVar(&c.SSLRootCert, "db-sslrootcert", c.SSLRootCert, "CA bundle file for verify-ca/verify-full (e.g. the RDS bundle)")
 	c.IAM.addFlags(fs)
 	fs.DurationVar(&c.ConnectTimeout, "db-connect-timeout", c.ConnectTimeout, "timeout for opening one database connection")
+	fs.DurationVar(&c.WaitTimeout, "db-wait-timeout", c.WaitTimeout,
+		"longest an API request waits for a database connection or a statement's answer before it is answered 503 (the long-polls and batch endpoints keep --api-request-timeout)")
 	fs.IntVar(&c.MaxOpenConns, "db-max-open-conns", c.MaxOpenConns, "maximum open connections in the pool")
 	fs.IntVar(&c.MaxIdleConns, "db-max-idle-conns", c.MaxIdleConns, "maximum idle connections in the pool")
 	fs.DurationVar(&c.ConnMaxLifetime, "db-conn-max-lifetime", c.ConnMaxLifetime, "maximum lifetime of a pooled connection")
@@ -170,6 +179,9 @@ func (c Config) Validate() error {
 	c.IAM.validate(c, &p)
 	if c.ConnectTimeout <= 0 {
 		p.Addf("db-connect-timeout", "must be positive (got %s)", c.ConnectTimeout)
+	}
+	if c.WaitTimeout <= 0 {
+		p.Addf("db-wait-timeout", "must be positive (got %s)", c.WaitTimeout)
 	}
 	if c.MaxOpenConns < 1 {
 		p.Addf("db-max-open-conns", "must be at least 1 (got %d)", c.MaxOpenConns)

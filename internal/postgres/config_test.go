@@ -27,6 +27,7 @@ func TestConfigValidate(t *testing.T) {
 		{"sslmode", func(c *postgres.Config) { c.SSLMode = "sometimes" }, []string{`--db-sslmode: must be one of`}},
 		{"pool", func(c *postgres.Config) { c.MaxOpenConns, c.MaxIdleConns = 2, 5 }, []string{"--db-max-idle-conns: must be between 0 and --db-max-open-conns (2) (got 5)"}},
 		{"timeout", func(c *postgres.Config) { c.ConnectTimeout = 0 }, []string{"--db-connect-timeout: must be positive"}},
+		{"wait bound", func(c *postgres.Config) { c.WaitTimeout = 0 }, []string{"--db-wait-timeout: must be positive"}},
 		{"several hosts, one port", func(c *postgres.Config) { c.Host = "db1,db2" }, nil},
 		{"several hosts, a port each", func(c *postgres.Config) { c.Host, c.Ports = "db1,db2", []int{5432, 5433} }, nil},
 		{"ports not matching hosts", func(c *postgres.Config) { c.Host, c.Ports = "db1,db2,db3", []int{5432, 5433} }, []string{

@@ -2,7 +2,6 @@ package postgres
 
 import (
 	"context"
-	"database/sql"
 	"database/sql/driver"
 	"errors"
 	"fmt"
@@ -247,13 +246,12 @@ const (
 // statement is logged as GORM logs its own. It answers errNotOnPool when db
 // is in a transaction.
 func roundTrip(db *gorm.DB, stmts ...statement) error {
-	pool, ok := db.Statement.ConnPool.(*sql.DB)
+	pool, ok := db.Statement.ConnPool.(waitPool)
 	if !ok {
 		return errNotOnPool
 	}
-	ctx := db.Statement.Context
 	begin := time.Now()
-	conn, err := pool.Conn(ctx)
+	conn, ctx, done, err := pool.conn(db.Statement.Context)
 	if err == nil {
 		err = conn.Raw(func(driverConn any) error {
 			c, err := pgxConn(driverConn)
@@ -271,7 +269,9 @@ func roundTrip(db *gorm.DB, stmts ...statement) error {
 		if cerr := conn.Close(); err == nil {
 			err = cerr
 		}
+		err = done(err)
 	}
+	ctx = db.Statement.Context
 	observe := statementObserver(db)
 	for _, s := range stmts {
 		db.Logger.Trace(ctx, begin, func() (string, int64) { return s.logged(db), -1 }, err)
@@ -341,7 +341,7 @@ func sendBatch(ctx context.Context, c *pgx.Conn, stmts []statement) error {
 // manager's CPU (docs/performance.md).
 func find[T any](query *gorm.DB, capacity int) ([]T, error) {
 	rows := make([]T, 0, capacity)
-	_, isPool := query.Statement.ConnPool.(*sql.DB)
+	_, isPool := query.Statement.ConnPool.(waitPool)
 	_, scanned := any(new(T)).(scannedRow)
 	switch {
 	case !scanned:

@@ -224,7 +224,8 @@ func readFeed[T positioned](ctx context.Context, s *Store, db *DB, src feedSourc
 		// Read before the snapshot: the snapshot holds at least this much.
 		var replayed uint64
 		if err := db.Gorm.WithContext(ctx).Raw(walPositionSQL).Row().Scan(&replayed); err != nil {
-			return feedRead[T]{}, err
+			// Scan's error is the row's: GORM's translation never saw it.
+			return feedRead[T]{}, translateError(err)
 		}
 		if replayed < from.LSN {
 			return feedRead[T]{}, errReplicaBehind
@@ -256,7 +257,7 @@ func readFeed[T positioned](ctx context.Context, s *Store, db *DB, src feedSourc
 		var lsn uint64
 		if s.replicated() {
 			if err := tx.Raw(walPositionSQL).Row().Scan(&lsn); err != nil {
-				return err
+				return translateError(err)
 			}
 		}
 		if page.cursor, err = nextCursor(rows, from, bound, size, lsn); err != nil || len(rows) > 0 {

@@ -37,7 +37,9 @@ func Open(cfg Config, logger *slog.Logger) (*DB, error) {
 	if err != nil {
 		return nil, fmt.Errorf("Open(%s): %w", cfg.Name, err)
 	}
-	pg := postgres.New(postgres.Config{Conn: pool}).(*postgres.Dialector)
+	// GORM runs every statement through waitPool, which bounds a request's
+	// wait for the database (wait.go).
+	pg := postgres.New(postgres.Config{Conn: waitPool{db: pool, bound: cfg.WaitTimeout}}).(*postgres.Dialector)
 	gdb, err := gorm.Open(dialector{pg}, &gorm.Config{
 		Logger:                 newGormLogger(logger, cfg.Debug, cfg.SlowThreshold),
 		SkipDefaultTransaction: true,

@@ -149,6 +149,13 @@ func (c *taggedConn) Prepare(query string) (driver.Stmt, error) {
 	return c.Conn.PrepareContext(context.Background(), query)
 }
 
+// IsValid implements driver.Validator: database/sql asks it before it puts a
+// connection back in the pool. pgx closes a connection whose statement its
+// context cut (the wait bound, a request's deadline), and a closed one must
+// not be pooled, where it would hold a slot of --db-max-open-conns until the
+// next call found it closed.
+func (c *taggedConn) IsValid() bool { return !c.Conn.Conn().IsClosed() }
+
 // pgxConn is the pgx connection beneath a connection of the pool.
 func pgxConn(driverConn any) (*pgx.Conn, error) {
 	switch c := driverConn.(type) {

@@ -263,20 +263,39 @@ func withOperation(operationID string, next handlerFunc) handlerFunc {
 // longest wait for a long-poll (an operation with a `wait` parameter). What
 // fails for want of time past it is unavailability (503), whatever the error:
 // the database's own errors say so already, a hub's or an issuer's may not.
+// An ordinary operation's waits on the database are bounded shorter still
+// (--db-wait-timeout, fleet.BoundedDatabaseWait); the long-polls and the
+// batch endpoints, whose statements may rightly take longer, keep this
+// deadline alone.
 func (s *Server) withDeadline(op operation, next handlerFunc) handlerFunc {
 	timeout := s.cfg.RequestTimeout
-	if op.route.Operation.Parameters.GetByInAndName("query", "wait") != nil {
+	longPoll := op.route.Operation.Parameters.GetByInAndName("query", "wait") != nil
+	if longPoll {
 		timeout += max(s.cfg.AgentMaxWait, s.cfg.FeedMaxWait)
 	}
+	bounded := !longPoll && !isBatch(op)
 	return func(w http.ResponseWriter, r *http.Request) error {
 		ctx, cancel := context.WithTimeout(r.Context(), timeout)
 		defer cancel()
+		if bounded {
+			ctx = fleet.NewContextWithBoundedDatabaseWait(ctx)
+		}
 		err := next(w, r.WithContext(ctx))
 		if err != nil && errors.Is(ctx.Err(), context.DeadlineExceeded) && fleet.ErrorCodeOf(err) == fleet.CodeInternal {
 			return &fleet.Error{Code: fleet.CodeUnavailable, Message: "the request did not finish within its deadline; retry later", Err: err}
 		}
 		return err
 	}
+}
+
+// isBatch reports whether op stores a batch: a batch create, or an agent's
+// inventory, resources or registrations' status, hundreds of rows at once.
+func isBatch(op operation) bool {
+	switch op.route.Operation.OperationID {
+	case "postHubInventory", "postHubResources", "putRegistrationsStatus":
+		return true
+	}
+	return isBatchCreate(op)
 }
 
 // limitIngest lets at most AgentIngestConcurrency inventory batches, and at

@@ -33,6 +33,18 @@ type outageEnv struct {
 
 func newOutageEnv(t *testing.T, httpCfg rest.Config) *outageEnv {
 	t.Helper()
+	_, direct := pgtest.NewMigratedDatabase(t)
+	proxy, cfg := pgtest.NewProxy(t, direct)
+	cfg.ConnectTimeout = time.Second
+	e := serveOutageEnv(t, httpCfg, pgtest.Open(t, cfg), direct)
+	e.proxy = proxy
+	return e
+}
+
+// serveOutageEnv is the API server with its store on db; the watches of
+// revisions and of the inventory listen on watched.
+func serveOutageEnv(t *testing.T, httpCfg rest.Config, db *postgres.DB, watched postgres.Config) *outageEnv {
+	t.Helper()
 	f := flavours()[0]
 	f.http = httpCfg
 	key, err := auth.EnsureDevKey(t.TempDir())
@@ -53,14 +65,11 @@ func newOutageEnv(t *testing.T, httpCfg rest.Config) *outageEnv {
 	if err != nil {
 		t.Fatalf("NewHTTPMetrics(): %v", err)
 	}
-	_, direct := pgtest.NewMigratedDatabase(t)
-	proxy, cfg := pgtest.NewProxy(t, direct)
-	cfg.ConnectTimeout = time.Second
 	authorizer := authz.MustDefault()
-	store := postgres.NewStore(pgtest.Open(t, cfg), newTestKeyring(t), fleet.SystemClock{}, testStoreConfig(), authorizer)
+	store := postgres.NewStore(db, newTestKeyring(t), fleet.SystemClock{}, testStoreConfig(), authorizer)
 	srv, err := rest.NewServer(context.Background(), f.http, logger, verifier, metrics,
-		rest.Services{Registrations: store, Hubs: store, Agents: store, Inventory: store, Resources: store, Revisions: startRevisionWatch(t, direct),
-			Feed: store, InventoryChanges: startInventoryWatch(t, direct), Policies: store, PolicySchema: policySchema(t), Pools: store,
+		rest.Services{Registrations: store, Hubs: store, Agents: store, Inventory: store, Resources: store, Revisions: startRevisionWatch(t, watched),
+			Feed: store, InventoryChanges: startInventoryWatch(t, watched), Policies: store, PolicySchema: policySchema(t), Pools: store,
 			Authorizer: authorizer, Metrics: userMetrics(t, f.http, store, reg), DNSAdmin: store, DNSRecords: store})
 	if err != nil {
 		t.Fatalf("NewServer(): %v", err)
@@ -75,7 +84,7 @@ func newOutageEnv(t *testing.T, httpCfg rest.Config) *outageEnv {
 	if err != nil {
 		t.Fatalf("Mint(): %v", err)
 	}
-	return &outageEnv{proxy: proxy, base: ts.URL + f.http.BasePath, token: tok, logs: logs}
+	return &outageEnv{base: ts.URL + f.http.BasePath, token: tok, logs: logs}
 }
 
 // outageAnswer is what a request answered, as a client sees it.
