@@ -19,10 +19,10 @@ const (
 // Claim is a registration a reconciler holds until its lease ends.
 type Claim struct {
 	Registration Registration
-	// Token names this one claim: the queue places the registration and
-	// records the outcome only while the row still holds this token, so a
-	// pass whose lease ran out cannot overwrite the next claimant's work,
-	// even one of the same process.
+	// Token names the claim (one per claimed batch): the queue places the
+	// registration, records the outcome or frees it only while the row
+	// still holds this token, so a pass whose lease ran out cannot
+	// overwrite the next claimant's work, even one of the same process.
 	Token string
 	// Attempts counts failed passes since the last success.
 	Attempts int
@@ -111,8 +111,13 @@ type Completion struct {
 
 // RegistrationQueue is the reconcilers' view of the registrations.
 type RegistrationQueue interface {
-	// ClaimRegistrations leases up to limit registrations due for work of kind.
+	// ClaimRegistrations leases up to limit registrations due for work of
+	// kind. On an error, the claims it returns (ID and Token only) are those
+	// it may still hold, for ReleaseRegistrations.
 	ClaimRegistrations(ctx context.Context, kind WorkKind, owner string, limit int, lease time.Duration) ([]Claim, error)
+	// ReleaseRegistrations frees those of ids that still hold the claim named
+	// by token, due again at once, recording nothing; it returns how many.
+	ReleaseRegistrations(ctx context.Context, token string, ids []string) (int, error)
 	// PlaceRegistrations chooses a hub for each claimed registration not
 	// placed yet, among the hubs whose delivery mode is in modes, and returns
 	// one Placement per claim, in order. The claims of one zone are placed

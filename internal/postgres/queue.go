@@ -7,6 +7,7 @@ import (
 	"slices"
 	"time"
 
+	"github.com/google/uuid"
 	"gorm.io/gorm"
 
 	"github.com/fleetmanager/fleet-manager/internal/fleet"
@@ -36,48 +37,95 @@ type Queue struct {
 // NewQueue returns the queue of store's registrations.
 func NewQueue(store *Store, cfg QueueConfig) *Queue { return &Queue{store: store, cfg: cfg} }
 
-// ClaimRegistrations leases registrations due for work of kind. Each claim
-// gets its own token in claimed_by, the owner followed by a random uuid: the
-// owner says which process holds the row, the uuid which of its claims, so
-// that a pass that outlived its lease cannot complete a later claim of the
-// same process (provisioning_mgr and deleting_mgr share the owner).
+// ClaimRegistrations leases registrations due for work of kind. The claim
+// gets one token, held in claimed_by by every row it leases: the owner
+// followed by a random uuid drawn for this call. The owner says which
+// process holds the rows, the uuid which of its claims, so that a pass that
+// outlived its lease cannot complete a later claim of the same process
+// (provisioning_mgr and deleting_mgr share the owner).
+//
+// Each tier (claimTiers) leases in a transaction of its own, committed at
+// once, so that the rows it leased are known before the commit. On an error the claims returned, with only Registration.ID and
+// Token set, are those the call may still hold: a commit whose answer was
+// lost, or rows leased whose read failed. The caller holds their token and
+// frees them with ReleaseRegistrations once the database answers, instead
+// of leaving them to the lease's end.
 func (q *Queue) ClaimRegistrations(ctx context.Context, kind fleet.WorkKind, owner string, limit int, lease time.Duration) ([]fleet.Claim, error) {
-	// Each tier in turn fills what the ones before it left of the batch
-	// (claimTiers).
-	var claimed []claimedRow
+	token := owner + "/" + uuid.NewString()
+	var ids []string
 	var err error
+	// Each tier in turn fills what the ones before it left of the batch. A
+	// transaction per tier holds its rows' locks no longer than its
+	// statement did alone, however long the tiers after it take.
 	for _, tier := range claimTiers {
-		if len(claimed) >= limit {
+		if len(ids) >= limit {
 			break
 		}
-		var more []claimedRow
-		if more, err = q.claim(ctx, kind, owner, limit-len(claimed), lease, tier); err != nil {
+		var more []string
+		err = q.store.transact(ctx, func(tx *gorm.DB) error {
+			more = nil
+			return tx.Raw(claimStatement(kind, tier), limit-len(ids), token, lease.Seconds(), lease.Seconds()).Scan(&more).Error
+		})
+		ids = append(ids, more...)
+		if err != nil {
 			break
 		}
-		claimed = append(claimed, more...)
 	}
-	if err != nil || len(claimed) == 0 {
-		return nil, wrapErr("ClaimRegistrations", string(kind), err)
-	}
-	ids, tokens := make([]string, len(claimed)), make(map[string]string, len(claimed))
-	for i, c := range claimed {
-		ids[i], tokens[c.ID] = c.ID, c.ClaimedBy
+	if err != nil || len(ids) == 0 {
+		return heldClaims(ids, token), wrapErr("ClaimRegistrations", string(kind), err)
 	}
 	var rows []registrationRow
 	err = registrations(q.store.db.Gorm.WithContext(ctx)).
 		Select(claimColumns+", h.name AS hub_name, h.zone AS hub_zone, h.region AS hub_region, extract(epoch FROM now() - r.deletion_requested_at) AS deletion_age_seconds").
 		Where("r.id IN ?", ids).Order("r.id").Find(&rows).Error
 	if err != nil {
-		return nil, wrapErr("ClaimRegistrations", string(kind), err)
+		return heldClaims(ids, token), wrapErr("ClaimRegistrations", string(kind), err)
 	}
 	claims := make([]fleet.Claim, len(rows))
 	for i, r := range rows {
-		claims[i] = fleet.Claim{Registration: r.toRegistration(), Token: tokens[r.ID], Attempts: r.Attempts}
+		claims[i] = fleet.Claim{Registration: r.toRegistration(), Token: token, Attempts: r.Attempts}
 		if r.DeletionAgeSeconds != nil {
 			claims[i].DeletionAge = time.Duration(*r.DeletionAgeSeconds * float64(time.Second))
 		}
 	}
 	return claims, nil
+}
+
+// heldClaims are the claims of a failed ClaimRegistrations: the rows it may
+// hold under token, nothing else read.
+func heldClaims(ids []string, token string) []fleet.Claim {
+	if len(ids) == 0 {
+		return nil
+	}
+	claims := make([]fleet.Claim, len(ids))
+	for i, id := range ids {
+		claims[i] = fleet.Claim{Registration: fleet.Registration{ID: id}, Token: token}
+	}
+	return claims
+}
+
+// ReleaseRegistrations frees the rows among ids that still hold the claim
+// named by token, recording nothing: the rows are due again at once, their
+// attempts unchanged. A row another claim took since (its lease ran out) is
+// not touched: the token proves the claim is still the caller's. It
+// returns how many rows it freed.
+func (q *Queue) ReleaseRegistrations(ctx context.Context, token string, ids []string) (int, error) {
+	if len(ids) == 0 {
+		return 0, nil
+	}
+	var freed int
+	err := q.store.transactRetrying(ctx, func(tx *gorm.DB) error {
+		// In id order, as every statement that locks several registrations.
+		res := tx.Exec(`WITH held AS (SELECT id FROM registrations WHERE id IN ? AND claimed_by = ? ORDER BY id FOR UPDATE)
+UPDATE registrations r SET claimed_by = NULL, claimed_until = NULL, next_attempt_at = least(r.next_attempt_at, now())
+FROM held WHERE r.id = held.id`, ids, token)
+		freed = int(res.RowsAffected)
+		return res.Error
+	})
+	if err != nil {
+		return 0, fmt.Errorf("ReleaseRegistrations(%d): %w", len(ids), err)
+	}
+	return freed, nil
 }
 
 // claimColumns are the columns of a claimed registration: all but the import
@@ -116,7 +164,8 @@ const unsettledSQL = `(phase <> 'ready' OR observed_generation < generation)`
 var claimTiers = []string{`woken_by_ack`, unsettledSQL, `NOT ` + unsettledSQL}
 
 // claimStatement leases the due rows of kind that tier holds for; its
-// parameters are the limit, the owner and the lease in seconds (twice).
+// parameters are the limit, the claim's token and the lease in seconds
+// (twice).
 func claimStatement(kind fleet.WorkKind, tier string) string {
 	return `
 WITH due AS (
@@ -128,10 +177,10 @@ WITH due AS (
 	ORDER BY next_attempt_at, id
 	LIMIT ?
 	FOR UPDATE SKIP LOCKED)
-UPDATE registrations r SET claimed_by = ? || '/' || gen_random_uuid(), claimed_until = now() + make_interval(secs => ?),
+UPDATE registrations r SET claimed_by = ?, claimed_until = now() + make_interval(secs => ?),
 	next_attempt_at = now() + make_interval(secs => ?)
 FROM due WHERE r.id = due.id
-RETURNING r.id, r.claimed_by`
+RETURNING r.id`
 }
 
 // nextDueStatement reads in how many seconds the next row of kind is due.
@@ -151,17 +200,6 @@ func workKindSQL(kind fleet.WorkKind) string {
 		return "deletion_requested_at IS NOT NULL"
 	}
 	return "deletion_requested_at IS NULL"
-}
-
-// claimedRow is a registration claim leased, with its token.
-type claimedRow struct{ ID, ClaimedBy string }
-
-// claim leases up to limit registrations due for work of kind, oldest due
-// first, among those tier (one of claimTiers) holds for.
-func (q *Queue) claim(ctx context.Context, kind fleet.WorkKind, owner string, limit int, lease time.Duration, tier string) ([]claimedRow, error) {
-	var claimed []claimedRow
-	err := q.store.db.Gorm.WithContext(ctx).Raw(claimStatement(kind, tier), limit, owner, lease.Seconds(), lease.Seconds()).Scan(&claimed).Error
-	return claimed, err
 }
 
 // CompleteRegistration writes a pass's outcome if the row still holds the

@@ -40,8 +40,8 @@ func TestQueueCompletesOnlyTheClaimHeld(t *testing.T) {
 	if err != nil || len(first) != 2 {
 		t.Fatalf("ClaimRegistrations(provision) = %d claims, %v; want 2", len(first), err)
 	}
-	if first[0].Token == first[1].Token || !strings.HasPrefix(first[0].Token, owner+"/") {
-		t.Errorf("claim tokens %q and %q; want distinct, each the owner %s and a suffix", first[0].Token, first[1].Token, owner)
+	if first[0].Token != first[1].Token || !strings.HasPrefix(first[0].Token, owner+"/") {
+		t.Errorf("claim tokens %q and %q; want one for the claim, the owner %s and a suffix", first[0].Token, first[1].Token, owner)
 	}
 	lapsed := first[0]
 	if _, err := store.RequestRegistrationDeletion(ctx, caller.OrgID, lapsed.Registration.ID); err != nil {

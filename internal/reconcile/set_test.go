@@ -34,7 +34,8 @@ func (r recorder) ClaimRegistrations(_ context.Context, kind fleet.WorkKind, _ s
 func (recorder) PlaceRegistrations(context.Context, []fleet.Claim, []fleet.DeliveryMode) ([]fleet.Placement, error) {
 	return nil, nil
 }
-func (recorder) FindHub(context.Context, string) (fleet.Hub, error) { return fleet.Hub{}, nil }
+func (recorder) FindHub(context.Context, string) (fleet.Hub, error)                  { return fleet.Hub{}, nil }
+func (recorder) ReleaseRegistrations(context.Context, string, []string) (int, error) { return 0, nil }
 func (recorder) CompleteRegistration(context.Context, string, fleet.Outcome) (bool, error) {
 	return true, nil
 }

@@ -3,6 +3,7 @@ package reconcile
 import (
 	"bytes"
 	"context"
+	"errors"
 	"log/slog"
 	"strings"
 	"testing"
@@ -19,7 +20,8 @@ func unavailable(op string) error {
 }
 
 // claimsFailing is a queue whose claims fail; stop, when set, is called
-// first, as a shutdown cancelling the pass does.
+// first, as a shutdown cancelling the pass does, and the claim is then cut
+// short (unavailability, which a running pass would wait out instead).
 type claimsFailing struct {
 	fleet.RegistrationQueue
 	stop func()
@@ -28,8 +30,9 @@ type claimsFailing struct {
 func (q claimsFailing) ClaimRegistrations(context.Context, fleet.WorkKind, string, int, time.Duration) ([]fleet.Claim, error) {
 	if q.stop != nil {
 		q.stop()
+		return nil, unavailable("ClaimRegistrations()")
 	}
-	return nil, unavailable("ClaimRegistrations()")
+	return nil, errors.New("ClaimRegistrations(): the statement failed")
 }
 
 // housekeepingFailing fails both steps, and calls stop at the start of the

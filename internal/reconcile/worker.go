@@ -2,6 +2,7 @@ package reconcile
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
 	"sync"
@@ -26,20 +27,46 @@ type registrationWorker struct {
 	// the pass of a whole batch, one outcome per claim in order.
 	reconcile      func(ctx context.Context, c fleet.Claim) fleet.Outcome
 	reconcileBatch func(ctx context.Context, claims []fleet.Claim) []fleet.Outcome
+	// held are the claims whose pass lost the database, freed when it
+	// answers again.
+	held heldClaims
 }
 
 // errPassUnfinished marks the outcome of a registration whose pass did not
 // end (it panicked): nothing is recorded, and the claim lapses at its
-// lease's end, as a pass that never answered does.
+// lease's end, so that a registration whose pass panics is not tried again
+// at once.
 var errPassUnfinished = &fleet.Error{Code: fleet.CodeUnavailable, Message: "the pass did not finish this registration"}
 
 // pass claims and reconciles one batch; it asks to run again at once when the
-// batch was full, else when the next scheduled registration is due.
+// batch was full or claims wait to be freed, else when the next scheduled
+// registration is due.
 func (w *registrationWorker) pass(ctx context.Context) (time.Duration, bool) {
-	// The leases start at the database's now(), after this instant: a lease
-	// end counted from here comes before the real one whatever the clocks say.
-	leaseEnd := time.Now().Add(w.cfg.Lease)
-	claims, err := w.queue.ClaimRegistrations(ctx, w.kind, w.owner, w.cfg.BatchSize, w.cfg.Lease)
+	var leaseEnd time.Time
+	// The claim waits for the database. Each try first frees the claims
+	// earlier passes lost the database with, so that this claim takes them
+	// again at once.
+	claims, err := untilAnswered(ctx, func(ctx context.Context) ([]fleet.Claim, error) {
+		freed, err := w.held.release(ctx, w.queue.ReleaseRegistrations)
+		if freed > 0 {
+			w.logger.Info("freed claims a pass lost the database with", "registrations", freed)
+		}
+		if err != nil {
+			return nil, err
+		}
+		// The leases start at the database's now(), after this instant: a
+		// lease end counted from here comes before the real one whatever the
+		// clocks say.
+		leaseEnd = time.Now().Add(w.cfg.Lease)
+		claims, err := w.queue.ClaimRegistrations(ctx, w.kind, w.owner, w.cfg.BatchSize, w.cfg.Lease)
+		if err != nil {
+			// The claim may hold rows it could not return: its token is
+			// ours, so they are freed when the database answers.
+			w.held.addClaims(claims, leaseEnd)
+			return nil, err
+		}
+		return claims, nil
+	})
 	if err != nil {
 		logFailure(ctx, w.logger, "claiming registrations", err)
 		return w.cfg.Resync / 10, true
@@ -58,12 +85,16 @@ func (w *registrationWorker) pass(ctx context.Context) (time.Duration, bool) {
 		}
 		wg.Wait()
 	}
-	if len(claims) == w.cfg.BatchSize {
+	if len(claims) == w.cfg.BatchSize || w.held.pending() {
 		return 0, true
 	}
 	due, ok, err := w.queue.NextDue(ctx, w.kind)
 	if err != nil {
 		logFailure(ctx, w.logger, "reading the next due registration", err)
+		if fleet.ErrorCodeOf(err) == fleet.CodeUnavailable {
+			// The next pass's claim waits for the database.
+			return unavailableRetry, true
+		}
 	}
 	return due, ok
 }
@@ -98,9 +129,11 @@ func (w *registrationWorker) handle(ctx context.Context, c fleet.Claim, leaseEnd
 	}
 	if fleet.ErrorCodeOf(out.Err) == fleet.CodeUnavailable {
 		// Out of reach for the whole pass: an outage, not the registration's
-		// failure, so no backoff; the claim lapses at its lease's end.
-		w.logger.Warn("database unavailable for the whole pass; left to the next claim", "registration", c.Registration.ID, errAttrs(out.Err))
+		// failure, so no backoff; the claim is freed when the database
+		// answers, or lapses at its lease's end.
+		w.logger.Warn("database unavailable for the whole pass; freed when it answers", "registration", c.Registration.ID, errAttrs(out.Err))
 		w.metrics.duration.WithLabelValues(w.name, outcomeLost).Observe(time.Since(start).Seconds())
+		w.held.add(c.Token, []string{c.Registration.ID}, leaseEnd)
 		return
 	}
 	recordCtx, cancelRecord := context.WithDeadline(ctx, leaseEnd)
@@ -128,8 +161,9 @@ func (w *registrationWorker) handle(ctx context.Context, c fleet.Claim, leaseEnd
 // handleBatch reconciles a claimed batch at once and records its outcomes
 // together, with the deadlines handle keeps: the pass ends a fifth of the
 // lease before the lease does, the record by the lease's end. An outcome the
-// database never answered for, or whose pass did not end, is not recorded:
-// its claim lapses and the row is claimed again.
+// database never answered for is not recorded: its claim is freed when the
+// database answers, and the row is claimed again. One whose pass did not
+// end (a panic) lapses at its lease's end.
 func (w *registrationWorker) handleBatch(ctx context.Context, claims []fleet.Claim, leaseEnd time.Time) {
 	start := time.Now()
 	passCtx, cancelPass := context.WithDeadline(ctx, leaseEnd.Add(-w.cfg.Lease/5))
@@ -151,17 +185,25 @@ func (w *registrationWorker) handleBatch(ctx context.Context, claims []fleet.Cla
 	}
 	var done []fleet.Completion
 	var attempts []int
+	var unanswered []fleet.Claim
 	unfinished := 0
 	for i, out := range outs {
 		if fleet.ErrorCodeOf(out.Err) == fleet.CodeUnavailable {
 			unfinished++
+			if !errors.Is(out.Err, errPassUnfinished) {
+				unanswered = append(unanswered, claims[i])
+			}
 			continue
 		}
 		done = append(done, fleet.Completion{Token: claims[i].Token, Outcome: out})
 		attempts = append(attempts, claims[i].Attempts)
 	}
-	if unfinished > 0 {
-		w.logger.Warn("database unavailable for the whole pass, or the pass did not end; left to the next claim", "registrations", unfinished)
+	if len(unanswered) > 0 {
+		w.logger.Warn("database unavailable for the whole pass; freed when it answers", "registrations", len(unanswered))
+		w.held.addClaims(unanswered, leaseEnd)
+	}
+	if unfinished > len(unanswered) {
+		w.logger.Warn("the pass did not end; left to the next claim", "registrations", unfinished-len(unanswered))
 	}
 	if len(done) == 0 {
 		w.observe(outcomeLost, time.Since(start), unfinished)
