@@ -29,6 +29,30 @@ func docBlock(t *testing.T, path, marker string) string {
 	return ""
 }
 
+// docWorkDir checks that the tools a doc's commands use are there and
+// returns a folder to run them in, as from the repository's root after
+// make run: its bin/fleet-manager is the binary under test, whose token
+// command signs with the key fm's serve trusts, for the audience and with
+// the agent claim it requires.
+func docWorkDir(t *testing.T, fm *fleetManager) string {
+	t.Helper()
+	for _, tool := range []string{"bash", "curl", "jq"} {
+		if _, err := exec.LookPath(tool); err != nil {
+			t.Fatalf("the doc's commands need %s: %v", tool, err)
+		}
+	}
+	dir := t.TempDir()
+	if err := os.MkdirAll(filepath.Join(dir, "bin"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	wrapper := fmt.Sprintf("#!/usr/bin/env bash\nexec %q \"$@\" --auth-dev-key-dir=%q --auth-audience=%q --auth-agent-claims=client_id\n",
+		fleetManagerBinary, fm.keyDir, audience)
+	if err := os.WriteFile(filepath.Join(dir, "bin", "fleet-manager"), []byte(wrapper), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	return dir
+}
+
 // expectedOutputs returns the outputs a block shows: its comment lines that
 // hold a JSON value or a status code, without the "# ".
 func expectedOutputs(block string) []string {
@@ -47,28 +71,13 @@ func expectedOutputs(block string) []string {
 // bin/fleet-manager token minting for that binary's development key, and
 // checks that it prints the outputs the doc shows, in order.
 func TestPolicyDocExample(t *testing.T) {
-	for _, tool := range []string{"bash", "curl", "jq"} {
-		if _, err := exec.LookPath(tool); err != nil {
-			t.Fatalf("the doc's example needs %s: %v", tool, err)
-		}
-	}
 	fm := startFleetManager(t, hydratest.Start(t))
 	block := docBlock(t, "../../docs/policies.md", "agent-hubs/$HUB/inventory")
 	want := expectedOutputs(block)
 	if len(want) < 5 {
 		t.Fatalf("the doc's example shows %d outputs: %q", len(want), want)
 	}
-	dir := t.TempDir()
-	if err := os.MkdirAll(filepath.Join(dir, "bin"), 0o755); err != nil {
-		t.Fatal(err)
-	}
-	// The doc's bin/fleet-manager token, signing with the key serve trusts,
-	// for the audience and with the agent claim it requires.
-	wrapper := fmt.Sprintf("#!/usr/bin/env bash\nexec %q \"$@\" --auth-dev-key-dir=%q --auth-audience=%q --auth-agent-claims=client_id\n",
-		fleetManagerBinary, fm.keyDir, audience)
-	if err := os.WriteFile(filepath.Join(dir, "bin", "fleet-manager"), []byte(wrapper), 0o755); err != nil {
-		t.Fatal(err)
-	}
+	dir := docWorkDir(t, fm)
 	script := strings.ReplaceAll(block, "localhost:8000", fmt.Sprintf("127.0.0.1:%d", fm.api))
 	cmd := exec.Command("bash", "-euo", "pipefail", "-c", script)
 	cmd.Dir = dir

@@ -210,21 +210,8 @@ func runDocBlock(t *testing.T, sh *shell, name, block string) {
 // this tree, and checks that each command succeeds and prints what the
 // README shows for it.
 func TestREADMEWalkthrough(t *testing.T) {
-	for _, tool := range []string{"bash", "curl", "jq"} {
-		if _, err := exec.LookPath(tool); err != nil {
-			t.Fatalf("the README's walk-through needs %s: %v", tool, err)
-		}
-	}
 	fm := startFleetManager(t, hydratest.Start(t))
-	dir := t.TempDir()
-	if err := os.MkdirAll(filepath.Join(dir, "bin"), 0o755); err != nil {
-		t.Fatal(err)
-	}
-	wrapper := fmt.Sprintf("#!/usr/bin/env bash\nexec %q \"$@\" --auth-dev-key-dir=%q --auth-audience=%q --auth-agent-claims=client_id\n",
-		fleetManagerBinary, fm.keyDir, audience)
-	if err := os.WriteFile(filepath.Join(dir, "bin", "fleet-manager"), []byte(wrapper), 0o755); err != nil {
-		t.Fatal(err)
-	}
+	dir := docWorkDir(t, fm)
 	if err := os.Symlink(buildFleetctl(t), filepath.Join(dir, "bin", "fleetctl")); err != nil {
 		t.Fatal(err)
 	}
