@@ -141,9 +141,6 @@ type plan struct {
 	toCNAME bool
 }
 
-// empty reports whether the plan changes nothing.
-func (p plan) empty() bool { return len(p.remove) == 0 && len(p.add) == 0 }
-
 // decide plans change from what its name holds, for owner; a non-empty
 // conflict says why the name is not ours to write (a delete never
 // conflicts: it removes only what is ours, else nothing).
