@@ -816,8 +816,12 @@ type DNSOutcome struct {
 // DNSQueue is dns_mgr's view of the records.
 type DNSQueue interface {
 	// ClaimDNSZones leases up to limit zones that have records due (or are
-	// named in woken) and reads up to batch of each one's due records.
+	// named in woken) and reads up to batch of each one's due records. Each
+	// zone's token is owner, "/" and a uuid of its own.
 	ClaimDNSZones(ctx context.Context, owner string, woken []string, limit, batch int, lease time.Duration) ([]DNSZoneClaim, error)
+	// ReleaseDNSZones frees the zones that still hold a claim whose owner
+	// was token (a claim whose answer was lost), and returns how many.
+	ReleaseDNSZones(ctx context.Context, token string) (int, error)
 	// CompleteDNSZone records a pass's outcomes and releases the claim;
 	// zoneErr, when set, is a provider outage: the zone backs off and the
 	// outcomes still apply. False when the claim was lost (nothing written).

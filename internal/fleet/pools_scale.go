@@ -283,8 +283,12 @@ type PoolClaim struct {
 // PoolQueue is the pool reconciler's work queue.
 type PoolQueue interface {
 	// ClaimPools leases up to limit pools that are due, or named in woken,
-	// and reads each one's state.
+	// and reads each one's state. Each pool's token is owner, "/" and a
+	// uuid of its own.
 	ClaimPools(ctx context.Context, owner string, woken []string, limit int, lease time.Duration) ([]PoolClaim, error)
+	// ReleasePools frees the pools that still hold a claim whose owner was
+	// token (a claim whose answer was lost), and returns how many.
+	ReleasePools(ctx context.Context, token string) (int, error)
 	// ApplyPoolPass writes a pass's actions and their events, finishes a
 	// deleted pool whose clusters are gone and releases the claim, due again
 	// after resync (after a backoff when failed is set). It reports false,

@@ -107,3 +107,67 @@ func TestClaimThatLostItsAnswerIsFreedByItsToken(t *testing.T) {
 	g.Expect(err).NotTo(gomega.HaveOccurred())
 	g.Expect(n).To(gomega.BeZero(), "rows a stale token freed")
 }
+
+// TestPoolAndZoneClaimsAreFreedByTheirToken: pool_mgr and dns_mgr give
+// each claim a token of its own as the claim's owner; freeing by that token
+// clears exactly that claim's pools and zones, not another claim's whose
+// token it starts like, nor a pass that was recorded.
+func TestPoolAndZoneClaimsAreFreedByTheirToken(t *testing.T) {
+	t.Parallel()
+	g := gomega.NewWithT(t)
+	ctx := context.Background()
+	store, db := newStoreOn(t, nil)
+	alice := fleet.Identity{OrgID: "org-a", Username: "alice"}
+	pools := []string{newPool(t, store, alice, "p0", 0, 1).ID, newPool(t, store, alice, "p1", 0, 1).ID, newPool(t, store, alice, "p2", 0, 1).ID}
+	g.Expect(db.Gorm.Exec(`UPDATE capacity_pools SET next_pass_at = now() - interval '1 hour' WHERE id IN ?`, pools).Error).To(gomega.Succeed())
+	_, s1 := mustDNSService(t, store, "one.example", "one")
+	_, s2 := mustDNSService(t, store, "two.example", "two")
+	mustDNSRecords(t, store, s1, "a")
+	mustDNSRecords(t, store, s2, "b")
+
+	lost, err := store.ClaimPools(ctx, "mgr/t1", []string{pools[0]}, 1, time.Minute)
+	g.Expect(err).NotTo(gomega.HaveOccurred())
+	g.Expect(lost).To(gomega.HaveLen(1))
+	other, err := store.ClaimPools(ctx, "mgr/t10", []string{pools[1]}, 1, time.Minute)
+	g.Expect(err).NotTo(gomega.HaveOccurred())
+	g.Expect(other).To(gomega.HaveLen(1))
+	recorded, err := store.ClaimPools(ctx, "mgr/t1", []string{pools[2]}, 1, time.Minute)
+	g.Expect(err).NotTo(gomega.HaveOccurred())
+	g.Expect(recorded).To(gomega.HaveLen(1))
+	held, err := store.ApplyPoolPass(ctx, recorded[0], nil, time.Hour, nil)
+	g.Expect(err).NotTo(gomega.HaveOccurred())
+	g.Expect(held).To(gomega.BeTrue())
+	n, err := store.ReleasePools(ctx, "mgr/t1")
+	g.Expect(err).NotTo(gomega.HaveOccurred())
+	g.Expect(n).To(gomega.Equal(1), "pools freed: the one the claim still held")
+	claimedBy := func(table, id string) string {
+		var by *string
+		g.Expect(db.Gorm.Raw(`SELECT claimed_by FROM `+table+` WHERE id = ?`, id).Scan(&by).Error).To(gomega.Succeed())
+		if by == nil {
+			return ""
+		}
+		return *by
+	}
+	g.Expect(claimedBy("capacity_pools", pools[0])).To(gomega.BeEmpty())
+	g.Expect(claimedBy("capacity_pools", pools[1])).To(gomega.Equal(other[0].Token))
+	again, err := store.ClaimPools(ctx, "mgr/t2", nil, 5, time.Minute)
+	g.Expect(err).NotTo(gomega.HaveOccurred())
+	g.Expect(again).To(gomega.HaveLen(1), "the freed pool, due as it was, claimed again at once")
+	g.Expect(again[0].Input.Pool.ID).To(gomega.Equal(pools[0]))
+
+	zones, err := store.ClaimDNSZones(ctx, "mgr/t1", nil, 1, 10, time.Minute)
+	g.Expect(err).NotTo(gomega.HaveOccurred())
+	g.Expect(zones).To(gomega.HaveLen(1))
+	otherZones, err := store.ClaimDNSZones(ctx, "mgr/t10", nil, 1, 10, time.Minute)
+	g.Expect(err).NotTo(gomega.HaveOccurred())
+	g.Expect(otherZones).To(gomega.HaveLen(1))
+	n, err = store.ReleaseDNSZones(ctx, "mgr/t1")
+	g.Expect(err).NotTo(gomega.HaveOccurred())
+	g.Expect(n).To(gomega.Equal(1))
+	g.Expect(claimedBy("dns_zones", zones[0].Zone.Zone.ID)).To(gomega.BeEmpty())
+	g.Expect(claimedBy("dns_zones", otherZones[0].Zone.Zone.ID)).To(gomega.Equal(otherZones[0].Token))
+	zonesAgain, err := store.ClaimDNSZones(ctx, "mgr/t2", nil, 5, 10, time.Minute)
+	g.Expect(err).NotTo(gomega.HaveOccurred())
+	g.Expect(zonesAgain).To(gomega.HaveLen(1), "the freed zone, its record due, claimed again at once")
+	g.Expect(zonesAgain[0].Zone.Zone.ID).To(gomega.Equal(zones[0].Zone.Zone.ID))
+}

@@ -31,6 +31,9 @@ type DNSManager struct {
 	logger    *slog.Logger
 	metrics   *Metrics
 	woken     *wokenSet
+	// held are claims whose answer the database lost, freed when it
+	// answers again.
+	held heldClaims
 }
 
 // dnsZoneBatch is how many zones one pass claims; dnsLookups how many
@@ -89,10 +92,10 @@ func (m *DNSManager) Run(ctx context.Context, wake <-chan string) {
 
 func (m *DNSManager) pass(ctx context.Context) (time.Duration, bool) {
 	taken := m.woken.take()
-	leaseEnd := time.Now().Add(m.cfg.Lease)
-	claims, err := untilAnswered(ctx, func(ctx context.Context) ([]fleet.DNSZoneClaim, error) {
-		return m.queue.ClaimDNSZones(ctx, m.owner, sorted(taken), dnsZoneBatch, m.cfg.DNSBatch, m.cfg.Lease)
-	})
+	claims, leaseEnd, err := claimHeld(ctx, &m.held, m.owner, m.cfg.Lease, m.queue.ReleaseDNSZones,
+		func(ctx context.Context, token string) ([]fleet.DNSZoneClaim, error) {
+			return m.queue.ClaimDNSZones(ctx, token, sorted(taken), dnsZoneBatch, m.cfg.DNSBatch, m.cfg.Lease)
+		})
 	if err != nil {
 		logFailure(ctx, m.logger, "claiming DNS zones", err)
 		return m.cfg.Poll, true

@@ -102,6 +102,8 @@ func (q *fakeDNSQueue) ClaimDNSZones(context.Context, string, []string, int, int
 	return nil, nil
 }
 
+func (q *fakeDNSQueue) ReleaseDNSZones(context.Context, string) (int, error) { return 0, nil }
+
 func (q *fakeDNSQueue) CompleteDNSZone(_ context.Context, _ fleet.DNSZoneClaim, outs []fleet.DNSOutcome, zoneErr error) (bool, error) {
 	q.outs, q.zoneErr = outs, zoneErr
 	return true, nil

@@ -5,6 +5,8 @@ import (
 	"sync"
 	"time"
 
+	"github.com/google/uuid"
+
 	"github.com/fleetmanager/fleet-manager/internal/fleet"
 )
 
@@ -27,7 +29,9 @@ type heldClaims struct {
 // heldClaim is one claim's rows left unfinished.
 type heldClaim struct {
 	token string
-	ids   []string
+	// ids are the rows; nil for a queue that finds a claim's rows by its
+	// token alone (pools, DNS zones).
+	ids []string
 	// until is the lease's end by this replica's clock, counted from before
 	// the claim: past it the rows are due by themselves.
 	until time.Time
@@ -40,9 +44,6 @@ type releaseFunc func(ctx context.Context, token string, ids []string) (int, err
 // add holds the rows ids of the claim named by token until they are freed,
 // or until the lease's end.
 func (h *heldClaims) add(token string, ids []string, until time.Time) {
-	if len(ids) == 0 {
-		return
-	}
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	h.held = append(h.held, heldClaim{token: token, ids: ids, until: until})
@@ -62,6 +63,36 @@ func (h *heldClaims) addClaims(claims []fleet.Claim, until time.Time) {
 		h.add(token, byToken[token], until)
 	}
 }
+
+// claimHeld claims with claim, given a token drawn for each try as the
+// claim's owner, until the database answers (untilAnswered), for a queue
+// whose claims give each row the owner, "/" and a uuid of its own, and
+// whose free finds a claim's rows by that prefix (pool_mgr, dns_mgr). A try
+// that fails may hold rows it could not return: each try first frees what
+// the failed ones hold. It returns the claims and their lease's end,
+// counted from before the try that claimed them.
+func claimHeld[T any](ctx context.Context, h *heldClaims, owner string, lease time.Duration,
+	free func(ctx context.Context, token string) (int, error), claim func(ctx context.Context, token string) ([]T, error)) ([]T, time.Time, error) {
+	freeToken := func(ctx context.Context, token string, _ []string) (int, error) { return free(ctx, token) }
+	var leaseEnd time.Time
+	claims, err := untilAnswered(ctx, func(ctx context.Context) ([]T, error) {
+		if _, err := h.release(ctx, freeToken); err != nil {
+			return nil, err
+		}
+		token := claimToken(owner)
+		leaseEnd = time.Now().Add(lease)
+		claims, err := claim(ctx, token)
+		if err != nil {
+			h.add(token, nil, leaseEnd)
+			return nil, err
+		}
+		return claims, nil
+	})
+	return claims, leaseEnd, err
+}
+
+// claimToken is a claim's token: owner, "/" and a uuid drawn for it.
+func claimToken(owner string) string { return owner + "/" + uuid.NewString() }
 
 // pending reports whether claims wait to be freed.
 func (h *heldClaims) pending() bool {

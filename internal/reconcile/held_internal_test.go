@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"log/slog"
 	"slices"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -172,5 +173,53 @@ func TestHeldClaimPastItsLeaseIsForgotten(t *testing.T) {
 	})
 	if err != nil || n != 1 || !slices.Equal(freed, []string{"o/2"}) || h.pending() {
 		t.Errorf("release = %d, %v, freed %q, pending %v; want 1 row of o/2 only, nothing left", n, err, freed, h.pending())
+	}
+}
+
+// TestPoolAndZoneClaimCutShortIsFreedByItsToken: pool_mgr's and dns_mgr's
+// claim gives each try a token of its own as the owner; a try that failed
+// is freed by that token when the database answers, before the claim is
+// tried again.
+func TestPoolAndZoneClaimCutShortIsFreedByItsToken(t *testing.T) {
+	t.Parallel()
+	var (
+		h      heldClaims
+		tokens []string
+		calls  []string
+		down   = 1
+	)
+	free := func(_ context.Context, token string) (int, error) {
+		if down > 0 {
+			down--
+			calls = append(calls, "release: unavailable")
+			return 0, unavailable("ReleasePools()")
+		}
+		calls = append(calls, "release "+token)
+		return 1, nil
+	}
+	claim := func(_ context.Context, token string) ([]string, error) {
+		tokens = append(tokens, token)
+		calls = append(calls, "claim "+token)
+		if len(tokens) == 1 {
+			return nil, unavailable("ClaimPools()")
+		}
+		return []string{"p1"}, nil
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	before := time.Now()
+	got, leaseEnd, err := claimHeld(ctx, &h, "mgr", time.Minute, free, claim)
+	if err != nil || !slices.Equal(got, []string{"p1"}) {
+		t.Fatalf("claimHeld = %v, %v; want [p1]", got, err)
+	}
+	if len(tokens) != 2 || tokens[0] == tokens[1] || !strings.HasPrefix(tokens[0], "mgr/") {
+		t.Fatalf("claim tokens %q; want two, each its own after the owner", tokens)
+	}
+	want := []string{"claim " + tokens[0], "release: unavailable", "release " + tokens[0], "claim " + tokens[1]}
+	if !slices.Equal(calls, want) {
+		t.Errorf("calls = %q; want %q", calls, want)
+	}
+	if leaseEnd.Before(before.Add(time.Minute)) || h.pending() {
+		t.Errorf("lease end %s (want from the try that claimed, after %s), pending %v", leaseEnd, before.Add(time.Minute), h.pending())
 	}
 }

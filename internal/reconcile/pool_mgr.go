@@ -23,6 +23,9 @@ type PoolManager struct {
 	logger  *slog.Logger
 	metrics *Metrics
 	woken   *wokenSet
+	// held are claims whose answer the database lost, freed when it
+	// answers again.
+	held heldClaims
 }
 
 // poolBatch is how many pools one pass claims.
@@ -46,9 +49,10 @@ func (m *PoolManager) Run(ctx context.Context, wake <-chan string) {
 
 func (m *PoolManager) pass(ctx context.Context) (time.Duration, bool) {
 	taken := m.woken.take()
-	claims, err := untilAnswered(ctx, func(ctx context.Context) ([]fleet.PoolClaim, error) {
-		return m.queue.ClaimPools(ctx, m.owner, sorted(taken), poolBatch, m.cfg.Lease)
-	})
+	claims, _, err := claimHeld(ctx, &m.held, m.owner, m.cfg.Lease, m.queue.ReleasePools,
+		func(ctx context.Context, token string) ([]fleet.PoolClaim, error) {
+			return m.queue.ClaimPools(ctx, token, sorted(taken), poolBatch, m.cfg.Lease)
+		})
 	if err != nil {
 		logFailure(ctx, m.logger, "claiming capacity pools", err)
 		return m.cfg.Poll, true

@@ -39,6 +39,8 @@ func (q *heldPools) ClaimPools(_ context.Context, _ string, woken []string, _ in
 	return []fleet.PoolClaim{{Input: fleet.ScalerInput{Pool: fleet.CapacityPool{ID: "p1", MinClusters: 0, MaxClusters: 1}}, Token: "t"}}, nil
 }
 
+func (q *heldPools) ReleasePools(context.Context, string) (int, error) { return 0, nil }
+
 func (q *heldPools) ApplyPoolPass(_ context.Context, c fleet.PoolClaim, _ []fleet.ScaleAction, _ time.Duration, _ error) (bool, error) {
 	q.mu.Lock()
 	defer q.mu.Unlock()

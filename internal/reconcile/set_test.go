@@ -72,6 +72,7 @@ func (r recorder) ClaimPools(_ context.Context, _ string, woken []string, _ int,
 func (recorder) ApplyPoolPass(context.Context, fleet.PoolClaim, []fleet.ScaleAction, time.Duration, error) (bool, error) {
 	return true, nil
 }
+func (recorder) ReleasePools(context.Context, string) (int, error) { return 0, nil }
 
 // waitCalls fails t unless every call of want arrives on calls in time.
 func waitCalls(t *testing.T, calls <-chan string, what string, want ...string) {
