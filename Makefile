@@ -49,9 +49,9 @@ FIRST_BUILD := about 7 minutes on 2 busy cores
 .PHONY: build
 build: ## Build bin/fleet-manager, bin/fleetshard-sync and bin/fleetctl
 	@[ -x $(BINARY) ] || echo "building $(BINARY), bin/fleetshard-sync and bin/fleetctl: a first build (empty Go build cache) takes $(FIRST_BUILD), later ones seconds" >&2
-	CGO_ENABLED=0 go build -trimpath -ldflags "$(LDFLAGS)" -o $(BINARY) ./cmd/fleet-manager
-	CGO_ENABLED=0 go build -trimpath -ldflags "$(LDFLAGS)" -o bin/fleetshard-sync ./cmd/fleetshard-sync
-	CGO_ENABLED=0 go build -trimpath -ldflags "$(LDFLAGS)" -o bin/fleetctl ./cmd/fleetctl
+	CGO_ENABLED=0 scripts/with-progress.sh "building $(BINARY)" go build -trimpath -ldflags "$(LDFLAGS)" -o $(BINARY) ./cmd/fleet-manager
+	CGO_ENABLED=0 scripts/with-progress.sh "building bin/fleetshard-sync" go build -trimpath -ldflags "$(LDFLAGS)" -o bin/fleetshard-sync ./cmd/fleetshard-sync
+	CGO_ENABLED=0 scripts/with-progress.sh "building bin/fleetctl" go build -trimpath -ldflags "$(LDFLAGS)" -o bin/fleetctl ./cmd/fleetctl
 
 .PHONY: run
 run: db/setup build ## Run the service against a local PostgreSQL (migrates first)

@@ -8,11 +8,12 @@
 #
 # OUT_DIR defaults to $HUB_BIN_DIR or hub-bin in $FLEET_MANAGER_CACHE (default
 # ~/.cache/fleet-manager). Cold:
-# as long as COLD_BUILD says, which the build prints first (it prints nothing
-# else until it ends), 3 GB of build cache and 3 GB of memory; warm: seconds;
+# as long as COLD_BUILD says, which the build prints first (then a line every
+# 30 seconds until it ends), 3 GB of build cache and 3 GB of memory; warm: seconds;
 # when the binary is there and reports the version: instant.
 # ensure-hub-binaries.sh calls it.
 set -euo pipefail
+progress=$(cd "$(dirname "$0")/.." && pwd)/with-progress.sh
 
 K8S_VERSION=${K8S_VERSION:-1.37.2}
 STAGING_VERSION=${STAGING_VERSION:-0.37.2}
@@ -68,7 +69,7 @@ go mod tidy >prep.log 2>&1 || true
 rm main.go
 go get "k8s.io/kubernetes/cmd/kube-apiserver@v$K8S_VERSION" >>prep.log 2>&1 || true
 # Build next to the target and rename, so no one ever runs a half-written file.
-if ! go build -trimpath -o "$BIN.tmp" \
+if ! "$progress" "building kube-apiserver v$K8S_VERSION" go build -trimpath -o "$BIN.tmp" \
   -ldflags "-s -w -X k8s.io/component-base/version.gitVersion=v$K8S_VERSION -X k8s.io/component-base/version.gitMajor=1 -X k8s.io/component-base/version.gitMinor=$(echo "$K8S_VERSION" | cut -d. -f2)" \
   k8s.io/kubernetes/cmd/kube-apiserver; then
   echo "--- go mod tidy / go get output:" >&2

@@ -11,6 +11,7 @@
 # COLD_BUILD says, which the build prints first; when the binary is there and
 # reports the version: instant.
 set -euo pipefail
+progress=$(cd "$(dirname "$0")/.." && pwd)/with-progress.sh
 
 HYDRA_VERSION=${HYDRA_VERSION:-v2.3.0}
 # hydra's go.mod replaces gobuffalo/pop; a tool requirement does not inherit
@@ -46,7 +47,7 @@ go mod init fleet-manager/hydra-build >/dev/null 2>&1
 go mod edit -replace="github.com/gobuffalo/pop/v6=$POP_REPLACE"
 go get -tool "github.com/ory/hydra/v2@$HYDRA_VERSION"
 # Build next to the target and rename, so no one ever runs a half-written file.
-go build -trimpath -tags sqlite,json1 -o "$BIN.tmp" \
+"$progress" "building hydra $HYDRA_VERSION" go build -trimpath -tags sqlite,json1 -o "$BIN.tmp" \
   -ldflags "-s -w -X github.com/ory/hydra/v2/driver/config.Version=$HYDRA_VERSION" \
   github.com/ory/hydra/v2
 mv -f "$BIN.tmp" "$BIN"

@@ -14,6 +14,7 @@
 # build prints first; when the binary is there and reports the version:
 # instant.
 set -euo pipefail
+progress=$(cd "$(dirname "$0")/.." && pwd)/with-progress.sh
 
 # The Go module github.com/prometheus/prometheus v0.X0Y.Z is Prometheus 3.Y.Z.
 PROMETHEUS_MODULE_VERSION=${PROMETHEUS_MODULE_VERSION:-v0.303.1}
@@ -46,7 +47,7 @@ export GOFLAGS=-mod=mod CGO_ENABLED=0
 go mod init fleet-manager/promtool-build >/dev/null 2>&1
 go get -tool "github.com/prometheus/prometheus/cmd/promtool@$PROMETHEUS_MODULE_VERSION"
 # Build next to the target and rename, so no one ever runs a half-written file.
-go build -trimpath -o "$BIN.tmp" \
+"$progress" "building promtool $PROMTOOL_VERSION" go build -trimpath -o "$BIN.tmp" \
   -ldflags "-s -w -X github.com/prometheus/common/version.Version=$PROMTOOL_VERSION" \
   github.com/prometheus/prometheus/cmd/promtool
 mv -f "$BIN.tmp" "$BIN"

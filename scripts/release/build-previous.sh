@@ -28,6 +28,7 @@ src=$(mktemp -d)
 trap 'rm -rf "$src"' EXIT
 git -C "$root" archive "$commit" | tar -x -C "$src"
 mkdir -p "$cache"
-(cd "$src" && CGO_ENABLED=0 go build -trimpath -o "$bin.tmp" ./cmd/fleet-manager)
+(cd "$src" && CGO_ENABLED=0 "$root/scripts/with-progress.sh" "building the previous release's fleet-manager" \
+  go build -trimpath -o "$bin.tmp" ./cmd/fleet-manager)
 mv "$bin.tmp" "$bin"
 echo "$bin"
