@@ -38,6 +38,27 @@ const (
 // Clouds lists the clouds, in the API's order.
 func Clouds() []Cloud { return []Cloud{CloudAWS, CloudGCP, CloudAzure} }
 
+// Architecture is the CPU architecture of a blueprint's machines, by the
+// installer's names.
+type Architecture string
+
+// The architectures a blueprint may choose; "" is ArchAMD64.
+const (
+	ArchAMD64 Architecture = "amd64"
+	ArchARM64 Architecture = "arm64"
+)
+
+// Architectures lists the architectures, in the API's order.
+func Architectures() []Architecture { return []Architecture{ArchAMD64, ArchARM64} }
+
+// Or returns the architecture, ArchAMD64 when unset.
+func (a Architecture) Or() Architecture {
+	if a == "" {
+		return ArchAMD64
+	}
+	return a
+}
+
 // Taint is a machine pool's node taint.
 type Taint struct {
 	Key    string `json:"key"`
@@ -81,7 +102,10 @@ type CloudOverride struct {
 // with optional per-cloud overrides.
 type BlueprintSpec struct {
 	// Release is the OpenShift release, as "4.16.3".
-	Release      string                  `json:"release"`
+	Release string `json:"release"`
+	// Architecture is the machines' (control plane and workers); "" is
+	// amd64, as before the field existed.
+	Architecture Architecture            `json:"architecture,omitempty"`
 	ControlPlane SizeClass               `json:"control_plane_size"`
 	MachinePools []MachinePoolSpec       `json:"machine_pools"`
 	AddOns       []AddOn                 `json:"add_ons,omitempty"`
@@ -132,6 +156,9 @@ var (
 func (s BlueprintSpec) Validate() error {
 	if !releaseVersion.MatchString(s.Release) {
 		return Errorf(CodeValidation, "release must be an OpenShift release as 4.16.3")
+	}
+	if s.Architecture != "" && !slices.Contains(Architectures(), s.Architecture) {
+		return Errorf(CodeValidation, "architecture is not one of %v", Architectures())
 	}
 	if !slices.Contains(SizeClasses(), s.ControlPlane) {
 		return Errorf(CodeValidation, "control_plane_size is not one of %v", SizeClasses())

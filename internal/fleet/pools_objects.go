@@ -3,24 +3,33 @@ package fleet
 import (
 	"encoding/json"
 	"maps"
+	"strings"
 )
 
 // PoolConfig is what a deployment makes its pools' clusters with; a fork
 // changes it through flags (docs/forking.md).
 type PoolConfig struct {
-	// InstanceTypes maps each size class to each cloud's instance type.
-	InstanceTypes map[Cloud]map[SizeClass]string
+	// InstanceTypes maps each size class to each cloud's amd64 instance
+	// type, ARM64InstanceTypes to its arm64 one.
+	InstanceTypes      map[Cloud]map[SizeClass]string
+	ARM64InstanceTypes map[Cloud]map[SizeClass]string
 	// BaseDomain is the DNS domain the clusters are made under.
 	BaseDomain string
 	// ReleaseImageRepository is where release images are pulled from; a
-	// release's image is <repository>:<release>-x86_64.
+	// release's image is <repository>:<release>-<arch>, where arch is
+	// ReleaseArchitecture's name of the blueprint's architecture.
 	ReleaseImageRepository string
 	// ControlPlaneReplicas is the control plane's node count.
 	ControlPlaneReplicas int
 	// AzureBaseDomainResourceGroup is the Azure resource group of the base
-	// domain's DNS zone, which Hive needs on Azure ("" leaves it out).
+	// domain's DNS zone, which the installer needs on Azure; without it the
+	// deployment makes no pools on Azure.
 	AzureBaseDomainResourceGroup string
-	Scaler                       ScalerConfig
+	// GCPProjectID is the GCP project the clusters are made in, which the
+	// installer makes every GCP call in; without it the deployment makes no
+	// pools on GCP.
+	GCPProjectID string
+	Scaler       ScalerConfig
 	// Limits are every organisation's capacity-pool limits but those an
 	// administrator overrides.
 	Limits OrgLimits
@@ -34,12 +43,62 @@ func DefaultPoolConfig() PoolConfig {
 			CloudGCP:   {SizeSmall: "n2-standard-4", SizeMedium: "n2-standard-8", SizeLarge: "n2-standard-16", SizeXLarge: "n2-standard-32"},
 			CloudAzure: {SizeSmall: "Standard_D4s_v5", SizeMedium: "Standard_D8s_v5", SizeLarge: "Standard_D16s_v5", SizeXLarge: "Standard_D32s_v5"},
 		},
+		ARM64InstanceTypes: map[Cloud]map[SizeClass]string{
+			CloudAWS:   {SizeSmall: "m6g.xlarge", SizeMedium: "m6g.2xlarge", SizeLarge: "m6g.4xlarge", SizeXLarge: "m6g.8xlarge"},
+			CloudGCP:   {SizeSmall: "t2a-standard-4", SizeMedium: "t2a-standard-8", SizeLarge: "t2a-standard-16", SizeXLarge: "t2a-standard-32"},
+			CloudAzure: {SizeSmall: "Standard_D4ps_v5", SizeMedium: "Standard_D8ps_v5", SizeLarge: "Standard_D16ps_v5", SizeXLarge: "Standard_D32ps_v5"},
+		},
 		BaseDomain:             "clusters.example.com",
 		ReleaseImageRepository: "quay.io/openshift-release-dev/ocp-release",
 		ControlPlaneReplicas:   3,
 		Scaler:                 DefaultScalerConfig(),
 		Limits:                 OrgLimits{Pools: 20, PoolClusters: 100},
 	}
+}
+
+// InstanceTypesFor returns the size-class mapping of an architecture.
+func (c PoolConfig) InstanceTypesFor(a Architecture) map[Cloud]map[SizeClass]string {
+	if a.Or() == ArchARM64 {
+		return c.ARM64InstanceTypes
+	}
+	return c.InstanceTypes
+}
+
+// CloudReady fails with CodeValidation when the deployment lacks what the
+// installer needs to make clusters on cloud.
+func (c PoolConfig) CloudReady(cloud Cloud) error {
+	if (cloud == CloudGCP && c.GCPProjectID == "") || (cloud == CloudAzure && c.AzureBaseDomainResourceGroup == "") {
+		return Errorf(CodeValidation, "this deployment makes no capacity pools on %s", cloud)
+	}
+	return nil
+}
+
+// ReleaseArchitecture returns the suffix of a release image's tag for an
+// architecture, as quay.io/openshift-release-dev/ocp-release names them
+// (4.16.3-x86_64, 4.16.3-aarch64).
+func ReleaseArchitecture(a Architecture) string {
+	if a.Or() == ArchARM64 {
+		return "aarch64"
+	}
+	return "x86_64"
+}
+
+// InstallClusterName returns the name a pool cluster is installed under
+// (its ClusterDeployment's clusterName and its install-config's
+// metadata.name): ManagedClusterName's, shortened to the installer's limit
+// (a DNS label less the nine characters of "\052.apps") and starting with a
+// letter, which GCP and Azure resource names need.
+func InstallClusterName(reg Registration) string {
+	name := ManagedClusterName(reg)
+	if name[0] < 'a' || name[0] > 'z' {
+		name = "c" + name
+	}
+	const limit = 63 - 9
+	if len(name) <= limit {
+		return name
+	}
+	base, suffix := name[:strings.LastIndex(name, "-")], name[strings.LastIndex(name, "-"):]
+	return strings.TrimRight(base[:limit-len(suffix)], "-") + suffix
 }
 
 // PoolClusterDelivery is what a pool cluster's Hive objects are made of.
@@ -77,9 +136,9 @@ func PoolClusterObjects(reg Registration, hubID string, d PoolClusterDelivery, c
 				return t
 			}
 		}
-		return cfg.InstanceTypes[d.Cloud][size]
+		return cfg.InstanceTypesFor(d.Spec.Architecture)[d.Cloud][size]
 	}
-	controlPlane := cfg.InstanceTypes[d.Cloud][d.Spec.ControlPlane]
+	controlPlane := cfg.InstanceTypesFor(d.Spec.Architecture)[d.Cloud][d.Spec.ControlPlane]
 	if o, ok := d.Spec.Overrides[d.Cloud]; ok && o.ControlPlaneInstanceType != "" {
 		controlPlane = o.ControlPlaneInstanceType
 	}
@@ -88,11 +147,11 @@ func PoolClusterObjects(reg Registration, hubID string, d PoolClusterDelivery, c
 		map[string]any{
 			"apiVersion": "hive.openshift.io/v1", "kind": "ClusterImageSet",
 			"metadata": map[string]any{"name": imageSet, "labels": maps.Clone(own)},
-			"spec":     map[string]any{"releaseImage": cfg.ReleaseImageRepository + ":" + d.Spec.Release + "-x86_64"},
+			"spec":     map[string]any{"releaseImage": cfg.ReleaseImageRepository + ":" + d.Spec.Release + "-" + ReleaseArchitecture(d.Spec.Architecture)},
 		},
 		map[string]any{
 			"apiVersion": "v1", "kind": "Secret", "type": "Opaque", "metadata": meta(name + "-install-config"),
-			"stringData": map[string]any{"install-config.yaml": installConfig(name, d, cfg, controlPlane, instance)},
+			"stringData": map[string]any{"install-config.yaml": installConfig(InstallClusterName(reg), d, cfg, controlPlane, instance)},
 		})
 	if d.Credentials != nil {
 		cloud := map[string]any{}
@@ -112,7 +171,7 @@ func PoolClusterObjects(reg Registration, hubID string, d PoolClusterDelivery, c
 	objects = append(objects, map[string]any{
 		"apiVersion": "hive.openshift.io/v1", "kind": "ClusterDeployment", "metadata": meta(name),
 		"spec": map[string]any{
-			"baseDomain": cfg.BaseDomain, "clusterName": name,
+			"baseDomain": cfg.BaseDomain, "clusterName": InstallClusterName(reg),
 			"platform": map[string]any{string(d.Cloud): platform},
 			"provisioning": map[string]any{
 				"imageSetRef":            map[string]any{"name": imageSet},
@@ -181,16 +240,28 @@ func installConfig(name string, d PoolClusterDelivery, cfg PoolConfig, controlPl
 	platform := func(t string) map[string]any {
 		return map[string]any{string(d.Cloud): map[string]any{"type": t}}
 	}
+	// The installer defaults a machine pool's architecture to amd64, and
+	// the release image must be built for the one it makes.
+	arch := string(d.Spec.Architecture.Or())
+	cloud := map[string]any{"region": d.Region}
+	switch d.Cloud {
+	case CloudGCP:
+		cloud["projectID"] = cfg.GCPProjectID
+	case CloudAzure:
+		cloud["baseDomainResourceGroupName"] = cfg.AzureBaseDomainResourceGroup
+	}
 	ic := map[string]any{
 		"apiVersion": "v1", "baseDomain": cfg.BaseDomain,
-		"metadata":     map[string]any{"name": name},
-		"controlPlane": map[string]any{"name": "master", "replicas": cfg.ControlPlaneReplicas, "platform": platform(controlPlane)},
-		"compute":      []any{map[string]any{"name": "worker", "replicas": d.Replicas[first.Name], "platform": platform(instance(first.Name, first.Size))}},
+		"metadata": map[string]any{"name": name},
+		"controlPlane": map[string]any{"name": "master", "replicas": cfg.ControlPlaneReplicas, "architecture": arch,
+			"platform": platform(controlPlane)},
+		"compute": []any{map[string]any{"name": "worker", "replicas": d.Replicas[first.Name], "architecture": arch,
+			"platform": platform(instance(first.Name, first.Size))}},
 		"networking": map[string]any{
 			"networkType": "OVNKubernetes", "machineNetwork": []any{map[string]any{"cidr": "10.0.0.0/16"}},
 			"clusterNetwork": []any{map[string]any{"cidr": "10.128.0.0/14", "hostPrefix": 23}}, "serviceNetwork": []any{"172.30.0.0/16"},
 		},
-		"platform": map[string]any{string(d.Cloud): map[string]any{"region": d.Region}},
+		"platform": map[string]any{string(d.Cloud): cloud},
 	}
 	b, _ := json.Marshal(ic) // maps of strings, numbers and slices always marshal
 	return string(b)

@@ -143,12 +143,31 @@ func TestAddOnsGoOnceJoined(t *testing.T) {
 	g.Expect(actionTypes(got)).To(gomega.Equal([]string{"AddOnsDelivered/ClusterJoined/a"}))
 }
 
+// TestInstallClusterName: the name a pool cluster is installed under meets
+// the installer's rules (at most 54 characters, from a lower-case letter)
+// and stays unique by the registration id's suffix.
+func TestInstallClusterName(t *testing.T) {
+	t.Parallel()
+	id := "0d3c5a8e-1111-2222-3333-444455556666"
+	for name, want := range map[string]string{
+		"pool-a-1f2e3d": "pool-a-1f2e3d-55556666",
+		"1pool-1f2e3d":  "c1pool-1f2e3d-55556666",
+		"p" + strings.Repeat("o", 38) + "l-1f2e3d": "p" + strings.Repeat("o", 38) + "l-1f2e-55556666",
+	} {
+		got := fleet.InstallClusterName(fleet.Registration{ID: id, Name: name})
+		if got != want {
+			t.Errorf("InstallClusterName(%s) = %s, want %s", name, got, want)
+		}
+	}
+}
+
 func TestBlueprintValidation(t *testing.T) {
 	t.Parallel()
 	g := gomega.NewWithT(t)
 	g.Expect(testBlueprint().Validate()).To(gomega.Succeed())
 	for name, mutate := range map[string]func(*fleet.BlueprintSpec){
 		"release":            func(s *fleet.BlueprintSpec) { s.Release = "latest" },
+		"architecture":       func(s *fleet.BlueprintSpec) { s.Architecture = "x86_64" },
 		"control_plane_size": func(s *fleet.BlueprintSpec) { s.ControlPlane = "huge" },
 		"machine_pools must": func(s *fleet.BlueprintSpec) { s.MachinePools = nil },
 		"either replicas":    func(s *fleet.BlueprintSpec) { s.MachinePools[0].Autoscaling = &fleet.Autoscaling{Min: 1, Max: 2} },
@@ -221,6 +240,31 @@ func TestPoolClusterObjects(t *testing.T) {
 	cd := fleet.PoolClusterObjects(reg, "hub-1", azure, cfg)[7]
 	g.Expect(cd["spec"]).To(gomega.HaveKeyWithValue("platform", gomega.HaveKeyWithValue("azure",
 		gomega.HaveKeyWithValue("baseDomainResourceGroupName", "dns-rg"))))
+	// The installer needs, on GCP, the project to make the cluster in and,
+	// on Azure, the DNS zone's resource group, in the install-config itself.
+	cfg.GCPProjectID = "fleet-pools-1"
+	installConfig := func(d fleet.PoolClusterDelivery) map[string]any {
+		var ic map[string]any
+		objs := fleet.PoolClusterObjects(reg, "hub-1", d, cfg)
+		g.Expect(json.Unmarshal([]byte(objs[4]["stringData"].(map[string]any)["install-config.yaml"].(string)), &ic)).To(gomega.Succeed())
+		return ic
+	}
+	g.Expect(installConfig(azure)["platform"]).To(gomega.HaveKeyWithValue("azure", gomega.HaveKeyWithValue("baseDomainResourceGroupName", "dns-rg")))
+	gcp := d
+	gcp.Cloud = fleet.CloudGCP
+	g.Expect(installConfig(gcp)["platform"]).To(gomega.HaveKeyWithValue("gcp", gomega.HaveKeyWithValue("projectID", "fleet-pools-1")))
+	// An arm64 blueprint installs an aarch64 release on arm64 machines of
+	// arm64 instance types.
+	arm := d
+	arm.Spec.Architecture = fleet.ArchARM64
+	arm.Spec.Overrides = nil
+	objs = fleet.PoolClusterObjects(reg, "hub-1", arm, cfg)
+	g.Expect(objs[3]["spec"]).To(gomega.HaveKeyWithValue("releaseImage", "quay.io/openshift-release-dev/ocp-release:4.16.3-aarch64"))
+	g.Expect(objs[9]["spec"]).To(gomega.HaveKeyWithValue("platform", gomega.HaveKeyWithValue("aws", gomega.HaveKeyWithValue("type", "m6g.4xlarge"))))
+	ic = installConfig(arm)
+	g.Expect(ic["controlPlane"]).To(gomega.And(gomega.HaveKeyWithValue("architecture", "arm64"),
+		gomega.HaveKeyWithValue("platform", gomega.HaveKeyWithValue("aws", gomega.HaveKeyWithValue("type", "m6g.2xlarge")))))
+	g.Expect(ic["compute"]).To(gomega.ConsistOf(gomega.HaveKeyWithValue("architecture", "arm64")))
 	// Joined: the add-ons go as ManifestWorks in the cluster's namespace.
 	d.AddOns = true
 	objs = fleet.PoolClusterObjects(reg, "hub-1", d, fleet.DefaultPoolConfig())

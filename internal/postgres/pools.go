@@ -98,6 +98,9 @@ func (s *Store) CreatePool(ctx context.Context, caller fleet.Identity, create fl
 	if err := create.Validate(); err != nil {
 		return fleet.CapacityPool{}, err
 	}
+	if err := s.cfg.Pools.CloudReady(create.Cloud); err != nil {
+		return fleet.CapacityPool{}, err
+	}
 	if err := s.cfg.Zones.Check("capacity pool", create.Zone); err != nil {
 		return fleet.CapacityPool{}, err
 	}

@@ -18,13 +18,17 @@ import (
 func (c *StoreConfig) addPoolFlags(fs *pflag.FlagSet) {
 	p := &c.Pools
 	fs.Var(instanceTypesValue{&p.InstanceTypes}, "pool-instance-types",
-		"cloud.size=instance-type pairs that replace the defaults of the size-class mapping, e.g. aws.large=m6i.4xlarge,gcp.small=n2-standard-4")
+		"cloud.size=instance-type pairs that replace the defaults of the size-class mapping of amd64 blueprints, e.g. aws.large=m6i.4xlarge,gcp.small=n2-standard-4")
+	fs.Var(instanceTypesValue{&p.ARM64InstanceTypes}, "pool-arm64-instance-types",
+		"cloud.size=instance-type pairs that replace the defaults of the size-class mapping of arm64 blueprints, e.g. aws.large=m7g.4xlarge")
 	fs.StringVar(&p.BaseDomain, "pool-base-domain", p.BaseDomain, "DNS domain capacity pools' clusters are made under (their ClusterDeployments' baseDomain)")
 	fs.StringVar(&p.ReleaseImageRepository, "pool-release-image-repository", p.ReleaseImageRepository,
-		"repository of the OpenShift release images; a blueprint's release R is installed from <repository>:R-x86_64")
+		"repository of the OpenShift release images; a blueprint's release R is installed from <repository>:R-x86_64, or R-aarch64 for arm64 blueprints")
 	fs.IntVar(&p.ControlPlaneReplicas, "pool-control-plane-replicas", p.ControlPlaneReplicas, "control-plane nodes of every pool cluster")
 	fs.StringVar(&p.AzureBaseDomainResourceGroup, "pool-azure-base-domain-resource-group", p.AzureBaseDomainResourceGroup,
-		"Azure resource group of --pool-base-domain's DNS zone, for pools on Azure")
+		"Azure resource group of --pool-base-domain's DNS zone (the install-config's baseDomainResourceGroupName); without it no pool may be made on Azure")
+	fs.StringVar(&p.GCPProjectID, "pool-gcp-project-id", p.GCPProjectID,
+		"GCP project pool clusters are made in (the install-config's projectID); without it no pool may be made on GCP")
 	fs.IntVar(&p.Scaler.ScaleUpPercent, "pool-scale-up-percent", p.Scaler.ScaleUpPercent,
 		"default share of what a cluster's nodes hold that, reserved, adds a step of nodes (pools may set their own)")
 	fs.IntVar(&p.Scaler.AddClusterPercent, "pool-add-cluster-percent", p.Scaler.AddClusterPercent,
@@ -45,12 +49,21 @@ func (c *StoreConfig) addPoolFlags(fs *pflag.FlagSet) {
 // validatePools checks the pool settings, naming their flags.
 func (c StoreConfig) validatePools(p *config.Problems) {
 	pc := c.Pools
-	for _, cloud := range fleet.Clouds() {
-		for _, size := range fleet.SizeClasses() {
-			if pc.InstanceTypes[cloud][size] == "" {
-				p.Addf("pool-instance-types", "%s.%s has no instance type", cloud, size)
+	for flag, types := range map[string]map[fleet.Cloud]map[fleet.SizeClass]string{
+		"pool-instance-types": pc.InstanceTypes, "pool-arm64-instance-types": pc.ARM64InstanceTypes} {
+		for _, cloud := range fleet.Clouds() {
+			for _, size := range fleet.SizeClasses() {
+				if types[cloud][size] == "" {
+					p.Addf(flag, "%s.%s has no instance type", cloud, size)
+				}
 			}
 		}
+	}
+	if pc.GCPProjectID != "" && !gcpProjectID.MatchString(pc.GCPProjectID) {
+		p.Addf("pool-gcp-project-id", "must be a GCP project ID: 6 to 30 lower-case letters, digits and hyphens, from a letter, not ending in a hyphen")
+	}
+	if g := pc.AzureBaseDomainResourceGroup; g != "" && (!azureResourceGroup.MatchString(g) || strings.HasSuffix(g, ".")) {
+		p.Addf("pool-azure-base-domain-resource-group", "must be an Azure resource group name: 1 to 90 letters, digits, '_', '-', '.', '(' and ')', not ending in '.'")
 	}
 	if !baseDomain.MatchString(pc.BaseDomain) {
 		p.Addf("pool-base-domain", "%q must be a DNS domain", pc.BaseDomain)
@@ -86,6 +99,13 @@ func (c StoreConfig) validatePools(p *config.Problems) {
 		}
 	}
 }
+
+// GCP's and Azure's rules for the names (the Resource Manager's project
+// IDs; Azure's resource group names).
+var (
+	gcpProjectID       = regexp.MustCompile(`^[a-z][a-z0-9-]{4,28}[a-z0-9]$`)
+	azureResourceGroup = regexp.MustCompile(`^[-\w._()]{1,90}$`)
+)
 
 var baseDomain = regexp.MustCompile(`^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)+$`)
 

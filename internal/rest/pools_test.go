@@ -60,6 +60,19 @@ func testCapacityPoolAPI(t *testing.T, e *stackEnv) {
 	bp := *bpResp.JSON201
 	g.Expect(bp.LatestVersion).To(gomega.Equal(1))
 	g.Expect(bp.Href).To(gomega.Equal(e.http.BasePath + "/blueprints/" + bp.Id))
+	// An arm64 blueprint keeps its architecture; a deployment without a GCP
+	// project refuses a pool on GCP, which the installer could not install.
+	armSpec := apiBlueprint("4.16.3")
+	armSpec.Architecture = ptr(public.Arm64)
+	armResp, err := e.client.CreateBlueprintWithResponse(ctx, public.BlueprintCreate{Name: "kafka-arm", Spec: armSpec}, tok)
+	g.Expect(err).NotTo(gomega.HaveOccurred())
+	g.Expect(armResp.JSON201).NotTo(gomega.BeNil(), outcome(armResp, err))
+	g.Expect(armResp.JSON201.Spec.Architecture).To(gomega.HaveValue(gomega.Equal(public.Arm64)))
+	gcpResp, err := e.client.CreateCapacityPoolWithResponse(ctx, public.CapacityPoolCreate{Name: "kafka-gcp", BlueprintId: bp.Id,
+		BlueprintVersion: 1, Cloud: public.CloudGCP, Region: "europe-west1", Zone: ptr("eu"), MinClusters: 0, MaxClusters: 1,
+		UnitsPerCluster: 60, Credentials: public.PoolCredentials{Cloud: map[string]string{"osServiceAccount.json": "{}"}, PullSecret: `{"auths":{}}`}}, tok)
+	g.Expect(err).NotTo(gomega.HaveOccurred())
+	wantError(t, "CreateCapacityPool(gcp)", e.apiEnv, gcpResp.JSON400, gcpResp.StatusCode(), http.StatusBadRequest, fleet.CodeValidation)
 
 	poolResp, err := e.client.CreateCapacityPoolWithResponse(ctx, public.CapacityPoolCreate{Name: "kafka-eu", BlueprintId: bp.Id,
 		BlueprintVersion: 1, Cloud: public.CloudAWS, Region: "eu-west-1", Zone: ptr("eu"), MinClusters: 2, MaxClusters: 3,

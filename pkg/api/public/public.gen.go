@@ -62,6 +62,24 @@ func (e BlueprintListKind) Valid() bool {
 	}
 }
 
+// Defines values for BlueprintSpecArchitecture.
+const (
+	Amd64 BlueprintSpecArchitecture = "amd64"
+	Arm64 BlueprintSpecArchitecture = "arm64"
+)
+
+// Valid indicates whether the value is a known member of the BlueprintSpecArchitecture enum.
+func (e BlueprintSpecArchitecture) Valid() bool {
+	switch e {
+	case Amd64:
+		return true
+	case Arm64:
+		return true
+	default:
+		return false
+	}
+}
+
 // Defines values for BlueprintVersionKind.
 const (
 	BlueprintVersionKindBlueprintVersion BlueprintVersionKind = "BlueprintVersion"
@@ -985,6 +1003,9 @@ type BlueprintListKind string
 type BlueprintSpec struct {
 	AddOns *[]AddOn `json:"add_ons,omitempty"`
 
+	// Architecture The CPU architecture of every machine of the clusters (control plane and machine pools), which also chooses the release image and the instance types the size classes map to. Absent: amd64.
+	Architecture *BlueprintSpecArchitecture `json:"architecture,omitempty"`
+
 	// ControlPlaneSize A node size; each deployment maps it to each cloud's instance type (`--pool-instance-types`).
 	ControlPlaneSize SizeClass     `json:"control_plane_size"`
 	MachinePools     []MachinePool `json:"machine_pools"`
@@ -1004,6 +1025,9 @@ type BlueprintSpec struct {
 	// Release The OpenShift release, e.g. 4.16.3.
 	Release string `json:"release"`
 }
+
+// BlueprintSpecArchitecture The CPU architecture of every machine of the clusters (control plane and machine pools), which also chooses the release image and the instance types the size classes map to. Absent: amd64.
+type BlueprintSpecArchitecture string
 
 // BlueprintVersion defines model for BlueprintVersion.
 type BlueprintVersion struct {
