@@ -22,7 +22,7 @@ progress=$here/../with-progress.sh
 INSTALLER_VERSION=${INSTALLER_VERSION:-v0.91.0}
 BIN=${INSTALLER_VALIDATOR_BIN:-${FLEET_MANAGER_CACHE:-$HOME/.cache/fleet-manager}/installer-validator/installer-validator}
 # Measured on this project's 2-core machines, shared with other builds.
-COLD_BUILD="about 4 minutes on 2 busy cores"
+COLD_BUILD="about 2 minutes on 2 busy cores"
 SOURCE=$(sha256sum "$here/validator/main.go" | cut -c1-16)
 
 built() {
