@@ -17,6 +17,7 @@ mode=${1:-}
 case $mode in update | check) ;; *) echo "usage: scripts/crds.sh update|check" >&2; exit 2 ;; esac
 
 hub=internal/hub/hubtest/crds
+ocm=internal/hub/ocmtest/crds
 # module version file-in-module destination-in-repository
 pins=$(cat <<PINS
 open-cluster-management.io/api v1.3.0 cluster/v1/0000_00_clusters.open-cluster-management.io_managedclusters.crd.yaml $hub/
@@ -27,6 +28,15 @@ open-cluster-management.io/api v1.3.0 cluster/v1beta1/0000_02_clusters.open-clus
 open-cluster-management.io/api v1.3.0 cluster/v1beta1/0000_03_clusters.open-cluster-management.io_placementdecisions.crd.yaml $hub/
 open-cluster-management.io/api v1.3.0 work/v1/0000_00_work.open-cluster-management.io_manifestworks.crd.yaml $hub/
 open-cluster-management.io/governance-policy-propagator v0.19.0 deploy/crds/policy.open-cluster-management.io_placementbindings.yaml $hub/
+open-cluster-management.io/ocm v1.0.0 manifests/cluster-manager/hub/0000_00_addon.open-cluster-management.io_clustermanagementaddons.crd.yaml $ocm/hub/
+open-cluster-management.io/ocm v1.0.0 manifests/cluster-manager/hub/0000_01_addon.open-cluster-management.io_managedclusteraddons.crd.yaml $ocm/hub/
+open-cluster-management.io/ocm v1.0.0 manifests/cluster-manager/hub/0000_02_addon.open-cluster-management.io_addondeploymentconfigs.crd.yaml $ocm/hub/
+open-cluster-management.io/ocm v1.0.0 manifests/cluster-manager/hub/0000_03_addon.open-cluster-management.io_addontemplates.crd.yaml $ocm/hub/
+open-cluster-management.io/ocm v1.0.0 manifests/cluster-manager/hub/0000_05_clusters.open-cluster-management.io_addonplacementscores.crd.yaml $ocm/hub/
+open-cluster-management.io/ocm v1.0.0 manifests/cluster-manager/hub/0000_00_work.open-cluster-management.io_manifestworkreplicasets.crd.yaml $ocm/hub/
+open-cluster-management.io/ocm v1.0.0 manifests/klusterlet/managed/0000_01_work.open-cluster-management.io_appliedmanifestworks.crd.yaml $ocm/managed/
+open-cluster-management.io/ocm v1.0.0 manifests/klusterlet/managed/0000_02_clusters.open-cluster-management.io_clusterclaims.crd.yaml $ocm/managed/
+open-cluster-management.io/ocm v1.0.0 manifests/klusterlet/managed/clusterproperties.crd.yaml $ocm/managed/
 open-cluster-management.io/governance-policy-propagator v0.19.0 deploy/crds/policy.open-cluster-management.io_policies.yaml internal/policyschema/
 github.com/cloudnative-pg/cloudnative-pg v1.28.0 config/crd/bases/postgresql.cnpg.io_clusters.yaml templates/testdata/cnpg-crds/
 github.com/cloudnative-pg/cloudnative-pg v1.28.0 config/crd/bases/postgresql.cnpg.io_scheduledbackups.yaml templates/testdata/cnpg-crds/
