@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"os"
 	"path"
+	"path/filepath"
 	"regexp"
 	"slices"
 	"strconv"
@@ -187,11 +188,54 @@ func TestBuildRootBuildsTheTestBinaries(t *testing.T) {
 		if !slices.ContainsFunc(allowed, func(a string) bool { return a == script || strings.HasPrefix(script, a) }) {
 			t.Errorf(".dockerignore keeps %s out of the build root's context (it allows %v)", script, allowed)
 		}
+		for _, helper := range scriptsCalledBy(t, script) {
+			if !copies(ins, helper) {
+				t.Errorf("build root: no COPY brings %s, which %s runs, into the image", helper, script)
+			}
+			if !slices.ContainsFunc(allowed, func(a string) bool { return a == helper || strings.HasPrefix(helper, a) }) {
+				t.Errorf(".dockerignore keeps %s, which %s runs, out of the build root's context", helper, script)
+			}
+		}
 	}
 	env := envOf(ins)
 	if cache := env["FLEET_MANAGER_CACHE"]; !path.IsAbs(cache) {
 		t.Errorf("build root: FLEET_MANAGER_CACHE=%q, want an absolute folder that the scripts build into and the tests read", cache)
 	}
+}
+
+// scriptsCalledBy returns the other shell scripts of scripts/ that script
+// runs, directly or through another (they name each other by file name and
+// find each other relative to their own folder), such as
+// scripts/with-progress.sh.
+func scriptsCalledBy(t *testing.T, script string) []string {
+	t.Helper()
+	var all []string
+	for _, pattern := range []string{"../scripts/*.sh", "../scripts/*/*.sh"} {
+		found, err := filepath.Glob(pattern)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, path := range found {
+			all = append(all, strings.TrimPrefix(path, "../"))
+		}
+	}
+	seen := map[string]bool{script: true}
+	var called []string
+	for todo := []string{script}; len(todo) > 0; {
+		body, err := os.ReadFile("../" + todo[0])
+		if err != nil {
+			t.Fatal(err)
+		}
+		todo = todo[1:]
+		for _, name := range all {
+			if !seen[name] && strings.Contains(string(body), filepath.Base(name)) {
+				seen[name] = true
+				called = append(called, name)
+				todo = append(todo, name)
+			}
+		}
+	}
+	return called
 }
 
 // copies reports whether a COPY instruction's sources hold file.
