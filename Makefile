@@ -83,13 +83,14 @@ fuzz: db/setup ## Fuzz every API operation through the real router and database 
 	go test -count=1 -run '^$$' -fuzz FuzzBuildSearch -fuzztime $(FUZZTIME) ./internal/postgres/
 
 .PHONY: test/binaries
-test/binaries: ## Build or find the test hub (etcd, kube-apiserver), OIDC issuer (Hydra), database tools (pgBackRest, Patroni), Prometheus, a promtool that sends tokens, the OpenShift installer's install-config validation, open-cluster-management's programs, and the previous release; cached in ~/.cache/fleet-manager
+test/binaries: ## Build or find the test hub (etcd, kube-apiserver), OIDC issuer (Hydra), database tools (pgBackRest, Patroni), Prometheus, a promtool that sends tokens, the OpenShift installer's install-config validation, open-cluster-management's programs, the governance-policy-propagator, and the previous release; cached in ~/.cache/fleet-manager
 	scripts/dbops/ensure-tools.sh
 	scripts/hub/ensure-hub-binaries.sh >/dev/null
 	scripts/hydra/build-hydra.sh
 	scripts/prometheus/build-promtool.sh
 	scripts/installer/build-validator.sh
 	scripts/ocm/build-ocm.sh
+	scripts/governance/build-propagator.sh
 	scripts/release/build-previous.sh >/dev/null
 
 .PHONY: bench

@@ -18,6 +18,7 @@ case $mode in update | check) ;; *) echo "usage: scripts/crds.sh update|check" >
 
 hub=internal/hub/hubtest/crds
 ocm=internal/hub/ocmtest/crds
+gov=internal/hub/governancetest/crds
 # module version file-in-module destination-in-repository
 pins=$(cat <<PINS
 open-cluster-management.io/api v1.3.0 cluster/v1/0000_00_clusters.open-cluster-management.io_managedclusters.crd.yaml $hub/
@@ -38,6 +39,8 @@ open-cluster-management.io/ocm v1.0.0 manifests/klusterlet/managed/0000_01_work.
 open-cluster-management.io/ocm v1.0.0 manifests/klusterlet/managed/0000_02_clusters.open-cluster-management.io_clusterclaims.crd.yaml $ocm/managed/
 open-cluster-management.io/ocm v1.0.0 manifests/klusterlet/managed/clusterproperties.crd.yaml $ocm/managed/
 open-cluster-management.io/governance-policy-propagator v0.19.0 deploy/crds/policy.open-cluster-management.io_policies.yaml internal/policyschema/
+open-cluster-management.io/governance-policy-propagator v0.19.0 deploy/crds/policy.open-cluster-management.io_policysets.yaml $gov/
+open-cluster-management.io/governance-policy-propagator v0.19.0 deploy/crds/policy.open-cluster-management.io_policyautomations.yaml $gov/
 github.com/cloudnative-pg/cloudnative-pg v1.28.0 config/crd/bases/postgresql.cnpg.io_clusters.yaml templates/testdata/cnpg-crds/
 github.com/cloudnative-pg/cloudnative-pg v1.28.0 config/crd/bases/postgresql.cnpg.io_scheduledbackups.yaml templates/testdata/cnpg-crds/
 github.com/cloudnative-pg/cloudnative-pg v1.28.0 config/crd/bases/postgresql.cnpg.io_backups.yaml templates/testdata/cnpg-crds/
