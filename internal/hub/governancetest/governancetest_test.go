@@ -35,10 +35,11 @@ const waitTimeout = 3 * time.Minute
 // Fleet Manager renders it (fleet.PolicyHubObjects, applied server-side as
 // the agent applies it) and follows it through OCM's real placement
 // controller and the real governance-policy-propagator: the PlacementDecision,
-// the replicated policy in the selected cluster's namespace only, a spec
-// change reaching the replica, the replicas' compliance aggregated into the
+// the replicated policy in the selected cluster's namespace only (not in an
+// unjoined cluster's, nor in another organisation's on the shared hub), a
+// spec change reaching the replica, the replicas' compliance aggregated into the
 // root policy's status, a second cluster joining the placement and the
-// first leaving it. Only the replicas' status is written by the test, as the
+// first leaving it, and the replicas removed with the root policy. Only the replicas' status is written by the test, as the
 // framework addon's status-sync would write it (governancetest's package
 // comment says why).
 func TestRealPropagatorPlacesTenantPolicy(t *testing.T) {
@@ -49,16 +50,16 @@ func TestRealPropagatorPlacesTenantPolicy(t *testing.T) {
 	suffix := randomSuffix(t)
 	const org = "org-gov"
 
-	// The organisation's clusters on a shared hub, labelled as Fleet
-	// Manager labels a registration's ManagedCluster: one in the policy's
-	// selector (env=prod), one out of it, and one in it whose agent never
-	// joins.
-	prod, dev, unjoined := "gov-prod-"+suffix, "gov-dev-"+suffix, "gov-unjoined-"+suffix
-	for _, c := range []struct{ name, env string }{{prod, "prod"}, {dev, "dev"}, {unjoined, "prod"}} {
-		createManagedCluster(t, dyn, c.name, map[string]string{"env": c.env, fleet.LabelOrgID: org})
+	// Clusters on a shared hub, labelled as Fleet Manager labels a
+	// registration's ManagedCluster: the organisation's cluster in the
+	// policy's selector (env=prod), one out of it, one in it whose agent
+	// never joins, and another organisation's cluster labelled env=prod.
+	prod, dev, unjoined, foreign := "gov-prod-"+suffix, "gov-dev-"+suffix, "gov-unjoined-"+suffix, "gov-other-"+suffix
+	for _, c := range []struct{ name, env, org string }{{prod, "prod", org}, {dev, "dev", org}, {unjoined, "prod", org}, {foreign, "prod", "org-other"}} {
+		createManagedCluster(t, dyn, c.name, map[string]string{"env": c.env, fleet.LabelOrgID: c.org})
 	}
 	clusters := map[string]*ocmtest.Cluster{}
-	for _, name := range []string{prod, dev} {
+	for _, name := range []string{prod, dev, foreign} {
 		clusters[name] = gov.OCM().Join(t, name)
 	}
 	waitFor := func(t *testing.T, what string, check func() error) {
@@ -93,7 +94,7 @@ func TestRealPropagatorPlacesTenantPolicy(t *testing.T) {
 	// tolerate: Fleet Manager's Placements tolerate none. Waiting for each
 	// cluster's final taints first makes the decisions below the only ones.
 	waitFor(t, "the joined clusters available and untainted, the other unreachable", func() error {
-		for name, want := range map[string]string{prod: "", dev: "", unjoined: "cluster.open-cluster-management.io/unreachable"} {
+		for name, want := range map[string]string{prod: "", dev: "", foreign: "", unjoined: "cluster.open-cluster-management.io/unreachable"} {
 			got, err := dyn.Resource(hubkind.ManagedCluster.GVR()).Get(ctx, name, metav1.GetOptions{})
 			if err != nil {
 				return err
@@ -164,7 +165,7 @@ func TestRealPropagatorPlacesTenantPolicy(t *testing.T) {
 		waitFor(t, "the root policy's status listing the prod cluster, not yet evaluated", func() error {
 			return statusIs(ctx, dyn, cfg.Namespace, name, "", map[string]string{prod: ""})
 		})
-		for _, other := range []string{dev, unjoined} {
+		for _, other := range []string{dev, unjoined, foreign} {
 			if _, err := dyn.Resource(hubkind.Policy.GVR()).Namespace(other).Get(ctx, replica, metav1.GetOptions{}); !apierrors.IsNotFound(err) {
 				t.Errorf("replica in the namespace of %s, which the placement did not select: %v", other, err)
 			}
@@ -240,6 +241,24 @@ func TestRealPropagatorPlacesTenantPolicy(t *testing.T) {
 		})
 		waitFor(t, "the root policy listing the second cluster alone", func() error {
 			return statusIs(ctx, dyn, cfg.Namespace, name, "NonCompliant", map[string]string{dev: "NonCompliant"})
+		})
+	})
+
+	t.Run("DeletedPolicyReplicasGo", func(t *testing.T) {
+		// The agent deletes a policy's objects in this order when the
+		// policy leaves the hub (docs/policies.md); the replicas are the
+		// framework's to remove.
+		for _, kind := range []hubkind.Kind{hubkind.PlacementBinding, hubkind.Placement, hubkind.Policy} {
+			if err := dyn.Resource(kind.GVR()).Namespace(cfg.Namespace).Delete(ctx, name, metav1.DeleteOptions{}); err != nil {
+				t.Fatalf("delete %s: %v", kind.Kind, err)
+			}
+		}
+		waitFor(t, "the second cluster's replica removed", func() error {
+			_, err := dyn.Resource(hubkind.Policy.GVR()).Namespace(dev).Get(ctx, replica, metav1.GetOptions{})
+			if apierrors.IsNotFound(err) {
+				return nil
+			}
+			return fmt.Errorf("replica still there (%v)", err)
 		})
 	})
 }

@@ -8,6 +8,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/client-go/dynamic"
+	"k8s.io/client-go/util/retry"
 
 	"github.com/fleetmanager/fleet-manager/internal/hubkind"
 )
@@ -28,6 +29,14 @@ func ReplicatedName(rootNamespace, rootName string) string {
 // template; the state is the test's. The propagator then aggregates it into
 // the root policy's status.
 func SetReplicatedCompliance(ctx context.Context, dyn dynamic.Interface, cluster, rootNamespace, rootName, state, message string) error {
+	// The propagator updates the replica too (its spec, labels and
+	// annotations): a conflict means another read.
+	return retry.RetryOnConflict(retry.DefaultRetry, func() error {
+		return setReplicatedCompliance(ctx, dyn, cluster, rootNamespace, rootName, state, message)
+	})
+}
+
+func setReplicatedCompliance(ctx context.Context, dyn dynamic.Interface, cluster, rootNamespace, rootName, state, message string) error {
 	policies := dyn.Resource(hubkind.Policy.GVR()).Namespace(cluster)
 	replica, err := policies.Get(ctx, ReplicatedName(rootNamespace, rootName), metav1.GetOptions{})
 	if err != nil {
@@ -52,8 +61,6 @@ func SetReplicatedCompliance(ctx context.Context, dyn dynamic.Interface, cluster
 		})
 	}
 	replica.Object["status"] = map[string]any{"compliant": state, "details": details}
-	if _, err := policies.UpdateStatus(ctx, replica, metav1.UpdateOptions{}); err != nil {
-		return fmt.Errorf("replicated policy status: %w", err)
-	}
-	return nil
+	_, err = policies.UpdateStatus(ctx, replica, metav1.UpdateOptions{})
+	return err
 }
