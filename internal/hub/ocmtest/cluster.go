@@ -170,7 +170,11 @@ func (c *Cluster) logTails(n int) string {
 	return b.String()
 }
 
-func (c *Cluster) stop() {
+// StopAgents stops the cluster's registration and work agents and leaves
+// its API server running: the klusterlet removed from the cluster, as
+// RHACM's import controller removes it when the ManagedCluster is deleted.
+// Err names them as exited afterwards; calling it again does nothing.
+func (c *Cluster) StopAgents() {
 	if c.cancel != nil {
 		c.cancel()
 		<-c.done
@@ -181,5 +185,9 @@ func (c *Cluster) stop() {
 	for i := len(procs) - 1; i >= 0; i-- {
 		procs[i].Stop(stopGrace)
 	}
+}
+
+func (c *Cluster) stop() {
+	c.StopAgents()
 	c.cp.Stop()
 }
