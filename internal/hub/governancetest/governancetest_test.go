@@ -38,8 +38,8 @@ const waitTimeout = 3 * time.Minute
 // the replicated policy in the selected cluster's namespace only (not in an
 // unjoined cluster's, nor in another organisation's on the shared hub), a
 // spec change reaching the replica, the replicas' compliance aggregated into the
-// root policy's status, a second cluster joining the placement and the
-// first leaving it, and the replicas removed with the root policy. Only the replicas' status is written by the test, as the
+// root policy's status, a second cluster joining the placement, dropped
+// from it by a NoSelect taint and back, the first leaving it, and the replicas removed with the root policy. Only the replicas' status is written by the test, as the
 // framework addon's status-sync would write it (governancetest's package
 // comment says why).
 func TestRealPropagatorPlacesTenantPolicy(t *testing.T) {
@@ -227,6 +227,39 @@ func TestRealPropagatorPlacesTenantPolicy(t *testing.T) {
 		})
 	})
 
+	t.Run("NoSelectTaintDropsCluster", func(t *testing.T) {
+		// A NoSelect taint is what the registration controller puts on a
+		// cluster whose agent stops reporting (unreachable, unavailable);
+		// this one is the test's own, so the registration controller leaves
+		// it alone while the cluster stays available.
+		taint := fmt.Appendf(nil, `{"spec":{"taints":[{"key":"governancetest/cordoned","effect":"NoSelect","timeAdded":%q}]}}`,
+			time.Now().UTC().Format(time.RFC3339))
+		if _, err := dyn.Resource(hubkind.ManagedCluster.GVR()).Patch(ctx, dev, types.MergePatchType, taint, metav1.PatchOptions{}); err != nil {
+			t.Fatalf("taint %s: %v", dev, err)
+		}
+		waitFor(t, "the decision without the tainted cluster", func() error {
+			return decisionIs(ctx, dyn, cfg.Namespace, name, prod)
+		})
+		waitFor(t, "the tainted cluster's replica removed", func() error {
+			_, err := dyn.Resource(hubkind.Policy.GVR()).Namespace(dev).Get(ctx, replica, metav1.GetOptions{})
+			if apierrors.IsNotFound(err) {
+				return nil
+			}
+			return fmt.Errorf("replica still there (%v)", err)
+		})
+		// Its NonCompliant goes with it: the root reads Compliant.
+		waitFor(t, "the root policy without the tainted cluster", func() error {
+			return statusIs(ctx, dyn, cfg.Namespace, name, "Compliant", map[string]string{prod: "Compliant"})
+		})
+		if _, err := dyn.Resource(hubkind.ManagedCluster.GVR()).Patch(ctx, dev, types.MergePatchType, []byte(`{"spec":{"taints":null}}`), metav1.PatchOptions{}); err != nil {
+			t.Fatalf("untaint %s: %v", dev, err)
+		}
+		// Back in the decision, it has a new replica with no status yet.
+		waitFor(t, "the untainted cluster listed again, without a state", func() error {
+			return statusIs(ctx, dyn, cfg.Namespace, name, "", map[string]string{prod: "Compliant", dev: ""})
+		})
+	})
+
 	t.Run("ClusterLeavesPlacement", func(t *testing.T) {
 		relabel(t, dyn, prod, "dev")
 		waitFor(t, "the decision without the first cluster", func() error {
@@ -240,7 +273,7 @@ func TestRealPropagatorPlacesTenantPolicy(t *testing.T) {
 			return fmt.Errorf("replica still there (%v)", err)
 		})
 		waitFor(t, "the root policy listing the second cluster alone", func() error {
-			return statusIs(ctx, dyn, cfg.Namespace, name, "NonCompliant", map[string]string{dev: "NonCompliant"})
+			return statusIs(ctx, dyn, cfg.Namespace, name, "", map[string]string{dev: ""})
 		})
 	})
 
