@@ -34,14 +34,15 @@ const waitTimeout = 3 * time.Minute
 // TestRealPropagatorPlacesTenantPolicy puts a tenant's policy on the hub as
 // Fleet Manager renders it (fleet.PolicyHubObjects, applied server-side as
 // the agent applies it) and follows it through OCM's real placement
-// controller and the real governance-policy-propagator: the PlacementDecision,
-// the replicated policy in the selected cluster's namespace only (not in an
-// unjoined cluster's, nor in another organisation's on the shared hub), a
-// spec change reaching the replica, the replicas' compliance aggregated into the
-// root policy's status, a second cluster joining the placement, dropped
-// from it by a NoSelect taint and back, the first leaving it, and the replicas removed with the root policy. Only the replicas' status is written by the test, as the
-// framework addon's status-sync would write it (governancetest's package
-// comment says why).
+// controller and the real governance-policy-propagator: the
+// PlacementDecision, the replicated policy in the selected cluster's
+// namespace only (not in an unjoined cluster's, nor in another
+// organisation's on the shared hub), a spec change reaching the replica, the
+// replicas' compliance aggregated into the root policy's status, a second
+// cluster joining the placement, dropped from it by a NoSelect taint and
+// back, the first leaving it, and the replicas removed with the root policy.
+// Only the replicas' status is written by the test, as the framework addon's
+// status-sync would write it (governancetest's package comment says why).
 func TestRealPropagatorPlacesTenantPolicy(t *testing.T) {
 	gov := governancetest.Start(t)
 	hub := gov.Hub()
