@@ -2,6 +2,8 @@ package reconcile_test
 
 import (
 	"context"
+	"fmt"
+	"strings"
 	"testing"
 	"time"
 
@@ -67,7 +69,9 @@ func TestCrashedPassResumesItsClaimsWhenTheDatabaseAnswers(t *testing.T) {
 		g.Expect(lock.QueryRow(ctx, `SELECT count(*) FROM pg_stat_activity
 WHERE wait_event_type = 'Lock' AND query LIKE '%deletion_age_seconds%'`).Scan(&waiting)).To(gomega.Succeed())
 		return waiting
-	}).WithTimeout(30*time.Second).WithPolling(20*time.Millisecond).Should(gomega.Equal(1), "the claim's read never waited on the hubs")
+	}).WithTimeout(30*time.Second).WithPolling(20*time.Millisecond).Should(gomega.Equal(1), func() string {
+		return "the claim's read never waited on the hubs; the server's sessions:\n" + sessions(ctx, lock)
+	})
 
 	srv.Stop(true)
 	srv.Start()
@@ -87,4 +91,24 @@ WHERE wait_event_type = 'Lock' AND query LIKE '%deletion_age_seconds%'`).Scan(&w
 	}).WithTimeout(within).WithPolling(50*time.Millisecond).Should(gomega.BeEmpty(),
 		"registrations not delivered within %s of the database's return (lease %s)", within, rcfg.Lease)
 	t.Logf("every claimed registration delivered %s after the database answered again", time.Since(back).Round(time.Millisecond))
+}
+
+// sessions lists what each session of the server is doing, for a failure's
+// message.
+func sessions(ctx context.Context, tx pgx.Tx) string {
+	rows, err := tx.Query(ctx, `SELECT coalesce(state, ''), coalesce(wait_event_type, ''), coalesce(wait_event, ''), left(query, 160)
+FROM pg_stat_activity WHERE datname = current_database() AND pid <> pg_backend_pid()`)
+	if err != nil {
+		return err.Error()
+	}
+	defer rows.Close()
+	var out strings.Builder
+	for rows.Next() {
+		var state, waitType, wait, query string
+		if err := rows.Scan(&state, &waitType, &wait, &query); err != nil {
+			return err.Error()
+		}
+		fmt.Fprintf(&out, "%s %s/%s: %s\n", state, waitType, wait, strings.Join(strings.Fields(query), " "))
+	}
+	return out.String()
 }
