@@ -543,7 +543,9 @@ type PoolCluster struct {
 
 // AddOnStatus is one add-on's ManifestWork on a pool cluster: its Applied
 // condition as RHACM's work agent set it (Unknown until it did), with the
-// reason and message it gave (the message cut as the store reads it).
+// reason it gave; the message is what the refused manifests' own Applied
+// conditions say (the managed cluster's cause), or else the work
+// condition's (the message cut as the store reads it).
 type AddOnStatus struct {
 	Name    string          `json:"name"`
 	Applied ConditionStatus `json:"applied"`

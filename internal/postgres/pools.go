@@ -382,10 +382,18 @@ LEFT JOIN LATERAL (SELECT jsonb_object_agg(x.body #>> '{spec,name}', least(great
 LEFT JOIN resources cd ON cd.hub_id = r.hub_id AND cd.api_group = 'hive.openshift.io' AND cd.kind = 'ClusterDeployment'
 	AND cd.namespace = pc.cluster_name AND cd.name = pc.cluster_name AND cd.deleted_at IS NULL
 LEFT JOIN LATERAL (SELECT jsonb_agg(jsonb_build_object('name', substr(x.name, 7), 'applied', coalesce(ac.status, 'Unknown'),
-		'reason', coalesce(ac.reason, ''), 'message', left(coalesce(ac.message, ''), 1024)) ORDER BY x.name) AS add_ons
+		'reason', coalesce(ac.reason, ''), 'message', left(CASE WHEN ac.status = 'False' AND rf.message IS NOT NULL THEN rf.message
+			ELSE coalesce(ac.message, '') END, 1024)) ORDER BY x.name) AS add_ons
 	FROM resources x LEFT JOIN LATERAL (SELECT k ->> 'status' AS status, k ->> 'reason' AS reason, k ->> 'message' AS message
 		FROM jsonb_array_elements(CASE WHEN jsonb_typeof(x.body #> '{status,conditions}') = 'array'
 			THEN x.body #> '{status,conditions}' ELSE '[]' END) k WHERE k ->> 'type' = 'Applied' LIMIT 1) ac ON true
+	-- OCM's work agent sums a refusal up in the work's condition and says
+	-- what the cluster refused, and why, in each manifest's own.
+	LEFT JOIN LATERAL (SELECT string_agg(mk ->> 'message', '; ' ORDER BY m.i) AS message
+		FROM jsonb_array_elements(CASE WHEN jsonb_typeof(x.body #> '{status,resourceStatus,manifests}') = 'array'
+			THEN x.body #> '{status,resourceStatus,manifests}' ELSE '[]' END) WITH ORDINALITY m(v, i),
+		jsonb_array_elements(CASE WHEN jsonb_typeof(m.v -> 'conditions') = 'array' THEN m.v -> 'conditions' ELSE '[]' END) mk
+		WHERE mk ->> 'type' = 'Applied' AND mk ->> 'status' = 'False' AND coalesce(mk ->> 'message', '') <> '') rf ON true
 	WHERE x.cluster_name = pc.cluster_name AND x.cluster_name <> '' AND x.hub_id = r.hub_id AND x.deleted_at IS NULL
 		AND x.api_group = 'work.open-cluster-management.io' AND x.kind = 'ManifestWork' AND x.name LIKE 'addon-%') aw ON true
 LEFT JOIN LATERAL (SELECT m.capacity, m.allocatable FROM managed_clusters m
