@@ -306,10 +306,10 @@ func (d *dnsFleet) foreignRecords(b *dnstest.Primary) {
 		g.Expect(err).NotTo(gomega.HaveOccurred())
 		g.Expect(resp.Rcode).To(gomega.Equal(dns.RcodeSuccess))
 	}
-	shared, taken := "shared.kafka."+b.Zone, "taken.kafka."+b.Zone
+	shared, taken := "cohabited.kafka."+b.Zone, "taken.kafka."+b.Zone
 	write(shared+`. 60 IN TXT "acme-challenge-token"`, shared+". 60 IN MX 10 mx.example.net.", taken+". 60 IN A 203.0.113.1")
 
-	r := d.mustCreate(public.DNSRecordCreate{Instance: "shared", Type: ptr(public.DNSRecordA), Targets: &[]string{"198.51.100.30"}})
+	r := d.mustCreate(public.DNSRecordCreate{Instance: "cohabited", Type: ptr(public.DNSRecordA), Targets: &[]string{"198.51.100.30"}})
 	d.waitPhase(r.Id, public.DNSRecordReady, 30*time.Second)
 	d.expectAnswer(shared, dns.TypeA, "198.51.100.30")
 	d.expectAnswer(shared, dns.TypeMX, "10 mx.example.net.")
