@@ -33,11 +33,9 @@
 package governancetest
 
 import (
-	"bytes"
 	"embed"
 	"fmt"
 	"io"
-	"io/fs"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -45,12 +43,9 @@ import (
 	"testing"
 	"time"
 
-	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
-	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
 	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
-	"sigs.k8s.io/controller-runtime/pkg/envtest"
 
 	"github.com/fleetmanager/fleet-manager/internal/childproc"
 	"github.com/fleetmanager/fleet-manager/internal/hub/hubtest"
@@ -212,28 +207,7 @@ func startPropagator(bin, kubeconfig, logPath string) (*childproc.Process, error
 
 // installCRDs installs the embedded CRDs and waits until they are served.
 func installCRDs(config *rest.Config) error {
-	names, err := fs.Glob(crdFiles, "crds/*.yaml")
-	if err != nil {
-		return fmt.Errorf("governancetest: %w", err)
-	}
-	var crds []*apiextensionsv1.CustomResourceDefinition
-	for _, name := range names {
-		data, err := crdFiles.ReadFile(name)
-		if err != nil {
-			return fmt.Errorf("governancetest: %w", err)
-		}
-		crd := &apiextensionsv1.CustomResourceDefinition{}
-		if err := utilyaml.NewYAMLOrJSONDecoder(bytes.NewReader(data), 4096).Decode(crd); err != nil {
-			return fmt.Errorf("governancetest: %s: %w", name, err)
-		}
-		if crd.Kind != "CustomResourceDefinition" {
-			return fmt.Errorf("governancetest: %s holds a %q, not a CustomResourceDefinition", name, crd.Kind)
-		}
-		crds = append(crds, crd)
-	}
-	quiet := rest.CopyConfig(config)
-	quiet.WarningHandler = rest.NoWarnings{}
-	if _, err := envtest.InstallCRDs(quiet, envtest.CRDInstallOptions{CRDs: crds, MaxTime: time.Minute, PollInterval: 50 * time.Millisecond}); err != nil {
+	if err := hubtest.InstallCRDFiles(config, crdFiles, "crds/*.yaml"); err != nil {
 		return fmt.Errorf("governancetest: %w", err)
 	}
 	return nil

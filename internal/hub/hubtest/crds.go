@@ -8,9 +8,12 @@ import (
 	"io"
 	"io/fs"
 	"path"
+	"time"
 
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
+	"k8s.io/client-go/rest"
+	"sigs.k8s.io/controller-runtime/pkg/envtest"
 
 	"github.com/fleetmanager/fleet-manager/internal/policyschema"
 )
@@ -47,6 +50,38 @@ func CRDs() ([]*apiextensionsv1.CustomResourceDefinition, error) {
 		return nil, err
 	}
 	return append(crds, policy...), nil
+}
+
+// InstallCRDFiles installs the CRDs of the files of fsys that pattern
+// matches into the API server of config and waits until each is served:
+// for the harnesses that add an engine's own CRDs to a hub or a managed
+// cluster. The upstream CRDs' schema warnings are not shown.
+func InstallCRDFiles(config *rest.Config, fsys fs.FS, pattern string) error {
+	names, err := fs.Glob(fsys, pattern)
+	if err != nil {
+		return fmt.Errorf("hubtest.InstallCRDFiles: %w", err)
+	}
+	var crds []*apiextensionsv1.CustomResourceDefinition
+	for _, name := range names {
+		data, err := fs.ReadFile(fsys, name)
+		if err != nil {
+			return fmt.Errorf("hubtest.InstallCRDFiles: %w", err)
+		}
+		found, err := decodeCRDs(path.Base(name), data)
+		if err != nil {
+			return err
+		}
+		crds = append(crds, found...)
+	}
+	if len(crds) == 0 {
+		return fmt.Errorf("hubtest.InstallCRDFiles: no file matches %s", pattern)
+	}
+	quiet := rest.CopyConfig(config)
+	quiet.WarningHandler = rest.NoWarnings{}
+	if _, err := envtest.InstallCRDs(quiet, envtest.CRDInstallOptions{CRDs: crds, MaxTime: time.Minute, PollInterval: 50 * time.Millisecond}); err != nil {
+		return fmt.Errorf("hubtest.InstallCRDFiles: %w", err)
+	}
+	return nil
 }
 
 // decodeCRDs decodes the CRDs of one YAML stream; empty documents are

@@ -41,7 +41,6 @@ import (
 	"embed"
 	"fmt"
 	"io"
-	"io/fs"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -52,16 +51,13 @@ import (
 	authenticationv1 "k8s.io/api/authentication/v1"
 	corev1 "k8s.io/api/core/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
-	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
 	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
-	"sigs.k8s.io/controller-runtime/pkg/envtest"
 
 	"github.com/fleetmanager/fleet-manager/internal/childproc"
 	"github.com/fleetmanager/fleet-manager/internal/hub/hubtest"
@@ -403,28 +399,7 @@ func kubeconfig(server string, caData []byte, auth *clientcmdapi.AuthInfo) *clie
 // installCRDs installs the embedded CRDs of dir and waits until they are
 // served.
 func installCRDs(config *rest.Config, dir string) error {
-	names, err := fs.Glob(crdFiles, dir+"/*.yaml")
-	if err != nil {
-		return fmt.Errorf("ocmtest: %w", err)
-	}
-	var crds []*apiextensionsv1.CustomResourceDefinition
-	for _, name := range names {
-		data, err := crdFiles.ReadFile(name)
-		if err != nil {
-			return fmt.Errorf("ocmtest: %w", err)
-		}
-		crd := &apiextensionsv1.CustomResourceDefinition{}
-		if err := utilyaml.NewYAMLOrJSONDecoder(bytes.NewReader(data), 4096).Decode(crd); err != nil {
-			return fmt.Errorf("ocmtest: %s: %w", name, err)
-		}
-		if crd.Kind != "CustomResourceDefinition" {
-			return fmt.Errorf("ocmtest: %s holds a %q, not a CustomResourceDefinition", name, crd.Kind)
-		}
-		crds = append(crds, crd)
-	}
-	quiet := rest.CopyConfig(config)
-	quiet.WarningHandler = rest.NoWarnings{}
-	if _, err := envtest.InstallCRDs(quiet, envtest.CRDInstallOptions{CRDs: crds, MaxTime: time.Minute, PollInterval: 50 * time.Millisecond}); err != nil {
+	if err := hubtest.InstallCRDFiles(config, crdFiles, dir+"/*.yaml"); err != nil {
 		return fmt.Errorf("ocmtest: %w", err)
 	}
 	return nil
