@@ -50,7 +50,8 @@ type fleetManager struct {
 	Admin   *admin.ClientWithResponses
 }
 
-func startFleetManager(t *testing.T, hydra *hydratest.Hydra) *fleetManager {
+// startFleetManager starts serve with extra flags after the harness's own.
+func startFleetManager(t *testing.T, hydra *hydratest.Hydra, extra ...string) *fleetManager {
 	t.Helper()
 	db := pgtest.NewDatabase(t)
 	keyFile := filepath.Join(t.TempDir(), "master.key")
@@ -81,6 +82,7 @@ func startFleetManager(t *testing.T, hydra *hydratest.Hydra) *fleetManager {
 		"--auth-agent-claims=client_id",
 		"--hub-heartbeat-timeout=4s", "--reconcile-resync-interval=5s", "--reconcile-lease=5s",
 		"--reconcile-removal-timeout=5m", "--shutdown-timeout=15s")
+	fm.cmd.Args = append(fm.cmd.Args, extra...)
 	fm.cmd.Stdout = lockedWriter{&fm.mu, &fm.logs}
 	fm.cmd.Stderr = lockedWriter{&fm.mu, &fm.logs}
 	if err := fm.cmd.Start(); err != nil {

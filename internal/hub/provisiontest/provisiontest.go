@@ -21,7 +21,12 @@
 //     cluster without that kind's CRD would refuse it, True otherwise.
 //
 // Only ManagedClusters labelled with a pool (fleet-manager.io/pool-id) are
-// touched, so a test may play RHACM for the others itself.
+// touched, so a test may play RHACM for the others itself. With
+// Options.Import set, RHACM's import and work agent are the caller's: the
+// ManagedClusters and ManifestWorks are left alone, and Import is called
+// once for each installed ClusterDeployment, as RHACM's import controller
+// deploys the klusterlet once Hive reports the cluster installed (a test
+// with OCM's real controllers starts a klusterlet there).
 //
 // What it does not play: install failures and retries, ClusterProvisions and
 // their pods, ClusterDeprovision objects, hibernation, DNS zones, the
@@ -66,6 +71,11 @@ type Options struct {
 	CPUPerNode, MemoryGiPerNode int
 	// RefusedKinds are the manifest kinds the clusters do not serve.
 	RefusedKinds []string
+	// Import, when set, replaces the played import and work agent: it is
+	// called once per installed cluster, by Play, with the cluster's name
+	// (its ClusterDeployment's and ManagedCluster's), and must not block
+	// for long, as Play's pass waits on it.
+	Import func(ctx context.Context, cluster string)
 }
 
 // DefaultOptions are quick enough for tests.
@@ -79,6 +89,15 @@ func Play(t *testing.T, dyn dynamic.Interface, opts Options) {
 	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan struct{})
+	if opts.Import != nil {
+		imported, importer := map[string]bool{}, opts.Import
+		opts.Import = func(ctx context.Context, cluster string) {
+			if !imported[cluster] {
+				imported[cluster] = true
+				importer(ctx, cluster)
+			}
+		}
+	}
 	go func() {
 		defer close(done)
 		ticker := time.NewTicker(opts.Interval)
@@ -104,7 +123,8 @@ var (
 	manifestWorks      = hubkind.ManifestWork.GVR()
 )
 
-// Pass does one round of what it plays, at now.
+// Pass does one round of what it plays, at now. With opts.Import set, it
+// calls Import for every installed cluster at each pass; Play calls it once.
 func Pass(ctx context.Context, dyn dynamic.Interface, opts Options, now time.Time) error {
 	cds, err := dyn.Resource(clusterDeployments).List(ctx, metav1.ListOptions{})
 	if err != nil {
@@ -119,6 +139,9 @@ func Pass(ctx context.Context, dyn dynamic.Interface, opts Options, now time.Tim
 		}
 		if done {
 			installed[cd.GetNamespace()+"/"+cd.GetName()] = true
+			if opts.Import != nil && cd.GetNamespace() == cd.GetName() {
+				opts.Import(ctx, cd.GetName())
+			}
 		}
 	}
 	pools, err := dyn.Resource(machinePools).List(ctx, metav1.ListOptions{})
@@ -137,6 +160,9 @@ func Pass(ctx context.Context, dyn dynamic.Interface, opts Options, now time.Tim
 				return fmt.Errorf("status of MachinePool %s: %w", mp.GetName(), err)
 			}
 		}
+	}
+	if opts.Import != nil {
+		return nil
 	}
 	mcs, err := dyn.Resource(managedClusters).List(ctx, metav1.ListOptions{LabelSelector: fleet.LabelPoolID})
 	if err != nil {
