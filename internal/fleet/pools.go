@@ -545,12 +545,14 @@ type PoolCluster struct {
 // condition as RHACM's work agent set it (Unknown until it did), with the
 // reason it gave; the message is what the refused manifests' own Applied
 // conditions say (the managed cluster's cause), or else the work
-// condition's (the message cut as the store reads it).
+// condition's (the message cut as the store reads it). Available is the
+// work's Available condition (Unknown until the agent set it).
 type AddOnStatus struct {
-	Name    string          `json:"name"`
-	Applied ConditionStatus `json:"applied"`
-	Reason  string          `json:"reason"`
-	Message string          `json:"message"`
+	Name      string          `json:"name"`
+	Applied   ConditionStatus `json:"applied"`
+	Available ConditionStatus `json:"available"`
+	Reason    string          `json:"reason"`
+	Message   string          `json:"message"`
 }
 
 // FreeUnits is what a cluster can still take.

@@ -382,11 +382,13 @@ LEFT JOIN LATERAL (SELECT jsonb_object_agg(x.body #>> '{spec,name}', least(great
 LEFT JOIN resources cd ON cd.hub_id = r.hub_id AND cd.api_group = 'hive.openshift.io' AND cd.kind = 'ClusterDeployment'
 	AND cd.namespace = pc.cluster_name AND cd.name = pc.cluster_name AND cd.deleted_at IS NULL
 LEFT JOIN LATERAL (SELECT jsonb_agg(jsonb_build_object('name', substr(x.name, 7), 'applied', coalesce(ac.status, 'Unknown'),
-		'reason', coalesce(ac.reason, ''), 'message', left(CASE WHEN ac.status = 'False' AND rf.message IS NOT NULL THEN rf.message
+		'available', CASE WHEN av.status IN ('True', 'False') THEN av.status ELSE 'Unknown' END, 'reason', coalesce(ac.reason, ''), 'message', left(CASE WHEN ac.status = 'False' AND rf.message IS NOT NULL THEN rf.message
 			ELSE coalesce(ac.message, '') END, 1024)) ORDER BY x.name) AS add_ons
 	FROM resources x LEFT JOIN LATERAL (SELECT k ->> 'status' AS status, k ->> 'reason' AS reason, k ->> 'message' AS message
 		FROM jsonb_array_elements(CASE WHEN jsonb_typeof(x.body #> '{status,conditions}') = 'array'
 			THEN x.body #> '{status,conditions}' ELSE '[]' END) k WHERE k ->> 'type' = 'Applied' LIMIT 1) ac ON true
+	LEFT JOIN LATERAL (SELECT k ->> 'status' AS status FROM jsonb_array_elements(CASE WHEN jsonb_typeof(x.body #> '{status,conditions}') = 'array'
+			THEN x.body #> '{status,conditions}' ELSE '[]' END) k WHERE k ->> 'type' = 'Available' LIMIT 1) av ON true
 	-- OCM's work agent sums a refusal up in the work's condition and says
 	-- what the cluster refused, and why, in each manifest's own.
 	LEFT JOIN LATERAL (SELECT string_agg(mk ->> 'message', '; ' ORDER BY m.i) AS message

@@ -14,7 +14,9 @@ import (
 // manifest work") and puts what the managed cluster said of each manifest in
 // the manifest's own Applied condition under status.resourceStatus; a
 // refused add-on's message is the refused manifests' messages, in order. A
-// work with no resource status keeps its work condition's message.
+// work with no resource status keeps its work condition's message. The
+// work's Available condition is served beside Applied (Unknown when unset
+// or not a condition status).
 func TestPoolClusterAddOnsCarryTheRefusedManifestsCause(t *testing.T) {
 	t.Parallel()
 	g := gomega.NewWithT(t)
@@ -37,10 +39,10 @@ func TestPoolClusterAddOnsCarryTheRefusedManifestsCause(t *testing.T) {
 			"message": "Apply manifest work complete"}, {"type": "Available", "status": "True", "reason": "ResourcesAvailable"}],
 			"resourceStatus": {"manifests": [` + manifest("a", "True", "Apply manifest complete") + `]}}}`,
 		"addon-refused": `{"status": {"conditions": [{"type": "Applied", "status": "False", "reason": "AppliedManifestWorkFailed",
-			"message": "Failed to apply manifest work"}], "resourceStatus": {"manifests": [` + manifest("a", "False", "Failed to apply manifest: no kind") + `, ` +
+			"message": "Failed to apply manifest work"}, {"type": "Available", "status": "False", "reason": "ResourcesNotAvailable"}], "resourceStatus": {"manifests": [` + manifest("a", "False", "Failed to apply manifest: no kind") + `, ` +
 			manifest("b", "True", "Apply manifest complete") + `, ` + manifest("c", "False", "Failed to apply manifest: invalid port") + `]}}}`,
 		"addon-summary": `{"status": {"conditions": [{"type": "Applied", "status": "False", "reason": "AppliedManifestFailed",
-			"message": "the work's own"}], "resourceStatus": {"manifests": "not a list"}}}`,
+			"message": "the work's own"}, {"type": "Available", "status": "maybe"}], "resourceStatus": {"manifests": "not a list"}}}`,
 	} {
 		g.Expect(db.Gorm.Exec(`INSERT INTO resources (hub_id, zone, api_group, version, kind, namespace, name, cluster_name, body, content_hash)
 VALUES (?, 'eu', 'work.open-cluster-management.io', 'v1', 'ManifestWork', ?, ?, ?, ?, 'h')`, hub.ID, cluster, name, cluster, body).Error).
@@ -50,9 +52,10 @@ VALUES (?, 'eu', 'work.open-cluster-management.io', 'v1', 'ManifestWork', ?, ?, 
 	g.Expect(err).NotTo(gomega.HaveOccurred())
 	g.Expect(clusters).To(gomega.HaveLen(1))
 	g.Expect(clusters[0].AddOns).To(gomega.Equal([]fleet.AddOnStatus{
-		{Name: "applied", Applied: fleet.ConditionTrue, Reason: "AppliedManifestWorkComplete", Message: "Apply manifest work complete"},
-		{Name: "refused", Applied: fleet.ConditionFalse, Reason: "AppliedManifestWorkFailed",
+		{Name: "applied", Applied: fleet.ConditionTrue, Available: fleet.ConditionTrue, Reason: "AppliedManifestWorkComplete",
+			Message: "Apply manifest work complete"},
+		{Name: "refused", Applied: fleet.ConditionFalse, Available: fleet.ConditionFalse, Reason: "AppliedManifestWorkFailed",
 			Message: "Failed to apply manifest: no kind; Failed to apply manifest: invalid port"},
-		{Name: "summary", Applied: fleet.ConditionFalse, Reason: "AppliedManifestFailed", Message: "the work's own"},
+		{Name: "summary", Applied: fleet.ConditionFalse, Available: fleet.ConditionUnknown, Reason: "AppliedManifestFailed", Message: "the work's own"},
 	}))
 }

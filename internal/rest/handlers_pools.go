@@ -325,13 +325,15 @@ func (s *Server) presentPoolCluster(c fleet.PoolCluster) public.PoolCluster {
 		out.Hub = &h
 	}
 	addOns := make([]struct {
-		Applied public.PoolClusterAddOnsApplied `json:"applied"`
-		Message string                          `json:"message"`
-		Name    string                          `json:"name"`
-		Reason  string                          `json:"reason"`
+		Applied   public.PoolClusterAddOnsApplied   `json:"applied"`
+		Available public.PoolClusterAddOnsAvailable `json:"available"`
+		Message   string                            `json:"message"`
+		Name      string                            `json:"name"`
+		Reason    string                            `json:"reason"`
 	}, len(c.AddOns))
 	for i, a := range c.AddOns {
 		addOns[i].Applied, addOns[i].Message, addOns[i].Name, addOns[i].Reason = public.PoolClusterAddOnsApplied(a.Applied), a.Message, a.Name, a.Reason
+		addOns[i].Available = public.PoolClusterAddOnsAvailable(a.Available)
 	}
 	out.AddOns = &addOns
 	for _, name := range slices.Sorted(maps.Keys(c.Replicas)) {

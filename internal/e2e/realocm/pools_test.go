@@ -107,7 +107,7 @@ func TestPoolAddOnsWithRealWorkAgent(t *testing.T) {
 	}
 
 	addOns := map[string]string{}
-	messages := map[string]string{}
+	messages, available := map[string]string{}, map[string]string{}
 	waitUntil(t, joinTimeout, "the pool cluster ready with its add-ons' status", func() error {
 		agentsRun()
 		cs := poolClusters()
@@ -120,16 +120,20 @@ func TestPoolAddOnsWithRealWorkAgent(t *testing.T) {
 		clear(addOns)
 		for _, a := range *cs[0].AddOns {
 			addOns[a.Name] = string(a.Applied) + "/" + a.Reason
-			messages[a.Name] = a.Message
+			messages[a.Name], available[a.Name] = a.Message, string(a.Available)
 		}
 		want := map[string]string{"observability": "True/AppliedManifestWorkComplete",
 			"team-monitors": "False/AppliedManifestWorkFailed", "bad-service": "False/AppliedManifestWorkFailed"}
 		if fmt.Sprint(addOns) != fmt.Sprint(want) {
 			return fmt.Errorf("add-ons %v, want %v", addOns, want)
 		}
+		// The work agent's Available, once its status controller has looked.
+		if available["observability"] != "True" {
+			return fmt.Errorf("add-on observability available %q", available["observability"])
+		}
 		return nil
 	})
-	t.Logf("add-ons as the work agent reported them: %v; messages %q", addOns, messages)
+	t.Logf("add-ons as the work agent reported them: %v; available %v; messages %q", addOns, available, messages)
 	// The message of a refused add-on is the manifest's, with the managed
 	// cluster's cause, not the ManifestWork's summary.
 	for addOn, wants := range map[string][]string{

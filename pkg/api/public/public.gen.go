@@ -680,6 +680,27 @@ func (e PoolClusterAddOnsApplied) Valid() bool {
 	}
 }
 
+// Defines values for PoolClusterAddOnsAvailable.
+const (
+	AddOnAvailableFalse   PoolClusterAddOnsAvailable = "False"
+	AddOnAvailableTrue    PoolClusterAddOnsAvailable = "True"
+	AddOnAvailableUnknown PoolClusterAddOnsAvailable = "Unknown"
+)
+
+// Valid indicates whether the value is a known member of the PoolClusterAddOnsAvailable enum.
+func (e PoolClusterAddOnsAvailable) Valid() bool {
+	switch e {
+	case AddOnAvailableFalse:
+		return true
+	case AddOnAvailableTrue:
+		return true
+	case AddOnAvailableUnknown:
+		return true
+	default:
+		return false
+	}
+}
+
 // Defines values for PoolClusterKind.
 const (
 	PoolClusterKindPoolCluster PoolClusterKind = "PoolCluster"
@@ -1771,12 +1792,13 @@ type PolicyUpdate struct {
 
 // PoolCluster defines model for PoolCluster.
 type PoolCluster struct {
-	// AddOns The blueprint's add-ons on the cluster, one ManifestWork each, with its Applied condition as RHACM's work agent set it (Unknown until it did): False names what the cluster refused (reason and message as the work agent wrote them, at most 1 KiB).
+	// AddOns The blueprint's add-ons on the cluster, one ManifestWork each, with its Applied condition as RHACM's work agent set it (Unknown until it did): False names what the cluster refused (reason as the work agent wrote it; message, at most 1 KiB, what it wrote of each refused manifest, or else of the work). Available is the work's Available condition: True once every resource exists on the cluster.
 	AddOns *[]struct {
-		Applied PoolClusterAddOnsApplied `json:"applied"`
-		Message string                   `json:"message"`
-		Name    string                   `json:"name"`
-		Reason  string                   `json:"reason"`
+		Applied   PoolClusterAddOnsApplied   `json:"applied"`
+		Available PoolClusterAddOnsAvailable `json:"available"`
+		Message   string                     `json:"message"`
+		Name      string                     `json:"name"`
+		Reason    string                     `json:"reason"`
 	} `json:"add_ons,omitempty"`
 	Allocatable *StringMap `json:"allocatable,omitempty"`
 	ApiUrl      *string    `json:"api_url,omitempty"`
@@ -1815,6 +1837,9 @@ type PoolCluster struct {
 
 // PoolClusterAddOnsApplied defines model for PoolCluster.AddOns.Applied.
 type PoolClusterAddOnsApplied string
+
+// PoolClusterAddOnsAvailable defines model for PoolCluster.AddOns.Available.
+type PoolClusterAddOnsAvailable string
 
 // PoolClusterKind defines model for PoolCluster.Kind.
 type PoolClusterKind string
