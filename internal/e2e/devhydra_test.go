@@ -20,6 +20,7 @@ import (
 
 	"github.com/onsi/gomega"
 
+	"github.com/fleetmanager/fleet-manager/internal/e2e/e2estack"
 	"github.com/fleetmanager/fleet-manager/internal/postgres/pgtest"
 	"github.com/fleetmanager/fleet-manager/internal/secrets"
 )
@@ -51,7 +52,7 @@ func TestRunHydraGivesThePersonasTokensWithTheirClaims(t *testing.T) {
 		fmt.Sprintf("--metrics-bind-address=127.0.0.1:%d", metrics), "--encryption-key-file="+keyFile)
 	var mu sync.Mutex
 	var logs bytes.Buffer
-	cmd.Stdout, cmd.Stderr = lockedWriter{&mu, &logs}, lockedWriter{&mu, &logs}
+	cmd.Stdout, cmd.Stderr = e2estack.LockedWriter{Mu: &mu, W: &logs}, e2estack.LockedWriter{Mu: &mu, W: &logs}
 	output := func() string { mu.Lock(); defer mu.Unlock(); return logs.String() }
 	// Its own process group, so that a failed test kills serve and Hydra too.
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}

@@ -2,13 +2,10 @@ package e2e
 
 import (
 	"bytes"
-	"context"
 	"fmt"
-	"net"
 	"net/http"
 	"os/exec"
 	"path/filepath"
-	"strconv"
 	"sync"
 	"syscall"
 	"testing"
@@ -17,6 +14,7 @@ import (
 	"github.com/onsi/gomega"
 
 	"github.com/fleetmanager/fleet-manager/internal/auth"
+	"github.com/fleetmanager/fleet-manager/internal/e2e/e2estack"
 	"github.com/fleetmanager/fleet-manager/internal/oidc/hydratest"
 	"github.com/fleetmanager/fleet-manager/internal/postgres"
 	"github.com/fleetmanager/fleet-manager/internal/postgres/pgtest"
@@ -25,7 +23,7 @@ import (
 	"github.com/fleetmanager/fleet-manager/pkg/api/public"
 )
 
-const audience = "fleet-manager"
+const audience = e2estack.Audience
 
 // fleetManager is the real fleet-manager binary serving one database, on
 // ports that stay the same across restarts.
@@ -112,20 +110,14 @@ func (fm *fleetManager) clients() {
 }
 
 func (fm *fleetManager) args() []string {
-	args := []string{"serve", "--migrate-on-start", "--log-format=json", "--log-level=info",
-		"--db-host=" + fm.db.Host, "--db-port=" + strconv.Itoa(fm.db.Port), "--db-user=" + fm.db.User, "--db-name=" + fm.db.Name,
-		fmt.Sprintf("--api-bind-address=127.0.0.1:%d", fm.api), fmt.Sprintf("--health-bind-address=127.0.0.1:%d", fm.health),
-		fmt.Sprintf("--metrics-bind-address=127.0.0.1:%d", fm.metrics),
-		"--encryption-key-file=" + fm.keyFile, "--auth-dev-key-dir=" + fm.keyDir,
-		"--auth-jwks-url=" + fm.hydra.JWKSURL(), "--auth-issuers=" + fm.hydra.Issuer(), "--auth-audience=" + audience,
-		// Hydra puts the client id of a client-credentials token in client_id.
-		"--auth-agent-claims=client_id",
-		"--hub-heartbeat-timeout=4s", "--reconcile-resync-interval=5s", "--reconcile-lease=5s",
+	args := e2estack.Serve{DBHost: fm.db.Host, DBPort: fm.db.Port, DBUser: fm.db.User, DBName: fm.db.Name,
+		API: fm.api, Health: fm.health, Metric: fm.metrics, KeyFile: fm.keyFile, DevKeyDir: fm.keyDir,
+		JWKSURL: fm.hydra.JWKSURL(), Issuer: fm.hydra.Issuer()}.Args()
+	args = append(args, "--hub-heartbeat-timeout=4s", "--reconcile-resync-interval=5s", "--reconcile-lease=5s",
 		"--reconcile-removal-timeout=2m",
 		// Above the 5 s net/http gives a connection accepted but not yet read
 		// (an agent request cancelled mid-dial) before Shutdown counts it idle.
-		"--shutdown-timeout=15s",
-	}
+		"--shutdown-timeout=15s")
 	return append(args, fm.extraArg...)
 }
 
@@ -137,8 +129,8 @@ func (fm *fleetManager) start() {
 		binary = fleetManagerBinary
 	}
 	fm.cmd = exec.Command(binary, fm.args()...)
-	fm.cmd.Stderr = lockedWriter{&fm.mu, &fm.logs}
-	fm.cmd.Stdout = lockedWriter{&fm.mu, &fm.logs}
+	fm.cmd.Stderr = e2estack.LockedWriter{Mu: &fm.mu, W: &fm.logs}
+	fm.cmd.Stdout = e2estack.LockedWriter{Mu: &fm.mu, W: &fm.logs}
 	if err := fm.cmd.Start(); err != nil {
 		fm.t.Fatalf("starting fleet-manager: %v", err)
 	}
@@ -193,30 +185,8 @@ func (fm *fleetManager) token(org, user string, roles ...string) string {
 	return tok
 }
 
-func bearer(token string) func(context.Context, *http.Request) error {
-	return func(_ context.Context, r *http.Request) error {
-		r.Header.Set("Authorization", "Bearer "+token)
-		return nil
-	}
-}
-
-type lockedWriter struct {
-	mu *sync.Mutex
-	w  *bytes.Buffer
-}
-
-func (l lockedWriter) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.w.Write(p)
-}
-
-func freePort(t testing.TB) int {
-	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer ln.Close()
-	return ln.Addr().(*net.TCPAddr).Port
-}
+// The helpers the end-to-end binaries share, by their names here.
+var (
+	bearer   = e2estack.Bearer
+	freePort = e2estack.FreePort
+)

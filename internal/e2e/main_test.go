@@ -3,10 +3,9 @@ package e2e
 import (
 	"fmt"
 	"os"
-	"os/exec"
-	"path/filepath"
 	"testing"
 
+	"github.com/fleetmanager/fleet-manager/internal/e2e/e2estack"
 	"github.com/fleetmanager/fleet-manager/internal/hub/hubtest"
 	"github.com/fleetmanager/fleet-manager/internal/oidc/hydratest"
 )
@@ -15,20 +14,15 @@ import (
 var fleetManagerBinary string
 
 func TestMain(m *testing.M) {
-	dir, err := os.MkdirTemp("", "fm-e2e-bin-")
+	bin, remove, err := e2estack.BuildFleetManager("../../cmd/fleet-manager")
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "e2e:", err)
 		os.Exit(1)
 	}
-	fleetManagerBinary = filepath.Join(dir, "fleet-manager")
-	build := exec.Command("go", "build", "-o", fleetManagerBinary, "../../cmd/fleet-manager")
-	if out, err := build.CombinedOutput(); err != nil {
-		fmt.Fprintf(os.Stderr, "e2e: go build fleet-manager: %v\n%s", err, out)
-		os.Exit(1)
-	}
+	fleetManagerBinary = bin
 	code := m.Run()
 	hubtest.Stop()
 	hydratest.Stop()
-	_ = os.RemoveAll(dir)
+	remove()
 	os.Exit(code)
 }

@@ -5,12 +5,10 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
-	"net"
 	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
-	"strconv"
 	"sync"
 	"syscall"
 	"testing"
@@ -20,6 +18,7 @@ import (
 
 	"github.com/fleetmanager/fleet-manager/internal/agent"
 	"github.com/fleetmanager/fleet-manager/internal/auth"
+	"github.com/fleetmanager/fleet-manager/internal/e2e/e2estack"
 	"github.com/fleetmanager/fleet-manager/internal/fleet"
 	"github.com/fleetmanager/fleet-manager/internal/hub/hubtest"
 	"github.com/fleetmanager/fleet-manager/internal/oidc/hydratest"
@@ -33,7 +32,7 @@ import (
 // fleet-manager binary serving a database of its own, and the agent run
 // in-process with a Hydra client's token, wired as internal/e2e wires them.
 
-const audience = "fleet-manager"
+const audience = e2estack.Audience
 
 // fleetManager is the fleet-manager binary serving one database.
 type fleetManager struct {
@@ -72,19 +71,14 @@ func startFleetManager(t *testing.T, hydra *hydratest.Hydra, extra ...string) *f
 	if fm.Admin, err = admin.NewClientWithResponses(fm.Base); err != nil {
 		t.Fatal(err)
 	}
-	fm.cmd = exec.Command(fleetManagerBinary, "serve", "--migrate-on-start", "--log-format=json", "--log-level=info",
-		"--db-host="+db.Host, "--db-port="+strconv.Itoa(db.Port), "--db-user="+db.User, "--db-name="+db.Name,
-		fmt.Sprintf("--api-bind-address=127.0.0.1:%d", api), fmt.Sprintf("--health-bind-address=127.0.0.1:%d", health),
-		fmt.Sprintf("--metrics-bind-address=127.0.0.1:%d", metrics),
-		"--encryption-key-file="+keyFile, "--auth-dev-key-dir="+keyDir,
-		"--auth-jwks-url="+hydra.JWKSURL(), "--auth-issuers="+hydra.Issuer(), "--auth-audience="+audience,
-		// Hydra puts the client id of a client-credentials token in client_id.
-		"--auth-agent-claims=client_id",
-		"--hub-heartbeat-timeout=4s", "--reconcile-resync-interval=5s", "--reconcile-lease=5s",
-		"--reconcile-removal-timeout=5m", "--shutdown-timeout=15s")
+	args := e2estack.Serve{DBHost: db.Host, DBPort: db.Port, DBUser: db.User, DBName: db.Name,
+		API: api, Health: health, Metric: metrics, KeyFile: keyFile, DevKeyDir: keyDir,
+		JWKSURL: hydra.JWKSURL(), Issuer: hydra.Issuer()}.Args()
+	fm.cmd = exec.Command(fleetManagerBinary, append(args, "--hub-heartbeat-timeout=4s", "--reconcile-resync-interval=5s", "--reconcile-lease=5s",
+		"--reconcile-removal-timeout=5m", "--shutdown-timeout=15s")...)
 	fm.cmd.Args = append(fm.cmd.Args, extra...)
-	fm.cmd.Stdout = lockedWriter{&fm.mu, &fm.logs}
-	fm.cmd.Stderr = lockedWriter{&fm.mu, &fm.logs}
+	fm.cmd.Stdout = e2estack.LockedWriter{Mu: &fm.mu, W: &fm.logs}
+	fm.cmd.Stderr = e2estack.LockedWriter{Mu: &fm.mu, W: &fm.logs}
 	if err := fm.cmd.Start(); err != nil {
 		t.Fatalf("starting fleet-manager: %v", err)
 	}
@@ -136,13 +130,6 @@ func (fm *fleetManager) token(org, user string, roles ...string) string {
 		fm.t.Fatal(err)
 	}
 	return tok
-}
-
-func bearer(token string) func(context.Context, *http.Request) error {
-	return func(_ context.Context, r *http.Request) error {
-		r.Header.Set("Authorization", "Bearer "+token)
-		return nil
-	}
 }
 
 // startAgent runs the agent of hubID in-process against fm and hub, with
@@ -210,25 +197,10 @@ func (w testWriter) Write(p []byte) (int, error) {
 	return len(p), nil
 }
 
-type lockedWriter struct {
-	mu *sync.Mutex
-	w  *bytes.Buffer
-}
-
-func (l lockedWriter) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.w.Write(p)
-}
-
-func freePort(t *testing.T) int {
-	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer ln.Close()
-	return ln.Addr().(*net.TCPAddr).Port
-}
+// The helpers the end-to-end binaries share, by their names here.
+var (
+	bearer   = e2estack.Bearer
+	freePort = e2estack.FreePort
+)
 
 func ptr[T any](v T) *T { return &v }
