@@ -70,6 +70,14 @@ run/hydra: db/setup build ## Run the service trusting a local Ory Hydra (state, 
 test: db/setup generate/check test/binaries ## Run every test (starts a local PostgreSQL when none listens)
 	$(GOTEST) $(TESTFLAGS) ./...
 
+# The packages whose tests need no server: no PostgreSQL, test hub, Hydra or
+# other program `make test/binaries` caches. The script decides from each
+# test binary's imports and keeps the list of server harnesses; it runs
+# before go test so that its failure stops the target.
+.PHONY: test/fast
+test/fast: ## Run the tests that need no server (no PostgreSQL, test hub or cached binaries); scripts/fast-packages.sh picks the packages
+	pkgs=$$(scripts/fast-packages.sh) && go test -race -count=1 -timeout 5m $(TESTFLAGS) $$pkgs
+
 # How much `make fuzz` fuzzes each target; CI runs it with this default. A
 # count of executions, not a duration: Go's fuzz coordinator can report a
 # duration's end as a failure, "context deadline exceeded", when a worker is
