@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"slices"
-	"time"
 
 	"gorm.io/gorm"
 
@@ -270,7 +269,7 @@ func (s *Store) RecordHubHeartbeat(ctx context.Context, hubID, agentIdentity str
 		err = tx.Exec(`UPDATE hubs SET last_heartbeat_at = now(), agent_version = ?, agent_start_generation = ?, applied_revision = ?,
 	conditions = ?, agent_capacity = ?, resync_requested = resync_requested OR ? OR inventory_stale OR NOT ?
 WHERE id = ?`, hb.AgentVersion, hb.AgentStartGeneration, applied,
-			jsonText(mergeAgentConditions(old.Conditions, hb.Conditions, s.clock.Now())), jsonText(orEmpty(hb.Capacity)),
+			jsonText(fleet.MergeAgentConditions(old.Conditions, hb.Conditions, s.clock.Now())), jsonText(orEmpty(hb.Capacity)),
 			restarted, old.HeartbeatFresh, hubID).Error
 		if err != nil {
 			return err
@@ -284,7 +283,7 @@ WHERE id = ?`, hb.AgentVersion, hb.AgentStartGeneration, applied,
 		}
 		// A hub back from silence, or whose agent's own readiness moved,
 		// has hub_mgr derive its Ready condition again at once.
-		if !old.HeartbeatFresh || agentReadinessMoved(old.Conditions, hb.Conditions) {
+		if !old.HeartbeatFresh || fleet.AgentReadinessMoved(old.Conditions, hb.Conditions) {
 			return notify(tx, ChannelHubs, hubID)
 		}
 		return nil
@@ -335,15 +334,4 @@ UPDATE registrations r SET next_attempt_at = least(r.next_attempt_at, now()), wo
 		s.wake(ChannelRegistrations)
 	}
 	return db.Exec(`UPDATE hubs SET woken_revision = ? WHERE id = ? AND woken_revision < ?`, to, hubID, to).Error
-}
-
-// mergeAgentConditions keeps the conditions an agent reports about its hub,
-// except Ready, which hub_mgr derives from the heartbeats themselves.
-func mergeAgentConditions(current, reported fleet.Conditions, now time.Time) fleet.Conditions {
-	for _, c := range reported {
-		if c.Type != fleet.ConditionHubReady && c.Type != "" {
-			current = current.Set(c, now)
-		}
-	}
-	return current
 }

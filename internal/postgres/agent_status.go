@@ -12,27 +12,6 @@ import (
 	"github.com/fleetmanager/fleet-manager/internal/secrets"
 )
 
-// hubReportedTypes are the registration conditions only the hub can tell.
-var hubReportedTypes = []string{fleet.ConditionJoined, fleet.ConditionAvailable}
-
-// mergeConditions is the one view of a registration's conditions: the
-// reconcilers' own, with the hub-reported ones in place of theirs.
-func mergeConditions(own, hub fleet.Conditions) fleet.Conditions {
-	out := make(fleet.Conditions, 0, len(own)+len(hub))
-	for _, c := range own {
-		if reported, ok := hub.Get(c.Type); ok && slices.Contains(hubReportedTypes, c.Type) {
-			c = reported
-		}
-		out = append(out, c)
-	}
-	for _, c := range hub {
-		if _, ok := out.Get(c.Type); !ok && slices.Contains(hubReportedTypes, c.Type) {
-			out = append(out, c)
-		}
-	}
-	return out
-}
-
 // RecordRegistrationStatus stores the hub's view of the registrations placed
 // on it: Joined and Available, and the import material (encrypted). Each row
 // is locked, so the derived phase agrees with the reconcilers' writes.
@@ -72,7 +51,7 @@ func (s *Store) recordOne(tx *gorm.DB, hubID string, item fleet.RegistrationHubS
 	now := s.clock.Now()
 	hubConds := row.HubConditions
 	for _, c := range item.Conditions {
-		if slices.Contains(hubReportedTypes, c.Type) {
+		if fleet.HubReportedCondition(c.Type) {
 			c.ObservedGeneration = row.Generation
 			hubConds = hubConds.Set(c, now)
 		}

@@ -3,7 +3,6 @@ package postgres
 import (
 	"context"
 	"fmt"
-	"net/netip"
 	"slices"
 	"time"
 
@@ -66,30 +65,6 @@ var dnsRecordList = listSpec{
 	defaultOrder: "d.created_at",
 }
 
-// pendingDNSConditions are a record's conditions when its generation is
-// new: accepted by its policy, not yet published nor resolvable.
-func pendingDNSConditions(cs fleet.Conditions, generation int64, now time.Time) fleet.Conditions {
-	cs = cs.MarkTrue(fleet.DNSConditionAccepted, fleet.DNSReasonAccepted, "", generation, now)
-	cs = cs.MarkFalse(fleet.DNSConditionPublished, fleet.DNSReasonPending, "the change waits for its zone's next pass", generation, now)
-	return cs.MarkUnknown(fleet.DNSConditionResolvable, fleet.DNSReasonPending, "not published yet", generation, now)
-}
-
-// canonicalDNSTargets writes targets the one way the store compares them:
-// host names normalized, addresses in their canonical form, sorted (a set
-// of records has no order).
-func canonicalDNSTargets(t fleet.DNSRecordType, targets []string) []string {
-	out := make([]string, len(targets))
-	for i, v := range targets {
-		if a, err := netip.ParseAddr(v); err == nil && t != fleet.DNSRecordCNAME {
-			out[i] = a.String()
-		} else {
-			out[i] = fleet.NormalizeDNSName(v)
-		}
-	}
-	slices.Sort(out)
-	return out
-}
-
 // checkPoolCluster answers not found unless id is a live capacity-pool
 // cluster of org: one that is not being removed, whose registration is
 // neither deleted nor being deregistered.
@@ -133,13 +108,13 @@ func (s *Store) CreateDNSRecord(ctx context.Context, caller fleet.Identity, serv
 		if err != nil {
 			return err
 		}
-		c.Targets = canonicalDNSTargets(c.Type, c.Targets)
+		c.Targets = fleet.CanonicalDNSTargets(c.Type, c.Targets)
 		if c.ClusterID != "" {
 			if err := checkPoolCluster(tx, caller.OrgID, c.ClusterID); err != nil {
 				return err
 			}
 		}
-		conds := pendingDNSConditions(nil, 1, s.clock.Now())
+		conds := fleet.PendingDNSConditions(nil, 1, s.clock.Now())
 		var inserted []dnsRecordRow
 		if err := tx.Raw(`INSERT INTO dns_records (id, service_id, zone_id, org_id, created_by, instance, name, type, ttl, targets,
 	cluster_id, conditions, phase) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
@@ -266,7 +241,7 @@ func (s *Store) UpdateDNSRecord(ctx context.Context, org string, service fleet.D
 		if err != nil {
 			return err
 		}
-		c.Targets = canonicalDNSTargets(c.Type, c.Targets)
+		c.Targets = fleet.CanonicalDNSTargets(c.Type, c.Targets)
 		if row.Type == string(c.Type) && row.TTL == c.TTL && slices.Equal(nonNil(row.Targets), c.Targets) && row.ClusterID == c.ClusterID {
 			return nil
 		}
@@ -276,7 +251,7 @@ func (s *Store) UpdateDNSRecord(ctx context.Context, org string, service fleet.D
 			}
 		}
 		changed = true
-		conds := pendingDNSConditions(row.Conditions, row.Generation+1, s.clock.Now())
+		conds := fleet.PendingDNSConditions(row.Conditions, row.Generation+1, s.clock.Now())
 		var updated []dnsRecordRow
 		if err := tx.Raw(`UPDATE dns_records SET type = ?, ttl = ?, targets = ?, cluster_id = ?, conditions = ?, phase = ?,
 	generation = generation + 1, updated_at = now(), next_pass_at = now(), attempts = 0, last_error = '' WHERE id = ? RETURNING *`,

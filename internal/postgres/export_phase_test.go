@@ -17,7 +17,7 @@ func PhaseDriftForTest(ctx context.Context, db *DB) ([]string, error) {
 	}
 	var drift []string
 	for _, r := range rows {
-		want := fleet.DerivePhase(mergeConditions(r.Conditions, r.HubConditions), r.DeletionRequestedAt != nil, r.DeletedAt != nil)
+		want := fleet.DerivePhase(fleet.MergeHubReportedConditions(r.Conditions, r.HubConditions), r.DeletionRequestedAt != nil, r.DeletedAt != nil)
 		if r.Phase != string(want) {
 			drift = append(drift, fmt.Sprintf("%s: phase %q, derived %q", r.Name, r.Phase, want))
 		}

@@ -107,7 +107,7 @@ func (s *Store) CreateHub(ctx context.Context, create fleet.HubCreate) (fleet.Hu
 		ID: newID(), Generation: 1, Name: create.Name, Zone: create.Zone, Region: create.Region,
 		CloudProvider: create.CloudProvider, DeliveryMode: string(create.DeliveryMode), Capacity: create.Capacity,
 		AgentIdentity: nonEmpty(create.AgentIdentity), OwnerOrgID: nonEmpty(create.OwnerOrgID), OCM: create.OCM, Hive: create.Hive,
-		Conditions:    initialHubConditions(create.DeliveryMode, s.clock.Now()),
+		Conditions:    fleet.InitialHubConditions(create.DeliveryMode, s.clock.Now()),
 		AgentCapacity: map[string]string{}, ResyncRequested: true, LastFullGeneration: -1,
 	}
 	if err := s.sealHubCredentials(&row, create.Credentials); err != nil {
@@ -123,13 +123,6 @@ func (s *Store) CreateHub(ctx context.Context, create fleet.HubCreate) (fleet.Hu
 		return fleet.Hub{}, fmt.Errorf("CreateHub(%s): %w", create.Name, err)
 	}
 	return s.FindHub(ctx, row.ID)
-}
-
-func initialHubConditions(mode fleet.DeliveryMode, now time.Time) fleet.Conditions {
-	if mode == fleet.DeliveryAgent {
-		return fleet.Conditions{}.MarkUnknown(fleet.ConditionHubReady, fleet.ReasonAwaitingHeartbeat, "the hub's agent has not reported yet", 1, now)
-	}
-	return fleet.Conditions{}.MarkTrue(fleet.ConditionHubReady, fleet.ReasonNoAgentNeeded, "registrations reach this hub through a SyncSet", 1, now)
 }
 
 func (s *Store) sealHubCredentials(row *hubRow, creds map[string]string) error {

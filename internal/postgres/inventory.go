@@ -43,7 +43,7 @@ func newInventoryRecord(s fleet.ManagedClusterSummary) inventoryRecord {
 		KubernetesVersion: s.KubernetesVersion, ClusterID: s.Claims[fleet.ClaimID], OpenShiftVersion: s.Claims[fleet.ClaimVersion],
 		Platform: s.Claims[fleet.ClaimPlatform], Product: s.Claims[fleet.ClaimProduct], Region: s.Claims[fleet.ClaimRegion],
 		ConsoleURL: s.Claims[fleet.ClaimConsoleURL], RegistrationID: s.Labels[fleet.LabelRegistrationID],
-		Joined:      string(joinedStatus(s)),
+		Joined:      string(s.JoinedStatus()),
 		Available:   string(s.ConditionStatus(fleet.HubConditionAvailable)),
 		ContentHash: s.ContentHash(),
 	}
@@ -51,19 +51,6 @@ func newInventoryRecord(s fleet.ManagedClusterSummary) inventoryRecord {
 		r.Conditions = []fleet.ClusterCondition{}
 	}
 	return r
-}
-
-// joinedStatus is Joined as the registration lifecycle means it: accepted by
-// the hub and joined.
-func joinedStatus(s fleet.ManagedClusterSummary) fleet.ConditionStatus {
-	accepted, joined := s.ConditionStatus(fleet.HubConditionAccepted), s.ConditionStatus(fleet.HubConditionJoined)
-	switch {
-	case accepted == fleet.ConditionTrue && joined == fleet.ConditionTrue:
-		return fleet.ConditionTrue
-	case accepted == fleet.ConditionFalse || joined == fleet.ConditionFalse:
-		return fleet.ConditionFalse
-	}
-	return fleet.ConditionUnknown
 }
 
 func orEmpty(m map[string]string) map[string]string {

@@ -22,7 +22,7 @@ func factsOf(r registrationRow) phaseFacts {
 
 // phase is the only place the phase column's value is computed.
 func (f phaseFacts) phase() string {
-	return string(fleet.DerivePhase(mergeConditions(f.conditions, f.hubConditions), f.deletionRequested, f.deleted))
+	return string(fleet.DerivePhase(fleet.MergeHubReportedConditions(f.conditions, f.hubConditions), f.deletionRequested, f.deleted))
 }
 
 // writeFacts is the only UPDATE that sets a registration's phase: it stores

@@ -60,7 +60,7 @@ func (r registrationRow) toRegistration() fleet.Registration {
 	reg := fleet.Registration{
 		ID: r.ID, OrgID: r.OrgID, Owner: r.Owner, Name: r.Name, DisplayName: r.DisplayName, Labels: r.Labels,
 		Zone: r.Zone, Region: r.Region, Product: fleet.Product(r.Product), HasCredentials: len(r.Credentials) > 0,
-		Conditions: mergeConditions(r.Conditions, r.HubConditions), Phase: fleet.Phase(r.Phase), Generation: r.Generation,
+		Conditions: fleet.MergeHubReportedConditions(r.Conditions, r.HubConditions), Phase: fleet.Phase(r.Phase), Generation: r.Generation,
 		ObservedGeneration: r.ObservedGeneration, CreatedAt: r.CreatedAt, UpdatedAt: r.UpdatedAt,
 		DeletionRequestedAt: r.DeletionRequestedAt, DeletedAt: r.DeletedAt, DeliveredVia: fleet.DeliveryMode(r.DeliveredVia),
 	}
