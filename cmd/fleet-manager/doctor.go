@@ -13,6 +13,7 @@ import (
 	"github.com/fleetmanager/fleet-manager/internal/config"
 	"github.com/fleetmanager/fleet-manager/internal/fleet"
 	"github.com/fleetmanager/fleet-manager/internal/postgres"
+	"github.com/fleetmanager/fleet-manager/internal/postgres/doctor"
 )
 
 // exitProblems is the exit code of a doctor that found problems; a doctor
@@ -28,7 +29,7 @@ func (e problemsFound) Error() string { return fmt.Sprintf("doctor found %d prob
 func (e problemsFound) ExitCode() int { return exitProblems }
 
 func newDoctorCommand(env lookupEnv) *cobra.Command {
-	logOpts, dbOpts, thresholds, service := config.DefaultLog(), defaultDBOptions("doctor"), postgres.DefaultDoctorConfig(), defaultServiceName()
+	logOpts, dbOpts, thresholds, service := config.DefaultLog(), defaultDBOptions("doctor"), doctor.DefaultConfig(), defaultServiceName()
 	// The doctor must answer while a migration or a stuck session holds a
 	// lock: a check that would wait fails instead, and says so.
 	dbOpts.LockTimeout = 5 * time.Second
@@ -64,7 +65,7 @@ func newDoctorCommand(env lookupEnv) *cobra.Command {
 			}
 			defer db.Close()
 			start := time.Now()
-			report, err := db.Doctor(fleet.NewContextWithOperation(cmd.Context(), "doctor"), thresholds)
+			report, err := doctor.Run(fleet.NewContextWithOperation(cmd.Context(), "doctor"), db, thresholds)
 			if err != nil {
 				return err
 			}
@@ -95,13 +96,13 @@ func newDoctorCommand(env lookupEnv) *cobra.Command {
 // jsonReport is the report with every problem listed at its top, for a
 // machine that only asks whether there is one.
 type jsonReport struct {
-	postgres.Report
-	Problems []postgres.Finding `json:"problems"`
+	doctor.Report
+	Problems []doctor.Finding `json:"problems"`
 }
 
 // writeReport writes the report for a reader: each section's findings, its
 // problems marked, and a summary.
-func writeReport(w io.Writer, r postgres.Report) error {
+func writeReport(w io.Writer, r doctor.Report) error {
 	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
 	p := func(format string, args ...any) { fmt.Fprintf(tw, format+"\n", args...) }
 	p("database %s, PostgreSQL %s, checked %s", r.Database, r.ServerVersion, r.CheckedAt.Format(time.RFC3339))
@@ -193,7 +194,7 @@ func writeReport(w io.Writer, r postgres.Report) error {
 }
 
 // section writes a section's heading and its problems, each marked.
-func section(p func(string, ...any), name string, c postgres.Check) {
+func section(p func(string, ...any), name string, c doctor.Check) {
 	status := "ok"
 	if len(c.Problems) > 0 {
 		status = "PROBLEM"

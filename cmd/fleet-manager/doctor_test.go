@@ -7,7 +7,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/fleetmanager/fleet-manager/internal/postgres"
+	"github.com/fleetmanager/fleet-manager/internal/postgres/doctor"
 	"github.com/fleetmanager/fleet-manager/internal/postgres/pgtest"
 )
 
@@ -39,8 +39,8 @@ func TestDoctorOnACurrentDatabase(t *testing.T) {
 		t.Fatalf("doctor --output=json = %v", err)
 	}
 	var report struct {
-		postgres.Report
-		Problems []postgres.Finding `json:"problems"`
+		doctor.Report
+		Problems []doctor.Finding `json:"problems"`
 	}
 	if err := json.Unmarshal([]byte(stdout), &report); err != nil {
 		t.Fatalf("doctor --output=json wrote no JSON (%v):\n%s", err, stdout)
@@ -66,7 +66,7 @@ func TestDoctorExitCodes(t *testing.T) {
 		t.Errorf("doctor on an empty database = %v, exit code %d; want %d", err, got, exitProblems)
 	}
 	var report struct {
-		Problems []postgres.Finding `json:"problems"`
+		Problems []doctor.Finding `json:"problems"`
 	}
 	if err := json.Unmarshal([]byte(stdout), &report); err != nil {
 		t.Fatalf("doctor --output=json wrote no JSON (%v):\n%s", err, stdout)

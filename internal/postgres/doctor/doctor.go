@@ -1,4 +1,12 @@
-package postgres
+// Package doctor is what an operator asks the database when the service
+// misbehaves, `fleet-manager doctor` (docs/operations-database.md). Each
+// check reads PostgreSQL's own views and the service's tables, compares what
+// it read with a threshold of Config, and says what is past it as a problem.
+// A check that cannot run (a view the role may not read) says why and counts
+// as a problem: the operator must not take silence for health.
+// pg_stat_statements missing is said, not counted: the service does not need
+// it.
+package doctor
 
 import (
 	"context"
@@ -8,18 +16,11 @@ import (
 	"github.com/spf13/pflag"
 
 	"github.com/fleetmanager/fleet-manager/internal/config"
+	"github.com/fleetmanager/fleet-manager/internal/postgres"
 )
 
-// The doctor: what an operator asks the database when the service misbehaves
-// (docs/operations-database.md). Each check reads PostgreSQL's own views and
-// the service's tables, compares what it read with a threshold of
-// DoctorConfig, and says what is past it as a problem. A check that cannot
-// run (a view the role may not read) says why and counts as a problem: the
-// operator must not take silence for health. pg_stat_statements missing is
-// said, not counted: the service does not need it.
-
-// DoctorConfig is the thresholds past which a check reports a problem.
-type DoctorConfig struct {
+// Config is the thresholds past which a check reports a problem.
+type Config struct {
 	// MaxConnectionUse is the share of max_connections (less the reserved
 	// ones) in use past which connections are a problem.
 	MaxConnectionUse float64
@@ -44,11 +45,11 @@ type DoctorConfig struct {
 	Top int
 }
 
-// DefaultDoctorConfig returns thresholds for the service's defaults
+// DefaultConfig returns thresholds for the service's defaults
 // (statement_timeout, idle_in_transaction_session_timeout, the reconcilers'
 // resync).
-func DefaultDoctorConfig() DoctorConfig {
-	return DoctorConfig{
+func DefaultConfig() Config {
+	return Config{
 		MaxConnectionUse:  0.8,
 		LongTransaction:   time.Minute,
 		LockWait:          10 * time.Second,
@@ -62,7 +63,7 @@ func DefaultDoctorConfig() DoctorConfig {
 }
 
 // AddFlags binds the thresholds to flags.
-func (c *DoctorConfig) AddFlags(fs *pflag.FlagSet) {
+func (c *Config) AddFlags(fs *pflag.FlagSet) {
 	fs.Float64Var(&c.MaxConnectionUse, "max-connection-use", c.MaxConnectionUse, "share of max_connections in use past which connections are a problem (0 to 1)")
 	fs.DurationVar(&c.LongTransaction, "long-transaction", c.LongTransaction, "age past which an open transaction is a problem")
 	fs.DurationVar(&c.LockWait, "lock-wait", c.LockWait, "wait for a lock past which a statement is a problem")
@@ -75,7 +76,7 @@ func (c *DoctorConfig) AddFlags(fs *pflag.FlagSet) {
 }
 
 // Validate reports every invalid threshold, naming its flag.
-func (c DoctorConfig) Validate() error {
+func (c Config) Validate() error {
 	var p config.Problems
 	for flag, v := range map[string]float64{"max-connection-use": c.MaxConnectionUse, "dead-tuple-ratio": c.DeadTupleRatio} {
 		if v <= 0 || v > 1 {
@@ -155,19 +156,19 @@ func (r Report) Problems() []Finding {
 	return out
 }
 
-// Doctor runs every check on the database. It fails only when the database
+// Run runs every check on the database. It fails only when the database
 // does not answer; a check that fails is reported in its section. Each
 // check runs in its own statements, outside a transaction, so the doctor
 // holds no snapshot that would itself hold back vacuum.
-func (db *DB) Doctor(ctx context.Context, cfg DoctorConfig) (Report, error) {
-	r := Report{Database: db.name, CheckedAt: time.Now().UTC()}
+func Run(ctx context.Context, db *postgres.DB, cfg Config) (Report, error) {
+	r := Report{Database: db.Name(), CheckedAt: time.Now().UTC()}
 	if err := db.Ping(ctx); err != nil {
-		return r, fmt.Errorf("Doctor(%s): %w", db.name, err)
+		return r, fmt.Errorf("Doctor(%s): %w", db.Name(), err)
 	}
 	if err := db.Gorm.WithContext(ctx).Raw(`SELECT current_setting('server_version')`).Scan(&r.ServerVersion).Error; err != nil {
-		return r, fmt.Errorf("Doctor(%s): %w", db.name, err)
+		return r, fmt.Errorf("Doctor(%s): %w", db.Name(), err)
 	}
-	d := doctor{db: db, cfg: cfg}
+	d := checker{db: db, cfg: cfg}
 	r.Schema = d.schema(ctx)
 	r.Connections = d.connections(ctx)
 	r.Transactions = d.transactions(ctx)
@@ -179,10 +180,10 @@ func (db *DB) Doctor(ctx context.Context, cfg DoctorConfig) (Report, error) {
 	return r, nil
 }
 
-// doctor runs the checks of one report.
-type doctor struct {
-	db  *DB
-	cfg DoctorConfig
+// checker runs the checks of one report.
+type checker struct {
+	db  *postgres.DB
+	cfg Config
 }
 
 // SchemaCheck compares the applied migrations with the binary's.
@@ -199,13 +200,13 @@ type SchemaCheck struct {
 	State string `json:"state"`
 }
 
-func (d doctor) schema(ctx context.Context) (c SchemaCheck) {
+func (d checker) schema(ctx context.Context) (c SchemaCheck) {
 	status, err := d.db.SchemaStatus(ctx)
 	if err != nil {
 		c.failed(err)
 		return c
 	}
-	c.Applied, c.Known, c.Missing, c.Unknown = len(status.Applied), len(MigrationIDs()), status.Missing, status.Unknown
+	c.Applied, c.Known, c.Missing, c.Unknown = len(status.Applied), len(postgres.MigrationIDs()), status.Missing, status.Unknown
 	if n := len(status.Applied); n > 0 {
 		c.Latest = status.Applied[n-1]
 	}

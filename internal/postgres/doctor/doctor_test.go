@@ -1,4 +1,4 @@
-package postgres_test
+package doctor_test
 
 import (
 	"context"
@@ -11,6 +11,7 @@ import (
 
 	"github.com/fleetmanager/fleet-manager/internal/fleet"
 	"github.com/fleetmanager/fleet-manager/internal/postgres"
+	"github.com/fleetmanager/fleet-manager/internal/postgres/doctor"
 	"github.com/fleetmanager/fleet-manager/internal/postgres/pgtest"
 )
 
@@ -46,12 +47,12 @@ func TestDoctorNamesALongTransactionAndTheLockWaitBehindIt(t *testing.T) {
 		waited <- waiter.Gorm.WithContext(fleet.NewContextWithOperation(ctx, "listHubs")).Raw(`SELECT count(*) FROM hubs`).Scan(&n).Error
 	}()
 
-	thresholds := postgres.DefaultDoctorConfig()
+	thresholds := doctor.DefaultConfig()
 	thresholds.LongTransaction, thresholds.LockWait = 200*time.Millisecond, 200*time.Millisecond
-	var report postgres.Report
+	var report doctor.Report
 	g.Eventually(func(g gomega.Gomega) {
 		var err error
-		report, err = db.Doctor(ctx, thresholds)
+		report, err = doctor.Run(ctx, db, thresholds)
 		g.Expect(err).NotTo(gomega.HaveOccurred())
 		g.Expect(report.LockWaits.Problems).NotTo(gomega.BeEmpty(), "lock wait problems")
 		g.Expect(report.Transactions.Problems).NotTo(gomega.BeEmpty(), "long transaction problems")
@@ -93,7 +94,7 @@ func TestDoctorNamesALongTransactionAndTheLockWaitBehindIt(t *testing.T) {
 
 	b, err := json.Marshal(report)
 	g.Expect(err).NotTo(gomega.HaveOccurred())
-	var decoded postgres.Report
+	var decoded doctor.Report
 	g.Expect(json.Unmarshal(b, &decoded)).To(gomega.Succeed())
 	g.Expect(decoded.LockWaits.Waits).To(gomega.HaveLen(len(report.LockWaits.Waits)))
 
@@ -107,18 +108,18 @@ func TestDoctorNamesALongTransactionAndTheLockWaitBehindIt(t *testing.T) {
 func TestDoctorSaysWhenStatementStatisticsAreMissing(t *testing.T) {
 	t.Parallel()
 	db, _ := pgtest.NewMigratedDatabase(t)
-	report, err := db.Doctor(context.Background(), postgres.DefaultDoctorConfig())
+	report, err := doctor.Run(context.Background(), db, doctor.DefaultConfig())
 	if err != nil {
-		t.Fatalf("Doctor() = %v", err)
+		t.Fatalf("Run() = %v", err)
 	}
 	if report.Statements.Installed || !strings.Contains(report.Statements.Note, "shared_preload_libraries") {
-		t.Errorf("Doctor().Statements = %+v, want not installed with a note on shared_preload_libraries", report.Statements)
+		t.Errorf("Run().Statements = %+v, want not installed with a note on shared_preload_libraries", report.Statements)
 	}
 	if len(report.Statements.Problems) != 0 {
-		t.Errorf("Doctor().Statements.Problems = %v, want none", report.Statements.Problems)
+		t.Errorf("Run().Statements.Problems = %v, want none", report.Statements.Problems)
 	}
 	if report.Schema.State != "current" {
-		t.Errorf("Doctor().Schema.State = %q, want current", report.Schema.State)
+		t.Errorf("Run().Schema.State = %q, want current", report.Schema.State)
 	}
 }
 
@@ -130,8 +131,8 @@ func TestDoctorFindsWorkWaitingTooLong(t *testing.T) {
 	g := gomega.NewWithT(t)
 	g.Expect(db.Gorm.Exec(`INSERT INTO registrations (id, org_id, owner, name, zone, product, phase, next_attempt_at)
 VALUES (gen_random_uuid()::text, 'org', 'owner', 'late', 'zone-a', 'ocp', 'accepted', now() - interval '1 hour')`).Error).To(gomega.Succeed())
-	thresholds := postgres.DefaultDoctorConfig()
-	report, err := db.Doctor(context.Background(), thresholds)
+	thresholds := doctor.DefaultConfig()
+	report, err := doctor.Run(context.Background(), db, thresholds)
 	g.Expect(err).NotTo(gomega.HaveOccurred())
 	g.Expect(report.Queue.Kinds).To(gomega.ContainElement(gomega.SatisfyAll(
 		gomega.HaveField("Kind", "provision"), gomega.HaveField("Due", int64(1)),

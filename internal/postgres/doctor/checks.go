@@ -1,4 +1,4 @@
-package postgres
+package doctor
 
 import (
 	"context"
@@ -36,7 +36,7 @@ type ConnectionGroup struct {
 	Count           int    `json:"count" gorm:"column:count"`
 }
 
-func (d doctor) connections(ctx context.Context) (c ConnectionsCheck) {
+func (d checker) connections(ctx context.Context) (c ConnectionsCheck) {
 	tx := d.db.Gorm.WithContext(ctx)
 	err := tx.Raw(`SELECT current_setting('max_connections')::int AS max, current_setting('superuser_reserved_connections')::int AS reserved`).
 		Row().Scan(&c.Max, &c.Reserved)
@@ -94,7 +94,7 @@ type TransactionsCheck struct {
 	Long             []Session `json:"long"`
 }
 
-func (d doctor) transactions(ctx context.Context) (c TransactionsCheck) {
+func (d checker) transactions(ctx context.Context) (c TransactionsCheck) {
 	c.ThresholdSeconds = d.cfg.LongTransaction.Seconds()
 	err := d.db.Gorm.WithContext(ctx).Raw(`SELECT `+sessionColumns("a", "")+` FROM pg_stat_activity a
 WHERE a.xact_start < now() - make_interval(secs => ?) AND a.pid <> pg_backend_pid() AND a.backend_type = 'client backend'
@@ -122,7 +122,7 @@ type LockWaitsCheck struct {
 	Waits            []LockWait `json:"waits"`
 }
 
-func (d doctor) lockWaits(ctx context.Context) (c LockWaitsCheck) {
+func (d checker) lockWaits(ctx context.Context) (c LockWaitsCheck) {
 	c.ThresholdSeconds = d.cfg.LockWait.Seconds()
 	var rows []LockWait
 	err := d.db.Gorm.WithContext(ctx).Raw(`SELECT ` + sessionColumns("w", "w_") + `, ` + sessionColumns("b", "b_") + `
@@ -190,7 +190,7 @@ type TablesCheck struct {
 const exclusivelyLocked = `SELECT l.relation FROM pg_locks l
 	WHERE l.locktype = 'relation' AND l.mode = 'AccessExclusiveLock' AND l.granted AND l.database = (SELECT oid FROM pg_database WHERE datname = current_database())`
 
-func (d doctor) tables(ctx context.Context) (c TablesCheck) {
+func (d checker) tables(ctx context.Context) (c TablesCheck) {
 	tx := d.db.Gorm.WithContext(ctx)
 	var all []TableStat
 	err := tx.Raw(`SELECT pg_database_size(current_database())`).Row().Scan(&c.DatabaseBytes)
@@ -261,7 +261,7 @@ type ReplicationCheck struct {
 	StandbyReplayLagBytes *int64 `json:"standby_replay_lag_bytes,omitempty"`
 }
 
-func (d doctor) replication(ctx context.Context) (c ReplicationCheck) {
+func (d checker) replication(ctx context.Context) (c ReplicationCheck) {
 	tx := d.db.Gorm.WithContext(ctx)
 	var standby bool
 	if err := tx.Raw(`SELECT pg_is_in_recovery()`).Row().Scan(&standby); err != nil {
@@ -343,7 +343,7 @@ func queueSQL(table, kind, due string) string {
 FROM ` + table + ` WHERE deleted_at IS NULL AND ` + due + ` IS NOT NULL GROUP BY 1`
 }
 
-func (d doctor) queue(ctx context.Context) (c QueueCheck) {
+func (d checker) queue(ctx context.Context) (c QueueCheck) {
 	c.ThresholdSeconds = d.cfg.QueueOldestDue.Seconds()
 	tx := d.db.Gorm.WithContext(ctx)
 	kinds := map[string]*QueueKind{}
@@ -398,7 +398,7 @@ type StatementsCheck struct {
 var errNoStatements = errors.New("pg_stat_statements is not installed in this database: " +
 	"add it to shared_preload_libraries, restart, and CREATE EXTENSION pg_stat_statements")
 
-func (d doctor) statements(ctx context.Context) (c StatementsCheck) {
+func (d checker) statements(ctx context.Context) (c StatementsCheck) {
 	tx := d.db.Gorm.WithContext(ctx)
 	var schema *string
 	if err := tx.Raw(`SELECT extnamespace::regnamespace::text FROM pg_extension WHERE extname = 'pg_stat_statements'`).Scan(&schema).Error; err != nil {
