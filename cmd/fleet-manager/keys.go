@@ -7,10 +7,10 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/fleetmanager/fleet-manager/internal/authz"
 	"github.com/fleetmanager/fleet-manager/internal/config"
 	"github.com/fleetmanager/fleet-manager/internal/fleet"
 	"github.com/fleetmanager/fleet-manager/internal/postgres"
+	"github.com/fleetmanager/fleet-manager/internal/postgres/keyrotation"
 	"github.com/fleetmanager/fleet-manager/internal/secrets"
 )
 
@@ -68,15 +68,14 @@ func newRotateKeysCommand(env lookupEnv) *cobra.Command {
 				return err
 			}
 			defer db.Close()
-			store := postgres.NewStore(db, keyring, fleet.SystemClock{}, postgres.DefaultStoreConfig(), authz.MustDefault())
 			done := "re-wrapped"
 			if reencrypt {
 				done = "re-encrypted"
 			}
 			start := time.Now()
 			progress := &rotationLog{logger: logger, every: every, now: time.Now}
-			n, err := store.RotateSecrets(fleet.NewContextWithOperation(cmd.Context(), "rotate_keys"),
-				postgres.Rotation{Reencrypt: reencrypt, Batch: batch, Progress: progress.report})
+			n, err := keyrotation.New(db, keyring).RotateSecrets(fleet.NewContextWithOperation(cmd.Context(), "rotate_keys"),
+				keyrotation.Rotation{Reencrypt: reencrypt, Batch: batch, Progress: progress.report})
 			if err != nil {
 				logger.Error("rotate-keys stopped", "rotated", n, "elapsed", time.Since(start), "error", err)
 				return err
@@ -107,7 +106,7 @@ type rotationLog struct {
 	started, last time.Time
 }
 
-func (l *rotationLog) report(p postgres.RotationProgress) {
+func (l *rotationLog) report(p keyrotation.Progress) {
 	now := l.now()
 	switch {
 	case p.Done == 0 && !p.Finished:

@@ -13,6 +13,7 @@ import (
 	"github.com/fleetmanager/fleet-manager/internal/config"
 	"github.com/fleetmanager/fleet-manager/internal/logtest"
 	"github.com/fleetmanager/fleet-manager/internal/postgres"
+	"github.com/fleetmanager/fleet-manager/internal/postgres/keyrotation"
 	"github.com/fleetmanager/fleet-manager/internal/postgres/pgtest"
 )
 
@@ -206,11 +207,11 @@ func TestRotationLogKeepsToItsInterval(t *testing.T) {
 	var out logtest.Buffer
 	now := time.Date(2026, 12, 3, 8, 0, 0, 0, time.UTC)
 	l := &rotationLog{logger: config.Log{Format: "json", Level: "info"}.NewLogger(&out, "svc"), every: 10 * time.Second, now: func() time.Time { return now }}
-	step := func(d time.Duration, p postgres.RotationProgress) {
+	step := func(d time.Duration, p keyrotation.Progress) {
 		now = now.Add(d)
 		l.report(p)
 	}
-	p := postgres.RotationProgress{Table: "hubs", Column: "credentials", Total: 5}
+	p := keyrotation.Progress{Table: "hubs", Column: "credentials", Total: 5}
 	step(0, p)
 	for _, d := range []time.Duration{4 * time.Second, 5 * time.Second, 2 * time.Second, 3 * time.Second} {
 		p.Done++
@@ -219,8 +220,8 @@ func TestRotationLogKeepsToItsInterval(t *testing.T) {
 	p.Done++
 	p.Finished = true
 	step(time.Second, p)
-	step(0, postgres.RotationProgress{Table: "dns_zones", Column: "credentials"})
-	step(0, postgres.RotationProgress{Table: "dns_zones", Column: "credentials", Finished: true})
+	step(0, keyrotation.Progress{Table: "dns_zones", Column: "credentials"})
+	step(0, keyrotation.Progress{Table: "dns_zones", Column: "credentials", Finished: true})
 
 	var got []string
 	for _, line := range logLines(t, out.String()) {

@@ -14,6 +14,7 @@ import (
 	"github.com/fleetmanager/fleet-manager/internal/authz"
 	"github.com/fleetmanager/fleet-manager/internal/fleet"
 	"github.com/fleetmanager/fleet-manager/internal/postgres"
+	"github.com/fleetmanager/fleet-manager/internal/postgres/keyrotation"
 	"github.com/fleetmanager/fleet-manager/internal/postgres/pgtest"
 )
 
@@ -317,8 +318,7 @@ func TestDNSZoneCredentialsRotateWithTheMasterKey(t *testing.T) {
 	zone, err := underA.CreateDNSZone(ctx, dnsAdmin, create)
 	g.Expect(err).NotTo(gomega.HaveOccurred())
 
-	rotating := postgres.NewStore(db, mustKeyring(t, b, a), fleet.SystemClock{}, postgres.DefaultStoreConfig(), authz.MustDefault())
-	n, err := rotating.ReencryptSecrets(ctx, 10)
+	n, err := keyrotation.New(db, mustKeyring(t, b, a)).ReencryptSecrets(ctx, 10)
 	g.Expect(err).NotTo(gomega.HaveOccurred())
 	g.Expect(n).To(gomega.Equal(1))
 	onlyB := postgres.NewStore(db, mustKeyring(t, b), fleet.SystemClock{}, postgres.DefaultStoreConfig(), authz.MustDefault())

@@ -26,16 +26,6 @@ func ExecuteForTest(name string, n int) string { return execute(name, n) }
 // ReadOneForTest is readOne.
 func ReadOneForTest(dest ...any) func(pgx.Rows) error { return readOne(dest...) }
 
-// SealedColumnsForTest returns the sealed columns rotate-keys covers, as
-// "table.column".
-func SealedColumnsForTest() []string {
-	var out []string
-	for _, tc := range sealedColumns {
-		out = append(out, tc[0]+"."+tc[1])
-	}
-	return out
-}
-
 // FindHubForTest is findHub in tx, locking the row when lock is set.
 func FindHubForTest(tx *gorm.DB, id string, lock bool) error {
 	_, err := findHub(tx, id, lock)

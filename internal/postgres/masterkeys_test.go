@@ -2,6 +2,7 @@ package postgres_test
 
 import (
 	"context"
+	"fmt"
 	"slices"
 	"testing"
 
@@ -43,4 +44,49 @@ func TestUnknownMasterKeys(t *testing.T) {
 			t.Errorf("%s: UnknownMasterKeys() = %v, %v; want %v", tc.name, got, err, tc.want)
 		}
 	}
+}
+
+// sealUnderA stores secrets through a store whose keyring holds only key a:
+// 3 hubs with credentials (one of them deleted), 4 registrations with
+// credentials, and a hub and a registration without. It returns the
+// plaintext secret of every sealed row by aad.
+func sealUnderA(t *testing.T, db *postgres.DB, a []byte) map[string]string {
+	t.Helper()
+	ctx := context.Background()
+	store := postgres.NewStore(db, mustKeyring(t, a), fleet.SystemClock{}, postgres.DefaultStoreConfig(), authz.MustDefault())
+	want := map[string]string{}
+	for i := range 4 {
+		create := fleet.HubCreate{Name: fmt.Sprintf("hub-%d", i), Zone: "eu", Region: "eu-west-1", DeliveryMode: fleet.DeliveryAgent,
+			AgentIdentity: fmt.Sprintf("hub-%d-agent", i), Capacity: 5}
+		if i < 3 {
+			create.Credentials = map[string]string{"token": fmt.Sprintf("hub token %d", i)}
+		}
+		hub, err := store.CreateHub(ctx, create)
+		if err != nil {
+			t.Fatalf("CreateHub(%s) = %v", create.Name, err)
+		}
+		if i < 3 {
+			want["hubs.credentials:"+hub.ID] = create.Credentials["token"]
+		}
+		if i == 2 {
+			if err := store.DeleteHub(ctx, hub.ID); err != nil {
+				t.Fatalf("DeleteHub(%s) = %v", hub.Name, err)
+			}
+		}
+	}
+	caller := fleet.Identity{OrgID: "org-r", Username: "rita"}
+	for i := range 5 {
+		create := fleet.RegistrationCreate{Name: fmt.Sprintf("c-%d", i), Zone: "eu", Product: fleet.ProductOCP}
+		if i < 4 {
+			create.Credentials = &fleet.ImportCredentials{Kubeconfig: fmt.Sprintf("kubeconfig %d", i)}
+		}
+		reg, _, err := store.CreateRegistration(ctx, caller, create, "")
+		if err != nil {
+			t.Fatalf("CreateRegistration(%s) = %v", create.Name, err)
+		}
+		if i < 4 {
+			want["registrations.credentials:"+reg.ID] = create.Credentials.Kubeconfig
+		}
+	}
+	return want
 }

@@ -1,8 +1,9 @@
-package postgres_test
+package keyrotation_test
 
 import (
 	"bytes"
 	"context"
+	"crypto/rand"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -17,6 +18,7 @@ import (
 	"github.com/fleetmanager/fleet-manager/internal/authz"
 	"github.com/fleetmanager/fleet-manager/internal/fleet"
 	"github.com/fleetmanager/fleet-manager/internal/postgres"
+	"github.com/fleetmanager/fleet-manager/internal/postgres/keyrotation"
 	"github.com/fleetmanager/fleet-manager/internal/postgres/pgtest"
 	"github.com/fleetmanager/fleet-manager/internal/secrets"
 )
@@ -111,13 +113,12 @@ func TestRewrapSecrets(t *testing.T) {
 
 	// Without the old key the values cannot be re-wrapped, and none is touched.
 	onlyB := mustKeyring(t, b)
-	storeOnlyB := postgres.NewStore(db, onlyB, fleet.SystemClock{}, postgres.DefaultStoreConfig(), authz.MustDefault())
-	if n, err := storeOnlyB.RewrapSecrets(ctx, 2); !errors.Is(err, secrets.ErrUnknownKey) || n != 0 {
+	if n, err := keyrotation.New(db, onlyB).RewrapSecrets(ctx, 2); !errors.Is(err, secrets.ErrUnknownKey) || n != 0 {
 		t.Errorf("RewrapSecrets(2) without key A = %d, %v; want 0 and ErrUnknownKey", n, err)
 	}
 
-	store := postgres.NewStore(db, ringB, fleet.SystemClock{}, postgres.DefaultStoreConfig(), authz.MustDefault())
-	n, err := store.RewrapSecrets(ctx, 2)
+	rotator := keyrotation.New(db, ringB)
+	n, err := rotator.RewrapSecrets(ctx, 2)
 	if err != nil || n != len(want) {
 		t.Fatalf("RewrapSecrets(2) = %d, %v; want %d (every sealed row, over several batches)", n, err, len(want))
 	}
@@ -151,11 +152,11 @@ func TestRewrapSecrets(t *testing.T) {
 		t.Errorf("opened %d values with key B, want %d", opened, len(want))
 	}
 
-	if n, err := store.RewrapSecrets(ctx, 2); err != nil || n != 0 {
+	if n, err := rotator.RewrapSecrets(ctx, 2); err != nil || n != 0 {
 		t.Errorf("RewrapSecrets(2) again = %d, %v; want 0, nil", n, err)
 	}
-	// The store reads what it re-wrapped.
-	if n, err := postgres.NewStore(db, onlyB, fleet.SystemClock{}, postgres.DefaultStoreConfig(), authz.MustDefault()).RewrapSecrets(ctx, 1); err != nil || n != 0 {
+	// Key B alone finds nothing left under another key.
+	if n, err := keyrotation.New(db, onlyB).RewrapSecrets(ctx, 1); err != nil || n != 0 {
 		t.Errorf("RewrapSecrets(1) with key B only = %d, %v; want 0, nil", n, err)
 	}
 }
@@ -169,11 +170,11 @@ func TestRewrapSecretsBatchSizes(t *testing.T) {
 			db, _ := pgtest.NewMigratedDatabase(t)
 			a, b := masterKey(t), masterKey(t)
 			want := sealUnderA(t, db, a)
-			store := postgres.NewStore(db, mustKeyring(t, b, a), fleet.SystemClock{}, postgres.DefaultStoreConfig(), authz.MustDefault())
-			if n, err := store.RewrapSecrets(ctx, batch); err != nil || n != len(want) {
+			rotator := keyrotation.New(db, mustKeyring(t, b, a))
+			if n, err := rotator.RewrapSecrets(ctx, batch); err != nil || n != len(want) {
 				t.Errorf("RewrapSecrets(%d) = %d, %v; want %d", batch, n, err, len(want))
 			}
-			if n, err := store.RewrapSecrets(ctx, batch); err != nil || n != 0 {
+			if n, err := rotator.RewrapSecrets(ctx, batch); err != nil || n != 0 {
 				t.Errorf("RewrapSecrets(%d) again = %d, %v; want 0", batch, n, err)
 			}
 		})
@@ -210,7 +211,7 @@ func TestRewrapSecretsKeepsAConcurrentWrite(t *testing.T) {
 	}
 	done := make(chan result, 1)
 	go func() {
-		n, err := postgres.NewStore(db, ringB, fleet.SystemClock{}, postgres.DefaultStoreConfig(), authz.MustDefault()).RewrapSecrets(ctx, 10)
+		n, err := keyrotation.New(db, ringB).RewrapSecrets(ctx, 10)
 		done <- result{n, err}
 	}()
 	g.Eventually(func() int {
@@ -242,10 +243,10 @@ WHERE datname = current_database() AND wait_event_type = 'Lock' AND query LIKE '
 func TestRewrapSecretsRefusesAnEmptyBatch(t *testing.T) {
 	t.Parallel()
 	db, _ := pgtest.NewMigratedDatabase(t)
-	store := postgres.NewStore(db, mustKeyring(t, masterKey(t)), fleet.SystemClock{}, postgres.DefaultStoreConfig(), authz.MustDefault())
+	rotator := keyrotation.New(db, mustKeyring(t, masterKey(t)))
 	for _, batch := range []int{0, -1} {
 		ctx, cancel := context.WithTimeout(context.Background(), 3*time.Second)
-		n, err := store.RewrapSecrets(ctx, batch)
+		n, err := rotator.RewrapSecrets(ctx, batch)
 		cancel()
 		if err == nil || errors.Is(err, context.DeadlineExceeded) {
 			t.Errorf("RewrapSecrets(%d) = %d, %v; want an error refusing the batch size at once", batch, n, err)
@@ -268,7 +269,7 @@ ORDER BY 1`).Scan(&found).Error
 	if err != nil {
 		t.Fatal(err)
 	}
-	listed := postgres.SealedColumnsForTest()
+	listed := sealedColumnNames()
 	slices.Sort(listed)
 	if !slices.Equal(found, listed) {
 		t.Errorf("sealed columns in the schema = %v; rotate-keys covers %v", found, listed)
@@ -287,7 +288,7 @@ type sealedValue struct {
 func sealedValues(t *testing.T, db *postgres.DB) map[string]sealedValue {
 	t.Helper()
 	out := map[string]sealedValue{}
-	for _, tc := range postgres.SealedColumnsForTest() {
+	for _, tc := range sealedColumnNames() {
 		table, column, _ := strings.Cut(tc, ".")
 		var rows []sealedValue
 		err := db.Gorm.Raw(fmt.Sprintf(`SELECT '%[1]s.%[2]s:' || id AS aad, %[2]s_key_id AS key_id, %[2]s AS data FROM %[1]s WHERE %[2]s IS NOT NULL`,
@@ -373,7 +374,7 @@ func TestRotationOpensEverySealedColumn(t *testing.T) {
 	ringA, onlyB := mustKeyring(t, a), mustKeyring(t, b)
 	want, org, id := sealEverywhere(t, db, a)
 	before := sealedValues(t, db)
-	if n, err := postgres.NewStore(db, mustKeyring(t, b, a), fleet.SystemClock{}, postgres.DefaultStoreConfig(), authz.MustDefault()).RewrapSecrets(ctx, 2); err != nil || n != len(want) {
+	if n, err := keyrotation.New(db, mustKeyring(t, b, a)).RewrapSecrets(ctx, 2); err != nil || n != len(want) {
 		t.Fatalf("RewrapSecrets(2) = %d, %v; want %d", n, err, len(want))
 	}
 	after := checkOpenWithOnly(t, db, onlyB, want)
@@ -403,14 +404,14 @@ func TestReencryptSecrets(t *testing.T) {
 	want, org, id := sealEverywhere(t, db, a)
 	before := sealedValues(t, db)
 
-	if n, err := postgres.NewStore(db, onlyB, fleet.SystemClock{}, postgres.DefaultStoreConfig(), authz.MustDefault()).ReencryptSecrets(ctx, 2); !errors.Is(err, secrets.ErrUnknownKey) || n != 0 {
+	if n, err := keyrotation.New(db, onlyB).ReencryptSecrets(ctx, 2); !errors.Is(err, secrets.ErrUnknownKey) || n != 0 {
 		t.Errorf("ReencryptSecrets(2) without the old key = %d, %v; want 0 and ErrUnknownKey", n, err)
 	}
 	if got := sealedValues(t, db); !maps.EqualFunc(got, before, func(x, y sealedValue) bool { return x.KeyID == y.KeyID && bytes.Equal(x.Data, y.Data) }) {
 		t.Errorf("a failed ReencryptSecrets changed stored values")
 	}
-	store := postgres.NewStore(db, mustKeyring(t, b, a), fleet.SystemClock{}, postgres.DefaultStoreConfig(), authz.MustDefault())
-	if n, err := store.ReencryptSecrets(ctx, 2); err != nil || n != len(want) {
+	rotator := keyrotation.New(db, mustKeyring(t, b, a))
+	if n, err := rotator.ReencryptSecrets(ctx, 2); err != nil || n != len(want) {
 		t.Fatalf("ReencryptSecrets(2) = %d, %v; want %d (every sealed value, over several batches)", n, err, len(want))
 	}
 	after := checkOpenWithOnly(t, db, onlyB, want)
@@ -423,10 +424,64 @@ func TestReencryptSecrets(t *testing.T) {
 			t.Errorf("Open(%s) with the old key and data key, after re-encryption = %v; want ErrDecrypt", where, err)
 		}
 	}
-	if n, err := store.ReencryptSecrets(ctx, 2); err != nil || n != 0 {
+	if n, err := rotator.ReencryptSecrets(ctx, 2); err != nil || n != 0 {
 		t.Errorf("ReencryptSecrets(2) again = %d, %v; want 0", n, err)
 	}
-	if n, err := retired.RewrapSecrets(ctx, 2); err != nil || n != 0 {
+	if n, err := keyrotation.New(db, onlyB).RewrapSecrets(ctx, 2); err != nil || n != 0 {
 		t.Errorf("RewrapSecrets(2) with the new key only after re-encryption = %d, %v; want 0", n, err)
 	}
+}
+
+// sealedColumnNames returns the sealed columns rotate-keys covers, as
+// "table.column".
+func sealedColumnNames() []string {
+	var out []string
+	for _, c := range postgres.SealedColumns() {
+		out = append(out, c.Table+"."+c.Column)
+	}
+	return out
+}
+
+// masterKey returns a fresh random 32-byte master key.
+func masterKey(t *testing.T) []byte {
+	t.Helper()
+	key := make([]byte, 32)
+	if _, err := rand.Read(key); err != nil {
+		t.Fatalf("rand.Read() = %v", err)
+	}
+	return key
+}
+
+// mustKeyring returns the keyring of primary and old, failing t on error.
+func mustKeyring(t *testing.T, primary []byte, old ...[]byte) *secrets.Keyring {
+	t.Helper()
+	k, err := secrets.NewKeyring(primary, old...)
+	if err != nil {
+		t.Fatalf("NewKeyring() = %v", err)
+	}
+	return k
+}
+
+// countRows runs a count query, failing t on error.
+func countRows(t *testing.T, db *postgres.DB, query string, args ...any) int {
+	t.Helper()
+	var n int
+	if err := db.Gorm.Raw(query, args...).Scan(&n).Error; err != nil {
+		t.Fatalf("%s: %v", query, err)
+	}
+	return n
+}
+
+// sealedColumn reads a row's sealed credentials as stored.
+func sealedColumn(t *testing.T, db *postgres.DB, table, id string) secrets.Sealed {
+	t.Helper()
+	var row struct {
+		KeyID *string
+		Data  []byte
+	}
+	err := db.Gorm.Raw(fmt.Sprintf(`SELECT credentials_key_id AS key_id, credentials AS data FROM %s WHERE id = ?`, table), id).Scan(&row).Error
+	if err != nil || row.KeyID == nil || len(row.Data) == 0 {
+		t.Fatalf("reading %s.credentials of %s = %v, %+v; want sealed credentials", table, id, err, row)
+	}
+	return secrets.Sealed{KeyID: *row.KeyID, Data: row.Data}
 }

@@ -1,4 +1,9 @@
-package postgres
+// Package keyrotation rotates the stored secrets to the keyring's primary
+// master key, for `fleet-manager rotate-keys`: it re-wraps each value's data
+// key, or re-encrypts the value under a fresh one, in every sealed column
+// the store declares (postgres.SealedColumns), batch by batch, beside a
+// running serve (docs/operations.md).
+package keyrotation
 
 import (
 	"context"
@@ -6,26 +11,27 @@ import (
 
 	"gorm.io/gorm"
 
+	"github.com/fleetmanager/fleet-manager/internal/postgres"
 	"github.com/fleetmanager/fleet-manager/internal/secrets"
 )
 
-// sealedColumns are every encrypted column: table and column name; each is
-// bytea with a sibling <column>_key_id, and its values are sealed with the
-// aad "<table>.<column>:<id>". TestEverySealedColumnIsRotated compares the
-// list with the schema, so a sealed column added without being listed fails.
-var sealedColumns = [][2]string{
-	{"hubs", "credentials"},
-	{"registrations", "credentials"},
-	{"registrations", "import_material"},
-	{"capacity_pools", "credentials"},
-	{"dns_zones", "credentials"},
+// Rotator rotates the secrets stored in db to keyring's primary key;
+// keyring must also hold the keys they are under now.
+type Rotator struct {
+	db      *postgres.DB
+	keyring *secrets.Keyring
+}
+
+// New returns the rotator of the secrets in db.
+func New(db *postgres.DB, keyring *secrets.Keyring) *Rotator {
+	return &Rotator{db: db, keyring: keyring}
 }
 
 // RewrapSecrets re-wraps every stored secret not under the keyring's primary
 // key, in batches, and returns how many it re-wrapped. Each row is updated
 // only if it still holds what was read, so it runs safely beside serve.
-func (s *Store) RewrapSecrets(ctx context.Context, batch int) (int, error) {
-	return s.RotateSecrets(ctx, Rotation{Batch: batch})
+func (k *Rotator) RewrapSecrets(ctx context.Context, batch int) (int, error) {
+	return k.RotateSecrets(ctx, Rotation{Batch: batch})
 }
 
 // ReencryptSecrets opens every stored secret not under the keyring's primary
@@ -35,8 +41,8 @@ func (s *Store) RewrapSecrets(ctx context.Context, batch int) (int, error) {
 // concurrent write waits for it, or it for the write); an interrupted run
 // leaves whole batches done, and the next run takes the rest. It returns how
 // many values it re-encrypted.
-func (s *Store) ReencryptSecrets(ctx context.Context, batch int) (int, error) {
-	return s.RotateSecrets(ctx, Rotation{Batch: batch, Reencrypt: true})
+func (k *Rotator) ReencryptSecrets(ctx context.Context, batch int) (int, error) {
+	return k.RotateSecrets(ctx, Rotation{Batch: batch, Reencrypt: true})
 }
 
 // Rotation is one run over the sealed columns: re-wrap (RewrapSecrets) or
@@ -47,11 +53,11 @@ type Rotation struct {
 	Batch     int
 	// Progress is called for each sealed column before its first batch
 	// (Done 0), after each batch, and with Finished at its end.
-	Progress func(RotationProgress)
+	Progress func(Progress)
 }
 
-// RotationProgress is where a rotation stands in one sealed column.
-type RotationProgress struct {
+// Progress is where a rotation stands in one sealed column.
+type Progress struct {
 	Table, Column string
 	// Done values of the column are rotated, of the Total that were under
 	// another key when the column began (a value written meanwhile under an
@@ -62,29 +68,29 @@ type RotationProgress struct {
 
 // RotateSecrets runs r over every sealed column and returns how many values
 // it rotated.
-func (s *Store) RotateSecrets(ctx context.Context, r Rotation) (int, error) {
-	call, run := "RewrapSecrets", s.rewrapBatch
+func (k *Rotator) RotateSecrets(ctx context.Context, r Rotation) (int, error) {
+	call, run := "RewrapSecrets", k.rewrapBatch
 	if r.Reencrypt {
-		call, run = "ReencryptSecrets", s.reencryptBatch
+		call, run = "ReencryptSecrets", k.reencryptBatch
 	}
 	progress := r.Progress
 	if progress == nil {
-		progress = func(RotationProgress) {}
+		progress = func(Progress) {}
 	}
 	if r.Batch < 1 {
 		return 0, fmt.Errorf("%s(): the batch size must be at least 1 (got %d)", call, r.Batch)
 	}
 	total := 0
-	for _, tc := range sealedColumns {
-		table, column := tc[0], tc[1]
-		p := RotationProgress{Table: table, Column: column}
-		if err := s.db.Gorm.WithContext(ctx).Raw(fmt.Sprintf(`SELECT count(*) FROM %[1]s WHERE %[2]s IS NOT NULL AND %[2]s_key_id <> ?`,
-			table, column), s.keyring.PrimaryKeyID()).Scan(&p.Total).Error; err != nil {
+	for _, sc := range postgres.SealedColumns() {
+		table, column := sc.Table, sc.Column
+		p := Progress{Table: table, Column: column}
+		if err := k.db.Gorm.WithContext(ctx).Raw(fmt.Sprintf(`SELECT count(*) FROM %[1]s WHERE %[2]s IS NOT NULL AND %[2]s_key_id <> ?`,
+			table, column), k.keyring.PrimaryKeyID()).Scan(&p.Total).Error; err != nil {
 			return total, fmt.Errorf("%s(%s.%s): %w", call, table, column, err)
 		}
 		progress(p)
 		for {
-			n, err := run(ctx, table, column, r.Batch)
+			n, err := run(ctx, sc, r.Batch)
 			total += n
 			p.Done += n
 			if err != nil {
@@ -109,26 +115,27 @@ type sealedRow struct {
 
 // notUnderPrimary selects up to batch values of table.column whose key is
 // not the primary one, in id order.
-func (s *Store) notUnderPrimary(tx *gorm.DB, table, column string, batch int, lock string) ([]sealedRow, error) {
+func (k *Rotator) notUnderPrimary(tx *gorm.DB, table, column string, batch int, lock string) ([]sealedRow, error) {
 	var rows []sealedRow
 	err := tx.Raw(fmt.Sprintf(`SELECT id, %[2]s_key_id AS key_id, %[2]s AS data FROM %[1]s
-WHERE %[2]s IS NOT NULL AND %[2]s_key_id <> ? ORDER BY id LIMIT ? %[3]s`, table, column, lock), s.keyring.PrimaryKeyID(), batch).Scan(&rows).Error
+WHERE %[2]s IS NOT NULL AND %[2]s_key_id <> ? ORDER BY id LIMIT ? %[3]s`, table, column, lock), k.keyring.PrimaryKeyID(), batch).Scan(&rows).Error
 	return rows, err
 }
 
-func (s *Store) rewrapBatch(ctx context.Context, table, column string, batch int) (int, error) {
-	rows, err := s.notUnderPrimary(s.db.Gorm.WithContext(ctx), table, column, batch, "")
+func (k *Rotator) rewrapBatch(ctx context.Context, sc postgres.SealedColumn, batch int) (int, error) {
+	table, column := sc.Table, sc.Column
+	rows, err := k.notUnderPrimary(k.db.Gorm.WithContext(ctx), table, column, batch, "")
 	if err != nil {
 		return 0, err
 	}
 	rewrapped := 0
 	for _, r := range rows {
-		sealed, _, err := s.keyring.Rewrap(secrets.Sealed{KeyID: r.KeyID, Data: r.Data}, aad(table, column, r.ID))
+		sealed, _, err := k.keyring.Rewrap(secrets.Sealed{KeyID: r.KeyID, Data: r.Data}, sc.AAD(r.ID))
 		if err != nil {
 			return rewrapped, fmt.Errorf("row %s: %w", r.ID, err)
 		}
 		// Only if the row still holds what was read: a value written meanwhile wins.
-		res := s.db.Gorm.WithContext(ctx).Exec(fmt.Sprintf(`UPDATE %[1]s SET %[2]s = ?, %[2]s_key_id = ?
+		res := k.db.Gorm.WithContext(ctx).Exec(fmt.Sprintf(`UPDATE %[1]s SET %[2]s = ?, %[2]s_key_id = ?
 WHERE id = ? AND %[2]s_key_id = ? AND %[2]s = ?`, table, column), sealed.Data, sealed.KeyID, r.ID, r.KeyID, r.Data)
 		if res.Error != nil {
 			return rewrapped, res.Error
@@ -143,20 +150,21 @@ WHERE id = ? AND %[2]s_key_id = ? AND %[2]s = ?`, table, column), sealed.Data, s
 
 // reencryptBatch re-seals one batch in one transaction, the rows locked from
 // the read to the commit.
-func (s *Store) reencryptBatch(ctx context.Context, table, column string, batch int) (int, error) {
+func (k *Rotator) reencryptBatch(ctx context.Context, sc postgres.SealedColumn, batch int) (int, error) {
+	table, column := sc.Table, sc.Column
 	done := 0
-	err := s.transact(ctx, func(tx *gorm.DB) error {
-		rows, err := s.notUnderPrimary(tx, table, column, batch, "FOR UPDATE")
+	err := k.db.Gorm.WithContext(ctx).Transaction(func(tx *gorm.DB) error {
+		rows, err := k.notUnderPrimary(tx, table, column, batch, "FOR UPDATE")
 		if err != nil {
 			return err
 		}
 		for _, r := range rows {
-			where := aad(table, column, r.ID)
-			plain, err := s.keyring.Open(secrets.Sealed{KeyID: r.KeyID, Data: r.Data}, where)
+			where := sc.AAD(r.ID)
+			plain, err := k.keyring.Open(secrets.Sealed{KeyID: r.KeyID, Data: r.Data}, where)
 			if err != nil {
 				return fmt.Errorf("row %s: %w", r.ID, err)
 			}
-			sealed, err := s.keyring.Seal(plain, where)
+			sealed, err := k.keyring.Seal(plain, where)
 			clear(plain)
 			if err != nil {
 				return fmt.Errorf("row %s: %w", r.ID, err)
