@@ -3,17 +3,13 @@ package postgres
 import (
 	"context"
 	"fmt"
-	"net"
-	"strconv"
 	"strings"
 
-	"github.com/aws/aws-sdk-go-v2/aws"
-	awsconfig "github.com/aws/aws-sdk-go-v2/config"
-	"github.com/aws/aws-sdk-go-v2/feature/rds/auth"
 	"github.com/jackc/pgx/v5"
 	"github.com/spf13/pflag"
 
 	"github.com/fleetmanager/fleet-manager/internal/config"
+	"github.com/fleetmanager/fleet-manager/internal/postgres/rdsiam"
 )
 
 // PasswordFunc returns the password for a new connection to host:port as
@@ -60,8 +56,8 @@ func (a IAMAuth) validate(c Config, p *config.Problems) {
 }
 
 // passwords returns where new connections take their password from:
-// c.Passwords when set, RDS tokens with --db-iam-auth, else nil (the DSN's
-// password).
+// c.Passwords when set, RDS tokens (rdsiam) with --db-iam-auth, else nil
+// (the DSN's password).
 func (c Config) passwords(ctx context.Context) (PasswordFunc, error) {
 	if c.Passwords != nil {
 		return c.Passwords, nil
@@ -69,25 +65,11 @@ func (c Config) passwords(ctx context.Context) (PasswordFunc, error) {
 	if !c.IAM.Enabled {
 		return nil, nil
 	}
-	awsCfg, err := awsconfig.LoadDefaultConfig(ctx, awsconfig.WithRegion(c.IAM.Region))
+	tokens, err := rdsiam.DefaultTokens(ctx, c.IAM.Region)
 	if err != nil {
-		return nil, fmt.Errorf("passwords: loading the AWS configuration: %w", err)
+		return nil, fmt.Errorf("passwords: %w", err)
 	}
-	return RDSTokens(c.IAM.Region, awsCfg.Credentials), nil
-}
-
-// RDSTokens returns a PasswordFunc that signs an RDS IAM authentication token
-// for each connection with creds. Signing is local: it needs the credentials,
-// not the network (credentials that expire are refreshed by creds).
-func RDSTokens(region string, creds aws.CredentialsProvider) PasswordFunc {
-	return func(ctx context.Context, host string, port uint16, user string) (string, error) {
-		endpoint := net.JoinHostPort(host, strconv.Itoa(int(port)))
-		token, err := auth.BuildAuthToken(ctx, endpoint, region, user, creds)
-		if err != nil {
-			return "", fmt.Errorf("BuildAuthToken(%s, %s): %w", endpoint, user, err)
-		}
-		return token, nil
-	}
+	return PasswordFunc(tokens), nil
 }
 
 // beforeConnect sets the password of a connection about to open.
