@@ -13,6 +13,7 @@ import (
 	"os"
 	"os/exec"
 	"strings"
+	"sync"
 	"syscall"
 	"time"
 )
@@ -148,17 +149,40 @@ func (p *Process) LogTail(n int) string {
 	return string(bytes.Join(lines, []byte("\n")))
 }
 
-// FreePorts returns n distinct loopback ports that were free a moment ago.
-// Holding all listeners until the end keeps the ports distinct.
+// FreePorts returns n distinct loopback ports that were free a moment ago
+// and that no earlier call of this process returned: the kernel may hand
+// the same ephemeral port to two listeners one after the other, and two
+// servers of one test given the same port would collide. Holding all
+// listeners until the end keeps the n ports distinct.
 func FreePorts(n int) ([]int, error) {
+	handedMu.Lock()
+	defer handedMu.Unlock()
 	ports := make([]int, 0, n)
-	for range n {
+	for tries := 0; len(ports) < n; tries++ {
+		if tries == n+maxPortRetries {
+			return nil, fmt.Errorf("FreePorts: the kernel kept handing out ports already given: %v", ports)
+		}
 		l, err := net.Listen("tcp", "127.0.0.1:0")
 		if err != nil {
 			return nil, fmt.Errorf("FreePorts: %w", err)
 		}
 		defer l.Close()
-		ports = append(ports, l.Addr().(*net.TCPAddr).Port)
+		port := l.Addr().(*net.TCPAddr).Port
+		if handed[port] {
+			continue
+		}
+		handed[port] = true
+		ports = append(ports, port)
 	}
 	return ports, nil
 }
+
+// maxPortRetries bounds how many ports FreePorts skips because an earlier
+// call returned them.
+const maxPortRetries = 1000
+
+var (
+	handedMu sync.Mutex
+	// handed are the ports FreePorts returned in this process.
+	handed = map[int]bool{}
+)

@@ -39,3 +39,20 @@ func TestProcessExited(t *testing.T) {
 		t.Errorf("ended child: Exited() = %v, want its status and log", err)
 	}
 }
+
+// TestFreePortsNeverRepeats asks for one port at a time, as the tests'
+// servers do, far more often than the kernel's ephemeral range makes a
+// repeat unlikely: no port comes back twice.
+func TestFreePortsNeverRepeats(t *testing.T) {
+	seen := map[int]bool{}
+	for range 3000 {
+		ports, err := childproc.FreePorts(1)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if seen[ports[0]] {
+			t.Fatalf("port %d returned twice", ports[0])
+		}
+		seen[ports[0]] = true
+	}
+}

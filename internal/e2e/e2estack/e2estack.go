@@ -1,16 +1,14 @@
 // Package e2estack holds what the end-to-end test binaries share to run the
 // real fleet-manager binary: building it once, the flags that point serve
 // at a test database, the test issuer and free loopback ports, and the small
-// helpers around them. internal/e2e and internal/e2e/realocm (a binary of
-// its own, since upstream OCM's controllers manage every ManagedCluster of
-// their hub) both use it.
+// helpers around them. internal/e2e uses it, and so can another end-to-end
+// binary that needs a hub of its own.
 package e2estack
 
 import (
 	"bytes"
 	"context"
 	"fmt"
-	"net"
 	"net/http"
 	"os"
 	"os/exec"
@@ -18,6 +16,8 @@ import (
 	"strconv"
 	"sync"
 	"testing"
+
+	"github.com/fleetmanager/fleet-manager/internal/childproc"
 )
 
 // Audience is the audience serve requires and the tests' tokens carry.
@@ -87,13 +87,13 @@ func (l LockedWriter) Write(p []byte) (int, error) {
 	return l.W.Write(p)
 }
 
-// FreePort returns a loopback port free at the time of the call.
+// FreePort returns a loopback port free at the time of the call and not
+// returned before in this process (childproc.FreePorts).
 func FreePort(t testing.TB) int {
 	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	ports, err := childproc.FreePorts(1)
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer ln.Close()
-	return ln.Addr().(*net.TCPAddr).Port
+	return ports[0]
 }
