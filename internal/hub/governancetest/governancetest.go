@@ -99,10 +99,17 @@ func Start(t testing.TB) *Hub {
 // the hub; call it from TestMain.
 func Main(m *testing.M) {
 	code := m.Run()
-	shared.Stop((*Hub).stop)
+	Stop()
 	ocmtest.Stop()
 	hubtest.Stop()
 	os.Exit(code)
+}
+
+// Stop stops the propagator of this test binary; tests that call Start
+// afterwards fail. Main calls it; a TestMain of its own calls it before
+// ocmtest.Stop.
+func Stop() {
+	shared.Stop((*Hub).stop)
 }
 
 // OCM returns OCM's hub controllers, to join managed clusters with.

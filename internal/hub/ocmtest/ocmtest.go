@@ -45,6 +45,7 @@ import (
 	"os"
 	"path/filepath"
 	"strconv"
+	"sync"
 	"testing"
 	"time"
 
@@ -81,6 +82,9 @@ const (
 	// agentNamespace is the klusterlet agents' namespace on a managed
 	// cluster; the agents have no flag for it outside a pod.
 	agentNamespace = "open-cluster-management-agent"
+	// defaultHubKubeconfigSecret is the registration agent's default name
+	// for the secret that holds its hub kubeconfig.
+	defaultHubKubeconfigSecret = "hub-kubeconfig-secret"
 
 	startAttempts = 3
 	stopGrace     = 10 * time.Second
@@ -110,6 +114,15 @@ type Hub struct {
 	stopCSRs  context.CancelFunc
 	csrsDone  chan struct{}
 	timings   time.Duration
+
+	mu sync.Mutex
+	// managed is JoinShared's managed cluster, once started; managedErr is
+	// why it could not start.
+	managed    *hubtest.ControlPlane
+	managedErr error
+	// joined are the clusters of JoinShared and JoinOwn, which stop with
+	// the hub.
+	joined []*Cluster
 }
 
 var shared childproc.Shared[Hub]
@@ -236,6 +249,14 @@ func (h *Hub) stop() {
 	for _, p := range h.procs {
 		p.Stop(stopGrace)
 	}
+	h.mu.Lock()
+	for _, c := range h.joined {
+		c.stop()
+	}
+	if h.managed != nil {
+		h.managed.Stop()
+	}
+	h.mu.Unlock()
 	os.RemoveAll(h.dir)
 }
 
