@@ -48,7 +48,9 @@ func startAgent(t *testing.T, fm *fleetManager, hub *hubtest.Hub, hubID string, 
 	cfg.FleetManagerURL, cfg.HubID = fm.Base, hubID
 	cfg.OIDCTokenURL, cfg.OIDCClientID, cfg.OIDCClientSecretFile, cfg.OIDCAudience = fm.hydra.TokenURL(), creds.clientID, creds.secretFile, audience
 	cfg.PollWait, cfg.HeartbeatInterval = 2*time.Second, time.Second
-	cfg.InventoryBatchDelay, cfg.ResyncInterval, cfg.DeletionTimeout = 100*time.Millisecond, time.Minute, 30*time.Second
+	// A deletion waits on OCM's registration controller to remove its
+	// finalizers, which it does within a sync or two.
+	cfg.InventoryBatchDelay, cfg.ResyncInterval, cfg.DeletionTimeout = 100*time.Millisecond, time.Minute, 2*time.Minute
 	h, err := agent.NewHub(hub.RESTConfig())
 	if err != nil {
 		t.Fatalf("agent.NewHub(): %v", err)

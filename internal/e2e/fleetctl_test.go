@@ -440,8 +440,41 @@ func TestFleetctlRegisterWaitAndWatch(t *testing.T) {
 		}
 	})
 
-	code, out, errOut := user.run("clusters", "register", "--name", "wait-1", "--zone", "eu", "--label", "env=e2e",
+	// Registered without credentials, the cluster is imported by hand:
+	// while register --wait waits, its owner reads the import material
+	// and applies it on the cluster (the stand-in joins its klusterlet).
+	register := user.command("clusters", "register", "--name", "wait-1", "--zone", "eu", "--label", "env=e2e",
 		"--wait", "--interval", "300ms", "--timeout", "2m", "-o", "json")
+	var registerOut, registerErr bytes.Buffer
+	register.Stdout, register.Stderr = &registerOut, &registerErr
+	if err := register.Start(); err != nil {
+		t.Fatal(err)
+	}
+	registered := make(chan error, 1)
+	go func() { registered <- register.Wait() }()
+	g := gomega.NewWithT(t)
+	var waiting public.Cluster
+	g.Eventually(func() string {
+		resp, err := s.fm.Public.ListClustersWithResponse(context.Background(), &public.ListClustersParams{Search: ptr("name = 'wait-1'")}, bearer(s.user))
+		if err != nil || resp.JSON200 == nil || len(resp.JSON200.Items) != 1 {
+			return ""
+		}
+		waiting = resp.JSON200.Items[0]
+		return waiting.Id
+	}).WithTimeout(30*time.Second).ShouldNot(gomega.BeEmpty(), "the registration register --wait made")
+	waitingName := managedClusterName(waiting)
+	g.Eventually(func() string { _, out, _ := user.run("clusters", "import", waiting.Id); return out }).WithTimeout(30*time.Second).
+		Should(gomega.ContainSubstring("import manifests of "+waitingName), "clusters import before the cluster joined")
+	s.imports.importManually(waitingName)
+	code := 0
+	var exit *exec.ExitError
+	switch err := <-registered; {
+	case errors.As(err, &exit):
+		code = exit.ExitCode()
+	case err != nil:
+		t.Fatal(err)
+	}
+	out, errOut := registerOut.String(), registerErr.String()
 	var c cliCluster
 	if code != 0 || json.Unmarshal([]byte(out), &c) != nil || c.Phase != "ready" {
 		t.Fatalf("clusters register --wait = exit %d, stdout %q, stderr %q; want ready", code, out, errOut)
@@ -451,7 +484,6 @@ func TestFleetctlRegisterWaitAndWatch(t *testing.T) {
 	}
 	name := managedClusterName(public.Cluster{Id: c.ID, Name: c.Name})
 
-	g := gomega.NewWithT(t)
 	g.Eventually(watchOut.String).WithTimeout(60*time.Second).Should(gomega.ContainSubstring(`"name":"`+name+`"`),
 		func() string { return "inventory watch; stderr: " + watchErr.String() })
 	if err := watch.Process.Signal(syscall.SIGINT); err != nil {

@@ -12,6 +12,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/fleetmanager/fleet-manager/internal/fleet"
+	"github.com/fleetmanager/fleet-manager/internal/hub/governancetest"
 	"github.com/fleetmanager/fleet-manager/internal/hub/hubtest"
 	"github.com/fleetmanager/fleet-manager/internal/oidc/hydratest"
 	"github.com/fleetmanager/fleet-manager/pkg/api/admin"
@@ -19,7 +20,7 @@ import (
 )
 
 // stack is one fleet manager, one hub registered in it, its agent, and the
-// tests playing RHACM for that hub.
+// stand-in for RHACM's import controller on that hub.
 type stack struct {
 	t     *testing.T
 	g     gomega.Gomega
@@ -28,8 +29,10 @@ type stack struct {
 	hubID string
 	creds agentCredentials
 	agent *runningAgent
-	admin string
-	user  string
+	// imports is the stand-in for RHACM's import controller on the hub.
+	imports *importController
+	admin   string
+	user    string
 }
 
 func newStack(t *testing.T, name string) *stack {
@@ -41,12 +44,20 @@ func newStack(t *testing.T, name string) *stack {
 func newStackArgs(t *testing.T, name string, extra ...string) *stack {
 	t.Helper()
 	hydra := hydratest.Start(t)
-	hub := hubtest.Start(t)
+	hub := testHub(t)
 	return newStackOn(t, name, hydra, hub, startFleetManager(t, hydra, extra...))
 }
 
 // newStackOn is newStack around a fleet manager already serving.
 func newStackOn(t *testing.T, name string, hydra *hydratest.Hydra, hub *hubtest.Hub, fm *fleetManager) *stack {
+	t.Helper()
+	return newStackOnWith(t, name, hydra, hub, fm, playImportController)
+}
+
+// newStackOnWith is newStackOn with the import controller stand-in
+// started by importer.
+func newStackOnWith(t *testing.T, name string, hydra *hydratest.Hydra, hub *hubtest.Hub, fm *fleetManager,
+	importer func(*testing.T, *governancetest.Hub, string) *importController) *stack {
 	t.Helper()
 	s := &stack{t: t, g: gomega.NewWithT(t), fm: fm, hub: hub,
 		admin: fm.token("sre", "bob", "fleet-admin"), user: fm.token("org-"+name, "ann")}
@@ -57,7 +68,7 @@ func newStackOn(t *testing.T, name string, hydra *hydratest.Hydra, hub *hubtest.
 		t.Fatalf("CreateHub(%s) = %v %s, %v", name, resp.StatusCode(), resp.Body, err)
 	}
 	s.hubID = resp.JSON201.Id
-	playRHACM(t, hubtest.Dynamic(t), s.hubID)
+	s.imports = importer(t, startHub(t), s.hubID)
 	s.agent = startAgent(t, fm, hub, s.hubID, s.creds)
 	s.waitHubReady(fleet.ConditionTrue)
 	return s

@@ -6,7 +6,9 @@ import (
 	"testing"
 
 	"github.com/fleetmanager/fleet-manager/internal/e2e/e2estack"
+	"github.com/fleetmanager/fleet-manager/internal/hub/governancetest"
 	"github.com/fleetmanager/fleet-manager/internal/hub/hubtest"
+	"github.com/fleetmanager/fleet-manager/internal/hub/ocmtest"
 	"github.com/fleetmanager/fleet-manager/internal/oidc/hydratest"
 )
 
@@ -21,6 +23,9 @@ func TestMain(m *testing.M) {
 	}
 	fleetManagerBinary = bin
 	code := m.Run()
+	// The engines first: they watch the hub.
+	governancetest.Stop()
+	ocmtest.Stop()
 	hubtest.Stop()
 	hydratest.Stop()
 	remove()

@@ -69,15 +69,16 @@ func (s *stack) compliance(p public.Policy, cluster string) string {
 
 // TestPolicyPropagationAndCompliance drives configuration policies through
 // the real binary, agent and hub: a policy reaches the hub as a Policy, a
-// Placement and a PlacementBinding; the compliance the policy framework
-// writes (played by the test) comes back through the API; an update and a
+// Placement and a PlacementBinding; OCM's placement controller places it on
+// the cluster and the governance policy propagator replicates it there; the
+// compliance the cluster reports (played by the test, see setCompliance)
+// comes back through the API as the propagator aggregates it; an update and a
 // deletion propagate; and a cluster whose labels no longer match takes the
 // policy off its hub.
 func TestPolicyPropagationAndCompliance(t *testing.T) {
 	s := newStack(t, "hub-e2e-policy")
 	ctx := context.Background()
 	dyn := hubtest.Dynamic(t)
-	framework := playPolicyFramework(t, dyn, policyNamespace, s.hubID)
 	c := s.register("governed")
 	name := managedClusterName(c)
 	s.waitPhase(c.Id, public.Ready)
@@ -103,11 +104,21 @@ func TestPolicyPropagationAndCompliance(t *testing.T) {
 		return err
 	}).WithTimeout(30*time.Second).Should(gomega.Succeed(), "the policy's PlacementBinding")
 
-	// The framework reports the cluster: Pending, then NonCompliant, then Compliant.
-	s.g.Eventually(func() string { return s.compliance(audit, name) }).WithTimeout(30 * time.Second).Should(gomega.Equal("Pending"))
-	framework.setCompliance(name, "NonCompliant")
+	// OCM's placement controller decides the cluster, the propagator
+	// replicates the policy into its namespace and reports it pending; the
+	// cluster's report (played: setCompliance) turns it NonCompliant, then
+	// Compliant.
+	s.g.Eventually(func() string { return s.compliance(audit, name) }).WithTimeout(60 * time.Second).Should(gomega.Equal("Pending"))
+	otherName := ""
+	s.g.Eventually(func() string {
+		if p := s.hubPolicy(other); p != nil {
+			otherName = p.GetName()
+		}
+		return otherName
+	}).WithTimeout(30*time.Second).ShouldNot(gomega.BeEmpty(), "the hub receives the other policy")
+	s.setCompliance(name, "NonCompliant", root.GetName(), otherName)
 	s.g.Eventually(func() string { return s.compliance(audit, name) }).WithTimeout(30 * time.Second).Should(gomega.Equal("NonCompliant"))
-	framework.setCompliance(name, "Compliant")
+	s.setCompliance(name, "Compliant", root.GetName(), otherName)
 	s.g.Eventually(func() public.ComplianceCounts {
 		resp, err := s.fm.Public.GetComplianceSummaryWithResponse(ctx, &public.GetComplianceSummaryParams{}, bearer(s.user))
 		if err != nil || resp.JSON200 == nil {

@@ -13,7 +13,6 @@ import (
 	"github.com/onsi/gomega"
 
 	"github.com/fleetmanager/fleet-manager/internal/fleet"
-	"github.com/fleetmanager/fleet-manager/internal/hub/hubtest"
 	"github.com/fleetmanager/fleet-manager/internal/oidc/hydratest"
 	"github.com/fleetmanager/fleet-manager/internal/postgres"
 	"github.com/fleetmanager/fleet-manager/internal/postgres/pgtest"
@@ -28,7 +27,7 @@ func recoveryStack(t *testing.T, repo *recoveryRepo, name string) (*stack, *pgte
 	server := pgtest.StartServerWith(t, pgtest.ServerOptions{Settings: repo.settings(), Init: repo.initServer})
 	repo.mustRun(server, "setup")
 	hydra := hydratest.Start(t)
-	hub := hubtest.Start(t)
+	hub := testHub(t)
 	return newStackOn(t, name, hydra, hub, startFleetManagerOn(t, hydra, server.NewDatabase(t, "fleet"))), server
 }
 

@@ -30,7 +30,7 @@ import (
 func TestSyncSetHiveHubHandsOffToAgent(t *testing.T) {
 	ctx := context.Background()
 	name := "hub-e2e-hive"
-	hydra, hub := hydratest.Start(t), hubtest.Start(t)
+	hydra, hub := hydratest.Start(t), testHub(t)
 	dyn := hubtest.Dynamic(t)
 	hivetest.CreateClusterDeployment(ctx, t, dyn, name, name)
 	runCtx, stopHive := context.WithCancel(ctx)
@@ -89,7 +89,7 @@ func TestSyncSetHiveHubHandsOffToAgent(t *testing.T) {
 	if err != nil || moved.JSON200 == nil {
 		t.Fatalf("UpdateHub(%s, agent) = %v %s, %v", name, moved.StatusCode(), moved.Body, err)
 	}
-	playRHACM(t, dyn, s.hubID)
+	playImportController(t, startHub(t), s.hubID)
 	s.agent = startAgent(t, fm, hub, s.hubID, s.creds)
 	s.g.Eventually(func() bool {
 		_, err := syncSets.Get(ctx, syncSetName, metav1.GetOptions{})

@@ -12,7 +12,6 @@ import (
 
 	"github.com/onsi/gomega"
 
-	"github.com/fleetmanager/fleet-manager/internal/hub/hubtest"
 	"github.com/fleetmanager/fleet-manager/internal/oidc/hydratest"
 	"github.com/fleetmanager/fleet-manager/internal/postgres"
 	"github.com/fleetmanager/fleet-manager/internal/postgres/pgtest"
@@ -69,7 +68,7 @@ func TestPreviousReleaseRunsOnTheNewSchema(t *testing.T) {
 	t.Parallel()
 	previous := previousRelease(t)
 	hydra := hydratest.Start(t)
-	hub := hubtest.Start(t)
+	hub := testHub(t)
 	old := newFleetManagerOn(t, hydra, pgtest.NewDatabase(t))
 	old.binary = previous
 	old.start()

@@ -25,7 +25,6 @@ import (
 	"github.com/prometheus/common/expfmt"
 	"github.com/prometheus/common/model"
 
-	"github.com/fleetmanager/fleet-manager/internal/hub/hubtest"
 	"github.com/fleetmanager/fleet-manager/internal/oidc/hydratest"
 	"github.com/fleetmanager/fleet-manager/internal/promtest"
 	"github.com/fleetmanager/fleet-manager/pkg/api/public"
@@ -118,7 +117,9 @@ func newMetricsFleet(t *testing.T, name string, extra ...string) *metricsFleet {
 	}, extra...)
 	hydra := hydratest.Start(t)
 	fm := startFleetManager(t, hydra, flags...)
-	s := newStackOn(t, name, hydra, hubtest.Start(t), fm)
+	// Each cluster on a control plane of its own, with an id.openshift.io
+	// claim of its own: the series name their cluster by it.
+	s := newStackOnWith(t, name, hydra, testHub(t), fm, playImportControllerOwnClusters)
 	m := &metricsFleet{t: t, g: s.g, s: s, backend: backend, exporter: exporter, admin: s.admin}
 	for i, letter := range []string{"a", "b", "c"} {
 		org := &metricsOrg{id: "org-" + name + "-" + letter}

@@ -1,4 +1,4 @@
-package realocm
+package e2e
 
 import (
 	"context"
@@ -15,7 +15,6 @@ import (
 
 	"github.com/fleetmanager/fleet-manager/internal/agent"
 	"github.com/fleetmanager/fleet-manager/internal/fleet"
-	"github.com/fleetmanager/fleet-manager/internal/hub/ocmtest"
 	"github.com/fleetmanager/fleet-manager/internal/hubkind"
 	"github.com/fleetmanager/fleet-manager/internal/oidc/hydratest"
 	"github.com/fleetmanager/fleet-manager/pkg/api/admin"
@@ -45,7 +44,7 @@ var ocmFinalizers = []string{
 // comment names and RHACM's import controller, below.
 func TestRegistrationEndToEndWithRealOCM(t *testing.T) {
 	hydra := hydratest.Start(t)
-	ocm := ocmtest.Start(t)
+	ocm := startHub(t).OCM()
 	hub := ocm.Hub()
 	hubDyn := hub.NewDynamicFor(t)
 	fm := startFleetManager(t, hydra)
@@ -59,7 +58,7 @@ func TestRegistrationEndToEndWithRealOCM(t *testing.T) {
 		t.Fatalf("CreateHub = %v %s, %v", created.StatusCode(), created.Body, err)
 	}
 	hubID := created.JSON201.Id
-	startAgent(t, fm, hub, hubID, agentID)
+	startAgent(t, fm, hub, hubID, newAgentCredentials(t, hydra, agentID))
 	waitUntil(t, time.Minute, "the hub Ready", func() error {
 		resp, err := fm.Admin.GetHubWithResponse(ctx, hubID, bearer(adminToken))
 		if err != nil || resp.JSON200 == nil {
@@ -123,7 +122,7 @@ func TestRegistrationEndToEndWithRealOCM(t *testing.T) {
 		joinedCond := slices.IndexFunc(c.Conditions, func(c public.Condition) bool { return c.Type == agent.ConditionJoined })
 		if code != http.StatusOK || c.Phase != public.Provisioning || joinedCond < 0 ||
 			string(c.Conditions[joinedCond].Status) != string(fleet.ConditionUnknown) || c.Conditions[joinedCond].Reason != agent.ReasonNotReported {
-			return fmt.Errorf("GetCluster %d: %s", code, describe(c))
+			return fmt.Errorf("GetCluster %d: %s", code, describeCluster(c))
 		}
 		return nil
 	})
@@ -160,7 +159,7 @@ func TestRegistrationEndToEndWithRealOCM(t *testing.T) {
 	joined("the registration ready", func() error {
 		c, code := getCluster()
 		if code != http.StatusOK || c.Phase != public.Ready {
-			return fmt.Errorf("GetCluster %d: %s", code, describe(c))
+			return fmt.Errorf("GetCluster %d: %s", code, describeCluster(c))
 		}
 		ready = c
 		return nil
@@ -173,7 +172,7 @@ func TestRegistrationEndToEndWithRealOCM(t *testing.T) {
 	for typ, reason := range map[string]string{agent.ConditionJoined: "ManagedClusterJoined", agent.ConditionAvailable: "ManagedClusterAvailable"} {
 		i := slices.IndexFunc(ready.Conditions, func(c public.Condition) bool { return c.Type == typ })
 		if i < 0 || ready.Conditions[i].Reason != reason {
-			t.Errorf("condition %s of the ready registration: %s, want reason %s", typ, describe(ready), reason)
+			t.Errorf("condition %s of the ready registration: %s, want reason %s", typ, describeCluster(ready), reason)
 		}
 	}
 	mc, err = hubDyn.Resource(hubkind.ManagedCluster.GVR()).Get(ctx, name, metav1.GetOptions{})
@@ -236,7 +235,7 @@ func TestRegistrationEndToEndWithRealOCM(t *testing.T) {
 	})
 	waitUntil(t, joinTimeout, "the registration gone", func() error {
 		if c, code := getCluster(); code != http.StatusNotFound {
-			return fmt.Errorf("GetCluster %d: %s", code, describe(c))
+			return fmt.Errorf("GetCluster %d: %s", code, describeCluster(c))
 		}
 		return nil
 	})
@@ -257,18 +256,21 @@ func hubCondition(mc *unstructured.Unstructured, typ string) string {
 	return ""
 }
 
-// describe renders a registration's phase and conditions for a message.
-func describe(c public.Cluster) string {
-	s := fmt.Sprintf("phase %q", c.Phase)
-	for _, cond := range c.Conditions {
-		s += fmt.Sprintf("; %s=%s (%s: %s)", cond.Type, cond.Status, cond.Reason, deref(cond.Message))
+// waitUntil polls check until it passes, failing the test at timeout with
+// check's last error.
+func waitUntil(t *testing.T, timeout time.Duration, what string, check func() error) {
+	t.Helper()
+	deadline := time.Now().Add(timeout)
+	tick := time.NewTicker(200 * time.Millisecond)
+	defer tick.Stop()
+	for {
+		err := check()
+		if err == nil {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("waited %s for %s: %v", timeout, what, err)
+		}
+		<-tick.C
 	}
-	return s
-}
-
-func deref(s *string) string {
-	if s == nil {
-		return ""
-	}
-	return *s
 }

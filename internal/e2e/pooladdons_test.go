@@ -1,4 +1,4 @@
-package realocm
+package e2e
 
 import (
 	"context"
@@ -12,7 +12,6 @@ import (
 	"k8s.io/client-go/kubernetes"
 
 	"github.com/fleetmanager/fleet-manager/internal/fleet"
-	"github.com/fleetmanager/fleet-manager/internal/hub/ocmtest"
 	"github.com/fleetmanager/fleet-manager/internal/hub/provisiontest"
 	"github.com/fleetmanager/fleet-manager/internal/hubkind"
 	"github.com/fleetmanager/fleet-manager/internal/oidc/hydratest"
@@ -30,7 +29,7 @@ import (
 // for an object its API server finds invalid.
 func TestPoolAddOnsWithRealWorkAgent(t *testing.T) {
 	hydra := hydratest.Start(t)
-	ocm := ocmtest.Start(t)
+	ocm := startHub(t).OCM()
 	hub := ocm.Hub()
 	hubDyn := hub.NewDynamicFor(t)
 	fm := startFleetManager(t, hydra, "--pool-resync-interval=300ms", "--pool-base-domain=pools.realocm.example.com")
@@ -43,11 +42,11 @@ func TestPoolAddOnsWithRealWorkAgent(t *testing.T) {
 	if err != nil || created.JSON201 == nil {
 		t.Fatalf("CreateHub = %v %s, %v", created.StatusCode(), created.Body, err)
 	}
-	startAgent(t, fm, hub, created.JSON201.Id, agentID)
+	startAgent(t, fm, hub, created.JSON201.Id, newAgentCredentials(t, hydra, agentID))
 
 	// Hive's install is played; RHACM's import is the klusterlet below,
 	// started by the test's goroutine (Join fails the test on error).
-	imports := make(chan string, 4)
+	imports := make(chan string, 64)
 	opts := provisiontest.DefaultOptions()
 	opts.Import = func(_ context.Context, cluster string) { imports <- cluster }
 	provisiontest.Play(t, hubDyn, opts)
@@ -85,11 +84,19 @@ func TestPoolAddOnsWithRealWorkAgent(t *testing.T) {
 		return resp.JSON200.Items
 	}
 
+	// The hub is shared: provisiontest reports every installed pool
+	// cluster on it, this pool's and what other tests left.
 	var name string
-	select {
-	case name = <-imports:
-	case <-time.After(joinTimeout):
-		t.Fatalf("no ClusterDeployment installed within %s; pool clusters %+v", joinTimeout, poolClusters())
+	for timeout := time.After(joinTimeout); name == ""; {
+		select {
+		case installed := <-imports:
+			cd, err := hubDyn.Resource(hubkind.ClusterDeployment.GVR()).Namespace(installed).Get(ctx, installed, metav1.GetOptions{})
+			if err == nil && cd.GetLabels()[fleet.LabelPoolID] == pool.JSON201.Id {
+				name = installed
+			}
+		case <-timeout:
+			t.Fatalf("no ClusterDeployment of the pool installed within %s; pool clusters %+v", joinTimeout, poolClusters())
+		}
 	}
 	cluster := ocm.Join(t, name)
 	managedKube, err := kubernetes.NewForConfig(cluster.RESTConfig())
