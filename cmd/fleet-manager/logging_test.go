@@ -12,8 +12,8 @@ import (
 
 	"github.com/fleetmanager/fleet-manager/internal/config"
 	"github.com/fleetmanager/fleet-manager/internal/logtest"
-	"github.com/fleetmanager/fleet-manager/internal/postgres"
 	"github.com/fleetmanager/fleet-manager/internal/postgres/keyrotation"
+	"github.com/fleetmanager/fleet-manager/internal/postgres/migrations"
 	"github.com/fleetmanager/fleet-manager/internal/postgres/pgtest"
 )
 
@@ -115,7 +115,7 @@ func TestMigrateLogsItsProgress(t *testing.T) {
 		t.Fatalf("migrate = %v\n%s", err, stderr)
 	}
 	lines := logLines(t, stderr)
-	ids := postgres.MigrationIDs()
+	ids := migrations.IDs()
 	m := len(ids)
 	if start := withMsg(lines, "applying migrations"); len(start) != 1 || start[0]["pending"] != float64(m) ||
 		start[0]["first"] != ids[0] || start[0]["last"] != ids[m-1] {

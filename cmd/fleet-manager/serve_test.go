@@ -21,6 +21,7 @@ import (
 	"github.com/fleetmanager/fleet-manager/internal/config"
 	"github.com/fleetmanager/fleet-manager/internal/logtest"
 	"github.com/fleetmanager/fleet-manager/internal/postgres"
+	"github.com/fleetmanager/fleet-manager/internal/postgres/migrations"
 	"github.com/fleetmanager/fleet-manager/internal/postgres/pgtest"
 	"github.com/fleetmanager/fleet-manager/internal/secrets"
 )
@@ -140,7 +141,7 @@ func TestMigrateThenServe(t *testing.T) {
 	cfg := pgtest.NewDatabase(t)
 	keyDir := t.TempDir()
 	out, _, err := execute(t, nil, append([]string{"migrate"}, dbFlags(cfg)...)...)
-	if err != nil || !strings.Contains(out, fmt.Sprintf("%d migrations applied", len(postgres.MigrationIDs()))) {
+	if err != nil || !strings.Contains(out, fmt.Sprintf("%d migrations applied", len(migrations.IDs()))) {
 		t.Fatalf("migrate = %q, %v", out, err)
 	}
 	ports := newServePorts(t)

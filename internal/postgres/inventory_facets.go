@@ -9,6 +9,7 @@ import (
 	"gorm.io/gorm"
 
 	"github.com/fleetmanager/fleet-manager/internal/fleet"
+	"github.com/fleetmanager/fleet-manager/internal/postgres/migrations"
 )
 
 // clusterTotal reads the total of a list of the inventory in the list's
@@ -166,7 +167,7 @@ INSERT INTO managed_cluster_facet_counts (facet, value, hub_id, live)
 		return tx.Exec(`
 WITH dropped AS (DELETE FROM registration_label_counts WHERE key IN (SELECT jsonb_array_elements_text(?::jsonb)))
 INSERT INTO registration_label_counts (org_id, key, value, zone, shard, live)
-	SELECT org_id, key, value, zone, shard, sum(d) FROM (`+labelCountedRows("registrations", "1")+`) AS counted
+	SELECT org_id, key, value, zone, shard, sum(d) FROM (`+migrations.LabelCountedRows("registrations", "1")+`) AS counted
 	WHERE key IN (SELECT jsonb_array_elements_text(?::jsonb))
 	GROUP BY 1, 2, 3, 4, 5`, jsonText(removed), jsonText(added)).Error
 	})

@@ -10,6 +10,7 @@ import (
 	"testing"
 
 	"github.com/fleetmanager/fleet-manager/internal/postgres"
+	"github.com/fleetmanager/fleet-manager/internal/postgres/migrations"
 	"github.com/fleetmanager/fleet-manager/internal/postgres/pgtest"
 )
 
@@ -31,7 +32,7 @@ func TestMigrateUpAndDown(t *testing.T) {
 	if err != nil {
 		t.Fatalf("SchemaStatus() on a fresh database: %v", err)
 	}
-	if status.Current() || !slices.Equal(status.Missing, postgres.MigrationIDs()) {
+	if status.Current() || !slices.Equal(status.Missing, migrations.IDs()) {
 		t.Fatalf("SchemaStatus() on a fresh database = %+v, want every migration missing", status)
 	}
 	if err := db.Ready(ctx); !errors.Is(err, postgres.ErrSchemaBehind) {
@@ -83,7 +84,7 @@ func TestMigrateConcurrently(t *testing.T) {
 		}
 	}
 	status, err := pgtest.Open(t, cfg).SchemaStatus(ctx)
-	if err != nil || !status.Current() || len(status.Applied) != len(postgres.MigrationIDs()) {
+	if err != nil || !status.Current() || len(status.Applied) != len(migrations.IDs()) {
 		t.Errorf("SchemaStatus() after concurrent migrations = %+v, %v", status, err)
 	}
 }

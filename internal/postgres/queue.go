@@ -139,7 +139,8 @@ const claimColumns = `r.id, r.created_at, r.updated_at, r.deletion_requested_at,
 // unsettledSQL tells a registration a user waits for: not ready (new,
 // placed and not delivered yet, failing, being deregistered), or changed
 // since it was last reconciled. The index registrations_work_unsettled
-// (migration202612012200ClaimOrder) holds those that are due.
+// (migrations.migration202612012200ClaimOrder, which repeats this predicate)
+// holds those that are due.
 const unsettledSQL = `(phase <> 'ready' OR observed_generation < generation)`
 
 // claimTiers are the claim's tiers, in the order a batch is filled, each

@@ -17,6 +17,7 @@ import (
 
 	"github.com/fleetmanager/fleet-manager/internal/config"
 	"github.com/fleetmanager/fleet-manager/internal/postgres"
+	"github.com/fleetmanager/fleet-manager/internal/postgres/migrations"
 )
 
 // Config is the thresholds past which a check reports a problem.
@@ -206,7 +207,7 @@ func (d checker) schema(ctx context.Context) (c SchemaCheck) {
 		c.failed(err)
 		return c
 	}
-	c.Applied, c.Known, c.Missing, c.Unknown = len(status.Applied), len(postgres.MigrationIDs()), status.Missing, status.Unknown
+	c.Applied, c.Known, c.Missing, c.Unknown = len(status.Applied), len(migrations.IDs()), status.Missing, status.Unknown
 	if n := len(status.Applied); n > 0 {
 		c.Latest = status.Applied[n-1]
 	}

@@ -10,8 +10,8 @@ import (
 	"github.com/onsi/gomega"
 
 	"github.com/fleetmanager/fleet-manager/internal/fleet"
-	"github.com/fleetmanager/fleet-manager/internal/postgres"
 	"github.com/fleetmanager/fleet-manager/internal/postgres/doctor"
+	"github.com/fleetmanager/fleet-manager/internal/postgres/migrations"
 	"github.com/fleetmanager/fleet-manager/internal/postgres/pgtest"
 )
 
@@ -59,7 +59,7 @@ func TestDoctorNamesALongTransactionAndTheLockWaitBehindIt(t *testing.T) {
 	}).WithTimeout(30 * time.Second).WithPolling(100 * time.Millisecond).Should(gomega.Succeed())
 
 	g.Expect(report.Schema.State).To(gomega.Equal("current"))
-	g.Expect(report.Schema.Applied).To(gomega.Equal(len(postgres.MigrationIDs())))
+	g.Expect(report.Schema.Applied).To(gomega.Equal(len(migrations.IDs())))
 	g.Expect(report.Schema.Problems).To(gomega.BeEmpty())
 
 	g.Expect(report.Transactions.Long).To(gomega.ContainElement(gomega.SatisfyAll(

@@ -17,6 +17,7 @@ import (
 	"github.com/jackc/pgx/v5/pgconn"
 
 	"github.com/fleetmanager/fleet-manager/internal/postgres"
+	"github.com/fleetmanager/fleet-manager/internal/postgres/migrations"
 )
 
 // templateLockKey is the advisory lock, taken in the maintenance database,
@@ -49,7 +50,7 @@ func migratedTemplate() (string, error) {
 		return built.name, nil
 	}
 	_, self, _, _ := runtime.Caller(0)
-	sum := migrationsDigest(postgres.MigrationIDs(), filepath.Join(filepath.Dir(self), ".."))
+	sum := migrationsDigest(migrations.IDs(), filepath.Join(filepath.Dir(self), "..", "migrations"))
 	name := "fmtpl_" + hex.EncodeToString(sum[:8])
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
