@@ -57,6 +57,7 @@ var (
 		{"oidc", "childproc"}:     "oidc/hydratest starts Ory Hydra as a child process",
 		{"promtest", "childproc"}: "promtest starts Prometheus as a child process",
 		{"dnstest", "childproc"}:  "dnstest starts BIND's named and Knot's knotd as child processes",
+		{"e2e", "childproc"}:      "e2e/e2estack takes the fleet-manager binary's ports from childproc.FreePorts, which never hands out one port twice",
 	}
 )
 
