@@ -14,7 +14,7 @@
 # vendor folder is not in the module download). The program has no --version
 # flag, so a stamp file beside it records the version it was built from.
 # Cold: as long as COLD_BUILD says, which the build prints first, with a
-# progress line at least every 30 seconds; when the binary and its stamp are
+# progress line from with-progress.sh; when the binary and its stamp are
 # there: instant.
 set -euo pipefail
 progress=$(cd "$(dirname "$0")/.." && pwd)/with-progress.sh
@@ -22,7 +22,8 @@ progress=$(cd "$(dirname "$0")/.." && pwd)/with-progress.sh
 PROPAGATOR_VERSION=${PROPAGATOR_VERSION:-v0.19.0}
 MODULE=open-cluster-management.io/governance-policy-propagator
 OUT=${1:-${GOVERNANCE_BIN_DIR:-${FLEET_MANAGER_CACHE:-$HOME/.cache/fleet-manager}/governance-$PROPAGATOR_VERSION}}
-# Measured on this project's 2-core machines, shared with other builds.
+# The time the build announces before it starts; the measured ones, with
+# their date and load, are in docs/automated-testing.md.
 COLD_BUILD="about 2 minutes on 2 shared cores, up to 5 on busy ones"
 
 built() {

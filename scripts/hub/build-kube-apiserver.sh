@@ -8,8 +8,9 @@
 #
 # OUT_DIR defaults to $HUB_BIN_DIR or hub-bin in $FLEET_MANAGER_CACHE (default
 # ~/.cache/fleet-manager). Cold:
-# as long as COLD_BUILD says, which the build prints first (then a line every
-# 30 seconds until it ends), 3 GB of build cache and 3 GB of memory; warm: seconds;
+# as long as COLD_BUILD says, which the build prints first (then a progress
+# line from with-progress.sh until it ends), with gigabytes of build cache and
+# of memory (docs/automated-testing.md); warm: seconds;
 # when the binary is there and reports the version: instant.
 # ensure-hub-binaries.sh calls it.
 set -euo pipefail
@@ -19,8 +20,8 @@ K8S_VERSION=${K8S_VERSION:-1.37.2}
 STAGING_VERSION=${STAGING_VERSION:-0.37.2}
 OUT=${1:-${HUB_BIN_DIR:-${FLEET_MANAGER_CACHE:-$HOME/.cache/fleet-manager}/hub-bin}}
 BIN="$OUT/kube-apiserver"
-# Measured on this project's 2-core machines: idle, and shared with other
-# builds and test runs (a first `make test` on a busy machine).
+# The time the build announces before it starts; the measured ones, with
+# their date and load, are in docs/automated-testing.md.
 COLD_BUILD="about 5 minutes on 2 idle cores, about 30 on 2 busy ones"
 
 built() { [ -x "$BIN" ] && "$BIN" --version 2>/dev/null | grep -q "v$K8S_VERSION\$"; }

@@ -18,8 +18,8 @@ HYDRA_VERSION=${HYDRA_VERSION:-v2.3.0}
 # replaces, so the scratch module repeats it.
 POP_REPLACE=${POP_REPLACE:-github.com/ory/pop/v6@v6.2.1-0.20241121111754-e5dfc0f3344b}
 BIN=${HYDRA_BIN:-${FLEET_MANAGER_CACHE:-$HOME/.cache/fleet-manager}/hydra/hydra}
-# Measured on this project's 2-core machines: idle, and shared with other
-# builds and test runs (a first `make test` on a busy machine).
+# The time the build announces before it starts; the measured ones, with
+# their date and load, are in docs/automated-testing.md.
 COLD_BUILD="about 2.5 minutes on 2 idle cores, about 13 on 2 busy ones"
 
 built() { [ -x "$BIN" ] && "$BIN" version 2>/dev/null | grep -q "$HYDRA_VERSION"; }

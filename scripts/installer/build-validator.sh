@@ -21,7 +21,8 @@ progress=$here/../with-progress.sh
 
 INSTALLER_VERSION=${INSTALLER_VERSION:-v0.91.0}
 BIN=${INSTALLER_VALIDATOR_BIN:-${FLEET_MANAGER_CACHE:-$HOME/.cache/fleet-manager}/installer-validator/installer-validator}
-# Measured on this project's 2-core machines, shared with other builds.
+# The time the build announces before it starts; the measured ones, with
+# their date and load, are in docs/automated-testing.md.
 COLD_BUILD="about 2 minutes on 2 busy cores"
 SOURCE=$(sha256sum "$here/validator/main.go" | cut -c1-16)
 

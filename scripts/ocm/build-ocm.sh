@@ -12,7 +12,7 @@
 # go.mod here changes) and built inside a writable copy of itself with its
 # own go.mod (its vendor folder is not in the module download, hence
 # -mod=mod). Cold: as long as COLD_BUILD says, which the build prints first,
-# with a progress line at least every 30 seconds; when the binaries are there
+# with a progress line from with-progress.sh; when the binaries are there
 # and report the version: instant.
 set -euo pipefail
 progress=$(cd "$(dirname "$0")/.." && pwd)/with-progress.sh
@@ -20,7 +20,8 @@ progress=$(cd "$(dirname "$0")/.." && pwd)/with-progress.sh
 OCM_VERSION=${OCM_VERSION:-v1.0.0}
 OUT=${1:-${OCM_BIN_DIR:-${FLEET_MANAGER_CACHE:-$HOME/.cache/fleet-manager}/ocm-$OCM_VERSION}}
 PROGRAMS="registration placement work"
-# Measured on this project's 2-core machines, shared with other builds.
+# The time the build announces before it starts; the measured ones, with
+# their date and load, are in docs/automated-testing.md.
 COLD_BUILD="about 4 minutes on 2 shared cores, up to 12 on busy ones"
 
 built() {

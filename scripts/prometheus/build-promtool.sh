@@ -20,7 +20,8 @@ progress=$(cd "$(dirname "$0")/.." && pwd)/with-progress.sh
 PROMETHEUS_MODULE_VERSION=${PROMETHEUS_MODULE_VERSION:-v0.303.1}
 PROMTOOL_VERSION=${PROMTOOL_VERSION:-3.3.1}
 BIN=${PROMTOOL_BIN:-${FLEET_MANAGER_CACHE:-$HOME/.cache/fleet-manager}/promtool/promtool}
-# Measured on this project's 2-core machines, shared with other builds.
+# The time the build announces before it starts; the measured ones, with
+# their date and load, are in docs/automated-testing.md.
 COLD_BUILD="about 8 minutes on 2 busy cores"
 
 built() { [ -x "$BIN" ] && "$BIN" --version 2>/dev/null | grep -q "version $PROMTOOL_VERSION"; }
