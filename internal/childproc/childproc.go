@@ -129,6 +129,24 @@ func (e *ExitedError) Error() string {
 	return fmt.Sprintf("%s exited before it was ready (%v); end of %s:\n%s", e.Name, e.Status, e.Log, e.Tail)
 }
 
+// StartOnFreePorts calls start, which starts a process on ports it takes
+// from FreePorts and waits until it is ready, up to attempts times: when a
+// try fails because another process took one of its ports first
+// (PortTaken), the try's process is stopped within grace and start is
+// called again; any other failure stops it and is returned at once.
+func StartOnFreePorts(attempts int, grace time.Duration, start func() (*Process, error)) (*Process, error) {
+	for attempt := 1; ; attempt++ {
+		p, err := start()
+		if err == nil {
+			return p, nil
+		}
+		p.Stop(grace)
+		if !PortTaken(err) || attempt == attempts {
+			return nil, err
+		}
+	}
+}
+
 // PortTaken reports whether err says a process lost the race for a free port
 // to someone else, which is worth another try on other ports.
 func PortTaken(err error) bool {

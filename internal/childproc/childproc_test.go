@@ -56,3 +56,36 @@ func TestFreePortsNeverRepeats(t *testing.T) {
 		seen[ports[0]] = true
 	}
 }
+
+// TestStartOnFreePortsRetriesOnlyATakenPort: a try that lost its port is
+// tried again, up to the attempts given; any other failure ends at once.
+func TestStartOnFreePortsRetriesOnlyATakenPort(t *testing.T) {
+	taken := &childproc.ExitedError{Name: "server", Tail: "listen tcp 127.0.0.1:1: bind: address already in use"}
+	tries := 0
+	_, err := childproc.StartOnFreePorts(3, time.Second, func() (*childproc.Process, error) {
+		tries++
+		return nil, taken
+	})
+	if !errors.Is(err, taken) || tries != 3 {
+		t.Errorf("a port always taken: %d tries, %v; want 3 tries and the last error", tries, err)
+	}
+	other := errors.New("no such binary")
+	tries = 0
+	_, err = childproc.StartOnFreePorts(3, time.Second, func() (*childproc.Process, error) {
+		tries++
+		return nil, other
+	})
+	if !errors.Is(err, other) || tries != 1 {
+		t.Errorf("another failure: %d tries, %v; want 1 try", tries, err)
+	}
+	tries = 0
+	_, err = childproc.StartOnFreePorts(3, time.Second, func() (*childproc.Process, error) {
+		if tries++; tries == 1 {
+			return nil, taken
+		}
+		return nil, nil
+	})
+	if err != nil || tries != 2 {
+		t.Errorf("a port taken once: %d tries, %v; want 2 tries and success", tries, err)
+	}
+}

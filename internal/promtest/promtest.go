@@ -90,15 +90,11 @@ func Start(t testing.TB, opts Options) *Prometheus {
 	if err := os.WriteFile(configFile, []byte(config), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	for attempt := 1; ; attempt++ {
+	if _, err := childproc.StartOnFreePorts(startAttempts, 5*time.Second, func() (*childproc.Process, error) {
 		err := p.run(bin, configFile, opts.Args)
-		if err == nil {
-			break
-		}
-		p.proc.Stop(5 * time.Second)
-		if !childproc.PortTaken(err) || attempt == startAttempts {
-			t.Fatalf("promtest: %v\nconfiguration:\n%s", err, config)
-		}
+		return p.proc, err
+	}); err != nil {
+		t.Fatalf("promtest: %v\nconfiguration:\n%s", err, config)
 	}
 	t.Cleanup(func() { p.proc.Stop(10 * time.Second) })
 	client, err := api.NewClient(api.Config{Address: p.url})

@@ -178,19 +178,19 @@ func startPropagator(bin, kubeconfig, logPath string) (*childproc.Process, error
 	// WATCH_NAMESPACE must be set; empty watches every namespace, as the
 	// propagator runs on an RHACM hub.
 	env := append(os.Environ(), "KUBECONFIG="+kubeconfig, "WATCH_NAMESPACE=")
-	for attempt := 1; ; attempt++ {
+	p, err := childproc.StartOnFreePorts(startAttempts, stopGrace, func() (*childproc.Process, error) {
 		ports, err := childproc.FreePorts(1)
 		if err != nil {
-			return nil, fmt.Errorf("governancetest: %w", err)
+			return nil, err
 		}
 		addr := "127.0.0.1:" + strconv.Itoa(ports[0])
 		p, err := childproc.Start(childproc.Options{Name: binaryName, LogPath: logPath, Env: env}, bin,
 			"--leader-elect=false", "--enable-webhooks=false",
 			"--metrics-bind-address=0", "--health-probe-bind-address="+addr)
 		if err != nil {
-			return nil, fmt.Errorf("governancetest: %w", err)
+			return nil, err
 		}
-		err = p.WaitReady(readyTimeout, func() error {
+		return p, p.WaitReady(readyTimeout, func() error {
 			resp, err := client.Get("http://" + addr + "/readyz")
 			if err != nil {
 				return err
@@ -202,14 +202,11 @@ func startPropagator(bin, kubeconfig, logPath string) (*childproc.Process, error
 			}
 			return nil
 		})
-		if err == nil {
-			return p, nil
-		}
-		p.Stop(stopGrace)
-		if !childproc.PortTaken(err) || attempt == startAttempts {
-			return nil, fmt.Errorf("governancetest: %w", err)
-		}
+	})
+	if err != nil {
+		return nil, fmt.Errorf("governancetest: %w", err)
 	}
+	return p, nil
 }
 
 // installCRDs installs the embedded CRDs and waits until they are served.

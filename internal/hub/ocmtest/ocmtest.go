@@ -379,17 +379,17 @@ func startProgram(name, logPath, bin string, args []string) (*childproc.Process,
 		// probe asks only whether it listens.
 		Transport: &http.Transport{TLSClientConfig: &tls.Config{InsecureSkipVerify: true}}, //nolint:gosec // see above
 	}
-	for attempt := 1; ; attempt++ {
+	p, err := childproc.StartOnFreePorts(startAttempts, stopGrace, func() (*childproc.Process, error) {
 		ports, err := childproc.FreePorts(1)
 		if err != nil {
-			return nil, fmt.Errorf("ocmtest: %w", err)
+			return nil, err
 		}
 		addr := "127.0.0.1:" + strconv.Itoa(ports[0])
 		p, err := childproc.Start(childproc.Options{Name: name, LogPath: logPath}, bin, append(args, "--listen="+addr)...)
 		if err != nil {
-			return nil, fmt.Errorf("ocmtest: %w", err)
+			return nil, err
 		}
-		err = p.WaitReady(readyTimeout, func() error {
+		return p, p.WaitReady(readyTimeout, func() error {
 			resp, err := client.Get("https://" + addr + "/healthz")
 			if err != nil {
 				return err
@@ -397,14 +397,11 @@ func startProgram(name, logPath, bin string, args []string) (*childproc.Process,
 			_, _ = io.Copy(io.Discard, resp.Body)
 			return resp.Body.Close()
 		})
-		if err == nil {
-			return p, nil
-		}
-		p.Stop(stopGrace)
-		if !childproc.PortTaken(err) || attempt == startAttempts {
-			return nil, fmt.Errorf("ocmtest: %w", err)
-		}
+	})
+	if err != nil {
+		return nil, fmt.Errorf("ocmtest: %w", err)
 	}
+	return p, nil
 }
 
 // kubeconfig returns a one-context kubeconfig for server.

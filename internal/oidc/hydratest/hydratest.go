@@ -113,15 +113,11 @@ func start() (_ *Hydra, err error) {
 			os.RemoveAll(dir)
 		}
 	}()
-	for attempt := 1; ; attempt++ {
+	if _, err := childproc.StartOnFreePorts(startAttempts, 5*time.Second, func() (*childproc.Process, error) {
 		err := h.run(bin)
-		if err == nil {
-			break
-		}
-		h.proc.Stop(5 * time.Second)
-		if !childproc.PortTaken(err) || attempt == startAttempts {
-			return nil, fmt.Errorf("hydratest: %w", err)
-		}
+		return h.proc, err
+	}); err != nil {
+		return nil, fmt.Errorf("hydratest: %w", err)
 	}
 	if err := h.getJSON(h.public+"/.well-known/openid-configuration", &h.discovery); err != nil {
 		h.proc.Stop(5 * time.Second)
