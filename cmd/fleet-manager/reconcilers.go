@@ -9,6 +9,7 @@ import (
 	"github.com/fleetmanager/fleet-manager/internal/fleet"
 	"github.com/fleetmanager/fleet-manager/internal/postgres"
 	"github.com/fleetmanager/fleet-manager/internal/reconcile"
+	"github.com/fleetmanager/fleet-manager/internal/stack"
 )
 
 // background is what a replica runs beside its servers: the notification
@@ -42,12 +43,10 @@ func (b *background) goRun(runs ...func()) {
 func startReconcilers(b *background, opts serveOptions, logger *slog.Logger, listener *postgres.Listener, store *postgres.Store,
 	queue *postgres.Queue, deliveries map[fleet.DeliveryMode]fleet.Delivery, metrics *reconcile.Metrics) error {
 	running, err := reconcile.Start(b.ctx, reconcile.Set{
-		Config: opts.Reconcile, Store: store, Queue: queue, Pools: store, Scaler: opts.Store.Pools.Scaler,
-		DNS: store, DNSProviders: dnsprovider.New(opts.DNS), DNSResolver: dnsprovider.NewResolver(opts.DNS),
+		Config: opts.Reconcile, Stores: stack.ReconcileStores(store, queue), Scaler: opts.Store.Pools.Scaler,
+		DNS: store.DNSStore, DNSProviders: dnsprovider.New(opts.DNS), DNSResolver: dnsprovider.NewResolver(opts.DNS),
 		Deliveries: deliveries, TombstoneTables: postgres.TombstoneTables(),
-		Wake: reconcile.Subscribe(listener.SubscribePolling, reconcile.Channels{
-			Registrations: postgres.ChannelRegistrations, Hubs: postgres.ChannelHubs, Inventory: postgres.ChannelInventory,
-			Pools: postgres.ChannelPools, DNS: postgres.ChannelDNS}),
+		Wake: stack.Wakeups(listener),
 		// A silent hub must turn unready within a fraction of its timeout.
 		HeartbeatCheck: opts.Store.HeartbeatTimeout / 4,
 		Clock:          fleet.SystemClock{}, Logger: logger, Metrics: metrics,

@@ -24,6 +24,7 @@ import (
 	"github.com/fleetmanager/fleet-manager/internal/reconcile"
 	"github.com/fleetmanager/fleet-manager/internal/rest"
 	"github.com/fleetmanager/fleet-manager/internal/secrets"
+	"github.com/fleetmanager/fleet-manager/internal/stack"
 	"github.com/fleetmanager/fleet-manager/internal/syncset"
 	"github.com/fleetmanager/fleet-manager/internal/usermetrics"
 	"github.com/fleetmanager/fleet-manager/internal/version"
@@ -178,11 +179,11 @@ func serve(ctx context.Context, opts serveOptions, logger *slog.Logger) error {
 			return syncset.NewMetrics(cfg.MetricsNamespace(), reg)
 		}),
 		di.Provide(func(cfg syncset.OCMConfig, store *postgres.Store, m *syncset.Metrics, l *slog.Logger) (*syncset.OCMDelivery, func()) {
-			d := syncset.NewOCMDelivery(cfg, store, m, l.With("component", "syncset-ocm"))
+			d := syncset.NewOCMDelivery(cfg, store.HubStore, m, l.With("component", "syncset-ocm"))
 			return d, func() { _ = d.Close() }
 		}),
 		di.Provide(func(cfg syncset.HiveConfig, store *postgres.Store, m *syncset.Metrics, l *slog.Logger) *syncset.HiveDelivery {
-			return syncset.NewHiveDelivery(cfg, store, m, l.With("component", "syncset-hive"))
+			return syncset.NewHiveDelivery(cfg, store.HubStore, m, l.With("component", "syncset-hive"))
 		}),
 		di.Provide(func(cfg auth.Config, l *slog.Logger) (*auth.Verifier, func(), error) {
 			v, err := auth.NewVerifier(ctx, cfg, l.With("component", "auth"), &http.Client{})
@@ -191,10 +192,7 @@ func serve(ctx context.Context, opts serveOptions, logger *slog.Logger) error {
 			}
 			return v, v.Close, nil
 		}, di.As(new(fleet.Authenticator))),
-		di.Provide(func(cfg postgres.Config, l *slog.Logger) *postgres.Listener {
-			return postgres.NewListener(cfg, l, postgres.ChannelRegistrations, postgres.ChannelHubs, postgres.ChannelHubRevision,
-				postgres.ChannelInventory, postgres.ChannelPools, postgres.ChannelDNS)
-		}),
+		di.Provide(stack.NewListener),
 		di.Provide(postgres.NewRevisionWatch),
 		di.Provide(postgres.NewInventoryWatch),
 		di.Provide(policyschema.New, di.As(new(fleet.PolicyValidator))),
@@ -202,15 +200,13 @@ func serve(ctx context.Context, opts serveOptions, logger *slog.Logger) error {
 			return usermetrics.NewMetrics(cfg.MetricsNamespace(), reg)
 		}),
 		di.Provide(func(cfg usermetrics.Config, http rest.Config, store *postgres.Store, m *usermetrics.Metrics, l *slog.Logger) (*usermetrics.Service, error) {
-			return usermetrics.New(cfg, store, http.MetricsNamespace(), m, l)
+			return usermetrics.New(cfg, store.MetricsStore, http.MetricsNamespace(), m, l)
 		}),
 		di.Provide(func(cfg rest.Config, l *slog.Logger, a fleet.Authenticator, m *rest.HTTPMetrics, store *postgres.Store,
 			watch *postgres.RevisionWatch, inventory *postgres.InventoryWatch, schema fleet.PolicyValidator, decide fleet.Authorizer,
 			userMetrics *usermetrics.Service) (*rest.Server, error) {
-			return rest.NewServer(ctx, cfg, l, a, m, rest.Services{Registrations: store, Hubs: store, Agents: store,
-				Inventory: store, Resources: store, Revisions: watch,
-				Feed: store, InventoryChanges: inventory, Policies: store, PolicySchema: schema, Pools: store, Authorizer: decide,
-				Metrics: userMetrics, DNSAdmin: store, DNSRecords: store})
+			return rest.NewServer(ctx, cfg, l, a, m, stack.Services(store, stack.API{Revisions: watch, InventoryChanges: inventory,
+				PolicySchema: schema, Metrics: userMetrics, Authorizer: decide}))
 		}),
 	)
 	if err != nil {

@@ -24,6 +24,7 @@ import (
 	"github.com/fleetmanager/fleet-manager/internal/rest"
 	"github.com/fleetmanager/fleet-manager/internal/rest/apitest"
 	"github.com/fleetmanager/fleet-manager/internal/secrets"
+	"github.com/fleetmanager/fleet-manager/internal/stack"
 	"github.com/fleetmanager/fleet-manager/openapi"
 )
 
@@ -54,8 +55,7 @@ func startDeliveryEnv(t *testing.T) *deliveryEnv {
 		t.Fatalf("CreateHub(): %v", err)
 	}
 	logger := slog.New(slog.DiscardHandler)
-	listener := postgres.NewListener(dbCfg, logger, postgres.ChannelHubRevision, postgres.ChannelRegistrations,
-		postgres.ChannelHubs, postgres.ChannelInventory, postgres.ChannelPools)
+	listener := stack.NewListener(dbCfg, logger)
 	watch := postgres.NewRevisionWatch(listener)
 	cfg := rest.DefaultConfig()
 	metrics, err := rest.NewHTTPMetrics(cfg, prometheus.NewRegistry())
@@ -63,7 +63,7 @@ func startDeliveryEnv(t *testing.T) *deliveryEnv {
 		t.Fatal(err)
 	}
 	srv, err := rest.NewServer(ctx, cfg, logger, testAuth{agentID: agentID}, metrics,
-		rest.Services{Registrations: store, Hubs: store, Agents: store, Inventory: store, Resources: store, Revisions: watch, Authorizer: authz.MustDefault()})
+		stack.Services(store, stack.API{Revisions: watch, Authorizer: authz.MustDefault()}))
 	if err != nil {
 		t.Fatalf("NewServer(): %v", err)
 	}
@@ -82,12 +82,10 @@ func startDeliveryEnv(t *testing.T) *deliveryEnv {
 	}
 	runCtx, cancel := context.WithCancel(context.Background())
 	running, err := reconcile.Start(runCtx, reconcile.Set{
-		Config: rcfg, Store: store, Pools: store, Scaler: fleet.DefaultScalerConfig(), TombstoneTables: postgres.TombstoneTables(),
-		Queue:      postgres.NewQueue(store, postgres.QueueConfig{BackoffBase: 50 * time.Millisecond, BackoffMax: time.Second}),
-		Deliveries: map[fleet.DeliveryMode]fleet.Delivery{fleet.DeliveryAgent: postgres.NewAgentDelivery(store)},
-		Wake: reconcile.Subscribe(listener.SubscribePolling, reconcile.Channels{
-			Registrations: postgres.ChannelRegistrations, Hubs: postgres.ChannelHubs, Inventory: postgres.ChannelInventory,
-			Pools: postgres.ChannelPools}),
+		Config: rcfg, Scaler: fleet.DefaultScalerConfig(), TombstoneTables: postgres.TombstoneTables(),
+		Stores:         stack.ReconcileStores(store, postgres.NewQueue(store, postgres.QueueConfig{BackoffBase: 50 * time.Millisecond, BackoffMax: time.Second})),
+		Deliveries:     map[fleet.DeliveryMode]fleet.Delivery{fleet.DeliveryAgent: postgres.NewAgentDelivery(store)},
+		Wake:           stack.Wakeups(listener),
 		HeartbeatCheck: time.Second, Clock: fleet.SystemClock{}, Logger: logger, Metrics: rmetrics,
 	})
 	if err != nil {
@@ -250,7 +248,7 @@ UPDATE registrations SET labels = '{"bad key!": "x"}', published_revision = h.re
 	e.g.Expect(e.delivered("org-a", regA.ID).Status).To(gomega.Equal(fleet.ConditionTrue), "the other tenant stays delivered")
 
 	labels := map[string]string{"env": "prod"}
-	if _, err := e.store.UpdateRegistration(t.Context(), "org-c", regC.ID, nil, fleet.RegistrationUpdate{Labels: &labels}); err != nil {
+	if _, err := e.store.UpdateRegistration(t.Context(), fleet.Permitted, "org-c", regC.ID, nil, fleet.RegistrationUpdate{Labels: &labels}); err != nil {
 		t.Fatalf("UpdateRegistration(): %v", err)
 	}
 	e.eventuallyDelivered("org-c", regC.ID, fleet.ConditionTrue)

@@ -26,6 +26,7 @@ import (
 	"github.com/fleetmanager/fleet-manager/internal/rest"
 	"github.com/fleetmanager/fleet-manager/internal/rest/apitest"
 	"github.com/fleetmanager/fleet-manager/internal/secrets"
+	"github.com/fleetmanager/fleet-manager/internal/stack"
 	"github.com/fleetmanager/fleet-manager/openapi"
 	"github.com/fleetmanager/fleet-manager/pkg/api/admin"
 )
@@ -121,7 +122,7 @@ func startRoundTripEnv(t *testing.T) *roundTripEnv {
 		t.Fatal(err)
 	}
 	srv, err := rest.NewServer(ctx, cfg, slog.New(slog.DiscardHandler), testAuth{agentID: agentID}, metrics,
-		rest.Services{Registrations: store, Hubs: store, Agents: store, Inventory: store, Resources: store, Authorizer: authz.MustDefault()})
+		stack.Services(store, stack.API{Authorizer: authz.MustDefault()}))
 	if err != nil {
 		t.Fatalf("NewServer(): %v", err)
 	}

@@ -77,6 +77,18 @@ type Authorizer interface {
 	Authorize(ctx context.Context, req AuthzRequest) error
 }
 
+// Permit decides, inside a store's write and with the row as the write read
+// it under its lock, whether the caller may do the write's action on it: a
+// change or deletion of an organisation's row asks once, where the row
+// cannot change under the decision. The API makes one per request from the
+// caller's subject and the operation's action (asking the Authorizer); the
+// store supplies the resource. Errors: as Authorizer.Authorize.
+type Permit func(ctx context.Context, res AuthzResource) error
+
+// Permitted is the Permit of a caller that has decided already: an
+// operator's tool or a test of the store. The API never passes it.
+func Permitted(context.Context, AuthzResource) error { return nil }
+
 // RoleMap turns a token's roles into a Subject: which roles make a fleet
 // admin or viewer, which make an org admin, member or viewer, and the org role
 // of a user with none of them. Every list is configuration.

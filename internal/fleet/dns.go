@@ -871,11 +871,11 @@ type DNSRecords interface {
 	// UpdateDNSRecord changes a record's target or TTL under If-Match.
 	// Errors: CodeNotFound, CodeValidation, CodePreconditionFailed,
 	// CodeConflict (being deleted).
-	UpdateDNSRecord(ctx context.Context, org string, service DNSService, id string, match *int64, update DNSRecordUpdate) (DNSRecord, error)
+	UpdateDNSRecord(ctx context.Context, permit Permit, org string, service DNSService, id string, match *int64, update DNSRecordUpdate) (DNSRecord, error)
 	// RequestDNSRecordDeletion starts a record's removal; the row goes once
 	// the provider removed the name. Errors: CodeNotFound,
 	// CodePreconditionFailed.
-	RequestDNSRecordDeletion(ctx context.Context, org string, service DNSService, id string, match *int64) error
+	RequestDNSRecordDeletion(ctx context.Context, permit Permit, org string, service DNSService, id string, match *int64) error
 }
 
 // Desired is the set w's record wants at its provider for its current

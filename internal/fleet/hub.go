@@ -225,4 +225,14 @@ type AgentService interface {
 	// RecordHubHeartbeat stores an agent's status report and acknowledgement.
 	// Errors: CodeNotFound as for FindAgentHub.
 	RecordHubHeartbeat(ctx context.Context, hubID, agentIdentity string, hb HubHeartbeat) (Hub, error)
+	// DesiredSet returns the hub's desired set. Errors: CodeNotFound as for FindAgentHub.
+	DesiredSet(ctx context.Context, hubID, agentIdentity string) (DesiredSet, error)
+	// DesiredChanges returns what changed in the hub's desired set since
+	// revision since, whose whole set the agent holds: a delta when since is
+	// from 1 to the hub's revision, else (0 among them) the full set. Errors: as DesiredSet.
+	DesiredChanges(ctx context.Context, hubID, agentIdentity string, since int64) (DesiredSet, error)
+	// RecordRegistrationStatus stores the hub's view of its registrations and
+	// returns how many it updated; registrations not placed on the hub are
+	// ignored. Errors: CodeNotFound as for FindAgentHub.
+	RecordRegistrationStatus(ctx context.Context, hubID, agentIdentity string, items []RegistrationHubStatus) (int, error)
 }

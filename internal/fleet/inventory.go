@@ -165,20 +165,10 @@ type DesiredSet struct {
 	Policies []DesiredPolicy
 }
 
-// InventoryService is the agents' side of the inventory, and the readers'.
+// InventoryService is the inventory: the agents' reports of it and its readers.
 type InventoryService interface {
-	// DesiredSet returns the hub's desired set. Errors: CodeNotFound as for FindAgentHub.
-	DesiredSet(ctx context.Context, hubID, agentIdentity string) (DesiredSet, error)
-	// DesiredChanges returns what changed in the hub's desired set since
-	// revision since, whose whole set the agent holds: a delta when since is
-	// from 1 to the hub's revision, else (0 among them) the full set. Errors: as DesiredSet.
-	DesiredChanges(ctx context.Context, hubID, agentIdentity string, since int64) (DesiredSet, error)
 	// IngestInventory stores a batch. Errors: CodeNotFound as for FindAgentHub.
 	IngestInventory(ctx context.Context, hubID, agentIdentity string, batch InventoryBatch) (InventoryResult, error)
-	// RecordRegistrationStatus stores the hub's view of its registrations and
-	// returns how many it updated; registrations not placed on the hub are
-	// ignored. Errors: CodeNotFound as for FindAgentHub.
-	RecordRegistrationStatus(ctx context.Context, hubID, agentIdentity string, items []RegistrationHubStatus) (int, error)
 	// ListManagedClusters returns a page of the inventory the caller may see:
 	// all of it for admins, else the clusters of the caller's org's hubs and
 	// registrations. Errors: CodeBadSearch, CodeBadOrderBy.
@@ -186,9 +176,6 @@ type InventoryService interface {
 	// GetManagedCluster returns one live cluster of the inventory the caller
 	// may see, scoped as ListManagedClusters. Errors: CodeNotFound.
 	GetManagedCluster(ctx context.Context, caller Identity, admin bool, id string) (ManagedCluster, error)
-	// FindImportMaterial returns the import manifests of org's registration.
-	// Errors: CodeNotFound (also while the hub has not made them yet).
-	FindImportMaterial(ctx context.Context, org, id string) (string, error)
 }
 
 // RevisionWaiter wakes long-polls when a hub's desired set moves.

@@ -162,9 +162,9 @@ type PolicyService interface {
 	FindPolicy(ctx context.Context, org, id string) (Policy, error)
 	// UpdatePolicy replaces body and placement when match is nil or the
 	// policy's generation. Errors: CodePreconditionFailed, CodeNameTaken.
-	UpdatePolicy(ctx context.Context, org, id string, match *int64, update PolicyUpdate) (Policy, error)
+	UpdatePolicy(ctx context.Context, permit Permit, org, id string, match *int64, update PolicyUpdate) (Policy, error)
 	// DeletePolicy removes the policy; the hubs drop it at their next revision.
-	DeletePolicy(ctx context.Context, org, id string, match *int64) error
+	DeletePolicy(ctx context.Context, permit Permit, org, id string, match *int64) error
 	// ListCompliance returns a page of the policy's per-cluster compliance.
 	ListCompliance(ctx context.Context, org, policyID string, q ListQuery) ([]ClusterCompliance, int, error)
 	// ComplianceSummary counts the clusters of a policy, or of all the

@@ -618,12 +618,9 @@ const (
 // of the QuotaAvailable condition's False.
 const PoolEventReasonQuotaExceeded = "QuotaExceeded"
 
-// PoolService keeps an organisation's blueprints, capacity pools and
-// reservations; every call is scoped to the caller's organisation. Its
-// OrgLimitsAdmin side reads and sets organisations' limits of them, for
-// administrators.
-type PoolService interface {
-	OrgLimitsAdmin
+// BlueprintService keeps an organisation's blueprints and their versions;
+// every call is scoped to the caller's organisation.
+type BlueprintService interface {
 	// CreateBlueprint stores a blueprint and its version 1. Errors:
 	// CodeValidation, CodeNameTaken, CodeOrgNotAllowed.
 	CreateBlueprint(ctx context.Context, caller Identity, name string, spec BlueprintSpec) (Blueprint, error)
@@ -631,14 +628,21 @@ type PoolService interface {
 	FindBlueprint(ctx context.Context, org, id string) (Blueprint, error)
 	// DeleteBlueprint deletes a blueprint no live pool uses. Errors:
 	// CodeNotFound, CodeConflict.
-	DeleteBlueprint(ctx context.Context, org, id string) error
+	DeleteBlueprint(ctx context.Context, permit Permit, org, id string) error
 	// CreateBlueprintVersion stores a blueprint's next version.
-	CreateBlueprintVersion(ctx context.Context, caller Identity, id string, spec BlueprintSpec) (BlueprintVersion, error)
+	CreateBlueprintVersion(ctx context.Context, permit Permit, caller Identity, id string, spec BlueprintSpec) (BlueprintVersion, error)
 	ListBlueprintVersions(ctx context.Context, org, id string, q ListQuery) ([]BlueprintVersion, int, error)
 	FindBlueprintVersion(ctx context.Context, org, id string, version int) (BlueprintVersion, error)
 	// DeleteBlueprintVersion deletes a version no live pool uses, not the
 	// latest. Errors: CodeNotFound, CodeConflict.
-	DeleteBlueprintVersion(ctx context.Context, org, id string, version int) error
+	DeleteBlueprintVersion(ctx context.Context, permit Permit, org, id string, version int) error
+}
+
+// PoolService keeps an organisation's capacity pools and reservations;
+// every call is scoped to the caller's organisation. Its OrgLimitsAdmin side
+// reads and sets organisations' limits of them, for administrators.
+type PoolService interface {
+	OrgLimitsAdmin
 	// CreatePool stores a pool. Errors: CodeValidation, CodeNameTaken,
 	// CodeZoneNotServed, CodeOrgNotAllowed, CodePoolQuotaExceeded.
 	CreatePool(ctx context.Context, caller Identity, create PoolCreate) (CapacityPool, error)
@@ -646,10 +650,10 @@ type PoolService interface {
 	FindPool(ctx context.Context, org, id string) (CapacityPool, error)
 	// UpdatePool changes a pool under If-Match. Errors: CodeNotFound,
 	// CodeValidation, CodePreconditionFailed, CodeConflict (being deleted).
-	UpdatePool(ctx context.Context, org, id string, match *int64, update PoolUpdate) (CapacityPool, error)
+	UpdatePool(ctx context.Context, permit Permit, org, id string, match *int64, update PoolUpdate) (CapacityPool, error)
 	// RequestPoolDeletion starts a pool's deletion. Errors: CodeNotFound,
 	// CodePreconditionFailed, CodeConflict (reservations held).
-	RequestPoolDeletion(ctx context.Context, org, id string, match *int64) error
+	RequestPoolDeletion(ctx context.Context, permit Permit, org, id string, match *int64) error
 	ListPoolClusters(ctx context.Context, org, poolID string, q ListQuery) ([]PoolCluster, int, error)
 	ListPoolEvents(ctx context.Context, org, poolID string, q ListQuery) ([]PoolEvent, int, error)
 	// CreateReservation books units on the fullest cluster with room.
@@ -659,5 +663,5 @@ type PoolService interface {
 	ListReservations(ctx context.Context, org, poolID string, q ListQuery) ([]Reservation, int, error)
 	FindReservation(ctx context.Context, org, poolID, id string) (Reservation, error)
 	// DeleteReservation releases a reservation. Errors: CodeNotFound.
-	DeleteReservation(ctx context.Context, org, poolID, id string) error
+	DeleteReservation(ctx context.Context, permit Permit, org, poolID, id string) error
 }

@@ -286,10 +286,13 @@ type RegistrationService interface {
 	// UpdateRegistration changes labels or display name; ifMatch, when not nil,
 	// must be the current generation. Errors: CodeNotFound, CodeValidation,
 	// CodePreconditionFailed, CodeConflict (deletion requested).
-	UpdateRegistration(ctx context.Context, org, id string, ifMatch *int64, update RegistrationUpdate) (Registration, error)
+	UpdateRegistration(ctx context.Context, permit Permit, org, id string, ifMatch *int64, update RegistrationUpdate) (Registration, error)
 	// RequestRegistrationDeletion starts deregistration; repeating it is
 	// harmless. Errors: CodeNotFound.
-	RequestRegistrationDeletion(ctx context.Context, org, id string) (Registration, error)
+	RequestRegistrationDeletion(ctx context.Context, permit Permit, org, id string) (Registration, error)
+	// FindImportMaterial returns the import manifests of org's registration.
+	// Errors: CodeNotFound (also while the hub has not made them yet).
+	FindImportMaterial(ctx context.Context, permit Permit, org, id string) (string, error)
 }
 
 // ETag renders a generation as an HTTP entity tag.

@@ -177,19 +177,18 @@ func lockPlaced(tx *gorm.DB, id, hubID string) (registrationRow, error) {
 	return row, err
 }
 
-// bumpRevision moves a hub's desired-set revision and wakes its agent in
-// the transaction.
+// bumpRevision moves a hub's desired-set revision and wakes its agent once
+// tx committed (wakeAfterCommit).
 func bumpRevision(tx *gorm.DB, hubID string) (revision, applied int64, err error) {
 	if revision, applied, err = moveRevision(tx, hubID); err != nil {
 		return 0, 0, err
 	}
-	return revision, applied, notify(tx, ChannelHubRevision, hubID)
+	return revision, applied, wakeAfterCommit(tx, ChannelHubRevision, hubID)
 }
 
 // moveRevision moves a hub's desired-set revision; the caller wakes its
-// agent after the commit (Store.wakeHub). The deliveries do so: a NOTIFY in
-// their transactions made the provisioning's publications, one per hub of a
-// batch, commit one at a time (ADR 0016).
+// agent after the commit (core.wakeHub), as the deliveries do, or asks
+// bumpRevision to.
 func moveRevision(tx *gorm.DB, hubID string) (revision, applied int64, err error) {
 	var r struct{ Revision, AppliedRevision int64 }
 	err = tx.Raw(`UPDATE hubs SET revision = revision + 1 WHERE id = ? RETURNING revision, applied_revision`, hubID).Scan(&r).Error
@@ -221,7 +220,7 @@ const revisionHistorySQL = `fleet_revision_history()`
 // freshness and the history its revisions count in; lock holds its row for the transaction, serialising one hub's
 // reports. Any other hub, a hub of a zone this deployment does not serve,
 // or no identity, is not found: an agent learns nothing of hubs not its own.
-func (s *Store) agentHub(tx *gorm.DB, hubID, agentIdentity string, lock bool) (hubRow, error) {
+func (s *HubStore) agentHub(tx *gorm.DB, hubID, agentIdentity string, lock bool) (hubRow, error) {
 	var hub hubRow
 	if agentIdentity == "" {
 		return hub, notFound("hub", hubID)
@@ -240,7 +239,7 @@ WHERE h.id = ? AND h.agent_identity = ? AND h.deleted_at IS NULL AND ` + zones
 }
 
 // FindAgentHub returns the hub bound to agentIdentity.
-func (s *Store) FindAgentHub(ctx context.Context, hubID, agentIdentity string) (fleet.Hub, error) {
+func (s *HubStore) FindAgentHub(ctx context.Context, hubID, agentIdentity string) (fleet.Hub, error) {
 	row, err := s.agentHub(s.db.Gorm.WithContext(ctx), hubID, agentIdentity, false)
 	if err != nil {
 		return fleet.Hub{}, fmt.Errorf("FindAgentHub(%s): %w", hubID, err)
@@ -252,7 +251,7 @@ func (s *Store) FindAgentHub(ctx context.Context, hubID, agentIdentity string) (
 // revision wakes the registrations it delivers or withdraws, after the
 // report's commit (wakeAcknowledged); a hub that comes back from silence
 // wakes hub_mgr, so waiting registrations are placed.
-func (s *Store) RecordHubHeartbeat(ctx context.Context, hubID, agentIdentity string, hb fleet.HubHeartbeat) (fleet.Hub, error) {
+func (s *HubStore) RecordHubHeartbeat(ctx context.Context, hubID, agentIdentity string, hb fleet.HubHeartbeat) (fleet.Hub, error) {
 	var (
 		woken, applied int64
 		history        string
@@ -284,7 +283,7 @@ WHERE id = ?`, hb.AgentVersion, hb.AgentStartGeneration, applied,
 		// A hub back from silence, or whose agent's own readiness moved,
 		// has hub_mgr derive its Ready condition again at once.
 		if !old.HeartbeatFresh || fleet.AgentReadinessMoved(old.Conditions, hb.Conditions) {
-			return notify(tx, ChannelHubs, hubID)
+			return wakeAfterCommit(tx, ChannelHubs, hubID)
 		}
 		return nil
 	})
@@ -315,7 +314,7 @@ WHERE id = ?`, hb.AgentVersion, hb.AgentStartGeneration, applied,
 // publication to the hub waits for. A wake-up that failed, or a crash
 // before woken_revision moved, is made again by the next heartbeat: waking
 // a row twice costs it one more pass.
-func (s *Store) wakeAcknowledged(ctx context.Context, hubID string, from, to int64) error {
+func (s *HubStore) wakeAcknowledged(ctx context.Context, hubID string, from, to int64) error {
 	if to <= from {
 		return nil
 	}

@@ -9,13 +9,12 @@ import (
 	"gorm.io/gorm"
 
 	"github.com/fleetmanager/fleet-manager/internal/fleet"
-	"github.com/fleetmanager/fleet-manager/internal/secrets"
 )
 
 // RecordRegistrationStatus stores the hub's view of the registrations placed
 // on it: Joined and Available, and the import material (encrypted). Each row
 // is locked, so the derived phase agrees with the reconcilers' writes.
-func (s *Store) RecordRegistrationStatus(ctx context.Context, hubID, agentIdentity string, items []fleet.RegistrationHubStatus) (int, error) {
+func (s *HubStore) RecordRegistrationStatus(ctx context.Context, hubID, agentIdentity string, items []fleet.RegistrationHubStatus) (int, error) {
 	updated := 0
 	err := s.transact(ctx, func(tx *gorm.DB) error {
 		if _, err := s.agentHub(tx, hubID, agentIdentity, true); err != nil {
@@ -42,7 +41,7 @@ func (s *Store) RecordRegistrationStatus(ctx context.Context, hubID, agentIdenti
 	return updated, nil
 }
 
-func (s *Store) recordOne(tx *gorm.DB, hubID string, item fleet.RegistrationHubStatus) (bool, error) {
+func (s *HubStore) recordOne(tx *gorm.DB, hubID string, item fleet.RegistrationHubStatus) (bool, error) {
 	var row registrationRow
 	err := tx.Raw(`SELECT * FROM registrations WHERE id = ? AND hub_id = ? AND deleted_at IS NULL FOR UPDATE`, item.RegistrationID, hubID).Scan(&row).Error
 	if err != nil || row.ID == "" {
@@ -67,20 +66,4 @@ func (s *Store) recordOne(tx *gorm.DB, hubID string, item fleet.RegistrationHubS
 		updates["import_material"], updates["import_material_key_id"] = sealed.Data, sealed.KeyID
 	}
 	return true, writeFacts(tx, row.ID, facts, updates)
-}
-
-// FindImportMaterial returns the manifests that import org's registration.
-func (s *Store) FindImportMaterial(ctx context.Context, org, id string) (string, error) {
-	row, err := s.findRegistration(s.db.Gorm.WithContext(ctx), org, id)
-	if err != nil {
-		return "", fmt.Errorf("FindImportMaterial(%s/%s): %w", org, id, err)
-	}
-	if len(row.ImportMaterial) == 0 || row.ImportMaterialKeyID == nil {
-		return "", fleet.Errorf(fleet.CodeNotFound, "the hub has not made the import material of cluster %s yet", id)
-	}
-	plain, err := s.keyring.Open(secrets.Sealed{KeyID: *row.ImportMaterialKeyID, Data: row.ImportMaterial}, aad("registrations", "import_material", row.ID))
-	if err != nil {
-		return "", fmt.Errorf("FindImportMaterial(%s/%s): %w", org, id, err)
-	}
-	return string(plain), nil
 }

@@ -49,7 +49,7 @@ var blueprintList = listSpec{
 }
 
 // CreateBlueprint stores a blueprint and its version 1.
-func (s *Store) CreateBlueprint(ctx context.Context, caller fleet.Identity, name string, spec fleet.BlueprintSpec) (fleet.Blueprint, error) {
+func (s *BlueprintStore) CreateBlueprint(ctx context.Context, caller fleet.Identity, name string, spec fleet.BlueprintSpec) (fleet.Blueprint, error) {
 	if caller.OrgID == "" {
 		return fleet.Blueprint{}, fleet.Errorf(fleet.CodeOrgNotAllowed, "the token carries no organisation")
 	}
@@ -78,7 +78,7 @@ func (s *Store) CreateBlueprint(ctx context.Context, caller fleet.Identity, name
 }
 
 // ListBlueprints returns a page of the organisation's live blueprints.
-func (s *Store) ListBlueprints(ctx context.Context, org string, q fleet.ListQuery) ([]fleet.Blueprint, int, error) {
+func (s *BlueprintStore) ListBlueprints(ctx context.Context, org string, q fleet.ListQuery) ([]fleet.Blueprint, int, error) {
 	page, size, err := s.pageBounds(q)
 	if err != nil {
 		return nil, 0, err
@@ -97,7 +97,7 @@ func (s *Store) ListBlueprints(ctx context.Context, org string, q fleet.ListQuer
 }
 
 // FindBlueprint returns one of the organisation's live blueprints.
-func (s *Store) FindBlueprint(ctx context.Context, org, id string) (fleet.Blueprint, error) {
+func (s *BlueprintStore) FindBlueprint(ctx context.Context, org, id string) (fleet.Blueprint, error) {
 	var row blueprintRow
 	err := blueprints(s.db.Gorm.WithContext(ctx)).Where("b.org_id = ? AND b.id = ?", org, id).Take(&row).Error
 	if errors.Is(err, gorm.ErrRecordNotFound) {
@@ -111,19 +111,22 @@ func (s *Store) FindBlueprint(ctx context.Context, org, id string) (fleet.Bluepr
 
 // CreateBlueprintVersion stores a blueprint's next version: changing a
 // blueprint is creating a version; the versions before stay as they were.
-func (s *Store) CreateBlueprintVersion(ctx context.Context, caller fleet.Identity, id string, spec fleet.BlueprintSpec) (fleet.BlueprintVersion, error) {
-	if err := spec.Validate(); err != nil {
-		return fleet.BlueprintVersion{}, err
-	}
+func (s *BlueprintStore) CreateBlueprintVersion(ctx context.Context, permit fleet.Permit, caller fleet.Identity, id string, spec fleet.BlueprintSpec) (fleet.BlueprintVersion, error) {
 	var version int
 	err := s.transact(ctx, func(tx *gorm.DB) error {
-		err := tx.Raw(`UPDATE blueprints SET latest_version = latest_version + 1, updated_at = now()
-WHERE id = ? AND org_id = ? AND deleted_at IS NULL RETURNING latest_version`, id, caller.OrgID).Scan(&version).Error
+		locked, err := s.lockBlueprint(tx, caller.OrgID, id)
 		if err != nil {
 			return err
 		}
-		if version == 0 {
-			return notFound("blueprint", id)
+		if err := permit(ctx, locked.authzResource(id, caller.OrgID)); err != nil {
+			return err
+		}
+		if err := spec.Validate(); err != nil {
+			return err
+		}
+		version = locked.LatestVersion + 1
+		if err := tx.Exec(`UPDATE blueprints SET latest_version = ?, updated_at = now() WHERE id = ?`, version, id).Error; err != nil {
+			return err
 		}
 		return tx.Exec(`INSERT INTO blueprint_versions (blueprint_id, version, spec, created_by) VALUES (?, ?, ?, ?)`,
 			id, version, jsonText(spec), caller.Username).Error
@@ -158,7 +161,7 @@ func (r blueprintVersionRow) toVersion() (fleet.BlueprintVersion, error) {
 }
 
 // FindBlueprintVersion returns one live version of one of the organisation's blueprints.
-func (s *Store) FindBlueprintVersion(ctx context.Context, org, id string, version int) (fleet.BlueprintVersion, error) {
+func (s *BlueprintStore) FindBlueprintVersion(ctx context.Context, org, id string, version int) (fleet.BlueprintVersion, error) {
 	var row blueprintVersionRow
 	err := blueprintVersions(s.db.Gorm.WithContext(ctx), org, id).Where("v.version = ?", version).Take(&row).Error
 	if errors.Is(err, gorm.ErrRecordNotFound) {
@@ -174,7 +177,7 @@ var blueprintVersionList = listSpec{search: SearchSchema{"version": {Column: "v.
 	orderBy: map[string]string{"version": "v.version", "created_at": "v.created_at"}, tiebreak: "v.version", defaultOrder: "v.version desc"}
 
 // ListBlueprintVersions returns a page of a blueprint's live versions, newest first.
-func (s *Store) ListBlueprintVersions(ctx context.Context, org, id string, q fleet.ListQuery) ([]fleet.BlueprintVersion, int, error) {
+func (s *BlueprintStore) ListBlueprintVersions(ctx context.Context, org, id string, q fleet.ListQuery) ([]fleet.BlueprintVersion, int, error) {
 	page, size, err := s.pageBounds(q)
 	if err != nil {
 		return nil, 0, err
@@ -197,13 +200,16 @@ func (s *Store) ListBlueprintVersions(ctx context.Context, org, id string, q fle
 
 // DeleteBlueprintVersion deletes a version no live pool uses; the latest
 // version stays (delete the blueprint instead).
-func (s *Store) DeleteBlueprintVersion(ctx context.Context, org, id string, version int) error {
+func (s *BlueprintStore) DeleteBlueprintVersion(ctx context.Context, permit fleet.Permit, org, id string, version int) error {
 	err := s.transact(ctx, func(tx *gorm.DB) error {
-		latest, err := s.lockBlueprint(tx, org, id)
+		locked, err := s.lockBlueprint(tx, org, id)
 		if err != nil {
 			return err
 		}
-		if version == latest {
+		if err := permit(ctx, locked.authzResource(id, org)); err != nil {
+			return err
+		}
+		if version == locked.LatestVersion {
 			return fleet.Errorf(fleet.CodeConflict, "the latest version of a blueprint cannot be deleted; delete the blueprint")
 		}
 		if err := blueprintInUse(tx, id, &version); err != nil {
@@ -222,9 +228,13 @@ func (s *Store) DeleteBlueprintVersion(ctx context.Context, org, id string, vers
 }
 
 // DeleteBlueprint deletes a blueprint none of whose versions a live pool uses.
-func (s *Store) DeleteBlueprint(ctx context.Context, org, id string) error {
+func (s *BlueprintStore) DeleteBlueprint(ctx context.Context, permit fleet.Permit, org, id string) error {
 	err := s.transact(ctx, func(tx *gorm.DB) error {
-		if _, err := s.lockBlueprint(tx, org, id); err != nil {
+		locked, err := s.lockBlueprint(tx, org, id)
+		if err != nil {
+			return err
+		}
+		if err := permit(ctx, locked.authzResource(id, org)); err != nil {
 			return err
 		}
 		if err := blueprintInUse(tx, id, nil); err != nil {
@@ -241,16 +251,28 @@ func (s *Store) DeleteBlueprint(ctx context.Context, org, id string) error {
 	return nil
 }
 
+// lockedBlueprint is what lockBlueprint reads of the row it locks.
+type lockedBlueprint struct {
+	LatestVersion int
+	CreatedBy     string
+}
+
+// authzResource is the blueprint as the Authorizer sees it.
+func (b lockedBlueprint) authzResource(id, org string) fleet.AuthzResource {
+	return fleet.AuthzResource{Kind: "blueprint", ID: id, OrgID: org, CreatedBy: b.CreatedBy}
+}
+
 // lockBlueprint locks one of the organisation's live blueprints in tx, so a
 // pool created or moved concurrently waits for a deletion (CreatePool and
-// UpdatePool take the same lock), and returns its latest version.
-func (s *Store) lockBlueprint(tx *gorm.DB, org, id string) (int, error) {
-	var latest int
-	err := tx.Raw(`SELECT latest_version FROM blueprints WHERE id = ? AND org_id = ? AND deleted_at IS NULL FOR UPDATE`, id, org).Take(&latest).Error
+// UpdatePool take the same lock), and a new version for another.
+func (s *BlueprintStore) lockBlueprint(tx *gorm.DB, org, id string) (lockedBlueprint, error) {
+	var b lockedBlueprint
+	err := tx.Raw(`SELECT latest_version, created_by FROM blueprints WHERE id = ? AND org_id = ? AND deleted_at IS NULL FOR UPDATE`, id, org).
+		Take(&b).Error
 	if errors.Is(err, gorm.ErrRecordNotFound) {
-		return 0, notFound("blueprint", id)
+		return b, notFound("blueprint", id)
 	}
-	return latest, err
+	return b, err
 }
 
 // blueprintInUse refuses when a live pool uses the blueprint (at version,

@@ -7,13 +7,13 @@ import (
 
 // ReleasePools frees the capacity pools a ClaimPools called with token as
 // its owner still holds (fleet.PoolQueue.ReleasePools).
-func (s *Store) ReleasePools(ctx context.Context, token string) (int, error) {
+func (s *PoolStore) ReleasePools(ctx context.Context, token string) (int, error) {
 	return s.releaseClaimsOf(ctx, "capacity_pools", token)
 }
 
 // ReleaseDNSZones frees the DNS zones a ClaimDNSZones called with token as
 // its owner still holds (fleet.DNSQueue.ReleaseDNSZones).
-func (s *Store) ReleaseDNSZones(ctx context.Context, token string) (int, error) {
+func (s *DNSStore) ReleaseDNSZones(ctx context.Context, token string) (int, error) {
 	return s.releaseClaimsOf(ctx, "dns_zones", token)
 }
 
@@ -25,7 +25,7 @@ func (s *Store) ReleaseDNSZones(ctx context.Context, token string) (int, error) 
 // it lost. A row another claim took since holds another prefix and is left
 // alone; one whose pass was recorded holds none. The claim does not move a
 // row's next pass, so a freed row is as due as it was when claimed.
-func (s *Store) releaseClaimsOf(ctx context.Context, table, token string) (int, error) {
+func (s *core) releaseClaimsOf(ctx context.Context, table, token string) (int, error) {
 	res := s.db.Gorm.WithContext(ctx).Exec(`UPDATE `+table+` SET claimed_by = NULL, claimed_until = NULL
 WHERE starts_with(claimed_by, ?)`, token+"/")
 	if res.Error != nil {

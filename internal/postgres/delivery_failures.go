@@ -34,7 +34,7 @@ type failureRow struct {
 // agent reported for revision: a listed registration or policy gets its
 // failure, every other entry of the hub loses its own. Registrations whose
 // failure changed are woken, so their Delivered condition follows at once.
-func (s *Store) recordDeliveryFailures(tx *gorm.DB, hubID string, revision int64, failures []fleet.DeliveryFailure) error {
+func (s *HubStore) recordDeliveryFailures(tx *gorm.DB, hubID string, revision int64, failures []fleet.DeliveryFailure) error {
 	regs, pols := map[string]fleet.DeliveryFailure{}, map[string]fleet.DeliveryFailure{}
 	for _, f := range failures {
 		switch {
@@ -77,7 +77,7 @@ WHERE hub_id = ? AND (delivery_failure IS NOT NULL OR policy_id IN ?)`, hubID, s
 		}
 	}
 	if woken > 0 {
-		return notify(tx, ChannelRegistrations, hubID)
+		return wakeAfterCommit(tx, ChannelRegistrations, hubID)
 	}
 	return nil
 }

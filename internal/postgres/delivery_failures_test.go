@@ -65,7 +65,7 @@ func TestDesiredSetFailsOnlyTheUnreadablePolicy(t *testing.T) {
 	list, total, err := e.store.ListPolicies(ctx, "org-b", fleet.ListQuery{Page: 1, Size: 10})
 	g.Expect(err).NotTo(gomega.HaveOccurred(), "ListPolicies(org-b)")
 	g.Expect([]any{len(list), total}).To(gomega.Equal([]any{2, 2}))
-	g.Expect(e.store.DeletePolicy(ctx, "org-b", "p-deep", nil)).To(gomega.Succeed())
+	g.Expect(e.store.DeletePolicy(ctx, fleet.Permitted, "org-b", "p-deep", nil)).To(gomega.Succeed())
 }
 
 // TestHeartbeatFailuresFailOnlyTheirOwner: an agent acknowledges a revision

@@ -21,7 +21,7 @@ var sqlTxReadOnlyRepeatable = sql.TxOptions{Isolation: sql.LevelRepeatableRead, 
 // objects are made of; the snapshot's connection goes back to the pool before
 // the credentials are opened and the objects rendered, so a hub of thousands
 // of registrations holds a connection for its reads only.
-func (s *Store) DesiredSet(ctx context.Context, hubID, agentIdentity string) (fleet.DesiredSet, error) {
+func (s *HubStore) DesiredSet(ctx context.Context, hubID, agentIdentity string) (fleet.DesiredSet, error) {
 	return s.DesiredChanges(ctx, hubID, agentIdentity, 0)
 }
 
@@ -33,7 +33,7 @@ func (s *Store) DesiredSet(ctx context.Context, hubID, agentIdentity string) (fl
 // through an index on (hub_id, revision), so a delta costs what changed, not
 // what the hub holds. A since past the hub's revision (the database was
 // restored to an earlier point, say) gets the full set.
-func (s *Store) DesiredChanges(ctx context.Context, hubID, agentIdentity string, since int64) (fleet.DesiredSet, error) {
+func (s *HubStore) DesiredChanges(ctx context.Context, hubID, agentIdentity string, since int64) (fleet.DesiredSet, error) {
 	since = max(since, 0)
 	set := fleet.DesiredSet{HubID: hubID}
 	snap, err := s.desiredSnapshot(ctx, hubID, agentIdentity, since)
@@ -48,7 +48,7 @@ func (s *Store) DesiredChanges(ctx context.Context, hubID, agentIdentity string,
 		entry := fleet.DesiredRegistration{RegistrationID: reg.ID, Generation: reg.Generation, ManagedClusterName: fleet.ManagedClusterName(reg)}
 		// Credentials that cannot be opened fail this registration only.
 		if pd, ok := snap.pools[r.ID]; ok {
-			entry.Objects, entry.Failure = s.poolClusterObjects(reg, hubID, pd)
+			entry.Objects, entry.Failure = s.pools.poolClusterObjects(reg, hubID, pd)
 		} else if creds, err := s.openCredentials(registrationRow{ID: r.ID, Credentials: r.Credentials, CredentialsKeyID: r.CredentialsKeyID}); err != nil {
 			entry.Failure = &fleet.DeliveryFailure{RegistrationID: reg.ID, Reason: fleet.ReasonCredentialsUnreadable,
 				Message: "the fleet manager cannot open the registration's import credentials"}
@@ -89,7 +89,7 @@ const desiredColumns = "id, org_id, name, labels, generation, credentials, crede
 // live registrations not withdrawn, oldest first, and its policies; with
 // since from 1 to the hub's revision, only the registrations published after
 // since, and the ids of those withdrawn after it.
-func (s *Store) desiredSnapshot(ctx context.Context, hubID, agentIdentity string, since int64) (desiredRead, error) {
+func (s *HubStore) desiredSnapshot(ctx context.Context, hubID, agentIdentity string, since int64) (desiredRead, error) {
 	var out desiredRead
 	tx := s.db.Gorm.WithContext(ctx).Begin(&sqlTxReadOnlyRepeatable)
 	if tx.Error != nil {
@@ -145,7 +145,7 @@ type desiredPolicyRow struct {
 }
 
 // desiredPolicies renders the live policies placed on a hub, oldest first.
-func (s *Store) desiredPolicies(tx *gorm.DB, hubID string, owner *string) ([]fleet.DesiredPolicy, error) {
+func (s *HubStore) desiredPolicies(tx *gorm.DB, hubID string, owner *string) ([]fleet.DesiredPolicy, error) {
 	var rows []desiredPolicyRow
 	if err := tx.Table("policies AS p").Select("p.id, p.org_id, p.zone, p.name, p.body::text AS body, p.selector, p.generation").
 		Joins("JOIN policy_hubs ph ON ph.policy_id = p.id AND ph.hub_id = ?", hubID).Where("p.deleted_at IS NULL").
@@ -181,7 +181,7 @@ func (r desiredPolicyRow) decode() (fleet.Policy, *fleet.DeliveryFailure) {
 }
 
 // openCredentials decrypts a registration's auto-import credentials.
-func (s *Store) openCredentials(r registrationRow) (*fleet.ImportCredentials, error) {
+func (s *HubStore) openCredentials(r registrationRow) (*fleet.ImportCredentials, error) {
 	if len(r.Credentials) == 0 || r.CredentialsKeyID == nil {
 		return nil, nil
 	}

@@ -81,7 +81,7 @@ func lockDNSNames(tx *gorm.DB) error {
 // CreateDNSZone onboards a zone, its credentials sealed to its row. A zone
 // whose name is another live zone's, or holds one or is held by one, is
 // refused: a name has one zone to be written to.
-func (s *Store) CreateDNSZone(ctx context.Context, caller fleet.Identity, create fleet.DNSZoneCreate) (fleet.DNSZone, error) {
+func (s *DNSStore) CreateDNSZone(ctx context.Context, caller fleet.Identity, create fleet.DNSZoneCreate) (fleet.DNSZone, error) {
 	if err := create.Validate(); err != nil {
 		return fleet.DNSZone{}, err
 	}
@@ -124,7 +124,7 @@ VALUES (?, ?, ?, ?, ?, ?, ?, ?)`, id, name, string(create.Provider), jsonText(dn
 
 // sealDNSCredentials seals a zone's credentials to its row; none seal to
 // nothing (a Route53 zone on the deployment's own AWS credentials).
-func (s *Store) sealDNSCredentials(creds *fleet.DNSCredentials, id string) (secrets.Sealed, error) {
+func (s *DNSStore) sealDNSCredentials(creds *fleet.DNSCredentials, id string) (secrets.Sealed, error) {
 	if creds == nil {
 		return secrets.Sealed{}, nil
 	}
@@ -137,7 +137,7 @@ func (s *Store) sealDNSCredentials(creds *fleet.DNSCredentials, id string) (secr
 }
 
 // openDNSCredentials opens a zone's sealed credentials (zero when none).
-func (s *Store) openDNSCredentials(id string, data []byte, keyID *string) (fleet.DNSCredentials, error) {
+func (s *DNSStore) openDNSCredentials(id string, data []byte, keyID *string) (fleet.DNSCredentials, error) {
 	var creds fleet.DNSCredentials
 	if len(data) == 0 || keyID == nil {
 		return creds, nil
@@ -154,7 +154,7 @@ func (s *Store) openDNSCredentials(id string, data []byte, keyID *string) (fleet
 }
 
 // ListDNSZones returns a page of the live zones.
-func (s *Store) ListDNSZones(ctx context.Context, q fleet.ListQuery) ([]fleet.DNSZone, int, error) {
+func (s *DNSStore) ListDNSZones(ctx context.Context, q fleet.ListQuery) ([]fleet.DNSZone, int, error) {
 	page, size, err := s.pageBounds(q)
 	if err != nil {
 		return nil, 0, err
@@ -171,7 +171,7 @@ func (s *Store) ListDNSZones(ctx context.Context, q fleet.ListQuery) ([]fleet.DN
 }
 
 // FindDNSZone returns a live zone, without its credentials.
-func (s *Store) FindDNSZone(ctx context.Context, id string) (fleet.DNSZone, error) {
+func (s *DNSStore) FindDNSZone(ctx context.Context, id string) (fleet.DNSZone, error) {
 	var row dnsZoneRow
 	err := dnsZones(s.db.Gorm.WithContext(ctx)).Where("z.id = ?", id).Take(&row).Error
 	if errors.Is(err, gorm.ErrRecordNotFound) {
@@ -196,7 +196,7 @@ func lockDNSZone(tx *gorm.DB, id, strength string) (dnsZoneRow, error) {
 // UpdateDNSZone changes a zone's settings, nameservers or credentials
 // (sealed anew) under If-Match. The zone's backoff ends and its records
 // that failed are due again: the change may be what they waited for.
-func (s *Store) UpdateDNSZone(ctx context.Context, id string, match *int64, update fleet.DNSZoneUpdate) (fleet.DNSZone, error) {
+func (s *DNSStore) UpdateDNSZone(ctx context.Context, id string, match *int64, update fleet.DNSZoneUpdate) (fleet.DNSZone, error) {
 	err := s.transact(ctx, func(tx *gorm.DB) error {
 		row, err := lockDNSZone(tx, id, "NO KEY UPDATE")
 		if err != nil {
@@ -234,7 +234,7 @@ func (s *Store) UpdateDNSZone(ctx context.Context, id string, match *int64, upda
 
 // DeleteDNSZone deletes a zone that holds no live service under If-Match.
 // The row is locked against a service's creation, which shares its lock.
-func (s *Store) DeleteDNSZone(ctx context.Context, id string, match *int64) error {
+func (s *DNSStore) DeleteDNSZone(ctx context.Context, id string, match *int64) error {
 	err := s.transact(ctx, func(tx *gorm.DB) error {
 		row, err := lockDNSZone(tx, id, "UPDATE")
 		if err != nil {

@@ -130,10 +130,12 @@ func TestDNSReadsUseTheirIndexes(t *testing.T) {
 			return err
 		}},
 		{"UpdateDNSRecord", func() error {
-			_, err := store.UpdateDNSRecord(ctx, "org-big", svc, "rec-43", nil, fleet.DNSRecordUpdate{TTL: &ttl})
+			_, err := store.UpdateDNSRecord(ctx, fleet.Permitted, "org-big", svc, "rec-43", nil, fleet.DNSRecordUpdate{TTL: &ttl})
 			return err
 		}},
-		{"RequestDNSRecordDeletion", func() error { return store.RequestDNSRecordDeletion(ctx, "org-big", svc, "rec-44", nil) }},
+		{"RequestDNSRecordDeletion", func() error {
+			return store.RequestDNSRecordDeletion(ctx, fleet.Permitted, "org-big", svc, "rec-44", nil)
+		}},
 		{"ClaimDNSZones+CompleteDNSZone", func() error {
 			claims, err := store.ClaimDNSZones(ctx, "mgr", []string{"z-1"}, 3, 100, time.Minute)
 			if err != nil {

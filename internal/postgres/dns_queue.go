@@ -44,7 +44,7 @@ ORDER BY d.next_pass_at, d.id LIMIT ?`
 // ClaimDNSZones leases up to limit zones that have records due (or are
 // named in woken, not before their backoff ends) and reads up to batch of
 // each one's due records, with the zone's credentials opened.
-func (s *Store) ClaimDNSZones(ctx context.Context, owner string, woken []string, limit, batch int, lease time.Duration) ([]fleet.DNSZoneClaim, error) {
+func (s *DNSStore) ClaimDNSZones(ctx context.Context, owner string, woken []string, limit, batch int, lease time.Duration) ([]fleet.DNSZoneClaim, error) {
 	if woken == nil {
 		woken = []string{}
 	}
@@ -129,7 +129,7 @@ WHERE d.id = x.id AND d.zone_id = ? AND d.deleted_at IS NULL AND d.generation = 
 // in one transaction, only while the zone is still claimed by claim: else
 // it writes nothing and reports false. zoneErr backs the zone off as a
 // failed pool pass is; the outcomes apply all the same.
-func (s *Store) CompleteDNSZone(ctx context.Context, claim fleet.DNSZoneClaim, outcomes []fleet.DNSOutcome, zoneErr error) (bool, error) {
+func (s *DNSStore) CompleteDNSZone(ctx context.Context, claim fleet.DNSZoneClaim, outcomes []fleet.DNSOutcome, zoneErr error) (bool, error) {
 	zoneID := claim.Zone.Zone.ID
 	rows := make([]dnsOutcomeRow, len(outcomes))
 	for i, o := range outcomes {

@@ -151,7 +151,7 @@ func TestCompleteDNSZoneRecordsEachOutcome(t *testing.T) {
 	recs := mustDNSRecords(t, store, shop, "synced", "failed", "changed", "deleted", "waiting")
 	follower, _, err := store.CreateDNSRecord(ctx, fleet.Identity{OrgID: "org-a"}, shop, fleet.DNSRecordCreate{Instance: "follower", ClusterID: "cl-a"})
 	g.Expect(err).NotTo(gomega.HaveOccurred())
-	g.Expect(store.RequestDNSRecordDeletion(ctx, "org-a", shop, recs[3].ID, nil)).To(gomega.Succeed())
+	g.Expect(store.RequestDNSRecordDeletion(ctx, fleet.Permitted, "org-a", shop, recs[3].ID, nil)).To(gomega.Succeed())
 
 	claims, err := store.ClaimDNSZones(ctx, "mgr", nil, 1, 10, time.Minute)
 	g.Expect(err).NotTo(gomega.HaveOccurred())
@@ -166,7 +166,7 @@ func TestCompleteDNSZoneRecordsEachOutcome(t *testing.T) {
 
 	// The changed record moves on while the pass runs.
 	ttl := 60
-	_, err = store.UpdateDNSRecord(ctx, "org-a", shop, recs[2].ID, nil, fleet.DNSRecordUpdate{TTL: &ttl})
+	_, err = store.UpdateDNSRecord(ctx, fleet.Permitted, "org-a", shop, recs[2].ID, nil, fleet.DNSRecordUpdate{TTL: &ttl})
 	g.Expect(err).NotTo(gomega.HaveOccurred())
 
 	now := time.Now()
@@ -316,10 +316,10 @@ func TestDNSRecordWritesWakeDNSManager(t *testing.T) {
 	rec := mustDNSRecords(t, store, shop, "i1")[0]
 	wokenWith(zone.ID, "CreateDNSRecord")
 	ttl := 60
-	_, err := store.UpdateDNSRecord(ctx, "org-a", shop, rec.ID, nil, fleet.DNSRecordUpdate{TTL: &ttl})
+	_, err := store.UpdateDNSRecord(ctx, fleet.Permitted, "org-a", shop, rec.ID, nil, fleet.DNSRecordUpdate{TTL: &ttl})
 	g.Expect(err).NotTo(gomega.HaveOccurred())
 	wokenWith(zone.ID, "UpdateDNSRecord")
-	g.Expect(store.RequestDNSRecordDeletion(ctx, "org-a", shop, rec.ID, nil)).To(gomega.Succeed())
+	g.Expect(store.RequestDNSRecordDeletion(ctx, fleet.Permitted, "org-a", shop, rec.ID, nil)).To(gomega.Succeed())
 	wokenWith(zone.ID, "RequestDNSRecordDeletion")
 }
 
@@ -345,7 +345,7 @@ func TestDNSServiceRecordCountsFollowTheRecords(t *testing.T) {
 	g.Expect(count(s2.ID)).To(gomega.Equal(1))
 
 	for _, r := range recs[:2] {
-		g.Expect(store.RequestDNSRecordDeletion(ctx, "org-a", s1, r.ID, nil)).To(gomega.Succeed())
+		g.Expect(store.RequestDNSRecordDeletion(ctx, fleet.Permitted, "org-a", s1, r.ID, nil)).To(gomega.Succeed())
 	}
 	g.Expect(count(s1.ID)).To(gomega.Equal(4), "a record being deleted is still live")
 	claims, err := store.ClaimDNSZones(ctx, "mgr", nil, 10, 10, time.Minute)

@@ -87,7 +87,7 @@ WHERE pc.registration_id = ? AND pc.org_id = ? AND NOT pc.removing AND r.deleted
 // policy, due for dns_mgr at once. A live record of the same name, the
 // caller's organisation and the same request is returned as it is (created
 // false); any other holder of the name is refused alike, whoever it is.
-func (s *Store) CreateDNSRecord(ctx context.Context, caller fleet.Identity, service fleet.DNSService, create fleet.DNSRecordCreate) (fleet.DNSRecord, bool, error) {
+func (s *DNSStore) CreateDNSRecord(ctx context.Context, caller fleet.Identity, service fleet.DNSService, create fleet.DNSRecordCreate) (fleet.DNSRecord, bool, error) {
 	if caller.OrgID == "" {
 		return fleet.DNSRecord{}, false, fleet.Errorf(fleet.CodeOrgNotAllowed, "the token carries no organisation")
 	}
@@ -143,7 +143,7 @@ ON CONFLICT (name) WHERE deleted_at IS NULL DO NOTHING RETURNING *`,
 // it is the organisation's and what c asks for. Any other holder is
 // CodeNameTaken, with the same words whoever holds it, so that the refusal
 // tells nothing of another organisation's records.
-func (s *Store) sameDNSRecord(tx *gorm.DB, org, serviceID, name string, c fleet.DNSRecordCreate) (dnsRecordRow, error) {
+func (s *DNSStore) sameDNSRecord(tx *gorm.DB, org, serviceID, name string, c fleet.DNSRecordCreate) (dnsRecordRow, error) {
 	var held []dnsRecordRow
 	if err := tx.Raw(`SELECT * FROM dns_records WHERE name = ? AND deleted_at IS NULL`, name).Scan(&held).Error; err != nil {
 		return dnsRecordRow{}, err
@@ -165,7 +165,7 @@ func (s *Store) sameDNSRecord(tx *gorm.DB, org, serviceID, name string, c fleet.
 
 // ListDNSRecords returns a page of the organisation's live records of a
 // service. A caller of no organisation sees none.
-func (s *Store) ListDNSRecords(ctx context.Context, org string, service fleet.DNSService, q fleet.ListQuery) ([]fleet.DNSRecord, int, error) {
+func (s *DNSStore) ListDNSRecords(ctx context.Context, org string, service fleet.DNSService, q fleet.ListQuery) ([]fleet.DNSRecord, int, error) {
 	page, size, err := s.pageBounds(q)
 	if err != nil {
 		return nil, 0, err
@@ -190,7 +190,7 @@ func (s *Store) ListDNSRecords(ctx context.Context, org string, service fleet.DN
 }
 
 // FindDNSRecord returns one of the organisation's live records of a service.
-func (s *Store) FindDNSRecord(ctx context.Context, org string, service fleet.DNSService, id string) (fleet.DNSRecord, error) {
+func (s *DNSStore) FindDNSRecord(ctx context.Context, org string, service fleet.DNSService, id string) (fleet.DNSRecord, error) {
 	row, err := findDNSRecord(s.db.Gorm.WithContext(ctx), org, service.ID, id, "")
 	if err != nil {
 		return fleet.DNSRecord{}, fmt.Errorf("FindDNSRecord(%s/%s): %w", org, service.Name, err)
@@ -215,16 +215,24 @@ func findDNSRecord(tx *gorm.DB, org, serviceID, id, lock string) (dnsRecordRow, 
 	return rows[0], nil
 }
 
+// authzResource is the record as the Authorizer sees it.
+func (r dnsRecordRow) authzResource() fleet.AuthzResource {
+	return fleet.AuthzResource{Kind: "dns_record", ID: r.ID, OrgID: r.OrgID, CreatedBy: r.CreatedBy}
+}
+
 // UpdateDNSRecord changes a record's type, target or TTL under If-Match,
 // checked against its service's policy as it is now; a change makes a new
 // generation, due for dns_mgr at once. A request that changes nothing
 // leaves the record as it is.
-func (s *Store) UpdateDNSRecord(ctx context.Context, org string, service fleet.DNSService, id string, match *int64, update fleet.DNSRecordUpdate) (fleet.DNSRecord, error) {
+func (s *DNSStore) UpdateDNSRecord(ctx context.Context, permit fleet.Permit, org string, service fleet.DNSService, id string, match *int64, update fleet.DNSRecordUpdate) (fleet.DNSRecord, error) {
 	var row dnsRecordRow
 	changed := false
 	err := s.transact(ctx, func(tx *gorm.DB) error {
 		var err error
 		if row, err = findDNSRecord(tx, org, service.ID, id, "FOR UPDATE"); err != nil {
+			return err
+		}
+		if err := permit(ctx, row.authzResource()); err != nil {
 			return err
 		}
 		if err := checkIfMatch(match, row.Generation); err != nil {
@@ -274,12 +282,15 @@ func (s *Store) UpdateDNSRecord(ctx context.Context, org string, service fleet.D
 // RequestDNSRecordDeletion starts a record's removal under If-Match: a new
 // generation, due for dns_mgr at once, which soft-deletes the row once the
 // provider removed the name. Asked again, it is done already.
-func (s *Store) RequestDNSRecordDeletion(ctx context.Context, org string, service fleet.DNSService, id string, match *int64) error {
+func (s *DNSStore) RequestDNSRecordDeletion(ctx context.Context, permit fleet.Permit, org string, service fleet.DNSService, id string, match *int64) error {
 	var row dnsRecordRow
 	requested := false
 	err := s.transact(ctx, func(tx *gorm.DB) error {
 		var err error
 		if row, err = findDNSRecord(tx, org, service.ID, id, "FOR UPDATE"); err != nil {
+			return err
+		}
+		if err := permit(ctx, row.authzResource()); err != nil {
 			return err
 		}
 		if err := checkIfMatch(match, row.Generation); err != nil {

@@ -161,9 +161,9 @@ func TestDNSRecordsBelongToTheirOrganisation(t *testing.T) {
 	_, err = store.FindDNSRecord(ctx, "", shop, web)
 	g.Expect(codeOf(err)).To(gomega.Equal(fleet.CodeNotFound))
 	ttl := 60
-	_, err = store.UpdateDNSRecord(ctx, orgB.OrgID, shop, web, nil, fleet.DNSRecordUpdate{TTL: &ttl})
+	_, err = store.UpdateDNSRecord(ctx, fleet.Permitted, orgB.OrgID, shop, web, nil, fleet.DNSRecordUpdate{TTL: &ttl})
 	g.Expect(codeOf(err)).To(gomega.Equal(fleet.CodeNotFound))
-	g.Expect(codeOf(store.RequestDNSRecordDeletion(ctx, orgB.OrgID, shop, web, nil))).To(gomega.Equal(fleet.CodeNotFound))
+	g.Expect(codeOf(store.RequestDNSRecordDeletion(ctx, fleet.Permitted, orgB.OrgID, shop, web, nil))).To(gomega.Equal(fleet.CodeNotFound))
 	found, err := store.FindDNSRecord(ctx, orgA.OrgID, shop, web)
 	g.Expect(err).NotTo(gomega.HaveOccurred())
 	g.Expect(found.TTL).To(gomega.Equal(fleet.DNSDefaultTTL))
@@ -171,18 +171,18 @@ func TestDNSRecordsBelongToTheirOrganisation(t *testing.T) {
 
 	// Updates: If-Match, policy checks, a new generation pending again.
 	stale := int64(3)
-	_, err = store.UpdateDNSRecord(ctx, orgA.OrgID, shop, web, &stale, fleet.DNSRecordUpdate{TTL: &ttl})
+	_, err = store.UpdateDNSRecord(ctx, fleet.Permitted, orgA.OrgID, shop, web, &stale, fleet.DNSRecordUpdate{TTL: &ttl})
 	g.Expect(codeOf(err)).To(gomega.Equal(fleet.CodePreconditionFailed))
 	tooShort := 1
-	_, err = store.UpdateDNSRecord(ctx, orgA.OrgID, shop, web, nil, fleet.DNSRecordUpdate{TTL: &tooShort})
+	_, err = store.UpdateDNSRecord(ctx, fleet.Permitted, orgA.OrgID, shop, web, nil, fleet.DNSRecordUpdate{TTL: &tooShort})
 	g.Expect(codeOf(err)).To(gomega.Equal(fleet.CodeValidation))
-	updated, err := store.UpdateDNSRecord(ctx, orgA.OrgID, shop, web, &found.Generation, fleet.DNSRecordUpdate{TTL: &ttl})
+	updated, err := store.UpdateDNSRecord(ctx, fleet.Permitted, orgA.OrgID, shop, web, &found.Generation, fleet.DNSRecordUpdate{TTL: &ttl})
 	g.Expect(err).NotTo(gomega.HaveOccurred())
 	g.Expect(updated.Generation).To(gomega.Equal(int64(2)))
 	g.Expect(updated.TTL).To(gomega.Equal(60))
 	published, _ := updated.Conditions.Get(fleet.DNSConditionPublished)
 	g.Expect(published.ObservedGeneration).To(gomega.Equal(int64(2)))
-	unchanged, err := store.UpdateDNSRecord(ctx, orgA.OrgID, shop, web, nil, fleet.DNSRecordUpdate{TTL: &ttl})
+	unchanged, err := store.UpdateDNSRecord(ctx, fleet.Permitted, orgA.OrgID, shop, web, nil, fleet.DNSRecordUpdate{TTL: &ttl})
 	g.Expect(err).NotTo(gomega.HaveOccurred())
 	g.Expect(unchanged.Generation).To(gomega.Equal(int64(2)), "a request that changes nothing makes no generation")
 	// Another record's name is not the updated one's to take.
@@ -190,14 +190,14 @@ func TestDNSRecordsBelongToTheirOrganisation(t *testing.T) {
 	g.Expect(err).NotTo(gomega.HaveOccurred(), "the updated record is what the request asks for")
 
 	// Deletion: If-Match, then the row stays, deleting, until dns_mgr is done.
-	g.Expect(codeOf(store.RequestDNSRecordDeletion(ctx, orgA.OrgID, shop, web, &stale))).To(gomega.Equal(fleet.CodePreconditionFailed))
-	g.Expect(store.RequestDNSRecordDeletion(ctx, orgA.OrgID, shop, web, &updated.Generation)).To(gomega.Succeed())
-	g.Expect(store.RequestDNSRecordDeletion(ctx, orgA.OrgID, shop, web, nil)).To(gomega.Succeed(), "asked again")
+	g.Expect(codeOf(store.RequestDNSRecordDeletion(ctx, fleet.Permitted, orgA.OrgID, shop, web, &stale))).To(gomega.Equal(fleet.CodePreconditionFailed))
+	g.Expect(store.RequestDNSRecordDeletion(ctx, fleet.Permitted, orgA.OrgID, shop, web, &updated.Generation)).To(gomega.Succeed())
+	g.Expect(store.RequestDNSRecordDeletion(ctx, fleet.Permitted, orgA.OrgID, shop, web, nil)).To(gomega.Succeed(), "asked again")
 	deleting, err := store.FindDNSRecord(ctx, orgA.OrgID, shop, web)
 	g.Expect(err).NotTo(gomega.HaveOccurred())
 	g.Expect(deleting.Phase()).To(gomega.Equal(fleet.DNSPhaseDeleting))
 	g.Expect(deleting.Generation).To(gomega.Equal(int64(3)))
-	_, err = store.UpdateDNSRecord(ctx, orgA.OrgID, shop, web, nil, fleet.DNSRecordUpdate{TTL: &tooShort})
+	_, err = store.UpdateDNSRecord(ctx, fleet.Permitted, orgA.OrgID, shop, web, nil, fleet.DNSRecordUpdate{TTL: &tooShort})
 	g.Expect(codeOf(err)).To(gomega.Equal(fleet.CodeConflict))
 	_, _, err = store.CreateDNSRecord(ctx, orgA, shop, fleet.DNSRecordCreate{Instance: "web", TTL: 60, Targets: []string{"lb.example.net"}})
 	g.Expect(codeOf(err)).To(gomega.Equal(fleet.CodeConflict), "its name is free once the record is gone")
@@ -231,10 +231,10 @@ func TestDNSRecordsFollowTheirOrganisationsPoolClusters(t *testing.T) {
 	g.Expect(rec.Targets).To(gomega.BeEmpty())
 
 	other := "cl-b"
-	_, err = store.UpdateDNSRecord(ctx, orgA.OrgID, shop, rec.ID, nil, fleet.DNSRecordUpdate{ClusterID: &other})
+	_, err = store.UpdateDNSRecord(ctx, fleet.Permitted, orgA.OrgID, shop, rec.ID, nil, fleet.DNSRecordUpdate{ClusterID: &other})
 	g.Expect(codeOf(err)).To(gomega.Equal(fleet.CodeNotFound))
 	targets := []string{"lb.example.net"}
-	moved, err := store.UpdateDNSRecord(ctx, orgA.OrgID, shop, rec.ID, nil, fleet.DNSRecordUpdate{Targets: &targets})
+	moved, err := store.UpdateDNSRecord(ctx, fleet.Permitted, orgA.OrgID, shop, rec.ID, nil, fleet.DNSRecordUpdate{Targets: &targets})
 	g.Expect(err).NotTo(gomega.HaveOccurred())
 	g.Expect(moved.ClusterID).To(gomega.BeEmpty())
 	g.Expect(moved.Targets).To(gomega.Equal(targets))

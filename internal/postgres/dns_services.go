@@ -72,7 +72,7 @@ var dnsServiceList = listSpec{
 // CreateDNSService onboards a naming policy in a live zone. Its name is
 // unique and its subtree overlaps no other live service's, in any zone:
 // checked under dnsNamesLockKey, so two concurrent creates cannot both pass.
-func (s *Store) CreateDNSService(ctx context.Context, caller fleet.Identity, create fleet.DNSServiceCreate) (fleet.DNSService, error) {
+func (s *DNSStore) CreateDNSService(ctx context.Context, caller fleet.Identity, create fleet.DNSServiceCreate) (fleet.DNSService, error) {
 	create = create.Defaulted()
 	if err := create.Validate(); err != nil {
 		return fleet.DNSService{}, err
@@ -121,7 +121,7 @@ WHERE s.deleted_at IS NULL`).Scan(&others).Error; err != nil {
 }
 
 // ListDNSServices returns a page of the live naming policies.
-func (s *Store) ListDNSServices(ctx context.Context, q fleet.ListQuery) ([]fleet.DNSService, int, error) {
+func (s *DNSStore) ListDNSServices(ctx context.Context, q fleet.ListQuery) ([]fleet.DNSService, int, error) {
 	page, size, err := s.pageBounds(q)
 	if err != nil {
 		return nil, 0, err
@@ -138,17 +138,17 @@ func (s *Store) ListDNSServices(ctx context.Context, q fleet.ListQuery) ([]fleet
 }
 
 // FindDNSService returns a live naming policy with its records' count.
-func (s *Store) FindDNSService(ctx context.Context, id string) (fleet.DNSService, error) {
+func (s *DNSStore) FindDNSService(ctx context.Context, id string) (fleet.DNSService, error) {
 	return s.findDNSService(ctx, "FindDNSService", "s.id = ?", id, true)
 }
 
 // FindDNSServiceByName returns a live naming policy, for the records' API
 // (every request of which reads it): its Records are not counted.
-func (s *Store) FindDNSServiceByName(ctx context.Context, name string) (fleet.DNSService, error) {
+func (s *DNSStore) FindDNSServiceByName(ctx context.Context, name string) (fleet.DNSService, error) {
 	return s.findDNSService(ctx, "FindDNSServiceByName", "s.name = ?", name, false)
 }
 
-func (s *Store) findDNSService(ctx context.Context, call, where, value string, counted bool) (fleet.DNSService, error) {
+func (s *DNSStore) findDNSService(ctx context.Context, call, where, value string, counted bool) (fleet.DNSService, error) {
 	var row dnsServiceRow
 	err := dnsServices(s.db.Gorm.WithContext(ctx), counted).Where(where, value).Take(&row).Error
 	if errors.Is(err, gorm.ErrRecordNotFound) {
@@ -174,7 +174,7 @@ WHERE s.id = ? AND s.deleted_at IS NULL FOR `+strength+` OF s`, id).Take(&row).E
 
 // UpdateDNSService changes a policy's writers, types or TTLs under
 // If-Match; existing records keep theirs.
-func (s *Store) UpdateDNSService(ctx context.Context, id string, match *int64, update fleet.DNSServiceUpdate) (fleet.DNSService, error) {
+func (s *DNSStore) UpdateDNSService(ctx context.Context, id string, match *int64, update fleet.DNSServiceUpdate) (fleet.DNSService, error) {
 	err := s.transact(ctx, func(tx *gorm.DB) error {
 		row, err := lockDNSService(tx, id, "NO KEY UPDATE")
 		if err != nil {
@@ -200,7 +200,7 @@ func (s *Store) UpdateDNSService(ctx context.Context, id string, match *int64, u
 }
 
 // DeleteDNSService deletes a policy without live records under If-Match.
-func (s *Store) DeleteDNSService(ctx context.Context, id string, match *int64) error {
+func (s *DNSStore) DeleteDNSService(ctx context.Context, id string, match *int64) error {
 	err := s.transact(ctx, func(tx *gorm.DB) error {
 		row, err := lockDNSService(tx, id, "UPDATE")
 		if err != nil {

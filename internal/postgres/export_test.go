@@ -2,6 +2,7 @@ package postgres
 
 import (
 	"context"
+	"slices"
 
 	"github.com/jackc/pgx/v5"
 	"gorm.io/gorm"
@@ -57,3 +58,29 @@ func ListManagedClustersOnPrimaryForTest(ctx context.Context, s *Store, caller f
 
 // TextArrayForTest is textArray, the text[] parameter.
 func TextArrayForTest(values []string) any { return textArray(values) }
+
+// TransactForTest runs fn in a store transaction (core.transact); wake asks
+// for a wake-up once it commits (wakeAfterCommit).
+func TransactForTest(ctx context.Context, s *Store, fn func(wake func(channel, payload string) error) error) error {
+	return s.transact(ctx, func(tx *gorm.DB) error {
+		return fn(func(channel, payload string) error { return wakeAfterCommit(tx, channel, payload) })
+	})
+}
+
+// WakeAfterCommitForTest is wakeAfterCommit on tx.
+func WakeAfterCommitForTest(tx *gorm.DB, channel, payload string) error {
+	return wakeAfterCommit(tx, channel, payload)
+}
+
+// WakeKeysForTest returns every channel and payload the store's waker was
+// asked to send, as "channel/payload", sorted.
+func WakeKeysForTest(s *Store) []string {
+	s.waker.mu.Lock()
+	defer s.waker.mu.Unlock()
+	var keys []string
+	for k := range s.waker.channels {
+		keys = append(keys, k.channel+"/"+k.payload)
+	}
+	slices.Sort(keys)
+	return keys
+}

@@ -10,7 +10,7 @@ import (
 )
 
 // ListHubLiveness returns every live hub with its heartbeat freshness.
-func (s *Store) ListHubLiveness(ctx context.Context) ([]fleet.HubLiveness, error) {
+func (s *HubStore) ListHubLiveness(ctx context.Context) ([]fleet.HubLiveness, error) {
 	var rows []hubRow
 	err := s.db.Gorm.WithContext(ctx).Raw(`SELECT h.*, `+heartbeatFreshSQL+` AS heartbeat_fresh
 FROM hubs h WHERE h.deleted_at IS NULL ORDER BY h.id`, s.cfg.HeartbeatTimeout.Seconds()).Scan(&rows).Error
@@ -26,7 +26,7 @@ FROM hubs h WHERE h.deleted_at IS NULL ORDER BY h.id`, s.cfg.HeartbeatTimeout.Se
 
 // SetHubReadyCondition sets a hub's Ready condition under the row lock, so a
 // concurrent heartbeat's conditions are kept.
-func (s *Store) SetHubReadyCondition(ctx context.Context, id string, ready fleet.Condition) error {
+func (s *HubStore) SetHubReadyCondition(ctx context.Context, id string, ready fleet.Condition) error {
 	err := s.transact(ctx, func(tx *gorm.DB) error {
 		row, err := findHub(tx, id, true)
 		if err != nil {
@@ -45,7 +45,7 @@ const idempotencyPurgeBatch = 5000
 // returns how many, a bounded batch per statement, oldest first, so that a
 // bulk onboarding's keys expiring together make no statement that grows with
 // them.
-func (s *Store) PurgeIdempotencyKeys(ctx context.Context) (int, error) {
+func (s *HubStore) PurgeIdempotencyKeys(ctx context.Context) (int, error) {
 	total := 0
 	for {
 		res := s.db.Gorm.WithContext(ctx).Exec(`DELETE FROM idempotency_keys WHERE (org_id, key) IN (
@@ -63,7 +63,7 @@ func (s *Store) PurgeIdempotencyKeys(ctx context.Context) (int, error) {
 
 // RequeueUnplaced wakes the unplaced registrations of every zone where a ready
 // hub has room; it returns how many.
-func (s *Store) RequeueUnplaced(ctx context.Context, modes []fleet.DeliveryMode) (int, error) {
+func (s *HubStore) RequeueUnplaced(ctx context.Context, modes []fleet.DeliveryMode) (int, error) {
 	var n int64
 	err := s.transact(ctx, func(tx *gorm.DB) error {
 		res := tx.Exec(`UPDATE registrations r SET next_attempt_at = now()
@@ -77,7 +77,7 @@ WHERE r.hub_id IS NULL AND r.deleted_at IS NULL AND r.deletion_requested_at IS N
 			return res.Error
 		}
 		n = res.RowsAffected
-		return notify(tx, ChannelRegistrations, "requeue")
+		return wakeAfterCommit(tx, ChannelRegistrations, "requeue")
 	})
 	return int(n), wrapErr("RequeueUnplaced", "", err)
 }
@@ -92,7 +92,7 @@ const QueueDepthBound = 10_000
 // QueueDepthBound due registrations) and the live registrations per phase,
 // summed from registration_phase_counts. Neither reads more rows as the
 // fleet grows.
-func (s *Store) Stats(ctx context.Context) (fleet.FleetStats, error) {
+func (s *HubStore) Stats(ctx context.Context) (fleet.FleetStats, error) {
 	stats := fleet.FleetStats{QueueDepth: map[fleet.WorkKind]int{}, Phases: map[fleet.Phase]int{}}
 	err := s.db.Gorm.WithContext(ctx).Transaction(func(tx *gorm.DB) error {
 		var depth struct{ Provision, Deprovision int }
@@ -122,7 +122,7 @@ FROM (SELECT deletion_requested_at FROM registrations WHERE deleted_at IS NULL A
 }
 
 // MarkInventoryStale flags a hub's inventory stale until its next full resync.
-func (s *Store) MarkInventoryStale(ctx context.Context, hubID string) error {
+func (s *HubStore) MarkInventoryStale(ctx context.Context, hubID string) error {
 	err := s.db.Gorm.WithContext(ctx).Exec(`UPDATE hubs SET inventory_stale = true, resync_requested = true
 WHERE id = ? AND NOT inventory_stale`, hubID).Error
 	return wrapErr("MarkInventoryStale", hubID, err)

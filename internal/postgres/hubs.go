@@ -96,7 +96,7 @@ var hubList = listSpec{
 }
 
 // CreateHub registers a hub.
-func (s *Store) CreateHub(ctx context.Context, create fleet.HubCreate) (fleet.Hub, error) {
+func (s *HubStore) CreateHub(ctx context.Context, create fleet.HubCreate) (fleet.Hub, error) {
 	if err := create.Validate(); err != nil {
 		return fleet.Hub{}, err
 	}
@@ -117,7 +117,7 @@ func (s *Store) CreateHub(ctx context.Context, create fleet.HubCreate) (fleet.Hu
 		if err := tx.Create(&row).Error; err != nil {
 			return hubWriteError(err)
 		}
-		return notify(tx, ChannelHubs, row.ID)
+		return wakeAfterCommit(tx, ChannelHubs, row.ID)
 	})
 	if err != nil {
 		return fleet.Hub{}, fmt.Errorf("CreateHub(%s): %w", create.Name, err)
@@ -125,7 +125,7 @@ func (s *Store) CreateHub(ctx context.Context, create fleet.HubCreate) (fleet.Hu
 	return s.FindHub(ctx, row.ID)
 }
 
-func (s *Store) sealHubCredentials(row *hubRow, creds map[string]string) error {
+func (s *HubStore) sealHubCredentials(row *hubRow, creds map[string]string) error {
 	if creds == nil {
 		return nil
 	}
@@ -157,7 +157,7 @@ func hubWriteError(err error) error {
 }
 
 // FindHub returns a live hub of a served zone.
-func (s *Store) FindHub(ctx context.Context, id string) (fleet.Hub, error) {
+func (s *HubStore) FindHub(ctx context.Context, id string) (fleet.Hub, error) {
 	row, err := findHub(s.inServedZones(s.db.Gorm.WithContext(ctx), "zone"), id, false)
 	if err != nil {
 		return fleet.Hub{}, fmt.Errorf("FindHub(%s): %w", id, err)
@@ -181,7 +181,7 @@ func findHub(tx *gorm.DB, id string, lock bool) (hubRow, error) {
 }
 
 // ListHubs returns a page of live hubs.
-func (s *Store) ListHubs(ctx context.Context, q fleet.ListQuery) ([]fleet.Hub, int, error) {
+func (s *HubStore) ListHubs(ctx context.Context, q fleet.ListQuery) ([]fleet.Hub, int, error) {
 	page, size, err := s.pageBounds(q)
 	if err != nil {
 		return nil, 0, err
@@ -199,7 +199,7 @@ func (s *Store) ListHubs(ctx context.Context, q fleet.ListQuery) ([]fleet.Hub, i
 }
 
 // UpdateHub changes a hub under If-Match.
-func (s *Store) UpdateHub(ctx context.Context, id string, ifMatch *int64, update fleet.HubUpdate) (fleet.Hub, error) {
+func (s *HubStore) UpdateHub(ctx context.Context, id string, ifMatch *int64, update fleet.HubUpdate) (fleet.Hub, error) {
 	err := s.transact(ctx, func(tx *gorm.DB) error {
 		row, err := findHub(s.inServedZones(tx, "zone"), id, true)
 		if err != nil {
@@ -236,7 +236,7 @@ func (s *Store) UpdateHub(ctx context.Context, id string, ifMatch *int64, update
 				return err
 			}
 		}
-		return notify(tx, ChannelHubs, row.ID)
+		return wakeAfterCommit(tx, ChannelHubs, row.ID)
 	})
 	if err != nil {
 		return fleet.Hub{}, fmt.Errorf("UpdateHub(%s): %w", id, err)
@@ -306,7 +306,7 @@ func ownerChanged(tx *gorm.DB, hubID string) error {
 	if _, _, err := bumpRevision(tx, hubID); err != nil {
 		return err
 	}
-	return notify(tx, ChannelInventory, hubID)
+	return wakeAfterCommit(tx, ChannelInventory, hubID)
 }
 
 // requeueHubRegistrations makes the hub's live registrations due now (for
@@ -317,11 +317,11 @@ WHERE hub_id = ? AND deleted_at IS NULL`, hubID).Error
 	if err != nil {
 		return err
 	}
-	return notify(tx, ChannelRegistrations, hubID)
+	return wakeAfterCommit(tx, ChannelRegistrations, hubID)
 }
 
 // SetHubCordoned stops or resumes new placements on a hub.
-func (s *Store) SetHubCordoned(ctx context.Context, id string, cordoned bool) (fleet.Hub, error) {
+func (s *HubStore) SetHubCordoned(ctx context.Context, id string, cordoned bool) (fleet.Hub, error) {
 	err := s.transact(ctx, func(tx *gorm.DB) error {
 		zones, zoneArgs := s.servedZonesSQL("zone")
 		res := tx.Exec(`UPDATE hubs SET cordoned = ?, updated_at = now() WHERE id = ? AND deleted_at IS NULL AND `+zones,
@@ -332,7 +332,7 @@ func (s *Store) SetHubCordoned(ctx context.Context, id string, cordoned bool) (f
 		if res.RowsAffected == 0 {
 			return notFound("hub", id)
 		}
-		return notify(tx, ChannelHubs, id)
+		return wakeAfterCommit(tx, ChannelHubs, id)
 	})
 	if err != nil {
 		return fleet.Hub{}, fmt.Errorf("SetHubCordoned(%s, %v): %w", id, cordoned, err)
@@ -341,7 +341,7 @@ func (s *Store) SetHubCordoned(ctx context.Context, id string, cordoned bool) (f
 }
 
 // DeleteHub soft-deletes a hub that holds no registrations.
-func (s *Store) DeleteHub(ctx context.Context, id string) error {
+func (s *HubStore) DeleteHub(ctx context.Context, id string) error {
 	err := s.transact(ctx, func(tx *gorm.DB) error {
 		row, err := findHub(s.inServedZones(tx, "zone"), id, true)
 		if err != nil {
@@ -360,7 +360,7 @@ func (s *Store) DeleteHub(ctx context.Context, id string) error {
 		if err := tombstoneHubInventory(tx, id); err != nil {
 			return err
 		}
-		return notify(tx, ChannelHubs, id)
+		return wakeAfterCommit(tx, ChannelHubs, id)
 	})
 	if err != nil {
 		return fmt.Errorf("DeleteHub(%s): %w", id, err)
@@ -383,7 +383,7 @@ func tombstoneHubInventory(tx *gorm.DB, hubID string) error {
 	if tombstoned == 0 {
 		return nil
 	}
-	return notify(tx, ChannelInventory, hubID)
+	return wakeAfterCommit(tx, ChannelInventory, hubID)
 }
 
 func nonEmpty(s string) *string {

@@ -88,10 +88,10 @@ WHERE mc.content_hash <> excluded.content_hash OR mc.deleted_at IS NOT NULL`
 // IngestInventory stores a batch of an agent's inventory: one statement for
 // the upserts, one for the deletes, and for a full resync one for the names
 // seen and (at its last batch) one for the tombstones.
-func (s *Store) IngestInventory(ctx context.Context, hubID, agentIdentity string, b fleet.InventoryBatch) (fleet.InventoryResult, error) {
+func (s *InventoryStore) IngestInventory(ctx context.Context, hubID, agentIdentity string, b fleet.InventoryBatch) (fleet.InventoryResult, error) {
 	var res fleet.InventoryResult
 	err := s.transact(ctx, func(tx *gorm.DB) error {
-		hub, err := s.agentHub(tx, hubID, agentIdentity, true)
+		hub, err := s.hubs.agentHub(tx, hubID, agentIdentity, true)
 		if err != nil {
 			return err
 		}
@@ -100,7 +100,7 @@ func (s *Store) IngestInventory(ctx context.Context, hubID, agentIdentity string
 		}
 		if res.Written+res.Deleted+res.Tombstoned > 0 {
 			// Wakes the change feed's long-polls once this commits.
-			if err := notify(tx, ChannelInventory, hubID); err != nil {
+			if err := wakeAfterCommit(tx, ChannelInventory, hubID); err != nil {
 				return err
 			}
 		}
@@ -112,7 +112,7 @@ func (s *Store) IngestInventory(ctx context.Context, hubID, agentIdentity string
 	return res, nil
 }
 
-func (s *Store) ingest(tx *gorm.DB, hub hubRow, b fleet.InventoryBatch) (fleet.InventoryResult, error) {
+func (s *InventoryStore) ingest(tx *gorm.DB, hub hubRow, b fleet.InventoryBatch) (fleet.InventoryResult, error) {
 	res := fleet.InventoryResult{ContentHashes: make(map[string]string, len(b.Upserts))}
 	if len(b.Upserts) > 0 {
 		records := make([]inventoryRecord, len(b.Upserts))
@@ -170,7 +170,7 @@ WHERE mc.content_hash IS DISTINCT FROM p.content_hash ORDER BY p.name`, jsonText
 
 // recordFullSync remembers the names a full resync reported; its last batch
 // tombstones the hub's other clusters and closes the resync.
-func (s *Store) recordFullSync(tx *gorm.DB, hubID string, b fleet.InventoryBatch) (int, error) {
+func (s *InventoryStore) recordFullSync(tx *gorm.DB, hubID string, b fleet.InventoryBatch) (int, error) {
 	names := make([]string, 0, len(b.Upserts)+len(b.Present))
 	for _, u := range b.Upserts {
 		names = append(names, u.Name)

@@ -33,7 +33,7 @@ type clusterTotal struct {
 
 // managedClusterTotal plans the total of rows, the inventory org (or an
 // admin) sees filtered by expr.
-func (s *Store) managedClusterTotal(org string, admin bool, expr fleet.SearchExpr, conds conditions, rows *gorm.DB) (*clusterTotal, error) {
+func (s *InventoryStore) managedClusterTotal(org string, admin bool, expr fleet.SearchExpr, conds conditions, rows *gorm.DB) (*clusterTotal, error) {
 	t := &clusterTotal{rows: rows}
 	if !admin && org == "" {
 		t.empty = true
@@ -127,7 +127,7 @@ func countedFacet(expr fleet.SearchExpr) (facet, value string, ok bool) {
 // started together with a new set change it one after the other, and the
 // later ones find it done; a key some other writer added meanwhile is left
 // as that writer counted it. With the set unchanged it reads one small table.
-func (s *Store) SyncCountedLabels(ctx context.Context, keys []string) error {
+func (s *InventoryStore) SyncCountedLabels(ctx context.Context, keys []string) error {
 	want := slices.Sorted(slices.Values(keys))
 	want = slices.Compact(want)
 	err := s.transact(ctx, func(tx *gorm.DB) error {

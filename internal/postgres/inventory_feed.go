@@ -148,7 +148,7 @@ func widenXid(x uint32, xmax uint64) uint64 {
 // feedCursor returns the position every later list read covers: any change
 // a list does not show is written by a transaction at or above it. It is
 // read before the list, in its own statement.
-func (s *Store) feedCursor(ctx context.Context) (string, error) {
+func (s *InventoryStore) feedCursor(ctx context.Context) (string, error) {
 	bound, err := feedBound(s.db.Gorm.WithContext(ctx))
 	if err != nil {
 		return "", err
@@ -213,7 +213,7 @@ type feedRead[T positioned] struct {
 // them. On a read replica (a pool other than s's) it answers
 // errReplicaBehind, reading nothing, when the replica has not replayed up to
 // the cursor's WAL position.
-func readFeed[T positioned](ctx context.Context, s *Store, db *DB, src feedSource, after string, size int,
+func readFeed[T positioned](ctx context.Context, s *core, db *DB, src feedSource, after string, size int,
 	read func(tx *gorm.DB, from changePosition, bound uint64, size int) ([]T, error)) (feedRead[T], error) {
 	from, err := parseCursor(after)
 	if err != nil {
@@ -283,13 +283,13 @@ func readFeed[T positioned](ctx context.Context, s *Store, db *DB, src feedSourc
 // the primary has more, and a long-poll would then wait for a wake-up that
 // already came, so those are read on the primary: the followers at the head
 // read there as before, the catch-up pages come from the replica.
-func (s *Store) ListManagedClusterChanges(ctx context.Context, caller fleet.Identity, admin bool, after string, size int) (fleet.ChangePage, error) {
+func (s *InventoryStore) ListManagedClusterChanges(ctx context.Context, caller fleet.Identity, admin bool, after string, size int) (fleet.ChangePage, error) {
 	src := feedSource{table: "managed_clusters", walk: admin,
 		expired: "the cursor is older than the retention of deleted clusters: " +
 			"list GET /managed_clusters again and resume the feed from the cursor that list returns"}
 	var got feedRead[feedRow]
 	err := s.heavyRead(ctx, readInventoryFeed, func(db *DB) (err error) {
-		got, err = readFeed(ctx, s, db, src, after, size, func(tx *gorm.DB, from changePosition, bound uint64, size int) ([]feedRow, error) {
+		got, err = readFeed(ctx, s.core, db, src, after, size, func(tx *gorm.DB, from changePosition, bound uint64, size int) ([]feedRow, error) {
 			if !admin {
 				return s.readOrgChanges(tx, caller.OrgID, from, bound, size)
 			}
@@ -382,7 +382,7 @@ const orgWalk = 20
 // (orgChangesSQL), at a cost bounded by what the organisation can see rather
 // than by everyone's changes after the cursor. A caller of no organisation
 // sees nothing.
-func (s *Store) readOrgChanges(tx *gorm.DB, org string, from changePosition, bound uint64, size int) ([]feedRow, error) {
+func (s *InventoryStore) readOrgChanges(tx *gorm.DB, org string, from changePosition, bound uint64, size int) ([]feedRow, error) {
 	if org == "" {
 		return nil, nil
 	}
@@ -436,7 +436,7 @@ var orgChangesSQL = `SELECT * FROM (
 
 // readOrgSources reads up to size of an organisation's changes after from
 // and below bound (orgChangesSQL), at the cost of its hubs and registrations.
-func (s *Store) readOrgSources(tx *gorm.DB, org string, from changePosition, bound uint64, size int) ([]feedRow, error) {
+func (s *InventoryStore) readOrgSources(tx *gorm.DB, org string, from changePosition, bound uint64, size int) ([]feedRow, error) {
 	window := `(c.change_xid, c.change_seq) > (?::xid8, ?) AND c.change_xid < ?::xid8
 		ORDER BY c.change_xid, c.change_seq LIMIT ?`
 	windowArgs := []any{strconv.FormatUint(from.Xid, 10), from.Seq, strconv.FormatUint(bound, 10), size}

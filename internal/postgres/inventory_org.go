@@ -23,7 +23,7 @@ import (
 // orgOwned is the clusters of the live hubs of the served zones that org
 // owns, filtered by conds; with limit > 0, each hub's first limit in order
 // (then tiebreak).
-func (s *Store) orgOwned(db *gorm.DB, org string, conds conditions, order string, limit int) *gorm.DB {
+func (s *InventoryStore) orgOwned(db *gorm.DB, org string, conds conditions, order string, limit int) *gorm.DB {
 	inner := conds.apply(db.Table("managed_clusters AS mc").Select("?", gorm.Expr("mc.*")).Where("mc.hub_id = h.id AND mc.deleted_at IS NULL"))
 	if limit > 0 {
 		inner = inner.Order(order + ", " + managedClusterList.tiebreak).Limit(limit)
@@ -40,7 +40,7 @@ func (s *Store) orgOwned(db *gorm.DB, org string, conds conditions, order string
 // subquery), so the cost is the organisation's: as a join, PostgreSQL
 // merged the organisation's registrations with the whole index of every
 // registered cluster, which grows with the fleet (docs/performance.md).
-func (s *Store) orgShared(db *gorm.DB, org string, conds conditions, order string, limit int) *gorm.DB {
+func (s *InventoryStore) orgShared(db *gorm.DB, org string, conds conditions, order string, limit int) *gorm.DB {
 	q := db.Table("(SELECT r.id FROM registrations r WHERE r.org_id = ? OFFSET 0) AS r", org).
 		Joins("CROSS JOIN LATERAL (SELECT mc.* FROM managed_clusters mc WHERE mc.registration_id = r.id AND mc.deleted_at IS NULL OFFSET 0) AS mc").
 		Joins("JOIN hubs h ON h.id = mc.hub_id AND h.owner_org_id IS NULL AND h.deleted_at IS NULL").Select("?", gorm.Expr("mc.*"))
@@ -54,7 +54,7 @@ func (s *Store) orgShared(db *gorm.DB, org string, conds conditions, order strin
 // orgClusters is the union of orgOwned and orgShared as managedClusterRows
 // (managed_clusters mc with its hub h, managedClusterColumns); with limit >
 // 0, each side holds only its first limit rows in order.
-func (s *Store) orgClusters(db *gorm.DB, org string, conds conditions, order string, limit int) *gorm.DB {
+func (s *InventoryStore) orgClusters(db *gorm.DB, org string, conds conditions, order string, limit int) *gorm.DB {
 	return db.Table("((?) UNION ALL (?)) AS mc", s.orgOwned(db, org, conds, order, limit), s.orgShared(db, org, conds, order, limit)).
 		Joins("JOIN hubs h ON h.id = mc.hub_id").Select(managedClusterColumns.sql)
 }

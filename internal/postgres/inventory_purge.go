@@ -47,7 +47,7 @@ SELECT count(*) FROM gone`
 // cutoff and returns how many it deleted; the caller repeats while a batch
 // comes back full. Errors: CodeValidation for a table that is not an
 // inventory table.
-func (s *Store) PurgeTombstones(ctx context.Context, table string, cutoff time.Time, limit int) (int, error) {
+func (s *InventoryStore) PurgeTombstones(ctx context.Context, table string, cutoff time.Time, limit int) (int, error) {
 	if !tombstoneTables[table] {
 		return 0, fleet.Errorf(fleet.CodeValidation, "PurgeTombstones(%s): not an inventory table", table)
 	}

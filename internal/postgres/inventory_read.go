@@ -77,7 +77,7 @@ var managedClusterList = listSpec{
 // feed's cursor, the total and the page are read in one round trip; a second
 // counts the rows when the counters do not hold the search's label.
 // It is a heavy read: a fresh read replica serves it when one is configured.
-func (s *Store) ListManagedClusters(ctx context.Context, caller fleet.Identity, admin bool, q fleet.ListQuery) (fleet.ManagedClusterPage, error) {
+func (s *InventoryStore) ListManagedClusters(ctx context.Context, caller fleet.Identity, admin bool, q fleet.ListQuery) (fleet.ManagedClusterPage, error) {
 	var page fleet.ManagedClusterPage
 	err := s.heavyRead(ctx, readInventoryList, func(db *DB) (err error) {
 		page, err = s.listManagedClusters(db.Gorm.WithContext(ctx), caller, admin, q)
@@ -90,7 +90,7 @@ func (s *Store) ListManagedClusters(ctx context.Context, caller fleet.Identity, 
 }
 
 // listManagedClusters reads the page on db, a pool's handle with the request's context.
-func (s *Store) listManagedClusters(db *gorm.DB, caller fleet.Identity, admin bool, q fleet.ListQuery) (fleet.ManagedClusterPage, error) {
+func (s *InventoryStore) listManagedClusters(db *gorm.DB, caller fleet.Identity, admin bool, q fleet.ListQuery) (fleet.ManagedClusterPage, error) {
 	var out fleet.ManagedClusterPage
 	page, size, err := s.pageBounds(q)
 	if err != nil {
@@ -156,7 +156,7 @@ func (s *Store) listManagedClusters(db *gorm.DB, caller fleet.Identity, admin bo
 }
 
 // GetManagedCluster returns one live cluster the caller may see.
-func (s *Store) GetManagedCluster(ctx context.Context, caller fleet.Identity, admin bool, id string) (fleet.ManagedCluster, error) {
+func (s *InventoryStore) GetManagedCluster(ctx context.Context, caller fleet.Identity, admin bool, id string) (fleet.ManagedCluster, error) {
 	rows, err := find[managedClusterRow](s.visibleManagedClusters(ctx, caller, admin).Where("mc.id = ?", id).Limit(1), 1)
 	if err == nil && len(rows) == 0 {
 		err = notFound("managed cluster", id)
@@ -203,12 +203,12 @@ func (r *managedClusterRow) fields() []any { return managedClusterColumns.fields
 
 // visibleManagedClusters selects the live clusters of live hubs in the
 // served zones that the caller may see, with their hubs.
-func (s *Store) visibleManagedClusters(ctx context.Context, caller fleet.Identity, admin bool) *gorm.DB {
+func (s *InventoryStore) visibleManagedClusters(ctx context.Context, caller fleet.Identity, admin bool) *gorm.DB {
 	return s.visibleManagedClustersOn(s.db.Gorm.WithContext(ctx), caller, admin)
 }
 
 // visibleManagedClustersOn is visibleManagedClusters read on db.
-func (s *Store) visibleManagedClustersOn(db *gorm.DB, caller fleet.Identity, admin bool) *gorm.DB {
+func (s *InventoryStore) visibleManagedClustersOn(db *gorm.DB, caller fleet.Identity, admin bool) *gorm.DB {
 	query := db.Table("managed_clusters AS mc").Select(managedClusterColumns.sql).
 		Joins("JOIN hubs h ON h.id = mc.hub_id").
 		Joins("LEFT JOIN registrations r ON r.id = mc.registration_id").

@@ -104,7 +104,7 @@ func TestRegistrationStatusAndImportMaterial(t *testing.T) {
 		objs[1]["metadata"].(map[string]any)["labels"].(map[string]any)["env"] != "prod" {
 		t.Errorf("desired objects = %v", objs)
 	}
-	if _, err := e.store.FindImportMaterial(ctx, "org-a", reg.ID); fleet.ErrorCodeOf(err) != fleet.CodeNotFound {
+	if _, err := e.store.FindImportMaterial(ctx, fleet.Permitted, "org-a", reg.ID); fleet.ErrorCodeOf(err) != fleet.CodeNotFound {
 		t.Errorf("FindImportMaterial() before the hub made it = %v, want not found", err)
 	}
 	manifests := "kind: Namespace # import-marker"
@@ -124,10 +124,10 @@ func TestRegistrationStatusAndImportMaterial(t *testing.T) {
 		got.Conditions.Reason(fleet.ConditionPlaced) == "Ignored" {
 		t.Errorf("registration after the hub's report = %+v, %v", got.Conditions, err)
 	}
-	if m, err := e.store.FindImportMaterial(ctx, "org-a", reg.ID); err != nil || m != manifests {
+	if m, err := e.store.FindImportMaterial(ctx, fleet.Permitted, "org-a", reg.ID); err != nil || m != manifests {
 		t.Errorf("FindImportMaterial() = %q, %v; want the manifests", m, err)
 	}
-	if _, err := e.store.FindImportMaterial(ctx, "org-b", reg.ID); fleet.ErrorCodeOf(err) != fleet.CodeNotFound {
+	if _, err := e.store.FindImportMaterial(ctx, fleet.Permitted, "org-b", reg.ID); fleet.ErrorCodeOf(err) != fleet.CodeNotFound {
 		t.Errorf("FindImportMaterial(another org) = %v, want not found", err)
 	}
 	var plain int64

@@ -39,7 +39,7 @@ const masterKeySample = 10000
 // stored values (in the first masterKeySample rows of each table) but that
 // the store's keyring does not hold: a database restored or pointed at
 // without its master key. serve refuses to start on any.
-func (s *Store) UnknownMasterKeys(ctx context.Context) ([]string, error) {
+func (s *core) UnknownMasterKeys(ctx context.Context) ([]string, error) {
 	seen := map[string]bool{}
 	for _, tc := range sealedColumns {
 		var ids []string

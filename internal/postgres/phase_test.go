@@ -89,7 +89,7 @@ func TestEveryWriteStoresTheDerivedPhase(t *testing.T) {
 	check("RecordRegistrationStatus", map[string]fleet.Phase{"p-ready": fleet.PhaseReady})
 
 	for name, c := range claims {
-		if _, err := store.RequestRegistrationDeletion(ctx, caller.OrgID, c.Registration.ID); err != nil {
+		if _, err := store.RequestRegistrationDeletion(ctx, fleet.Permitted, caller.OrgID, c.Registration.ID); err != nil {
 			t.Fatalf("RequestRegistrationDeletion(%s): %v", name, err)
 		}
 	}

@@ -73,7 +73,7 @@ var policyList = listSpec{
 
 // CreatePolicy stores a policy whose body the PolicyValidator accepted and
 // places it on the hubs its selector reaches, in one transaction.
-func (s *Store) CreatePolicy(ctx context.Context, caller fleet.Identity, create fleet.PolicyCreate) (fleet.Policy, error) {
+func (s *PolicyStore) CreatePolicy(ctx context.Context, caller fleet.Identity, create fleet.PolicyCreate) (fleet.Policy, error) {
 	if caller.OrgID == "" {
 		return fleet.Policy{}, fleet.Errorf(fleet.CodeOrgNotAllowed, "the token carries no organisation")
 	}
@@ -110,7 +110,7 @@ func (s *Store) CreatePolicy(ctx context.Context, caller fleet.Identity, create 
 }
 
 // ListPolicies returns a page of the organisation's live policies.
-func (s *Store) ListPolicies(ctx context.Context, org string, q fleet.ListQuery) ([]fleet.Policy, int, error) {
+func (s *PolicyStore) ListPolicies(ctx context.Context, org string, q fleet.ListQuery) ([]fleet.Policy, int, error) {
 	page, size, err := s.pageBounds(q)
 	if err != nil {
 		return nil, 0, err
@@ -128,7 +128,7 @@ func (s *Store) ListPolicies(ctx context.Context, org string, q fleet.ListQuery)
 }
 
 // FindPolicy returns one of the organisation's live policies.
-func (s *Store) FindPolicy(ctx context.Context, org, id string) (fleet.Policy, error) {
+func (s *PolicyStore) FindPolicy(ctx context.Context, org, id string) (fleet.Policy, error) {
 	var row policyRow
 	err := s.inServedZones(policies(s.db.Gorm.WithContext(ctx)).Where("p.org_id = ? AND p.id = ?", org, id), "p.zone").Take(&row).Error
 	if errors.Is(err, gorm.ErrRecordNotFound) {
@@ -142,20 +142,23 @@ func (s *Store) FindPolicy(ctx context.Context, org, id string) (fleet.Policy, e
 
 // UpdatePolicy replaces a policy's body and selector under If-Match, and
 // moves the desired sets of every hub that held or now holds it.
-func (s *Store) UpdatePolicy(ctx context.Context, org, id string, match *int64, update fleet.PolicyUpdate) (fleet.Policy, error) {
-	if err := update.Selector.Validate(); err != nil {
-		return fleet.Policy{}, err
-	}
-	body, err := fleet.NormalizePolicyBody(update.Body)
-	if err != nil {
-		return fleet.Policy{}, err
-	}
-	name := fleet.PolicyName(body)
-	err = s.transact(ctx, func(tx *gorm.DB) error {
+func (s *PolicyStore) UpdatePolicy(ctx context.Context, permit fleet.Permit, org, id string, match *int64, update fleet.PolicyUpdate) (fleet.Policy, error) {
+	err := s.transact(ctx, func(tx *gorm.DB) error {
 		row, err := s.lockPolicy(tx, org, id)
 		if err != nil {
 			return err
 		}
+		if err := permit(ctx, row.authzResource()); err != nil {
+			return err
+		}
+		if err := update.Selector.Validate(); err != nil {
+			return err
+		}
+		body, err := fleet.NormalizePolicyBody(update.Body)
+		if err != nil {
+			return err
+		}
+		name := fleet.PolicyName(body)
 		if err := checkIfMatch(match, row.Generation); err != nil {
 			return err
 		}
@@ -173,13 +176,21 @@ func (s *Store) UpdatePolicy(ctx context.Context, org, id string, match *int64, 
 	return s.FindPolicy(ctx, org, id)
 }
 
+// authzResource is the policy as the Authorizer sees it.
+func (r policyRow) authzResource() fleet.AuthzResource {
+	return fleet.AuthzResource{Kind: "policy", ID: r.ID, OrgID: r.OrgID, CreatedBy: r.CreatedBy}
+}
+
 // DeletePolicy removes a policy under If-Match: it leaves every hub's
 // desired set, and its compliance is dropped. The row stays as a tombstone,
 // so the name is free again.
-func (s *Store) DeletePolicy(ctx context.Context, org, id string, match *int64) error {
+func (s *PolicyStore) DeletePolicy(ctx context.Context, permit fleet.Permit, org, id string, match *int64) error {
 	err := s.transact(ctx, func(tx *gorm.DB) error {
 		row, err := s.lockPolicy(tx, org, id)
 		if err != nil {
+			return err
+		}
+		if err := permit(ctx, row.authzResource()); err != nil {
 			return err
 		}
 		if err := checkIfMatch(match, row.Generation); err != nil {
@@ -201,7 +212,7 @@ func (s *Store) DeletePolicy(ctx context.Context, org, id string, match *int64) 
 }
 
 // lockPolicy locks one of the organisation's live policies in tx.
-func (s *Store) lockPolicy(tx *gorm.DB, org, id string) (policyRow, error) {
+func (s *PolicyStore) lockPolicy(tx *gorm.DB, org, id string) (policyRow, error) {
 	var row policyRow
 	zones, zoneArgs := s.servedZonesSQL("zone")
 	err := tx.Raw(`SELECT * FROM policies WHERE id = ? AND org_id = ? AND deleted_at IS NULL AND `+zones+` FOR UPDATE`,

@@ -57,18 +57,18 @@ func TestPolicyCRUD(t *testing.T) {
 	g.Expect(list[0].ID).To(gomega.Equal(p.ID))
 
 	stale := int64(7)
-	_, err = store.UpdatePolicy(ctx, "org-a", p.ID, &stale, fleet.PolicyUpdate{Body: policyBody("disallow-root", "enforce")})
+	_, err = store.UpdatePolicy(ctx, fleet.Permitted, "org-a", p.ID, &stale, fleet.PolicyUpdate{Body: policyBody("disallow-root", "enforce")})
 	g.Expect(fleet.ErrorCodeOf(err)).To(gomega.Equal(fleet.CodePreconditionFailed))
 	one := int64(1)
-	up, err := store.UpdatePolicy(ctx, "org-a", p.ID, &one, fleet.PolicyUpdate{Body: policyBody("disallow-root", "enforce")})
+	up, err := store.UpdatePolicy(ctx, fleet.Permitted, "org-a", p.ID, &one, fleet.PolicyUpdate{Body: policyBody("disallow-root", "enforce")})
 	g.Expect(err).NotTo(gomega.HaveOccurred())
 	g.Expect(up.Generation).To(gomega.Equal(int64(2)))
 	g.Expect(up.Body["spec"]).To(gomega.HaveKeyWithValue("remediationAction", "enforce"))
 	g.Expect(up.Selector).To(gomega.Equal(fleet.LabelSelector{}), "the update replaces the placement")
 
-	g.Expect(fleet.ErrorCodeOf(store.DeletePolicy(ctx, "org-a", p.ID, &one))).To(gomega.Equal(fleet.CodePreconditionFailed))
-	g.Expect(store.DeletePolicy(ctx, "org-b", p.ID, nil)).To(gomega.MatchError(gomega.ContainSubstring("not found")))
-	g.Expect(store.DeletePolicy(ctx, "org-a", p.ID, nil)).To(gomega.Succeed())
+	g.Expect(fleet.ErrorCodeOf(store.DeletePolicy(ctx, fleet.Permitted, "org-a", p.ID, &one))).To(gomega.Equal(fleet.CodePreconditionFailed))
+	g.Expect(store.DeletePolicy(ctx, fleet.Permitted, "org-b", p.ID, nil)).To(gomega.MatchError(gomega.ContainSubstring("not found")))
+	g.Expect(store.DeletePolicy(ctx, fleet.Permitted, "org-a", p.ID, nil)).To(gomega.Succeed())
 	_, err = store.FindPolicy(ctx, "org-a", p.ID)
 	g.Expect(fleet.ErrorCodeOf(err)).To(gomega.Equal(fleet.CodeNotFound))
 	_, err = store.CreatePolicy(ctx, orgA, fleet.PolicyCreate{Zone: "eu", Body: policyBody("disallow-root", "inform")})
@@ -195,7 +195,7 @@ func TestPoliciesArePlacedOnTheHubsOfTheirClusters(t *testing.T) {
 	g.Expect(err).NotTo(gomega.HaveOccurred())
 	g.Expect(n).To(gomega.BeZero(), "a settled placement moves nothing")
 
-	g.Expect(e.store.DeletePolicy(ctx, "org-a", none.ID, nil)).To(gomega.Succeed())
+	g.Expect(e.store.DeletePolicy(ctx, fleet.Permitted, "org-a", none.ID, nil)).To(gomega.Succeed())
 	shared, _, _ = e.desiredPolicies(e.hub.ID, "agent-1")
 	g.Expect(shared).To(gomega.BeEmpty(), "a deleted policy leaves the desired set")
 }

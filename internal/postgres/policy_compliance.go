@@ -54,7 +54,7 @@ const complianceVisibleSQL = `(mc.id IS NULL OR h.owner_org_id = ? OR (h.owner_o
 
 // ListCompliance returns a page of one of the organisation's policies'
 // per-cluster compliance, as the hubs last reported it.
-func (s *Store) ListCompliance(ctx context.Context, org, policyID string, q fleet.ListQuery) ([]fleet.ClusterCompliance, int, error) {
+func (s *PolicyStore) ListCompliance(ctx context.Context, org, policyID string, q fleet.ListQuery) ([]fleet.ClusterCompliance, int, error) {
 	if _, err := s.FindPolicy(ctx, org, policyID); err != nil {
 		return nil, 0, err
 	}
@@ -82,7 +82,7 @@ func (s *Store) ListCompliance(ctx context.Context, org, policyID string, q flee
 // ComplianceSummary counts the clusters of one of the organisation's
 // policies (all of them when policyID is empty) per state, per hub and per
 // zone. A cluster counts once per policy it is subject to.
-func (s *Store) ComplianceSummary(ctx context.Context, org, policyID string) (fleet.ComplianceSummary, error) {
+func (s *PolicyStore) ComplianceSummary(ctx context.Context, org, policyID string) (fleet.ComplianceSummary, error) {
 	var sum fleet.ComplianceSummary
 	if policyID != "" {
 		if _, err := s.FindPolicy(ctx, org, policyID); err != nil {

@@ -17,7 +17,7 @@ import (
 // started together with the same flags move them once: the first to record
 // holds the row's lock, the others then find it current (only the very first
 // record may move them twice, which costs each agent one more read).
-func (s *Store) SyncPolicyDelivery(ctx context.Context) (moved int, err error) {
+func (s *PolicyStore) SyncPolicyDelivery(ctx context.Context) (moved int, err error) {
 	want := s.cfg.Policies
 	err = s.transact(ctx, func(tx *gorm.DB) error {
 		var have struct{ Namespace, ClusterSet string }

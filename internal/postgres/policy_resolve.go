@@ -18,7 +18,7 @@ import (
 // holds it. A policy reaches an agent hub of its zone holding at least one
 // live cluster of its organisation that its selector matches. The caller
 // holds the policy's row lock (or has just inserted it).
-func (s *Store) resolvePolicy(tx *gorm.DB, id string, changed bool) (moved []string, err error) {
+func (s *PolicyStore) resolvePolicy(tx *gorm.DB, id string, changed bool) (moved []string, err error) {
 	var p struct {
 		OrgID    string
 		Zone     string
@@ -39,7 +39,7 @@ func (s *Store) resolvePolicy(tx *gorm.DB, id string, changed bool) (moved []str
 		conds := conditions{{sql: match, args: args},
 			{sql: "h.delivery_mode = ? AND h.zone = ?", args: []any{string(fleet.DeliveryAgent), p.Zone}}}
 		db := tx.Session(&gorm.Session{NewDB: true})
-		err := db.Table("((?) UNION ALL (?)) AS mc", s.orgOwned(db, p.OrgID, conds, "mc.created_at", 1), s.orgShared(db, p.OrgID, conds, "", 0)).
+		err := db.Table("((?) UNION ALL (?)) AS mc", s.inventory.orgOwned(db, p.OrgID, conds, "mc.created_at", 1), s.inventory.orgShared(db, p.OrgID, conds, "", 0)).
 			Distinct("mc.hub_id").Order("mc.hub_id").Pluck("mc.hub_id", &want).Error
 		if err != nil {
 			return nil, fmt.Errorf("resolvePolicy(%s): %w", id, err)
@@ -91,7 +91,7 @@ func (s *Store) resolvePolicy(tx *gorm.DB, id string, changed bool) (moved []str
 // it reaches now (the inventory moves under the selectors), one policy per
 // transaction, and returns how many desired sets moved. A policy another
 // replica is resolving is skipped.
-func (s *Store) ResolvePolicies(ctx context.Context) (int, error) {
+func (s *PolicyStore) ResolvePolicies(ctx context.Context) (int, error) {
 	var ids []string
 	if err := s.inServedZones(s.db.Gorm.WithContext(ctx).Table("policies").Where("deleted_at IS NULL"), "zone").
 		Order("id").Pluck("id", &ids).Error; err != nil {

@@ -85,7 +85,7 @@ var poolList = listSpec{
 // caller's organisation's blueprints; the pool reconciler makes its clusters.
 // The Authorizer decides it with the organisation's live pools, counted
 // under its pools lock, against its max_pools (decidePoolCreate).
-func (s *Store) CreatePool(ctx context.Context, caller fleet.Identity, create fleet.PoolCreate) (fleet.CapacityPool, error) {
+func (s *PoolStore) CreatePool(ctx context.Context, caller fleet.Identity, create fleet.PoolCreate) (fleet.CapacityPool, error) {
 	if caller.OrgID == "" {
 		return fleet.CapacityPool{}, fleet.Errorf(fleet.CodeOrgNotAllowed, "the token carries no organisation")
 	}
@@ -129,7 +129,7 @@ VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
 		if err != nil {
 			return err
 		}
-		return notify(tx, ChannelPools, id)
+		return wakeAfterCommit(tx, ChannelPools, id)
 	})
 	if err != nil {
 		return fleet.CapacityPool{}, fmt.Errorf("CreatePool(%s/%s): %w", caller.OrgID, create.Name, err)
@@ -139,8 +139,8 @@ VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
 
 // checkBlueprintVersion locks the organisation's blueprint (so it cannot be
 // deleted under the pool) and checks the version is live.
-func (s *Store) checkBlueprintVersion(tx *gorm.DB, org, id string, version int) error {
-	if _, err := s.lockBlueprint(tx, org, id); err != nil {
+func (s *PoolStore) checkBlueprintVersion(tx *gorm.DB, org, id string, version int) error {
+	if _, err := s.blueprints.lockBlueprint(tx, org, id); err != nil {
 		return fleet.Errorf(fleet.CodeValidation, "blueprint_id names no blueprint of the organisation")
 	}
 	var n int64
@@ -154,7 +154,7 @@ func (s *Store) checkBlueprintVersion(tx *gorm.DB, org, id string, version int) 
 }
 
 // sealPoolCredentials seals a pool's credentials to its row.
-func (s *Store) sealPoolCredentials(creds *fleet.PoolCredentials, id string) (secrets.Sealed, error) {
+func (s *PoolStore) sealPoolCredentials(creds *fleet.PoolCredentials, id string) (secrets.Sealed, error) {
 	plain, err := json.Marshal(creds)
 	if err != nil {
 		return secrets.Sealed{}, err
@@ -163,7 +163,7 @@ func (s *Store) sealPoolCredentials(creds *fleet.PoolCredentials, id string) (se
 }
 
 // openPoolCredentials opens a pool's sealed credentials.
-func (s *Store) openPoolCredentials(id string, data []byte, keyID *string) (*fleet.PoolCredentials, error) {
+func (s *PoolStore) openPoolCredentials(id string, data []byte, keyID *string) (*fleet.PoolCredentials, error) {
 	if len(data) == 0 || keyID == nil {
 		return nil, nil
 	}
@@ -179,7 +179,7 @@ func (s *Store) openPoolCredentials(id string, data []byte, keyID *string) (*fle
 }
 
 // ListPools returns a page of the organisation's live pools.
-func (s *Store) ListPools(ctx context.Context, org string, q fleet.ListQuery) ([]fleet.CapacityPool, int, error) {
+func (s *PoolStore) ListPools(ctx context.Context, org string, q fleet.ListQuery) ([]fleet.CapacityPool, int, error) {
 	page, size, err := s.pageBounds(q)
 	if err != nil {
 		return nil, 0, err
@@ -197,7 +197,7 @@ func (s *Store) ListPools(ctx context.Context, org string, q fleet.ListQuery) ([
 }
 
 // FindPool returns one of the organisation's live pools.
-func (s *Store) FindPool(ctx context.Context, org, id string) (fleet.CapacityPool, error) {
+func (s *PoolStore) FindPool(ctx context.Context, org, id string) (fleet.CapacityPool, error) {
 	var row poolRow
 	err := s.inServedZones(pools(s.db.Gorm.WithContext(ctx)).Where("p.org_id = ? AND p.id = ?", org, id), "p.zone").Take(&row).Error
 	if errors.Is(err, gorm.ErrRecordNotFound) {
@@ -210,7 +210,7 @@ func (s *Store) FindPool(ctx context.Context, org, id string) (fleet.CapacityPoo
 }
 
 // lockPool locks one of the organisation's live pools in tx.
-func (s *Store) lockPool(tx *gorm.DB, org, id string) (poolRow, error) {
+func (s *PoolStore) lockPool(tx *gorm.DB, org, id string) (poolRow, error) {
 	var row poolRow
 	zones, zoneArgs := s.servedZonesSQL("zone")
 	err := tx.Raw(`SELECT * FROM capacity_pools WHERE id = ? AND org_id = ? AND deleted_at IS NULL AND `+zones+` FOR UPDATE`,
@@ -224,10 +224,13 @@ func (s *Store) lockPool(tx *gorm.DB, org, id string) (poolRow, error) {
 // UpdatePool changes a pool under If-Match: its blueprint version (new
 // clusters use it, existing ones are moved to it), bounds, thresholds or
 // credentials.
-func (s *Store) UpdatePool(ctx context.Context, org, id string, match *int64, update fleet.PoolUpdate) (fleet.CapacityPool, error) {
+func (s *PoolStore) UpdatePool(ctx context.Context, permit fleet.Permit, org, id string, match *int64, update fleet.PoolUpdate) (fleet.CapacityPool, error) {
 	err := s.transact(ctx, func(tx *gorm.DB) error {
 		row, err := s.lockPool(tx, org, id)
 		if err != nil {
+			return err
+		}
+		if err := permit(ctx, row.authzResource()); err != nil {
 			return err
 		}
 		if err := checkIfMatch(match, row.Generation); err != nil {
@@ -262,13 +265,18 @@ func (s *Store) UpdatePool(ctx context.Context, org, id string, match *int64, up
 		if err := tx.Table("capacity_pools").Where("id = ?", id).Updates(set).Error; err != nil {
 			return err
 		}
-		return notify(tx, ChannelPools, id)
+		return wakeAfterCommit(tx, ChannelPools, id)
 	})
 	if err != nil {
 		return fleet.CapacityPool{}, fmt.Errorf("UpdatePool(%s/%s): %w", org, id, err)
 	}
 	s.wake(ChannelRegistrations)
 	return s.FindPool(ctx, org, id)
+}
+
+// authzResource is the pool as the Authorizer sees it.
+func (r poolRow) authzResource() fleet.AuthzResource {
+	return fleet.AuthzResource{Kind: "pool", ID: r.ID, OrgID: r.OrgID, CreatedBy: r.CreatedBy}
 }
 
 // republishPoolClusters moves the generation of every live cluster of a
@@ -281,10 +289,13 @@ WHERE id IN (SELECT registration_id FROM pool_clusters WHERE pool_id = ? AND NOT
 // RequestPoolDeletion starts a pool's deletion: the pool reconciler
 // deregisters its clusters (Hive deprovisions them) and deletes the pool
 // when the last is gone. Reservations still held refuse it.
-func (s *Store) RequestPoolDeletion(ctx context.Context, org, id string, match *int64) error {
+func (s *PoolStore) RequestPoolDeletion(ctx context.Context, permit fleet.Permit, org, id string, match *int64) error {
 	err := s.transact(ctx, func(tx *gorm.DB) error {
 		row, err := s.lockPool(tx, org, id)
 		if err != nil {
+			return err
+		}
+		if err := permit(ctx, row.authzResource()); err != nil {
 			return err
 		}
 		if err := checkIfMatch(match, row.Generation); err != nil {
@@ -304,7 +315,7 @@ func (s *Store) RequestPoolDeletion(ctx context.Context, org, id string, match *
 	next_pass_at = now() WHERE id = ?`, id).Error; err != nil {
 			return err
 		}
-		return notify(tx, ChannelPools, id)
+		return wakeAfterCommit(tx, ChannelPools, id)
 	})
 	if err != nil {
 		return fmt.Errorf("RequestPoolDeletion(%s/%s): %w", org, id, err)
@@ -442,7 +453,7 @@ var poolClusterList = listSpec{
 }
 
 // ListPoolClusters returns a page of one of the organisation's pools' clusters.
-func (s *Store) ListPoolClusters(ctx context.Context, org, poolID string, q fleet.ListQuery) ([]fleet.PoolCluster, int, error) {
+func (s *PoolStore) ListPoolClusters(ctx context.Context, org, poolID string, q fleet.ListQuery) ([]fleet.PoolCluster, int, error) {
 	page, size, err := s.pageBounds(q)
 	if err != nil {
 		return nil, 0, err
@@ -468,7 +479,7 @@ func (s *Store) ListPoolClusters(ctx context.Context, org, poolID string, q flee
 }
 
 // blueprintSpec reads one version's spec.
-func (s *Store) blueprintSpec(db *gorm.DB, id string, version int) (fleet.BlueprintSpec, error) {
+func (s *PoolStore) blueprintSpec(db *gorm.DB, id string, version int) (fleet.BlueprintSpec, error) {
 	var raw string
 	var spec fleet.BlueprintSpec
 	if err := db.Raw(`SELECT spec::text FROM blueprint_versions WHERE blueprint_id = ? AND version = ?`, id, version).Scan(&raw).Error; err != nil {
@@ -487,7 +498,7 @@ var poolEventList = listSpec{
 }
 
 // ListPoolEvents returns a page of a pool's events, newest first.
-func (s *Store) ListPoolEvents(ctx context.Context, org, poolID string, q fleet.ListQuery) ([]fleet.PoolEvent, int, error) {
+func (s *PoolStore) ListPoolEvents(ctx context.Context, org, poolID string, q fleet.ListQuery) ([]fleet.PoolEvent, int, error) {
 	page, size, err := s.pageBounds(q)
 	if err != nil {
 		return nil, 0, err

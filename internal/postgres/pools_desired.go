@@ -51,7 +51,7 @@ func poolDeliveries(db *gorm.DB, ids []string) (map[string]poolDeliveryRow, erro
 // poolClusterObjects renders a pool cluster's objects, or why they cannot
 // go: credentials that cannot be opened or a stored spec that cannot be
 // decoded fail this cluster only.
-func (s *Store) poolClusterObjects(reg fleet.Registration, hubID string, pd poolDeliveryRow) ([]map[string]any, *fleet.DeliveryFailure) {
+func (s *PoolStore) poolClusterObjects(reg fleet.Registration, hubID string, pd poolDeliveryRow) ([]map[string]any, *fleet.DeliveryFailure) {
 	creds, err := s.openPoolCredentials(pd.PoolID, pd.Credentials, pd.CredentialsKeyID)
 	if err != nil {
 		return nil, &fleet.DeliveryFailure{RegistrationID: reg.ID, Reason: fleet.ReasonCredentialsUnreadable,

@@ -38,7 +38,7 @@ func orgOverrides(db *gorm.DB, org string) (row orgLimitsRow, found bool, err er
 
 // orgLimits returns the limits that apply to org: its overrides over the
 // deployment's defaults.
-func (s *Store) orgLimits(db *gorm.DB, org string) (fleet.OrgLimits, error) {
+func (s *PoolStore) orgLimits(db *gorm.DB, org string) (fleet.OrgLimits, error) {
 	row, _, err := orgOverrides(db, org)
 	if err != nil {
 		return fleet.OrgLimits{}, err
@@ -84,14 +84,14 @@ type usageReader interface {
 // readsUsage tells whether a booking must sum its organisation's reserved
 // units when no limit applies: when the Authorizer may decide on them
 // anyway, or cannot tell.
-func (s *Store) readsUsage() bool {
+func (s *PoolStore) readsUsage() bool {
 	r, ok := s.authz.(usageReader)
 	return !ok || r.ReadsOrgUsage()
 }
 
 // decidePoolCreate asks the Authorizer, in the create's transaction, whether
 // subject's organisation may have one more pool, counted under pools:<org>.
-func (s *Store) decidePoolCreate(ctx context.Context, tx *gorm.DB, subject fleet.Subject) error {
+func (s *PoolStore) decidePoolCreate(ctx context.Context, tx *gorm.DB, subject fleet.Subject) error {
 	limits, err := s.orgLimits(tx, subject.OrgID)
 	if err != nil {
 		return err
@@ -116,7 +116,7 @@ func (s *Store) decidePoolCreate(ctx context.Context, tx *gorm.DB, subject fleet
 // registrations:<org>, the lock user creates count under too. The subject
 // is the pool's owner acting as an admin of its organisation, as every
 // caller of the store outside a request.
-func (s *Store) decidePoolCluster(ctx context.Context, tx *gorm.DB, pool fleet.CapacityPool) error {
+func (s *PoolStore) decidePoolCluster(ctx context.Context, tx *gorm.DB, pool fleet.CapacityPool) error {
 	limits, err := s.orgLimits(tx, pool.OrgID)
 	if err != nil {
 		return err
@@ -129,7 +129,7 @@ func (s *Store) decidePoolCluster(ctx context.Context, tx *gorm.DB, pool fleet.C
 		return err
 	}
 	var live int64
-	if s.countsLive() {
+	if s.regs.countsLive() {
 		if err := tx.Raw(`SELECT coalesce(sum(live), 0) FROM registration_counts WHERE org_id = ?`, pool.OrgID).Scan(&live).Error; err != nil {
 			return err
 		}
@@ -145,7 +145,7 @@ func (s *Store) decidePoolCluster(ctx context.Context, tx *gorm.DB, pool fleet.C
 // are summed under reservations:<org> only when a limit applies to them
 // (or the policy may read them without one): without, bookings of one
 // organisation do not wait on each other.
-func (s *Store) decideReservation(ctx context.Context, tx *gorm.DB, subject fleet.Subject, poolID string, units int) error {
+func (s *PoolStore) decideReservation(ctx context.Context, tx *gorm.DB, subject fleet.Subject, poolID string, units int) error {
 	limits, err := s.orgLimits(tx, subject.OrgID)
 	if err != nil {
 		return err
@@ -164,7 +164,7 @@ func (s *Store) decideReservation(ctx context.Context, tx *gorm.DB, subject flee
 }
 
 // FindOrgLimits returns an organisation's limits, overrides and usage.
-func (s *Store) FindOrgLimits(ctx context.Context, org string) (fleet.OrgLimitsStatus, error) {
+func (s *PoolStore) FindOrgLimits(ctx context.Context, org string) (fleet.OrgLimitsStatus, error) {
 	out, err := s.orgLimitsStatus(s.db.Gorm.WithContext(ctx), org)
 	if err != nil {
 		return out, fmt.Errorf("FindOrgLimits(%s): %w", org, err)
@@ -173,7 +173,7 @@ func (s *Store) FindOrgLimits(ctx context.Context, org string) (fleet.OrgLimitsS
 }
 
 // orgLimitsStatus reads what FindOrgLimits answers.
-func (s *Store) orgLimitsStatus(db *gorm.DB, org string) (fleet.OrgLimitsStatus, error) {
+func (s *PoolStore) orgLimitsStatus(db *gorm.DB, org string) (fleet.OrgLimitsStatus, error) {
 	out := fleet.OrgLimitsStatus{OrgID: org}
 	row, found, err := orgOverrides(db, org)
 	if err != nil {
@@ -198,7 +198,7 @@ func (s *Store) orgLimitsStatus(db *gorm.DB, org string) (fleet.OrgLimitsStatus,
 // UpdateOrgLimits sets or resets an organisation's overrides. Lowering a
 // limit below what the organisation holds removes nothing: its next pool,
 // cluster or booking is refused until it is below again.
-func (s *Store) UpdateOrgLimits(ctx context.Context, org, by string, patch fleet.OrgLimitsPatch) (fleet.OrgLimitsStatus, error) {
+func (s *PoolStore) UpdateOrgLimits(ctx context.Context, org, by string, patch fleet.OrgLimitsPatch) (fleet.OrgLimitsStatus, error) {
 	if err := patch.Validate(); err != nil {
 		return fleet.OrgLimitsStatus{}, err
 	}

@@ -26,7 +26,7 @@ RETURNING p.*, now() AS claim_now, p.exhausted_at IS NOT NULL AND p.exhausted_at
 
 // ClaimPools leases up to limit pools that are due or named in woken, and
 // reads each one's state for the scaler.
-func (s *Store) ClaimPools(ctx context.Context, owner string, woken []string, limit int, lease time.Duration) ([]fleet.PoolClaim, error) {
+func (s *PoolStore) ClaimPools(ctx context.Context, owner string, woken []string, limit int, lease time.Duration) ([]fleet.PoolClaim, error) {
 	zones, zoneArgs := s.servedZonesSQL("zone")
 	var rows []poolRow
 	if woken == nil {
@@ -87,7 +87,7 @@ func randomHex(n int) string {
 // written then. A ClusterAdded the organisation's limits refuse becomes, in
 // actions, a ClusterNotAdded (decidePoolCluster): the caller counts and logs
 // what was done, and the pool's QuotaAvailable condition says why.
-func (s *Store) ApplyPoolPass(ctx context.Context, claim fleet.PoolClaim, actions []fleet.ScaleAction, resync time.Duration, failed error) (bool, error) {
+func (s *PoolStore) ApplyPoolPass(ctx context.Context, claim fleet.PoolClaim, actions []fleet.ScaleAction, resync time.Duration, failed error) (bool, error) {
 	pool := claim.Input.Pool
 	held := false
 	var applied []fleet.ScaleAction
@@ -161,7 +161,7 @@ WHERE pc.registration_id = x.id AND pc.wake_at_units <> x.w`, jsonText(rows)).Er
 }
 
 // applyScaleAction writes one action and its event.
-func (s *Store) applyScaleAction(ctx context.Context, tx *gorm.DB, in fleet.ScalerInput, a *fleet.ScaleAction) error {
+func (s *PoolStore) applyScaleAction(ctx context.Context, tx *gorm.DB, in fleet.ScalerInput, a *fleet.ScaleAction) error {
 	pool := in.Pool
 	clusterID := a.ClusterID
 	switch a.Type {
@@ -239,11 +239,11 @@ WHERE id = ? AND deleted_at IS NULL AND deletion_requested_at IS NULL`, id).Erro
 // pool's organisation, zone and region, owned by the pool's creator and
 // labelled with the pool, which provisioning_mgr places and delivers as any
 // other, and its pool_clusters row at the pool's version and initial replicas.
-func (s *Store) addPoolCluster(tx *gorm.DB, in fleet.ScalerInput) (string, error) {
+func (s *PoolStore) addPoolCluster(tx *gorm.DB, in fleet.ScalerInput) (string, error) {
 	pool := in.Pool
-	template := s.newRegistrationTemplate(fleet.Identity{OrgID: pool.OrgID, Username: pool.Owner})
+	template := s.regs.newRegistrationTemplate(fleet.Identity{OrgID: pool.OrgID, Username: pool.Owner})
 	for range 5 {
-		row, err := s.newRegistrationRow(template, fleet.RegistrationCreate{
+		row, err := s.regs.newRegistrationRow(template, fleet.RegistrationCreate{
 			Name: pool.Name + "-" + randomHex(3), Labels: map[string]string{fleet.LabelPoolID: pool.ID},
 			Zone: pool.Zone, Region: pool.Region, Product: fleet.ProductOCP,
 		})
@@ -274,7 +274,7 @@ VALUES (?, ?, ?, ?, ?, ?, ?)`, row.ID, pool.ID, pool.OrgID, fleet.ManagedCluster
 // registration's deregistration (deleting_mgr withdraws its objects, the
 // ClusterDeployment's deletion makes Hive deprovision it), and reports
 // whether it did.
-func (s *Store) removePoolCluster(tx *gorm.DB, id string) (bool, error) {
+func (s *PoolStore) removePoolCluster(tx *gorm.DB, id string) (bool, error) {
 	// Only while no reservation holds it: the scaler decided on what the
 	// claim read, and a booking, which locks the cluster's row and skips one
 	// being removed, may have come since. A pool being deleted holds none.

@@ -51,7 +51,7 @@ LIMIT 1 FOR UPDATE OF pc`
 // CodeCapacityExhausted; nothing is booked. A booking that would take the
 // organisation past its max_reserved_units is refused by the Authorizer
 // (decideReservation) with CodePoolQuotaExceeded.
-func (s *Store) CreateReservation(ctx context.Context, caller fleet.Identity, poolID string, create fleet.ReservationCreate) (fleet.Reservation, error) {
+func (s *PoolStore) CreateReservation(ctx context.Context, caller fleet.Identity, poolID string, create fleet.ReservationCreate) (fleet.Reservation, error) {
 	if err := create.Validate(); err != nil {
 		return fleet.Reservation{}, err
 	}
@@ -103,7 +103,7 @@ RETURNING created_at`, id, poolID, cluster, caller.OrgID, create.Units, create.I
 		if len(wake) == 1 && !wake[0] {
 			return nil // below the cluster's wake point: the scaler's decision stands
 		}
-		return notify(tx, ChannelPools, poolID)
+		return wakeAfterCommit(tx, ChannelPools, poolID)
 	})
 	if exhausted {
 		if markErr := s.markExhausted(ctx, poolID, create.Units); markErr != nil {
@@ -118,7 +118,7 @@ RETURNING created_at`, id, poolID, cluster, caller.OrgID, create.Units, create.I
 
 // markExhausted records that a booking of units found no room and wakes
 // the pool, unless a cluster still being made will have room for it.
-func (s *Store) markExhausted(ctx context.Context, poolID string, units int) error {
+func (s *PoolStore) markExhausted(ctx context.Context, poolID string, units int) error {
 	return s.transact(ctx, func(tx *gorm.DB) error {
 		if err := tx.Exec(`UPDATE capacity_pools SET exhausted_at = now() WHERE id = ? AND NOT EXISTS (SELECT 1 FROM pool_clusters pc
 	JOIN registrations r ON r.id = pc.registration_id AND r.deleted_at IS NULL AND r.deletion_requested_at IS NULL
@@ -127,12 +127,12 @@ func (s *Store) markExhausted(ctx context.Context, poolID string, units int) err
 			poolID, poolID, units).Error; err != nil {
 			return err
 		}
-		return notify(tx, ChannelPools, poolID)
+		return wakeAfterCommit(tx, ChannelPools, poolID)
 	})
 }
 
 // FindReservation returns one reservation of one of the organisation's pools.
-func (s *Store) FindReservation(ctx context.Context, org, poolID, id string) (fleet.Reservation, error) {
+func (s *PoolStore) FindReservation(ctx context.Context, org, poolID, id string) (fleet.Reservation, error) {
 	var row reservationRow
 	err := s.reservations(s.db.Gorm.WithContext(ctx), org, poolID).Where("v.id = ?", id).Take(&row).Error
 	if errors.Is(err, gorm.ErrRecordNotFound) {
@@ -146,7 +146,7 @@ func (s *Store) FindReservation(ctx context.Context, org, poolID, id string) (fl
 
 // reservations selects the reservations of one of the organisation's pools
 // in the served zones.
-func (s *Store) reservations(db *gorm.DB, org, poolID string) *gorm.DB {
+func (s *PoolStore) reservations(db *gorm.DB, org, poolID string) *gorm.DB {
 	return s.inServedZones(db.Table("reservations AS v").Select("v.id, v.pool_id, v.cluster_id, v.org_id, v.units, v.instance_id, v.created_by, v.created_at").
 		Joins("JOIN capacity_pools p ON p.id = v.pool_id AND p.deleted_at IS NULL").
 		Where("v.org_id = ? AND v.pool_id = ?", org, poolID), "p.zone")
@@ -164,7 +164,7 @@ var reservationList = listSpec{
 }
 
 // ListReservations returns a page of one of the organisation's pools' reservations.
-func (s *Store) ListReservations(ctx context.Context, org, poolID string, q fleet.ListQuery) ([]fleet.Reservation, int, error) {
+func (s *PoolStore) ListReservations(ctx context.Context, org, poolID string, q fleet.ListQuery) ([]fleet.Reservation, int, error) {
 	page, size, err := s.pageBounds(q)
 	if err != nil {
 		return nil, 0, err
@@ -187,7 +187,7 @@ func (s *Store) ListReservations(ctx context.Context, org, poolID string, q flee
 // cluster. The pool reconciler sees it at its resync: what a release allows
 // (fewer nodes, an idle cluster removed) waits on a cool-down or the idle
 // time anyway.
-func (s *Store) DeleteReservation(ctx context.Context, org, poolID, id string) error {
+func (s *PoolStore) DeleteReservation(ctx context.Context, permit fleet.Permit, org, poolID, id string) error {
 	err := s.transact(ctx, func(tx *gorm.DB) error {
 		var row reservationRow
 		err := s.reservations(tx, org, poolID).Where("v.id = ?", id).Clauses(clause.Locking{Strength: "UPDATE", Table: clause.Table{Name: "v"}}).Take(&row).Error
@@ -195,6 +195,9 @@ func (s *Store) DeleteReservation(ctx context.Context, org, poolID, id string) e
 			return notFound("reservation", id)
 		}
 		if err != nil {
+			return err
+		}
+		if err := permit(ctx, fleet.AuthzResource{Kind: "reservation", ID: row.ID, OrgID: row.OrgID, CreatedBy: row.CreatedBy}); err != nil {
 			return err
 		}
 		if err := tx.Exec(`UPDATE pool_clusters SET reserved_units = reserved_units - ?,

@@ -113,7 +113,7 @@ func TestBlueprintVersionsAreImmutableAndGuarded(t *testing.T) {
 	_, err = store.CreateBlueprint(ctx, alice, "other", bad)
 	g.Expect(fleet.ErrorCodeOf(err)).To(gomega.Equal(fleet.CodeValidation))
 
-	v2, err := store.CreateBlueprintVersion(ctx, alice, bp.ID, poolBlueprint("4.17.1"))
+	v2, err := store.CreateBlueprintVersion(ctx, fleet.Permitted, alice, bp.ID, poolBlueprint("4.17.1"))
 	g.Expect(err).NotTo(gomega.HaveOccurred())
 	g.Expect(v2.Version).To(gomega.Equal(2))
 	v1, err := store.FindBlueprintVersion(ctx, "org-a", bp.ID, 1)
@@ -130,7 +130,7 @@ func TestBlueprintVersionsAreImmutableAndGuarded(t *testing.T) {
 
 	_, err = store.FindBlueprint(ctx, "org-b", bp.ID)
 	g.Expect(fleet.ErrorCodeOf(err)).To(gomega.Equal(fleet.CodeNotFound), "another organisation's blueprint")
-	_, err = store.CreateBlueprintVersion(ctx, fleet.Identity{OrgID: "org-b"}, bp.ID, poolBlueprint("4.17.1"))
+	_, err = store.CreateBlueprintVersion(ctx, fleet.Permitted, fleet.Identity{OrgID: "org-b"}, bp.ID, poolBlueprint("4.17.1"))
 	g.Expect(fleet.ErrorCodeOf(err)).To(gomega.Equal(fleet.CodeNotFound))
 
 	_, err = store.CreatePool(ctx, alice, fleet.PoolCreate{Name: "eu", BlueprintID: bp.ID, BlueprintVersion: 1, Cloud: fleet.CloudAWS,
@@ -140,13 +140,13 @@ func TestBlueprintVersionsAreImmutableAndGuarded(t *testing.T) {
 		Cloud: fleet.CloudAWS, Region: "eu-west-1", Zone: "eu", MaxClusters: 2, UnitsPerCluster: 10, Credentials: poolCredentials()})
 	g.Expect(fleet.ErrorCodeOf(err)).To(gomega.Equal(fleet.CodeValidation), "another organisation's blueprint is not there to use")
 
-	g.Expect(fleet.ErrorCodeOf(store.DeleteBlueprintVersion(ctx, "org-a", bp.ID, 1))).To(gomega.Equal(fleet.CodeConflict), "a pool uses it")
-	g.Expect(fleet.ErrorCodeOf(store.DeleteBlueprintVersion(ctx, "org-a", bp.ID, 2))).To(gomega.Equal(fleet.CodeConflict), "the latest stays")
-	g.Expect(fleet.ErrorCodeOf(store.DeleteBlueprint(ctx, "org-a", bp.ID))).To(gomega.Equal(fleet.CodeConflict), "a pool uses it")
-	v1Again, err := store.CreateBlueprintVersion(ctx, alice, bp.ID, poolBlueprint("4.17.2"))
+	g.Expect(fleet.ErrorCodeOf(store.DeleteBlueprintVersion(ctx, fleet.Permitted, "org-a", bp.ID, 1))).To(gomega.Equal(fleet.CodeConflict), "a pool uses it")
+	g.Expect(fleet.ErrorCodeOf(store.DeleteBlueprintVersion(ctx, fleet.Permitted, "org-a", bp.ID, 2))).To(gomega.Equal(fleet.CodeConflict), "the latest stays")
+	g.Expect(fleet.ErrorCodeOf(store.DeleteBlueprint(ctx, fleet.Permitted, "org-a", bp.ID))).To(gomega.Equal(fleet.CodeConflict), "a pool uses it")
+	v1Again, err := store.CreateBlueprintVersion(ctx, fleet.Permitted, alice, bp.ID, poolBlueprint("4.17.2"))
 	g.Expect(err).NotTo(gomega.HaveOccurred())
 	g.Expect(v1Again.Version).To(gomega.Equal(3))
-	g.Expect(store.DeleteBlueprintVersion(ctx, "org-a", bp.ID, 2)).To(gomega.Succeed(), "no pool uses version 2")
+	g.Expect(store.DeleteBlueprintVersion(ctx, fleet.Permitted, "org-a", bp.ID, 2)).To(gomega.Succeed(), "no pool uses version 2")
 	_, err = store.FindBlueprintVersion(ctx, "org-a", bp.ID, 2)
 	g.Expect(fleet.ErrorCodeOf(err)).To(gomega.Equal(fleet.CodeNotFound))
 }
@@ -174,9 +174,9 @@ func TestPoolMakesScalesAndRemovesItsClusters(t *testing.T) {
 	g.Expect(err).NotTo(gomega.HaveOccurred())
 	g.Expect(reg.Labels).To(gomega.HaveKeyWithValue(fleet.LabelPoolID, pool.ID))
 	g.Expect(reg.Zone).To(gomega.Equal("eu"))
-	_, err = store.RequestRegistrationDeletion(ctx, "org-a", reg.ID)
+	_, err = store.RequestRegistrationDeletion(ctx, fleet.Permitted, "org-a", reg.ID)
 	g.Expect(fleet.ErrorCodeOf(err)).To(gomega.Equal(fleet.CodeConflict), "the pool owns its clusters")
-	_, err = store.UpdateRegistration(ctx, "org-a", reg.ID, nil, fleet.RegistrationUpdate{Labels: &map[string]string{}})
+	_, err = store.UpdateRegistration(ctx, fleet.Permitted, "org-a", reg.ID, nil, fleet.RegistrationUpdate{Labels: &map[string]string{}})
 	g.Expect(fleet.ErrorCodeOf(err)).To(gomega.Equal(fleet.CodeConflict))
 
 	// No cluster is ready: a booking finds no room, and the pool is told.
@@ -245,14 +245,14 @@ func TestPoolMakesScalesAndRemovesItsClusters(t *testing.T) {
 	g.Expect([]string{events[0].Reason, events[1].Reason, events[2].Reason}).To(gomega.Equal([]string{"BelowMinimum", "BelowMinimum", "NoRoomForReservation"}))
 
 	// Deleting the pool waits for its reservations, then removes every cluster.
-	g.Expect(fleet.ErrorCodeOf(store.RequestPoolDeletion(ctx, "org-a", pool.ID, nil))).To(gomega.Equal(fleet.CodeConflict))
+	g.Expect(fleet.ErrorCodeOf(store.RequestPoolDeletion(ctx, fleet.Permitted, "org-a", pool.ID, nil))).To(gomega.Equal(fleet.CodeConflict))
 	for _, r := range []fleet.Reservation{first, second, third} {
-		g.Expect(store.DeleteReservation(ctx, "org-a", pool.ID, r.ID)).To(gomega.Succeed())
+		g.Expect(store.DeleteReservation(ctx, fleet.Permitted, "org-a", pool.ID, r.ID)).To(gomega.Succeed())
 	}
-	g.Expect(fleet.ErrorCodeOf(store.DeleteReservation(ctx, "org-a", pool.ID, second.ID))).To(gomega.Equal(fleet.CodeNotFound))
+	g.Expect(fleet.ErrorCodeOf(store.DeleteReservation(ctx, fleet.Permitted, "org-a", pool.ID, second.ID))).To(gomega.Equal(fleet.CodeNotFound))
 	g.Expect(countRows(t, db, `SELECT count(*) FROM pool_clusters WHERE pool_id = ? AND (reserved_units <> 0 OR empty_since IS NULL)`, pool.ID)).
 		To(gomega.BeZero(), "released clusters are empty, and know since when")
-	g.Expect(store.RequestPoolDeletion(ctx, "org-a", pool.ID, nil)).To(gomega.Succeed())
+	g.Expect(store.RequestPoolDeletion(ctx, fleet.Permitted, "org-a", pool.ID, nil)).To(gomega.Succeed())
 	_, err = store.CreateReservation(ctx, alice, pool.ID, fleet.ReservationCreate{Units: 1})
 	g.Expect(fleet.ErrorCodeOf(err)).To(gomega.Equal(fleet.CodeConflict))
 	g.Expect(actionTypesOf(scalePass(t, store, pool.ID))).To(gomega.Equal([]string{"ClusterRemoved", "ClusterRemoved", "ClusterRemoved"}))
@@ -393,7 +393,7 @@ func TestIdleClusterBookedSinceTheClaimStays(t *testing.T) {
 	pool := newPool(t, store, alice, "idle", 2, 3)
 	scalePass(t, store, pool.ID)
 	markPoolClustersReady(t, db, pool.ID, hub.ID)
-	g.Expect(store.UpdatePool(ctx, "org-a", pool.ID, nil, fleet.PoolUpdate{MinClusters: intPtr(1)})).Error().NotTo(gomega.HaveOccurred())
+	g.Expect(store.UpdatePool(ctx, fleet.Permitted, "org-a", pool.ID, nil, fleet.PoolUpdate{MinClusters: intPtr(1)})).Error().NotTo(gomega.HaveOccurred())
 	// The first cluster made has been empty longest: the scaler's choice,
 	// and the fullest-first booking's too (a tie, broken by age).
 	var first string

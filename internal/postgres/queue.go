@@ -248,7 +248,7 @@ func (q *Queue) softDelete(tx *gorm.DB, reg registrationRow, out fleet.Outcome) 
 		return err
 	}
 	// Room on the hub: unplaced registrations of its zone may fit now.
-	return notify(tx, ChannelHubs, *reg.HubID)
+	return wakeAfterCommit(tx, ChannelHubs, *reg.HubID)
 }
 
 // wokenDuringClaim reports whether something set next_attempt_at to now

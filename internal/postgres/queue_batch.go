@@ -358,7 +358,7 @@ const maxDeadlockRetries = 3
 // rows can meet a statement that locks some of them in another order
 // (RequeueUnplaced's UPDATE, for one); each try starts from the database
 // afresh, so fn must not keep what a failed try wrote to its variables.
-func (s *Store) transactRetrying(ctx context.Context, fn func(tx *gorm.DB) error) error {
+func (s *core) transactRetrying(ctx context.Context, fn func(tx *gorm.DB) error) error {
 	var err error
 	for range maxDeadlockRetries {
 		if err = s.transact(ctx, fn); !retryable(err) {

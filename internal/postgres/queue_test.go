@@ -44,7 +44,7 @@ func TestQueueCompletesOnlyTheClaimHeld(t *testing.T) {
 		t.Errorf("claim tokens %q and %q; want one for the claim, the owner %s and a suffix", first[0].Token, first[1].Token, owner)
 	}
 	lapsed := first[0]
-	if _, err := store.RequestRegistrationDeletion(ctx, caller.OrgID, lapsed.Registration.ID); err != nil {
+	if _, err := store.RequestRegistrationDeletion(ctx, fleet.Permitted, caller.OrgID, lapsed.Registration.ID); err != nil {
 		t.Fatal(err)
 	}
 	second, err := queue.ClaimRegistrations(ctx, fleet.WorkDeprovision, owner, 10, time.Minute)

@@ -10,6 +10,7 @@ import (
 	"gorm.io/gorm"
 
 	"github.com/fleetmanager/fleet-manager/internal/fleet"
+	"github.com/fleetmanager/fleet-manager/internal/secrets"
 )
 
 // registrationRow is a row of registrations, with its hub's name and place.
@@ -82,7 +83,7 @@ func registrations(tx *gorm.DB) *gorm.DB {
 
 // findRegistration reads a live registration of org in a served zone. A
 // caller without an org sees nothing: never leave the org out to mean "any".
-func (s *Store) findRegistration(tx *gorm.DB, org, id string) (registrationRow, error) {
+func (s *RegistrationStore) findRegistration(tx *gorm.DB, org, id string) (registrationRow, error) {
 	var row registrationRow
 	if org == "" {
 		return row, notFound("cluster", id)
@@ -95,7 +96,7 @@ func (s *Store) findRegistration(tx *gorm.DB, org, id string) (registrationRow, 
 }
 
 // lockRegistration locks a live registration of org in a served zone for update.
-func (s *Store) lockRegistration(tx *gorm.DB, org, id string) (registrationRow, error) {
+func (s *RegistrationStore) lockRegistration(tx *gorm.DB, org, id string) (registrationRow, error) {
 	var row registrationRow
 	zones, zoneArgs := s.servedZonesSQL("zone")
 	err := tx.Raw(`SELECT * FROM registrations WHERE id = ? AND org_id = ? AND deleted_at IS NULL AND `+zones+` FOR UPDATE`,
@@ -107,7 +108,7 @@ func (s *Store) lockRegistration(tx *gorm.DB, org, id string) (registrationRow, 
 }
 
 // FindRegistration returns a live registration of org.
-func (s *Store) FindRegistration(ctx context.Context, org, id string) (fleet.Registration, error) {
+func (s *RegistrationStore) FindRegistration(ctx context.Context, org, id string) (fleet.Registration, error) {
 	row, err := s.findRegistration(s.db.Gorm.WithContext(ctx), org, id)
 	if err != nil {
 		return fleet.Registration{}, fmt.Errorf("FindRegistration(%s/%s): %w", org, id, err)
@@ -116,13 +117,16 @@ func (s *Store) FindRegistration(ctx context.Context, org, id string) (fleet.Reg
 }
 
 // UpdateRegistration changes labels or display name under If-Match.
-func (s *Store) UpdateRegistration(ctx context.Context, org, id string, ifMatch *int64, update fleet.RegistrationUpdate) (fleet.Registration, error) {
-	if err := update.Validate(); err != nil {
-		return fleet.Registration{}, err
-	}
+func (s *RegistrationStore) UpdateRegistration(ctx context.Context, permit fleet.Permit, org, id string, ifMatch *int64, update fleet.RegistrationUpdate) (fleet.Registration, error) {
 	err := s.transact(ctx, func(tx *gorm.DB) error {
 		row, err := s.lockRegistration(tx, org, id)
 		if err != nil {
+			return err
+		}
+		if err := permit(ctx, row.authzResource()); err != nil {
+			return err
+		}
+		if err := update.Validate(); err != nil {
 			return err
 		}
 		if err := checkIfMatch(ifMatch, row.Generation); err != nil {
@@ -155,11 +159,14 @@ func (s *Store) UpdateRegistration(ctx context.Context, org, id string, ifMatch 
 // deleting_mgr takes it from there. Repeating it changes nothing.
 // The answer is read inside the transaction: deleting_mgr may finish an
 // unplaced registration the moment the transaction commits.
-func (s *Store) RequestRegistrationDeletion(ctx context.Context, org, id string) (fleet.Registration, error) {
+func (s *RegistrationStore) RequestRegistrationDeletion(ctx context.Context, permit fleet.Permit, org, id string) (fleet.Registration, error) {
 	var answer registrationRow
 	requested := false
 	err := s.transact(ctx, func(tx *gorm.DB) error {
 		row, err := s.lockRegistration(tx, org, id)
+		if err == nil {
+			err = permit(ctx, row.authzResource())
+		}
 		if err == nil && row.DeletionRequestedAt == nil {
 			err = refusePoolCluster(row)
 		}
@@ -184,6 +191,11 @@ func (s *Store) RequestRegistrationDeletion(ctx context.Context, org, id string)
 	return answer.toRegistration(), nil
 }
 
+// authzResource is the registration as the Authorizer sees it.
+func (r registrationRow) authzResource() fleet.AuthzResource {
+	return fleet.AuthzResource{Kind: "cluster", ID: r.ID, OrgID: r.OrgID, CreatedBy: r.Owner}
+}
+
 // refusePoolCluster refuses a caller's change to a cluster a capacity pool
 // made: the pool owns its labels and its life (ADR 0018). The pool's label
 // is set by pool_mgr alone (callers may not set the prefix) and never
@@ -199,4 +211,23 @@ func refusePoolCluster(row registrationRow) error {
 func jsonText(v any) string {
 	b, _ := json.Marshal(v) // maps of strings and condition slices always marshal
 	return string(b)
+}
+
+// FindImportMaterial returns the manifests that import org's registration.
+func (s *RegistrationStore) FindImportMaterial(ctx context.Context, permit fleet.Permit, org, id string) (string, error) {
+	row, err := s.findRegistration(s.db.Gorm.WithContext(ctx), org, id)
+	if err == nil {
+		err = permit(ctx, row.authzResource())
+	}
+	if err != nil {
+		return "", fmt.Errorf("FindImportMaterial(%s/%s): %w", org, id, err)
+	}
+	if len(row.ImportMaterial) == 0 || row.ImportMaterialKeyID == nil {
+		return "", fleet.Errorf(fleet.CodeNotFound, "the hub has not made the import material of cluster %s yet", id)
+	}
+	plain, err := s.keyring.Open(secrets.Sealed{KeyID: *row.ImportMaterialKeyID, Data: row.ImportMaterial}, aad("registrations", "import_material", row.ID))
+	if err != nil {
+		return "", fmt.Errorf("FindImportMaterial(%s/%s): %w", org, id, err)
+	}
+	return string(plain), nil
 }

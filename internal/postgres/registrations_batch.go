@@ -41,7 +41,7 @@ var errKeyRace = errors.New("an idempotency key of the batch was stored concurre
 // registrations only when the Authorizer's decision can depend on the count
 // (a quota); it counts once, and decides the items in order with the items
 // accepted before them counted.
-func (s *Store) CreateRegistrations(ctx context.Context, caller fleet.Identity, items []fleet.RegistrationCreateItem) ([]fleet.RegistrationResult, error) {
+func (s *RegistrationStore) CreateRegistrations(ctx context.Context, caller fleet.Identity, items []fleet.RegistrationCreateItem) ([]fleet.RegistrationResult, error) {
 	results := make([]fleet.RegistrationResult, len(items))
 	batch := make([]batchItem, len(items))
 	for i, it := range items {
@@ -78,7 +78,7 @@ func (s *Store) CreateRegistrations(ctx context.Context, caller fleet.Identity, 
 
 // checkCreate applies the checks of CreateRegistration that need no
 // database: the default zone, validation, and the zones this deployment serves.
-func (s *Store) checkCreate(create *fleet.RegistrationCreate) error {
+func (s *RegistrationStore) checkCreate(create *fleet.RegistrationCreate) error {
 	if create.Zone == "" {
 		create.Zone = s.cfg.DefaultZone
 	}
@@ -93,7 +93,7 @@ func (s *Store) checkCreate(create *fleet.RegistrationCreate) error {
 
 // createBatch is one transaction of CreateRegistrations. It works on a copy
 // of the results, so that a transaction run again starts afresh.
-func (s *Store) createBatch(ctx context.Context, tx *gorm.DB, caller fleet.Identity, subject fleet.Subject,
+func (s *RegistrationStore) createBatch(ctx context.Context, tx *gorm.DB, caller fleet.Identity, subject fleet.Subject,
 	batch []batchItem, checked []fleet.RegistrationResult) (batchAnswer, error) {
 	a := batchAnswer{results: append([]fleet.RegistrationResult(nil), checked...), replays: map[int]string{}, rows: map[int]registrationRow{}}
 	counted := subject.OrgID != "" && s.countsLive()
@@ -146,7 +146,7 @@ func allPending(results []fleet.RegistrationResult) []int {
 // replayKeys looks up, in one statement, the idempotency keys of the items
 // idx: a key of the same request replays its registration, a key of
 // another request refuses the item, an expired key is forgotten.
-func (s *Store) replayKeys(tx *gorm.DB, org string, batch []batchItem, a batchAnswer, idx []int) error {
+func (s *RegistrationStore) replayKeys(tx *gorm.DB, org string, batch []batchItem, a batchAnswer, idx []int) error {
 	byKey := map[string]int{}
 	for _, i := range idx {
 		if batch[i].key != "" {
@@ -191,7 +191,7 @@ func (s *Store) replayKeys(tx *gorm.DB, org string, batch []batchItem, a batchAn
 
 // newRegistrationTemplate is what every new registration of caller starts
 // with: accepted, waiting for placement.
-func (s *Store) newRegistrationTemplate(caller fleet.Identity) registrationRow {
+func (s *RegistrationStore) newRegistrationTemplate(caller fleet.Identity) registrationRow {
 	now := s.clock.Now()
 	conds := fleet.Conditions{}.
 		MarkTrue(fleet.ConditionAccepted, fleet.ReasonValidated, "the registration passed validation, quota and access checks", 1, now).
@@ -203,7 +203,7 @@ func (s *Store) newRegistrationTemplate(caller fleet.Identity) registrationRow {
 
 // newRegistrationRow is the row of an accepted create, from template
 // (newRegistrationTemplate), its credentials sealed to it.
-func (s *Store) newRegistrationRow(template registrationRow, create fleet.RegistrationCreate) (registrationRow, error) {
+func (s *RegistrationStore) newRegistrationRow(template registrationRow, create fleet.RegistrationCreate) (registrationRow, error) {
 	row := template
 	row.ID, row.Name, row.DisplayName, row.Labels = newID(), create.Name, create.DisplayName, create.Labels
 	row.Zone, row.Region, row.Product = create.Zone, create.Region, string(create.Product)
@@ -242,7 +242,7 @@ RETURNING id, created_at, updated_at`
 
 // insertBatch inserts the accepted rows and reports which items it created,
 // filling in their timestamps.
-func (s *Store) insertBatch(tx *gorm.DB, caller fleet.Identity, a batchAnswer) (map[int]bool, error) {
+func (s *RegistrationStore) insertBatch(tx *gorm.DB, caller fleet.Identity, a batchAnswer) (map[int]bool, error) {
 	created := map[int]bool{}
 	if len(a.rows) == 0 {
 		return created, nil
@@ -289,7 +289,7 @@ func (s *Store) insertBatch(tx *gorm.DB, caller fleet.Identity, a batchAnswer) (
 // storeBatchKeys stores, in one statement, the idempotency keys of the items
 // created. A key stored meanwhile by a concurrent request ends the
 // transaction with errKeyRace.
-func (s *Store) storeBatchKeys(tx *gorm.DB, org string, batch []batchItem, a batchAnswer) error {
+func (s *RegistrationStore) storeBatchKeys(tx *gorm.DB, org string, batch []batchItem, a batchAnswer) error {
 	type keyJSON struct {
 		Key            string `json:"key"`
 		RequestHash    string `json:"request_hash"`
@@ -317,7 +317,7 @@ func (s *Store) storeBatchKeys(tx *gorm.DB, org string, batch []batchItem, a bat
 // answerReplays authorizes the replayed items as CreateRegistration does a
 // replay (no registration counted) and reads their registrations as they
 // are now, deleted or not, in one statement; it fills in every result.
-func (s *Store) answerReplays(ctx context.Context, tx *gorm.DB, decisions *batchDecisions, batch []batchItem, a batchAnswer) error {
+func (s *RegistrationStore) answerReplays(ctx context.Context, tx *gorm.DB, decisions *batchDecisions, batch []batchItem, a batchAnswer) error {
 	ids := make([]string, 0, len(a.replays))
 	for i, id := range a.replays {
 		err := decisions.decide(ctx, batch[i].create.Product, 0)

@@ -12,7 +12,7 @@ import (
 // remembered by product and live count: the items of a batch are many, its
 // distinct questions few, and a refusal is logged once.
 type batchDecisions struct {
-	s       *Store
+	s       *RegistrationStore
 	subject fleet.Subject
 	// counted: the decisions are asked with the organisation's live count,
 	// live when the batch began; high is the most an item can see.
@@ -126,7 +126,7 @@ func lockAndCount(tx *gorm.DB, org string, counted bool) (int64, error) {
 // registration (looked up here only when counted, under the lock; else the
 // insert finds them) or by an earlier item. It builds the rows of the items
 // accepted.
-func (s *Store) decideBatch(ctx context.Context, tx *gorm.DB, caller fleet.Identity, decisions *batchDecisions,
+func (s *RegistrationStore) decideBatch(ctx context.Context, tx *gorm.DB, caller fleet.Identity, decisions *batchDecisions,
 	batch []batchItem, a batchAnswer) error {
 	taken := map[string]bool{}
 	if decisions.counted {
@@ -173,7 +173,7 @@ func (s *Store) decideBatch(ctx context.Context, tx *gorm.DB, caller fleet.Ident
 
 // takenNames returns which of the pending items' names a live registration
 // of org has.
-func (s *Store) takenNames(tx *gorm.DB, org string, batch []batchItem, a batchAnswer) (map[string]bool, error) {
+func (s *RegistrationStore) takenNames(tx *gorm.DB, org string, batch []batchItem, a batchAnswer) (map[string]bool, error) {
 	var names []string
 	for i := range batch {
 		if a.results[i].Err == nil && a.replays[i] == "" {

@@ -201,7 +201,7 @@ func TestCreateRegistrationsIdempotentRetry(t *testing.T) {
 		t.Fatal(err)
 	}
 	wantOutcomes(t, "CreateRegistrations(k)", first, 0, fleet.CodeNameTaken, 0)
-	if _, err := store.RequestRegistrationDeletion(ctx, storeCaller.OrgID, blocker.ID); err != nil {
+	if _, err := store.RequestRegistrationDeletion(ctx, fleet.Permitted, storeCaller.OrgID, blocker.ID); err != nil {
 		t.Fatal(err)
 	}
 	if err := db.Gorm.Exec(`UPDATE registrations SET deleted_at = now() WHERE id = ?`, blocker.ID).Error; err != nil {

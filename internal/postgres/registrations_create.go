@@ -21,7 +21,7 @@ import (
 // Idempotency-Key that meet make one registration either way: the second
 // conflicts with the first's name or key when it inserts, and answers the
 // first's as a replay (createConflict).
-func (s *Store) CreateRegistration(ctx context.Context, caller fleet.Identity, create fleet.RegistrationCreate, idempotencyKey string) (fleet.Registration, bool, error) {
+func (s *RegistrationStore) CreateRegistration(ctx context.Context, caller fleet.Identity, create fleet.RegistrationCreate, idempotencyKey string) (fleet.Registration, bool, error) {
 	if create.Zone == "" {
 		create.Zone = s.cfg.DefaultZone
 	}
@@ -61,7 +61,7 @@ func (s *Store) CreateRegistration(ctx context.Context, caller fleet.Identity, c
 // with the same key created. A counted create runs in a transaction under
 // the organisation's lock; an uncounted one is a statement or two
 // (insertUncounted).
-func (s *Store) insertOrReplay(ctx context.Context, caller fleet.Identity, subject fleet.Subject, create fleet.RegistrationCreate, key, hash string) (row registrationRow, replay string, err error) {
+func (s *RegistrationStore) insertOrReplay(ctx context.Context, caller fleet.Identity, subject fleet.Subject, create fleet.RegistrationCreate, key, hash string) (row registrationRow, replay string, err error) {
 	count := subject.OrgID != "" && s.countsLive()
 	if !count {
 		if row, replay, done, err := s.insertUncounted(ctx, caller, subject, create, key, hash); done {
@@ -107,7 +107,7 @@ func (s *Store) insertOrReplay(ctx context.Context, caller fleet.Identity, subje
 // registration and its key, which commits both or neither, with no
 // transaction to open and commit around them. done is false when the key
 // has expired: its deletion and replacement are left to the transaction.
-func (s *Store) insertUncounted(ctx context.Context, caller fleet.Identity, subject fleet.Subject, create fleet.RegistrationCreate, key, hash string) (row registrationRow, replay string, done bool, err error) {
+func (s *RegistrationStore) insertUncounted(ctx context.Context, caller fleet.Identity, subject fleet.Subject, create fleet.RegistrationCreate, key, hash string) (row registrationRow, replay string, done bool, err error) {
 	db := s.db.Gorm.WithContext(ctx)
 	if key != "" {
 		prior, found, err := s.findIdempotencyKey(db, caller.OrgID, key)
@@ -139,14 +139,14 @@ type liveCountReader interface {
 // countsLive tells whether a create must count its organisation's live
 // registrations, under the organisation's lock: when the Authorizer may
 // decide on the count, or cannot tell.
-func (s *Store) countsLive() bool {
+func (s *RegistrationStore) countsLive() bool {
 	r, ok := s.authz.(liveCountReader)
 	return !ok || r.ReadsLiveRegistrations()
 }
 
 // authorizeCreate asks the Authorizer whether subject may register a cluster
 // of product, with the org's live registrations (0 when not counted).
-func (s *Store) authorizeCreate(ctx context.Context, subject fleet.Subject, product fleet.Product, live int64) error {
+func (s *RegistrationStore) authorizeCreate(ctx context.Context, subject fleet.Subject, product fleet.Product, live int64) error {
 	return s.authz.Authorize(ctx, fleet.AuthzRequest{Subject: subject, Action: fleet.ActionClustersCreate,
 		Resource: fleet.AuthzResource{Kind: "cluster", OrgID: subject.OrgID}, Product: string(product), LiveRegistrations: int(live)})
 }
@@ -166,7 +166,7 @@ func createConflict(err error) bool {
 // the winner's registration when the key names it with the same request,
 // CodeIdempotencyKeyReused for another request, conflict itself when the key
 // is not in use. A replay is authorized as every replay is.
-func (s *Store) replayAfterConflict(ctx context.Context, subject fleet.Subject, product fleet.Product, key, hash string, conflict error) (string, error) {
+func (s *RegistrationStore) replayAfterConflict(ctx context.Context, subject fleet.Subject, product fleet.Product, key, hash string, conflict error) (string, error) {
 	prior, found, err := s.findIdempotencyKey(s.db.Gorm.WithContext(ctx), subject.OrgID, key)
 	switch {
 	case err != nil:
@@ -194,7 +194,7 @@ type idempotencyKey struct {
 }
 
 // findIdempotencyKey reads org's key.
-func (s *Store) findIdempotencyKey(tx *gorm.DB, org, key string) (idempotencyKey, bool, error) {
+func (s *RegistrationStore) findIdempotencyKey(tx *gorm.DB, org, key string) (idempotencyKey, bool, error) {
 	var prior idempotencyKey
 	err := tx.Raw(`SELECT request_hash, registration_id, created_at < now() - make_interval(secs => ?) AS expired
 		FROM idempotency_keys WHERE org_id = ? AND key = ?`, s.cfg.IdempotencyKeyTTL.Seconds(), org, key).Take(&prior).Error
@@ -207,7 +207,7 @@ func (s *Store) findIdempotencyKey(tx *gorm.DB, org, key string) (idempotencyKey
 // replayIdempotent returns the registration an earlier request with the same
 // key created, "" when there is none; an expired key is deleted. The key's
 // request must be the same.
-func (s *Store) replayIdempotent(tx *gorm.DB, org, key, hash string) (string, error) {
+func (s *RegistrationStore) replayIdempotent(tx *gorm.DB, org, key, hash string) (string, error) {
 	if key == "" {
 		return "", nil
 	}
@@ -245,7 +245,7 @@ SELECT id, created_at, updated_at, next_attempt_at FROM r`
 // insertRegistration writes caller's new registration, and its idempotency
 // key when there is one, and returns its row as written, the answer to its
 // create.
-func (s *Store) insertRegistration(tx *gorm.DB, caller fleet.Identity, create fleet.RegistrationCreate, key, hash string) (registrationRow, error) {
+func (s *RegistrationStore) insertRegistration(tx *gorm.DB, caller fleet.Identity, create fleet.RegistrationCreate, key, hash string) (registrationRow, error) {
 	row, err := s.newRegistrationRow(s.newRegistrationTemplate(caller), create)
 	if err != nil {
 		return row, err

@@ -43,7 +43,7 @@ var registrationCountsSearch = SearchSchema{
 // (an index-only scan where the order and the search allow it: of
 // registration_labels for one label's value in the default order), then
 // their rows, so a deep page skips index entries rather than rows.
-func (s *Store) ListRegistrations(ctx context.Context, org string, q fleet.ListQuery) ([]fleet.Registration, int, error) {
+func (s *RegistrationStore) ListRegistrations(ctx context.Context, org string, q fleet.ListQuery) ([]fleet.Registration, int, error) {
 	regs, total, err := s.listRegistrations(ctx, org, q)
 	if err != nil {
 		return nil, 0, fmt.Errorf("ListRegistrations(%s): %w", org, err)
@@ -51,7 +51,7 @@ func (s *Store) ListRegistrations(ctx context.Context, org string, q fleet.ListQ
 	return regs, total, nil
 }
 
-func (s *Store) listRegistrations(ctx context.Context, org string, q fleet.ListQuery) ([]fleet.Registration, int, error) {
+func (s *RegistrationStore) listRegistrations(ctx context.Context, org string, q fleet.ListQuery) ([]fleet.Registration, int, error) {
 	page, size, err := s.pageBounds(q)
 	if err != nil {
 		return nil, 0, err
@@ -135,7 +135,7 @@ func registrationOrder(order string) string {
 // their hubs h when expr searches by the hub's name. PostgreSQL drops a join
 // that nothing reads, but only after it chose how to read r, as if the join
 // read r.hub_id: the join would keep it from reading only an index.
-func (s *Store) orgRegistrations(db *gorm.DB, org string, expr fleet.SearchExpr) *gorm.DB {
+func (s *RegistrationStore) orgRegistrations(db *gorm.DB, org string, expr fleet.SearchExpr) *gorm.DB {
 	q := db.Table("registrations AS r")
 	if searchReads(expr, func(field string) bool { return field == "hub_name" }) {
 		q = q.Joins("LEFT JOIN hubs h ON h.id = r.hub_id")
@@ -152,7 +152,7 @@ func (s *Store) orgRegistrations(db *gorm.DB, org string, expr fleet.SearchExpr)
 // the caller counts as below); a count of registration_labels' index
 // entries when it is one equality of another label; else a count of the
 // rows, which the indexes of migration202612011900RegistrationReads serve.
-func (s *Store) registrationTotal(db *gorm.DB, org string, expr fleet.SearchExpr, conds conditions, total *int64, counted *bool) (statement, error) {
+func (s *RegistrationStore) registrationTotal(db *gorm.DB, org string, expr fleet.SearchExpr, conds conditions, total *int64, counted *bool) (statement, error) {
 	key, value, byLabel := labelEquality(expr)
 	if byLabel && slices.Contains(s.cfg.CountedLabels, key) {
 		sum := s.inServedZones(db.Table("registration_label_counts AS c").Where("c.org_id = ? AND c.key = ? AND c.value = ?", org, key, value), "c.zone")
@@ -202,7 +202,7 @@ func inCreationOrder(order string) bool {
 // key has value, as the rows l of registration_labels
 // (migration202612020500RegistrationLabels): counted and paged from its
 // index alone.
-func (s *Store) orgLabelled(db *gorm.DB, org, key, value string) *gorm.DB {
+func (s *RegistrationStore) orgLabelled(db *gorm.DB, org, key, value string) *gorm.DB {
 	q := db.Table("registration_labels AS l").Where("l.org_id = ? AND l.key = ? AND l.value = ?", org, key, value)
 	return s.inServedZones(q, "l.zone")
 }

@@ -53,8 +53,8 @@ WHERE r.content_hash <> excluded.content_hash OR r.deleted_at IS NOT NULL`
 
 // ListAgentKinds returns the kinds the hub's agent is to sync: every kind of
 // the generic path.
-func (s *Store) ListAgentKinds(ctx context.Context, hubID, agentIdentity string) ([]fleet.ResourceKind, error) {
-	if _, err := s.agentHub(s.db.Gorm.WithContext(ctx), hubID, agentIdentity, false); err != nil {
+func (s *InventoryStore) ListAgentKinds(ctx context.Context, hubID, agentIdentity string) ([]fleet.ResourceKind, error) {
+	if _, err := s.hubs.agentHub(s.db.Gorm.WithContext(ctx), hubID, agentIdentity, false); err != nil {
 		return nil, fmt.Errorf("ListAgentKinds(%s): %w", hubID, err)
 	}
 	return fleet.SyncedResourceKinds(), nil
@@ -63,14 +63,14 @@ func (s *Store) ListAgentKinds(ctx context.Context, hubID, agentIdentity string)
 // IngestResources stores a batch of one kind: one statement for the upserts,
 // one for the present objects, one for the deletes, and for a full resync
 // one for the keys seen and (at its last batch) one for the tombstones.
-func (s *Store) IngestResources(ctx context.Context, hubID, agentIdentity string, b fleet.ResourceBatch) (fleet.InventoryResult, error) {
+func (s *InventoryStore) IngestResources(ctx context.Context, hubID, agentIdentity string, b fleet.ResourceBatch) (fleet.InventoryResult, error) {
 	var res fleet.InventoryResult
 	kind, ok := fleet.FindSyncedKind(b.Group, b.Kind)
 	if !ok {
 		return res, fmt.Errorf("IngestResources(%s): %w", hubID, fleet.Errorf(fleet.CodeValidation, "kind %s of group %q is not synced", b.Kind, b.Group))
 	}
 	err := s.transact(ctx, func(tx *gorm.DB) error {
-		hub, err := s.agentHub(tx, hubID, agentIdentity, true)
+		hub, err := s.hubs.agentHub(tx, hubID, agentIdentity, true)
 		if err != nil {
 			return err
 		}
@@ -81,7 +81,7 @@ func (s *Store) IngestResources(ctx context.Context, hubID, agentIdentity string
 			return nil
 		}
 		// Wakes the change feeds' long-polls once this commits.
-		return notify(tx, ChannelInventory, hubID)
+		return wakeAfterCommit(tx, ChannelInventory, hubID)
 	})
 	if err != nil {
 		return res, fmt.Errorf("IngestResources(%s, %s): %w", hubID, b.Kind, err)

@@ -23,7 +23,7 @@ func (r resourceFeedRow) position() (changePosition, error) { return r.Pos.posit
 // ResourceCursor returns the cursor of the kinds' change feeds as of a list
 // read after it (feedCursor). The position is the clusters' too: both
 // tables take theirs from one sequence, on one timeline.
-func (s *Store) ResourceCursor(ctx context.Context) (string, error) {
+func (s *InventoryStore) ResourceCursor(ctx context.Context) (string, error) {
 	c, err := s.feedCursor(ctx)
 	if err != nil {
 		return "", fmt.Errorf("ResourceCursor(): %w", err)
@@ -37,12 +37,12 @@ func (s *Store) ResourceCursor(ctx context.Context) (string, error) {
 // (api_group, kind, change_xid, change_seq) index (walkFeedIndex); one hub's
 // objects may be few among the kind's, so the planner is then left to find
 // them by the hub's key.
-func (s *Store) ListResourceChanges(ctx context.Context, kind fleet.ResourceKind, hubID, after string, size int) (fleet.ResourceChangePage, error) {
+func (s *InventoryStore) ListResourceChanges(ctx context.Context, kind fleet.ResourceKind, hubID, after string, size int) (fleet.ResourceChangePage, error) {
 	src := feedSource{table: "resources", walk: hubID == "",
 		expired: "the cursor is older than the retention of deleted objects: " +
 			"list GET /admin/resources again and resume the feed from the cursor that list returns",
 		scope: func(q *gorm.DB) *gorm.DB { return q.Where("api_group = ? AND kind = ?", kind.Group, kind.Kind) }}
-	got, err := readFeed(ctx, s, s.db, src, after, size, func(tx *gorm.DB, from changePosition, bound uint64, size int) ([]resourceFeedRow, error) {
+	got, err := readFeed(ctx, s.core, s.db, src, after, size, func(tx *gorm.DB, from changePosition, bound uint64, size int) ([]resourceFeedRow, error) {
 		query := tx.Table("resources AS r").
 			Select(`r.*, h.name AS hub_name, h.zone AS hub_zone, h.region AS hub_region,
 	coalesce(r.deleted_at, h.deleted_at) AS gone_at, r.change_xid::text AS pos_xid, r.change_seq AS pos_seq`).

@@ -75,7 +75,7 @@ func resourceListSpec(kind fleet.ResourceKind) listSpec {
 }
 
 // ListResources returns a page of one kind's live objects of live hubs.
-func (s *Store) ListResources(ctx context.Context, q fleet.ResourceQuery) ([]fleet.Resource, int, error) {
+func (s *InventoryStore) ListResources(ctx context.Context, q fleet.ResourceQuery) ([]fleet.Resource, int, error) {
 	page, size, err := s.pageBounds(q.ListQuery)
 	if err != nil {
 		return nil, 0, err
@@ -104,7 +104,7 @@ func (s *Store) ListResources(ctx context.Context, q fleet.ResourceQuery) ([]fle
 
 // FindResource returns one live object of a live hub in a served zone, as
 // ListResources shows it. Errors: CodeNotFound.
-func (s *Store) FindResource(ctx context.Context, id string) (fleet.Resource, error) {
+func (s *InventoryStore) FindResource(ctx context.Context, id string) (fleet.Resource, error) {
 	var row resourceRow
 	query := s.db.Gorm.WithContext(ctx).Table("resources AS r").
 		Select(`r.*, h.name AS hub_name, h.zone AS hub_zone, h.region AS hub_region`).

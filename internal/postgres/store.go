@@ -14,9 +14,9 @@ import (
 	"github.com/fleetmanager/fleet-manager/internal/secrets"
 )
 
-// Notification channels. Every write that creates work notifies, in the same
-// transaction or after it committed (wake.go), so a wake-up is never seen
-// before the row it announces.
+// Notification channels. Every write that creates work asks for a wake-up,
+// which the store sends after the write committed, coalesced (wake.go), so
+// a wake-up is never seen before the row it announces.
 const (
 	// ChannelRegistrations wakes the reconcilers: a registration has work.
 	ChannelRegistrations = "fleet_registrations"
@@ -56,8 +56,10 @@ type StoreConfig struct {
 	DNSResync time.Duration
 }
 
-// Store implements the domain's services on PostgreSQL.
-type Store struct {
+// core is what every aggregate's store shares: the connection, the
+// transactions, the waker, replica routing, sealing and the configuration.
+// It holds no SQL of any kind.
+type core struct {
 	db      *DB
 	keyring *secrets.Keyring
 	clock   fleet.Clock
@@ -68,28 +70,102 @@ type Store struct {
 	replica *Replica
 }
 
+// RegistrationStore keeps registrations: create (one or a batch), read,
+// list, update and deregister.
+type RegistrationStore struct{ *core }
+
+// HubStore keeps hubs and what their agents report and are sent: the hub
+// rows, hub_mgr's liveness, heartbeats, registration statuses, desired sets
+// and the SyncSet material.
+type HubStore struct {
+	*core
+	regs  *RegistrationStore
+	pools *PoolStore
+}
+
+// InventoryStore keeps what the agents report the hubs hold: managed
+// clusters, their change feed, the agents' resources and counted labels.
+type InventoryStore struct {
+	*core
+	hubs *HubStore
+}
+
+// PolicyStore keeps configuration policies, their delivery and compliance.
+type PolicyStore struct {
+	*core
+	inventory *InventoryStore
+}
+
+// BlueprintStore keeps blueprints and their versions.
+type BlueprintStore struct{ *core }
+
+// PoolStore keeps capacity pools, their clusters, reservations, the orgs'
+// limits and pool_mgr's queue.
+type PoolStore struct {
+	*core
+	blueprints *BlueprintStore
+	regs       *RegistrationStore
+}
+
+// DNSStore keeps DNS zones, services and records, and dns_mgr's queue.
+type DNSStore struct{ *core }
+
+// MetricsStore answers the user-facing metrics' reads.
+type MetricsStore struct {
+	*core
+	inventory *InventoryStore
+}
+
+// Store is every aggregate's store over one core: a caller names the one it
+// needs (rest.Services takes one per slot); the methods of each are
+// promoted, so a test may still ask the Store.
+type Store struct {
+	*core
+	*RegistrationStore
+	*HubStore
+	*InventoryStore
+	*PolicyStore
+	*BlueprintStore
+	*PoolStore
+	*DNSStore
+	*MetricsStore
+}
+
 // NewStore returns the store; keyring encrypts the secret columns, authz
 // decides what the store decides inside its transactions (a registration's
 // pre-flight rules and quota).
 func NewStore(db *DB, keyring *secrets.Keyring, clock fleet.Clock, cfg StoreConfig, authz fleet.Authorizer) *Store {
-	return &Store{db: db, keyring: keyring, clock: clock, cfg: cfg, authz: authz, waker: newWaker(db.Gorm, cfg.WakeInterval)}
+	return newStore(&core{db: db, keyring: keyring, clock: clock, cfg: cfg, authz: authz, waker: newWaker(db.Gorm, cfg.WakeInterval)})
+}
+
+// newStore builds the aggregates' stores over c; a store that reads another
+// aggregate's rows holds that aggregate's store, so the dependency shows.
+func newStore(c *core) *Store {
+	regs := &RegistrationStore{c}
+	blueprints := &BlueprintStore{c}
+	pools := &PoolStore{core: c, blueprints: blueprints, regs: regs}
+	hubs := &HubStore{core: c, regs: regs, pools: pools}
+	inventory := &InventoryStore{core: c, hubs: hubs}
+	return &Store{core: c, RegistrationStore: regs, HubStore: hubs, InventoryStore: inventory,
+		PolicyStore: &PolicyStore{core: c, inventory: inventory}, BlueprintStore: blueprints, PoolStore: pools,
+		DNSStore: &DNSStore{c}, MetricsStore: &MetricsStore{core: c, inventory: inventory}}
 }
 
 // WithReplica returns the store with its heavy reads (the inventory's list
 // and search, the change feed's pages) routed through r (replica.go).
 func (s *Store) WithReplica(r *Replica) *Store {
-	c := *s
+	c := *s.core
 	c.replica = r
-	return &c
+	return newStore(&c)
 }
 
 // replicated reports whether a read replica is configured: only then do
 // cursors need the WAL position of the server that answered.
-func (s *Store) replicated() bool { return s.replica != nil && s.replica.replica != nil }
+func (s *core) replicated() bool { return s.replica != nil && s.replica.replica != nil }
 
 // heavyRead runs fn on the pool that serves a heavy read of kind: the
 // replica's while it is fresh, else the primary's (Replica.read).
-func (s *Store) heavyRead(ctx context.Context, kind string, fn func(db *DB) error) error {
+func (s *core) heavyRead(ctx context.Context, kind string, fn func(db *DB) error) error {
 	if s.replica == nil {
 		return fn(s.db)
 	}
@@ -97,13 +173,17 @@ func (s *Store) heavyRead(ctx context.Context, kind string, fn func(db *DB) erro
 }
 
 // transact runs fn in a transaction: the service method is the boundary.
-func (s *Store) transact(ctx context.Context, fn func(tx *gorm.DB) error) error {
-	return s.db.Gorm.WithContext(ctx).Transaction(fn)
-}
-
-// notify queues a notification that is delivered when tx commits.
-func notify(tx *gorm.DB, channel, payload string) error {
-	return tx.Exec("SELECT pg_notify(?, ?)", channel, payload).Error
+// The wake-ups fn asks for (wakeAfterCommit) go to the waker once the
+// transaction committed, and are dropped when it rolled back.
+func (s *core) transact(ctx context.Context, fn func(tx *gorm.DB) error) error {
+	wakes := &pendingWakes{}
+	if err := s.db.Gorm.WithContext(context.WithValue(ctx, pendingWakesKey{}, wakes)).Transaction(fn); err != nil {
+		return err
+	}
+	for _, k := range wakes.keys {
+		s.waker.announce(k.channel, k.payload)
+	}
+	return nil
 }
 
 // newID returns a time-ordered id, so new rows land at the end of the index.
@@ -136,7 +216,7 @@ func checkIfMatch(ifMatch *int64, generation int64) error {
 }
 
 // pageBounds validates and defaults a page request.
-func (s *Store) pageBounds(q fleet.ListQuery) (page, size int, err error) {
+func (s *core) pageBounds(q fleet.ListQuery) (page, size int, err error) {
 	page, size = q.Page, q.Size
 	if page == 0 {
 		page = 1
@@ -151,7 +231,7 @@ func (s *Store) pageBounds(q fleet.ListQuery) (page, size int, err error) {
 }
 
 // sealJSON encrypts a secret value for the column it is stored in.
-func (s *Store) seal(plaintext []byte, table, column, id string) (secrets.Sealed, error) {
+func (s *core) seal(plaintext []byte, table, column, id string) (secrets.Sealed, error) {
 	sealed, err := s.keyring.Seal(plaintext, aad(table, column, id))
 	if err != nil {
 		return secrets.Sealed{}, fmt.Errorf("seal(%s.%s): %w", table, column, err)

@@ -14,7 +14,7 @@ import (
 
 // HubCredentials opens a hub's write-only credentials for its SyncSet
 // delivery; nil when it has none. Errors: CodeNotFound.
-func (s *Store) HubCredentials(ctx context.Context, hubID string) (map[string]string, error) {
+func (s *HubStore) HubCredentials(ctx context.Context, hubID string) (map[string]string, error) {
 	var row hubRow
 	err := s.db.Gorm.WithContext(ctx).Select("id, credentials, credentials_key_id").
 		Where("id = ? AND deleted_at IS NULL", hubID).Take(&row).Error
@@ -38,7 +38,7 @@ func (s *Store) HubCredentials(ctx context.Context, hubID string) (map[string]st
 // RegistrationObjects renders a registration's hub-side objects for hubID
 // with its import credentials opened: the objects a SyncSet carries, the same
 // the hub's agent would apply. Errors: CodeNotFound.
-func (s *Store) RegistrationObjects(ctx context.Context, hubID string, reg fleet.Registration) ([]map[string]any, error) {
+func (s *HubStore) RegistrationObjects(ctx context.Context, hubID string, reg fleet.Registration) ([]map[string]any, error) {
 	var row registrationRow
 	var ids []string
 	if reg.Labels[fleet.LabelPoolID] != "" {
@@ -49,7 +49,7 @@ func (s *Store) RegistrationObjects(ctx context.Context, hubID string, reg fleet
 		return nil, wrapErr("RegistrationObjects", reg.ID, err)
 	}
 	if pd, ok := pools[reg.ID]; ok {
-		objects, failure := s.poolClusterObjects(reg, hubID, pd)
+		objects, failure := s.pools.poolClusterObjects(reg, hubID, pd)
 		if failure != nil {
 			return nil, fmt.Errorf("RegistrationObjects(%s): %s", reg.ID, failure.Message)
 		}

@@ -59,7 +59,7 @@ func (r metricsClusterRow) toMetricsCluster() fleet.MetricsCluster {
 // clusters when the scope names one. Errors: CodeNotFound when the
 // registration is not one the caller may see; CodeMetricsTooManyClusters
 // past scope.Limit. A fresh read replica serves it when one is configured.
-func (s *Store) MetricsClusters(ctx context.Context, scope fleet.MetricsScope) ([]fleet.MetricsCluster, error) {
+func (s *MetricsStore) MetricsClusters(ctx context.Context, scope fleet.MetricsScope) ([]fleet.MetricsCluster, error) {
 	var out []fleet.MetricsCluster
 	err := s.heavyRead(ctx, readUserMetrics, func(db *DB) (err error) {
 		out, err = s.metricsClusters(db.Gorm.WithContext(ctx), scope)
@@ -73,7 +73,7 @@ func (s *Store) MetricsClusters(ctx context.Context, scope fleet.MetricsScope) (
 
 // metricsClusters reads MetricsClusters on db, a pool's handle with the
 // request's context.
-func (s *Store) metricsClusters(db *gorm.DB, scope fleet.MetricsScope) ([]fleet.MetricsCluster, error) {
+func (s *MetricsStore) metricsClusters(db *gorm.DB, scope fleet.MetricsScope) ([]fleet.MetricsCluster, error) {
 	org := scope.Caller.OrgID
 	var query *gorm.DB
 	switch {
@@ -81,11 +81,11 @@ func (s *Store) metricsClusters(db *gorm.DB, scope fleet.MetricsScope) ([]fleet.
 		if err := s.checkMetricsRegistration(db, scope); err != nil {
 			return nil, err
 		}
-		query = s.visibleManagedClustersOn(db, scope.Caller, scope.Admin).Where("mc.registration_id = ?", scope.RegistrationID)
+		query = s.inventory.visibleManagedClustersOn(db, scope.Caller, scope.Admin).Where("mc.registration_id = ?", scope.RegistrationID)
 	case scope.Admin:
-		query = s.visibleManagedClustersOn(db, scope.Caller, true)
+		query = s.inventory.visibleManagedClustersOn(db, scope.Caller, true)
 	case org != "":
-		query = s.orgClusters(db, org, nil, "", 0).Joins("LEFT JOIN registrations r ON r.id = mc.registration_id")
+		query = s.inventory.orgClusters(db, org, nil, "", 0).Joins("LEFT JOIN registrations r ON r.id = mc.registration_id")
 	default: // a caller of no organisation sees nothing
 		return []fleet.MetricsCluster{}, nil
 	}
@@ -110,7 +110,7 @@ func (s *Store) metricsClusters(db *gorm.DB, scope fleet.MetricsScope) ([]fleet.
 // checkMetricsRegistration answers not found unless the scope's registration
 // is live, in a served zone, and the caller's organisation's (any for an
 // admin). The answer names neither the id nor its organisation.
-func (s *Store) checkMetricsRegistration(db *gorm.DB, scope fleet.MetricsScope) error {
+func (s *MetricsStore) checkMetricsRegistration(db *gorm.DB, scope fleet.MetricsScope) error {
 	id := scope.RegistrationID
 	if !scope.Admin && scope.Caller.OrgID == "" {
 		return notFound("cluster", id)
@@ -131,7 +131,7 @@ func (s *Store) checkMetricsRegistration(db *gorm.DB, scope fleet.MetricsScope) 
 // scope wider than one registration, the phases of the registrations and
 // the capacity pools of the caller's organisation (of every organisation
 // for an admin). Errors: as MetricsClusters.
-func (s *Store) MetricsInventory(ctx context.Context, scope fleet.MetricsScope) (fleet.MetricsInventory, error) {
+func (s *MetricsStore) MetricsInventory(ctx context.Context, scope fleet.MetricsScope) (fleet.MetricsInventory, error) {
 	var out fleet.MetricsInventory
 	err := s.heavyRead(ctx, readUserMetrics, func(db *DB) error {
 		var err error
@@ -144,7 +144,7 @@ func (s *Store) MetricsInventory(ctx context.Context, scope fleet.MetricsScope) 
 	return out, nil
 }
 
-func (s *Store) metricsInventory(db *gorm.DB, scope fleet.MetricsScope) (fleet.MetricsInventory, error) {
+func (s *MetricsStore) metricsInventory(db *gorm.DB, scope fleet.MetricsScope) (fleet.MetricsInventory, error) {
 	out := fleet.MetricsInventory{Compliance: []fleet.PolicyComplianceState{}, Phases: []fleet.PhaseCount{}, Pools: []fleet.PoolUsage{}}
 	var err error
 	if out.Clusters, err = s.metricsClusters(db, scope); err != nil {
@@ -195,7 +195,7 @@ func metricsCompliance(db *gorm.DB, scope fleet.MetricsScope, clusters []fleet.M
 // metricsPhases counts the live registrations of the caller's organisation
 // (of every organisation for an admin) in the served zones per phase, summed
 // from the counters of migration202612011800RegistrationCounts.
-func (s *Store) metricsPhases(db *gorm.DB, scope fleet.MetricsScope) ([]fleet.PhaseCount, error) {
+func (s *MetricsStore) metricsPhases(db *gorm.DB, scope fleet.MetricsScope) ([]fleet.PhaseCount, error) {
 	out := []fleet.PhaseCount{}
 	q := s.inServedZones(db.Table("registration_counts AS c"), "c.zone").
 		Select("c.org_id, c.phase, sum(c.live) AS count").Group("c.org_id, c.phase").Having("sum(c.live) <> 0").Order("c.org_id, c.phase")
@@ -208,7 +208,7 @@ func (s *Store) metricsPhases(db *gorm.DB, scope fleet.MetricsScope) ([]fleet.Ph
 // metricsPools is the size and use of the live capacity pools of the
 // caller's organisation (of every organisation for an admin) in the served
 // zones: their clusters not being removed, and those clusters' units.
-func (s *Store) metricsPools(db *gorm.DB, scope fleet.MetricsScope) ([]fleet.PoolUsage, error) {
+func (s *MetricsStore) metricsPools(db *gorm.DB, scope fleet.MetricsScope) ([]fleet.PoolUsage, error) {
 	out := []fleet.PoolUsage{}
 	q := s.inServedZones(db.Table("capacity_pools AS p").
 		Joins("LEFT JOIN pool_clusters pc ON pc.pool_id = p.id AND NOT pc.removing").

@@ -314,7 +314,7 @@ func TestMetricsInventoryIsTheScopes(t *testing.T) {
 
 	// A deleted policy's rows leave; a cluster being removed leaves its
 	// pool's figures.
-	g.Expect(e.store.DeletePolicy(ctx, "org-b", pb.ID, nil)).To(gomega.Succeed())
+	g.Expect(e.store.DeletePolicy(ctx, fleet.Permitted, "org-b", pb.ID, nil)).To(gomega.Succeed())
 	for id := range units {
 		if id != booked.ClusterID {
 			g.Expect(e.db.Gorm.Exec(`UPDATE pool_clusters SET removing = true WHERE registration_id = ?`, id).Error).To(gomega.Succeed())

@@ -2,6 +2,7 @@ package postgres
 
 import (
 	"context"
+	"fmt"
 	"sync"
 	"time"
 
@@ -31,12 +32,13 @@ const wakeTimeout = 10 * time.Second
 // worker's NextDue after each pass), so it is reconciled by the next resync
 // of any replica at the latest.
 //
-// It is for channels whose subscribers read no payload
-// (ChannelRegistrations, ChannelHubs), where one notification stands for
-// many writes, and for ChannelHubRevision, coalesced per hub (the payload):
-// a long-poll woken re-reads its hub's revision, and one that is not (its
-// process ended between the commit and the NOTIFY) reads it at the end of
-// its wait.
+// It is every channel's: those whose subscribers read no payload
+// (ChannelRegistrations, ChannelHubs, ChannelInventory), where one
+// notification stands for many writes, and those coalesced per payload
+// (payloadChannels): a hub's long-poll woken re-reads its hub's revision,
+// and one that is not (its process ended between the commit and the
+// NOTIFY) reads it at the end of its wait; a pool or zone not announced is
+// due, and its reconciler's resync finds it.
 type waker struct {
 	db       *gorm.DB
 	interval time.Duration
@@ -101,10 +103,49 @@ func (w *waker) send(key wakeKey) {
 	_ = w.db.WithContext(ctx).Exec("SELECT pg_notify(?, ?)", key.channel, key.payload).Error
 }
 
+// payloadChannels are the channels whose subscribers read the payload: a
+// hub's long-polls (ChannelHubRevision), pool_mgr claiming the pool named
+// (ChannelPools) and dns_mgr the zone named (ChannelDNS). Their wake-ups are
+// coalesced per payload; every other channel's are coalesced per channel,
+// whatever payload the write named.
+var payloadChannels = map[string]bool{ChannelHubRevision: true, ChannelPools: true, ChannelDNS: true}
+
+// announce asks for a wake-up on channel by the one rule of every channel:
+// after the write committed, coalesced per channel, or per payload where
+// the subscribers read it (payloadChannels).
+func (w *waker) announce(channel, payload string) {
+	if payloadChannels[channel] {
+		w.wakeWith(channel, payload)
+		return
+	}
+	w.wake(channel)
+}
+
+// pendingWakes are the wake-ups a store transaction asked for, sent by
+// core.transact once it committed.
+type pendingWakes struct{ keys []wakeKey }
+
+// pendingWakesKey keys a transaction's pendingWakes in its context.
+type pendingWakesKey struct{}
+
+// wakeAfterCommit asks for a wake-up on channel once tx commits: a NOTIFY in
+// the transaction would make every such commit wait its turn on PostgreSQL's
+// cluster-wide notification queue lock (ADR 0016). A transaction rolled back
+// sends none. tx must be one core.transact began; any other is an error, so
+// that no write's wake-up is silently lost.
+func wakeAfterCommit(tx *gorm.DB, channel, payload string) error {
+	wakes, ok := tx.Statement.Context.Value(pendingWakesKey{}).(*pendingWakes)
+	if !ok {
+		return fmt.Errorf("wake-up on %s asked outside a store transaction", channel)
+	}
+	wakes.keys = append(wakes.keys, wakeKey{channel, payload})
+	return nil
+}
+
 // wake asks the store's waker for a wake-up on channel: call it after the
 // write it announces has committed.
-func (s *Store) wake(channel string) { s.waker.wake(channel) }
+func (s *core) wake(channel string) { s.waker.wake(channel) }
 
 // wakeHub asks the store's waker to wake the long-polls of the hub's agent:
 // call it after the write that moved the hub's revision has committed.
-func (s *Store) wakeHub(hubID string) { s.waker.wakeWith(ChannelHubRevision, hubID) }
+func (s *core) wakeHub(hubID string) { s.waker.wakeWith(ChannelHubRevision, hubID) }

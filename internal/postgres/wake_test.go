@@ -12,6 +12,7 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/onsi/gomega"
 	"github.com/spf13/pflag"
+	"gorm.io/gorm"
 
 	"github.com/fleetmanager/fleet-manager/internal/fleet"
 	"github.com/fleetmanager/fleet-manager/internal/postgres"
@@ -38,10 +39,10 @@ func TestRegistrationWritesWakeTheReconcilers(t *testing.T) {
 	g.Expect(err).NotTo(gomega.HaveOccurred())
 	g.Eventually(wake).WithTimeout(10*time.Second).Should(gomega.Receive(gomega.Not(gomega.BeEmpty())), "a wake-up after CreateRegistration")
 	display := "changed"
-	_, err = store.UpdateRegistration(ctx, storeCaller.OrgID, reg.ID, nil, fleet.RegistrationUpdate{DisplayName: &display})
+	_, err = store.UpdateRegistration(ctx, fleet.Permitted, storeCaller.OrgID, reg.ID, nil, fleet.RegistrationUpdate{DisplayName: &display})
 	g.Expect(err).NotTo(gomega.HaveOccurred())
 	g.Eventually(wake).WithTimeout(10*time.Second).Should(gomega.Receive(gomega.Not(gomega.BeEmpty())), "a wake-up after UpdateRegistration")
-	_, err = store.RequestRegistrationDeletion(ctx, storeCaller.OrgID, reg.ID)
+	_, err = store.RequestRegistrationDeletion(ctx, fleet.Permitted, storeCaller.OrgID, reg.ID)
 	g.Expect(err).NotTo(gomega.HaveOccurred())
 	g.Eventually(wake).WithTimeout(10*time.Second).Should(gomega.Receive(gomega.Not(gomega.BeEmpty())), "a wake-up after RequestRegistrationDeletion")
 }
@@ -155,4 +156,60 @@ VALUES (?, 'org-a', 'u', ?, 'eu', 'ocp', 'accepted', ?, 1)`, "r-"+name, "c-"+nam
 	_, err = store.RecordHubHeartbeat(ctx, hubs["hub-a"].ID, "agent-hub-a", fleet.HubHeartbeat{AgentVersion: "test", AgentStartGeneration: 1, AppliedRevision: 1})
 	g.Expect(err).NotTo(gomega.HaveOccurred())
 	g.Expect(next()).To(gomega.HavePrefix(postgres.ChannelRegistrations+" "), "the acknowledgement wakes the reconcilers")
+}
+
+// TestWakeUpsFollowTheCommitByOneRule: a wake-up asked in a store
+// transaction goes to the waker once the transaction committed, never when
+// it rolled back, and is coalesced per channel where the subscribers read no
+// payload and per payload where they do; one asked in a transaction the
+// store did not begin is refused, not lost.
+func TestWakeUpsFollowTheCommitByOneRule(t *testing.T) {
+	t.Parallel()
+	g := gomega.NewWithT(t)
+	db, cfg := pgtest.NewMigratedDatabase(t)
+	store := postgres.NewStore(db, mustKeyring(t, masterKey(t)), fleet.SystemClock{}, postgres.DefaultStoreConfig(), quotaAuthorizer(t, 0))
+	ctx := context.Background()
+	conn, err := pgx.Connect(ctx, cfg.DSN())
+	g.Expect(err).NotTo(gomega.HaveOccurred())
+	t.Cleanup(func() { _ = conn.Close(context.Background()) })
+	for _, ch := range []string{postgres.ChannelHubs, postgres.ChannelPools} {
+		_, err = conn.Exec(ctx, "LISTEN "+ch)
+		g.Expect(err).NotTo(gomega.HaveOccurred())
+	}
+
+	err = db.Gorm.WithContext(ctx).Transaction(func(tx *gorm.DB) error {
+		return postgres.WakeAfterCommitForTest(tx, postgres.ChannelHubs, "outside")
+	})
+	g.Expect(err).To(gomega.MatchError(gomega.ContainSubstring("outside a store transaction")), "a wake-up in a transaction the store did not begin")
+
+	rolledBack := errors.New("rolled back")
+	err = postgres.TransactForTest(ctx, store, func(wake func(channel, payload string) error) error {
+		g.Expect(wake(postgres.ChannelPools, "rolled-back")).To(gomega.Succeed())
+		return rolledBack
+	})
+	g.Expect(err).To(gomega.MatchError(rolledBack))
+	g.Expect(postgres.WakeKeysForTest(store)).To(gomega.BeEmpty(), "the waker after a rolled-back transaction")
+
+	err = postgres.TransactForTest(ctx, store, func(wake func(channel, payload string) error) error {
+		for _, w := range [][2]string{{postgres.ChannelHubs, "hub-a"}, {postgres.ChannelHubs, "hub-b"},
+			{postgres.ChannelPools, "pool-1"}, {postgres.ChannelPools, "pool-2"}, {postgres.ChannelPools, "pool-1"}} {
+			if err := wake(w[0], w[1]); err != nil {
+				return err
+			}
+		}
+		g.Expect(postgres.WakeKeysForTest(store)).To(gomega.BeEmpty(), "the waker before the commit")
+		return nil
+	})
+	g.Expect(err).NotTo(gomega.HaveOccurred())
+	want := []string{postgres.ChannelHubs + "/wake", postgres.ChannelPools + "/pool-1", postgres.ChannelPools + "/pool-2"}
+	g.Expect(postgres.WakeKeysForTest(store)).To(gomega.Equal(want), "the waker after the commit")
+	var got []string
+	for len(got) < len(want) {
+		wait, cancel := context.WithTimeout(ctx, 10*time.Second)
+		n, err := conn.WaitForNotification(wait)
+		cancel()
+		g.Expect(err).NotTo(gomega.HaveOccurred(), "notifications so far: %v", got)
+		got = append(got, n.Channel+"/"+n.Payload)
+	}
+	g.Expect(got).To(gomega.ConsistOf(want), "the notifications sent")
 }

@@ -7,7 +7,7 @@ import "gorm.io/gorm"
 // "h.zone"). With no served zones configured it is "TRUE". A row of another
 // zone (left from before the configuration changed) is then not found, as
 // another organisation's is.
-func (s *Store) servedZonesSQL(column string) (string, []any) {
+func (s *core) servedZonesSQL(column string) (string, []any) {
 	if s.cfg.Zones.ServesAll() {
 		return "TRUE", nil
 	}
@@ -15,7 +15,7 @@ func (s *Store) servedZonesSQL(column string) (string, []any) {
 }
 
 // inServedZones adds servedZonesSQL to a query being built.
-func (s *Store) inServedZones(q *gorm.DB, column string) *gorm.DB {
+func (s *core) inServedZones(q *gorm.DB, column string) *gorm.DB {
 	cond, args := s.servedZonesSQL(column)
 	if args == nil {
 		return q

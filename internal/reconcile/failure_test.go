@@ -181,7 +181,7 @@ func TestRemovalTimeoutForcesDeletion(t *testing.T) {
 	if h, _ := e.store.FindHub(context.Background(), hub.ID); h.PlacedCount != 1 {
 		t.Errorf("hub placed count after placement = %d, want 1", h.PlacedCount)
 	}
-	if _, err := e.store.RequestRegistrationDeletion(context.Background(), caller.OrgID, reg.ID); err != nil {
+	if _, err := e.store.RequestRegistrationDeletion(context.Background(), fleet.Permitted, caller.OrgID, reg.ID); err != nil {
 		t.Fatalf("RequestRegistrationDeletion(%s) = %v", reg.ID, err)
 	}
 	// The agent never acknowledges the withdrawal.
@@ -216,7 +216,7 @@ func TestUnplacedRegistrationIsDeletedAtOnce(t *testing.T) {
 	e.startReplica(replicaOptions{}) // RemovalTimeout is an hour
 	reg := e.register("lonely", "eu", "")
 	e.eventually(reg.ID, 10*time.Second, cond(fleet.ConditionPlaced, fleet.ConditionFalse, fleet.ReasonNoHubAvailable), "NoHubAvailable")
-	got, err := e.store.RequestRegistrationDeletion(context.Background(), caller.OrgID, reg.ID)
+	got, err := e.store.RequestRegistrationDeletion(context.Background(), fleet.Permitted, caller.OrgID, reg.ID)
 	if err != nil || got.Phase != fleet.PhaseDeprovisioning {
 		t.Fatalf("RequestRegistrationDeletion(%s) = %s, %v; want deprovisioning", reg.ID, got.Phase, err)
 	}

@@ -19,6 +19,7 @@ import (
 	"github.com/fleetmanager/fleet-manager/internal/postgres/pgtest"
 	"github.com/fleetmanager/fleet-manager/internal/reconcile"
 	"github.com/fleetmanager/fleet-manager/internal/secrets"
+	"github.com/fleetmanager/fleet-manager/internal/stack"
 )
 
 // env is one database with the store the API would use.
@@ -89,8 +90,7 @@ func (e *env) startReplica(opts replicaOptions) *replica {
 		e.t.Fatal(err)
 	}
 	logger := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
-	listener := postgres.NewListener(e.cfg, logger, postgres.ChannelRegistrations, postgres.ChannelHubs, postgres.ChannelInventory,
-		postgres.ChannelPools)
+	listener := stack.NewListener(e.cfg, logger)
 	ctx, cancel := context.WithCancel(context.Background())
 	r := &replica{store: store, cancel: cancel}
 	var queue fleet.RegistrationQueue = postgres.NewQueue(store, postgres.QueueConfig{BackoffBase: 50 * time.Millisecond, BackoffMax: time.Second})
@@ -98,11 +98,8 @@ func (e *env) startReplica(opts replicaOptions) *replica {
 		queue = opts.queue(queue.(*postgres.Queue))
 	}
 	running, err := reconcile.Start(ctx, reconcile.Set{
-		Config: opts.cfg, Store: store, Pools: store, Scaler: fleet.DefaultScalerConfig(), Deliveries: deliveries, TombstoneTables: postgres.TombstoneTables(),
-		Queue: queue,
-		Wake: reconcile.Subscribe(listener.SubscribePolling, reconcile.Channels{
-			Registrations: postgres.ChannelRegistrations, Hubs: postgres.ChannelHubs, Inventory: postgres.ChannelInventory,
-			Pools: postgres.ChannelPools}),
+		Config: opts.cfg, Stores: stack.ReconcileStores(store, queue), Scaler: fleet.DefaultScalerConfig(), Deliveries: deliveries,
+		TombstoneTables: postgres.TombstoneTables(), Wake: stack.Wakeups(listener),
 		HeartbeatCheck: time.Second, Clock: fleet.SystemClock{}, Logger: logger, Metrics: metrics,
 	})
 	if err != nil {

@@ -33,7 +33,7 @@ func TestLifecycle(t *testing.T) {
 
 	// A label change is delivered again.
 	labels := map[string]string{"env": "prod"}
-	if _, err := e.store.UpdateRegistration(context.Background(), caller.OrgID, reg.ID, &reg.Generation, fleet.RegistrationUpdate{Labels: &labels}); err != nil {
+	if _, err := e.store.UpdateRegistration(context.Background(), fleet.Permitted, caller.OrgID, reg.ID, &reg.Generation, fleet.RegistrationUpdate{Labels: &labels}); err != nil {
 		t.Fatalf("UpdateRegistration(): %v", err)
 	}
 	e.eventually(reg.ID, 5*time.Second, func(r fleet.Registration) bool {
@@ -43,10 +43,10 @@ func TestLifecycle(t *testing.T) {
 	e.eventually(reg.ID, 5*time.Second, cond(fleet.ConditionDelivered, fleet.ConditionTrue, ""), "delivered generation 2")
 
 	// Deregistration: withdrawn, confirmed by the agent, gone.
-	if _, err := e.store.RequestRegistrationDeletion(context.Background(), caller.OrgID, reg.ID); err != nil {
+	if _, err := e.store.RequestRegistrationDeletion(context.Background(), fleet.Permitted, caller.OrgID, reg.ID); err != nil {
 		t.Fatalf("RequestRegistrationDeletion(): %v", err)
 	}
-	if again, err := e.store.RequestRegistrationDeletion(context.Background(), caller.OrgID, reg.ID); err != nil || again.DeletionRequestedAt == nil {
+	if again, err := e.store.RequestRegistrationDeletion(context.Background(), fleet.Permitted, caller.OrgID, reg.ID); err != nil || again.DeletionRequestedAt == nil {
 		t.Errorf("a repeated deletion = %v, %v; want harmless", again.Phase, err)
 	}
 	e.eventually(reg.ID, 5*time.Second, func(r fleet.Registration) bool { return r.Phase == fleet.PhaseDeleting }, "deleting")

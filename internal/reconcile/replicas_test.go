@@ -125,7 +125,7 @@ func TestTwoReplicasOverAThousandRegistrations(t *testing.T) {
 		Should(gomega.Equal(1000), "every registration delivered after the agents acknowledged")
 	regs, _, _ := e.store.ListRegistrations(context.Background(), caller.OrgID, fleet.ListQuery{Size: 1000})
 	for _, r := range regs {
-		if _, err := e.store.RequestRegistrationDeletion(context.Background(), caller.OrgID, r.ID); err != nil {
+		if _, err := e.store.RequestRegistrationDeletion(context.Background(), fleet.Permitted, caller.OrgID, r.ID); err != nil {
 			t.Fatal(err)
 		}
 	}

@@ -13,14 +13,10 @@ import (
 	"github.com/fleetmanager/fleet-manager/internal/fleet"
 )
 
-// Store is what the reconcilers need of the store beside the work queue:
-// hub_mgr's view of the hubs, the housekeeping's gauges and purges, the
-// tombstone purge and the policy resolver's placements.
-type Store interface {
+// HubStore is what hub_mgr and the housekeeping need of the hubs' store.
+type HubStore interface {
 	fleet.HubMonitor
 	Housekeeper
-	TombstoneStore
-	PolicyStore
 }
 
 // Wakeups are the channels that wake reconcilers before their resync. Each
@@ -54,14 +50,26 @@ func Subscribe(subscribe func(channel string) <-chan string, ch Channels) Wakeup
 	}
 }
 
+// Stores are the stores the reconcilers read and write, one per aggregate
+// (internal/stack fills them from the PostgreSQL store).
+type Stores struct {
+	// Hubs is hub_mgr's view of the hubs and the housekeeping's gauges and purges.
+	Hubs HubStore
+	// Tombstones is the tombstone purge's store.
+	Tombstones TombstoneStore
+	// Policies is the policy resolver's store.
+	Policies PolicyStore
+	// Queue is provisioning_mgr's and deleting_mgr's queue.
+	Queue fleet.RegistrationQueue
+	// Pools is pool_mgr's queue.
+	Pools fleet.PoolQueue
+}
+
 // Set is what the reconcilers of a replica run on. Start runs them all;
 // a caller that needs them to behave differently changes Config, not the set.
 type Set struct {
 	Config Config
-	Store  Store
-	Queue  fleet.RegistrationQueue
-	// Pools is pool_mgr's queue.
-	Pools fleet.PoolQueue
+	Stores
 	// Scaler is pool_mgr's scaling settings.
 	Scaler fleet.ScalerConfig
 	// DNS is dns_mgr's queue, DNSProviders its provider of each kind this
@@ -91,7 +99,7 @@ func (s Set) validate() error {
 		name    string
 		missing bool
 	}{
-		{"Store", s.Store == nil}, {"Queue", s.Queue == nil}, {"Pools", s.Pools == nil}, {"Deliveries", len(s.Deliveries) == 0},
+		{"Hubs", s.Hubs == nil}, {"Tombstones", s.Tombstones == nil}, {"Policies", s.Policies == nil}, {"Queue", s.Queue == nil}, {"Pools", s.Pools == nil}, {"Deliveries", len(s.Deliveries) == 0},
 		{"TombstoneTables", len(s.TombstoneTables) == 0}, {"HeartbeatCheck", s.HeartbeatCheck <= 0},
 		{"Clock", s.Clock == nil}, {"Logger", s.Logger == nil}, {"Metrics", s.Metrics == nil},
 		{"DNSResolver", s.DNS != nil && s.DNSResolver == nil},
@@ -122,9 +130,9 @@ func Start(ctx context.Context, s Set) (*Running, error) {
 	modes := slices.Sorted(maps.Keys(s.Deliveries))
 	prov := NewProvisioningManager(cfg, s.Queue, s.Deliveries, clock, owner, logger, metrics)
 	del := NewDeletingManager(cfg, s.Queue, s.Deliveries, clock, owner, logger, metrics)
-	hubs := NewHubManager(cfg, s.Store, modes, clock, logger, metrics)
-	purge := NewTombstonePurge(cfg, s.Store, s.TombstoneTables, clock, logger, metrics)
-	policies := NewPolicyResolver(cfg, s.Store, clock, logger, metrics)
+	hubs := NewHubManager(cfg, s.Hubs, modes, clock, logger, metrics)
+	purge := NewTombstonePurge(cfg, s.Tombstones, s.TombstoneTables, clock, logger, metrics)
+	policies := NewPolicyResolver(cfg, s.Policies, clock, logger, metrics)
 	pools := NewPoolManager(cfg, s.Scaler, s.Pools, owner, logger, metrics)
 	ctx, cancel := context.WithCancel(ctx)
 	r := &Running{cancel: cancel}
@@ -132,7 +140,7 @@ func Start(ctx context.Context, s Set) (*Running, error) {
 		func() { prov.Run(ctx, s.Wake.Provisioning) },
 		func() { del.Run(ctx, s.Wake.Deleting) },
 		func() { hubs.Run(ctx, s.Wake.Hubs, s.HeartbeatCheck) },
-		func() { RunHousekeeping(ctx, cfg, s.Store, metrics, logger) },
+		func() { RunHousekeeping(ctx, cfg, s.Hubs, metrics, logger) },
 		func() { purge.Run(ctx) },
 		func() { policies.Run(ctx, s.Wake.Inventory) },
 		func() { pools.Run(ctx, s.Wake.Pools) },

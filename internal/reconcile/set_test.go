@@ -104,7 +104,7 @@ func TestStartRunsEveryReconciler(t *testing.T) {
 	provWake, delWake, hubWake, inventoryWake := make(chan string, 1), make(chan string, 1), make(chan string, 1), make(chan string, 1)
 	poolWake := make(chan string, 1)
 	running, err := reconcile.Start(t.Context(), reconcile.Set{
-		Config: cfg, Store: rec, Queue: rec, Pools: rec, Deliveries: map[fleet.DeliveryMode]fleet.Delivery{fleet.DeliveryAgent: nil},
+		Config: cfg, Stores: reconcile.Stores{Hubs: rec, Tombstones: rec, Policies: rec, Queue: rec, Pools: rec}, Deliveries: map[fleet.DeliveryMode]fleet.Delivery{fleet.DeliveryAgent: nil},
 		TombstoneTables: []string{"table_a", "table_b"},
 		Wake:            reconcile.Wakeups{Provisioning: provWake, Deleting: delWake, Hubs: hubWake, Inventory: inventoryWake, Pools: poolWake},
 		// Longer than the test: hub_mgr passes again only when woken.
@@ -142,7 +142,7 @@ func TestStartRefusesAnIncompleteSet(t *testing.T) {
 		running.Stop()
 		t.Fatal("Start(Set{}) = nil error, want one naming what is missing")
 	}
-	for _, want := range []string{"reconcile-workers", "no Store", "no Queue", "no Deliveries", "no TombstoneTables",
+	for _, want := range []string{"reconcile-workers", "no Hubs", "no Tombstones", "no Policies", "no Queue", "no Deliveries", "no TombstoneTables",
 		"no HeartbeatCheck", "no Clock", "no Logger", "no Metrics"} {
 		if !strings.Contains(err.Error(), want) {
 			t.Errorf("Start(Set{}) = %q, want it to name %q", err, want)

@@ -119,7 +119,7 @@ func TestSyncSetHubRegistrationIsReadyWithoutAgent(t *testing.T) {
 	held, _ := fake.state(reg.ID)
 	g.Expect(held).To(gomega.BeTrue())
 
-	if _, err := e.store.RequestRegistrationDeletion(context.Background(), caller.OrgID, reg.ID); err != nil {
+	if _, err := e.store.RequestRegistrationDeletion(context.Background(), fleet.Permitted, caller.OrgID, reg.ID); err != nil {
 		t.Fatal(err)
 	}
 	e.eventuallyGone(reg.ID)
@@ -175,7 +175,7 @@ func TestHubMovesFromSyncSetToAgentWithoutRemovingObjects(t *testing.T) {
 func TestDeregistrationDuringHandOffWithdrawsFromBothModes(t *testing.T) {
 	t.Parallel()
 	e, fake, reg, moved := startHandOff(t)
-	if _, err := e.store.RequestRegistrationDeletion(context.Background(), caller.OrgID, reg.ID); err != nil {
+	if _, err := e.store.RequestRegistrationDeletion(context.Background(), fleet.Permitted, caller.OrgID, reg.ID); err != nil {
 		t.Fatal(err)
 	}
 	e.eventually(reg.ID, 10*time.Second, cond(fleet.ConditionDelivered, fleet.ConditionFalse, fleet.ReasonWithdrawing), "withdrawing from the agent")

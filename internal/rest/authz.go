@@ -1,6 +1,7 @@
 package rest
 
 import (
+	"context"
 	"net/http"
 
 	"github.com/fleetmanager/fleet-manager/internal/fleet"
@@ -24,6 +25,16 @@ func (s *Server) authorize(r *http.Request, action string, res fleet.AuthzResour
 		res.OrgID = sub.OrgID
 	}
 	return s.services.Authorizer.Authorize(r.Context(), fleet.AuthzRequest{Subject: sub, Action: action, Resource: res})
+}
+
+// permit is the request's fleet.Permit for action: the store's write asks
+// it with the row it locked, so that the decision sees the row the write
+// changes (fleet.Permit).
+func (s *Server) permit(r *http.Request, action string) fleet.Permit {
+	sub := s.subject(r)
+	return func(ctx context.Context, res fleet.AuthzResource) error {
+		return s.services.Authorizer.Authorize(ctx, fleet.AuthzRequest{Subject: sub, Action: action, Resource: res})
+	}
 }
 
 // can lets through requests whose subject may do action on the resource of

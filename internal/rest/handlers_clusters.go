@@ -69,10 +69,7 @@ func (s *Server) handleClusterUpdate(w http.ResponseWriter, r *http.Request) err
 		labels := map[string]string(*body.Labels)
 		update.Labels = &labels
 	}
-	if err := s.authorizeCluster(r, fleet.ActionClustersUpdate); err != nil {
-		return err
-	}
-	reg, err := s.services.Registrations.UpdateRegistration(r.Context(), caller(r).OrgID, pathParam(r, "id"), match, update)
+	reg, err := s.services.Registrations.UpdateRegistration(r.Context(), s.permit(r, fleet.ActionClustersUpdate), caller(r).OrgID, pathParam(r, "id"), match, update)
 	if err != nil {
 		return err
 	}
@@ -83,26 +80,12 @@ func (s *Server) handleClusterUpdate(w http.ResponseWriter, r *http.Request) err
 
 // handleClusterDelete starts deregistration.
 func (s *Server) handleClusterDelete(w http.ResponseWriter, r *http.Request) error {
-	if err := s.authorizeCluster(r, fleet.ActionClustersDelete); err != nil {
-		return err
-	}
-	reg, err := s.services.Registrations.RequestRegistrationDeletion(r.Context(), caller(r).OrgID, pathParam(r, "id"))
+	reg, err := s.services.Registrations.RequestRegistrationDeletion(r.Context(), s.permit(r, fleet.ActionClustersDelete), caller(r).OrgID, pathParam(r, "id"))
 	if err != nil {
 		return err
 	}
 	writeJSON(w, http.StatusAccepted, s.presentCluster(reg))
 	return nil
-}
-
-// authorizeCluster asks whether the caller may do action on the cluster of
-// the path, who created it included. Another organisation's cluster is not
-// found, as before the question.
-func (s *Server) authorizeCluster(r *http.Request, action string) error {
-	reg, err := s.services.Registrations.FindRegistration(r.Context(), caller(r).OrgID, pathParam(r, "id"))
-	if err != nil {
-		return err
-	}
-	return s.authorize(r, action, fleet.AuthzResource{Kind: "cluster", ID: reg.ID, OrgID: reg.OrgID, CreatedBy: reg.Owner})
 }
 
 // presentConditions renders conditions for the public API.

@@ -79,7 +79,7 @@ func (s *Server) writeDesired(w http.ResponseWriter, r *http.Request, hubID, age
 		return fleet.Errorf(fleet.CodeUnavailable, "the request ended while waiting for a desired-set slot")
 	}
 	// Without since (0), DesiredChanges answers the whole set.
-	set, err := s.services.Inventory.DesiredChanges(r.Context(), hubID, agent, since)
+	set, err := s.services.Agents.DesiredChanges(r.Context(), hubID, agent, since)
 	if err != nil {
 		return err
 	}

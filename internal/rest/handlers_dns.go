@@ -1,6 +1,7 @@
 package rest
 
 import (
+	"context"
 	"net/http"
 	"slices"
 	"strings"
@@ -78,23 +79,18 @@ func (s *Server) checkDNSWriter(r *http.Request, svc fleet.DNSService) error {
 	return nil
 }
 
-// dnsRecordToChange returns the path's service and record when the caller is
+// dnsRecordPermit is the Permit of action on a record of svc: the caller is
 // one of the service's writers and may do action on the record, who created
-// it included. The record is found first, in the caller's organisation: what
-// the caller cannot read is 404, whoever it is.
-func (s *Server) dnsRecordToChange(r *http.Request, action string) (fleet.DNSService, fleet.DNSRecord, error) {
-	svc, err := s.dnsService(r)
-	if err != nil {
-		return svc, fleet.DNSRecord{}, err
+// it included. The store asks it with the record it locked in the caller's
+// organisation, so what the caller cannot read is 404, whoever it is.
+func (s *Server) dnsRecordPermit(r *http.Request, svc fleet.DNSService, action string) fleet.Permit {
+	may := s.permit(r, action)
+	return func(ctx context.Context, res fleet.AuthzResource) error {
+		if err := s.checkDNSWriter(r, svc); err != nil {
+			return err
+		}
+		return may(ctx, res)
 	}
-	rec, err := s.services.DNSRecords.FindDNSRecord(r.Context(), caller(r).OrgID, svc, pathParam(r, "record_id"))
-	if err != nil {
-		return svc, rec, err
-	}
-	if err := s.checkDNSWriter(r, svc); err != nil {
-		return svc, rec, err
-	}
-	return svc, rec, s.authorize(r, action, fleet.AuthzResource{Kind: "dns_record", ID: rec.ID, OrgID: rec.OrgID, CreatedBy: rec.CreatedBy})
 }
 
 // handleDNSRecordCreate creates an instance's record: 201, or 200 with the
@@ -171,7 +167,7 @@ func (s *Server) handleDNSRecordUpdate(w http.ResponseWriter, r *http.Request) e
 	if err := decodeBody(r, &body); err != nil {
 		return err
 	}
-	svc, rec, err := s.dnsRecordToChange(r, fleet.ActionDNSRecordsUpdate)
+	svc, err := s.dnsService(r)
 	if err != nil {
 		return err
 	}
@@ -180,7 +176,8 @@ func (s *Server) handleDNSRecordUpdate(w http.ResponseWriter, r *http.Request) e
 		t := fleet.DNSRecordType(*body.Type)
 		update.Type = &t
 	}
-	rec, err = s.services.DNSRecords.UpdateDNSRecord(r.Context(), rec.OrgID, svc, rec.ID, match, update)
+	rec, err := s.services.DNSRecords.UpdateDNSRecord(r.Context(), s.dnsRecordPermit(r, svc, fleet.ActionDNSRecordsUpdate), caller(r).OrgID, svc,
+		pathParam(r, "record_id"), match, update)
 	if err != nil {
 		return err
 	}
@@ -196,11 +193,13 @@ func (s *Server) handleDNSRecordDelete(w http.ResponseWriter, r *http.Request) e
 	if err != nil {
 		return err
 	}
-	svc, rec, err := s.dnsRecordToChange(r, fleet.ActionDNSRecordsDelete)
+	svc, err := s.dnsService(r)
 	if err != nil {
 		return err
 	}
-	if err := s.services.DNSRecords.RequestDNSRecordDeletion(r.Context(), rec.OrgID, svc, rec.ID, match); err != nil {
+	err = s.services.DNSRecords.RequestDNSRecordDeletion(r.Context(), s.dnsRecordPermit(r, svc, fleet.ActionDNSRecordsDelete), caller(r).OrgID, svc,
+		pathParam(r, "record_id"), match)
+	if err != nil {
 		return err
 	}
 	w.WriteHeader(http.StatusAccepted)

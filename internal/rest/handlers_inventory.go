@@ -67,7 +67,7 @@ func (s *Server) handleRegistrationsStatusPut(w http.ResponseWriter, r *http.Req
 			items[i].ImportManifests = &it.Import.Manifests
 		}
 	}
-	n, err := s.services.Inventory.RecordRegistrationStatus(r.Context(), pathParam(r, "hub_id"), caller(r).AgentID, items)
+	n, err := s.services.Agents.RecordRegistrationStatus(r.Context(), pathParam(r, "hub_id"), caller(r).AgentID, items)
 	if err != nil {
 		return err
 	}
@@ -78,10 +78,7 @@ func (s *Server) handleRegistrationsStatusPut(w http.ResponseWriter, r *http.Req
 // handleClusterImportGet serves the import manifests to the registration's org only.
 func (s *Server) handleClusterImportGet(w http.ResponseWriter, r *http.Request) error {
 	id := pathParam(r, "id")
-	if err := s.authorizeCluster(r, fleet.ActionClustersImport); err != nil {
-		return err
-	}
-	manifests, err := s.services.Inventory.FindImportMaterial(r.Context(), caller(r).OrgID, id)
+	manifests, err := s.services.Registrations.FindImportMaterial(r.Context(), s.permit(r, fleet.ActionClustersImport), caller(r).OrgID, id)
 	if err != nil {
 		return err
 	}

@@ -67,10 +67,7 @@ func (s *Server) handlePolicyUpdate(w http.ResponseWriter, r *http.Request) erro
 	if err := s.services.PolicySchema.ValidatePolicy(body.Policy); err != nil {
 		return err
 	}
-	if err := s.authorizePolicy(r, fleet.ActionPoliciesUpdate); err != nil {
-		return err
-	}
-	p, err := s.services.Policies.UpdatePolicy(r.Context(), caller(r).OrgID, pathParam(r, "id"), match,
+	p, err := s.services.Policies.UpdatePolicy(r.Context(), s.permit(r, fleet.ActionPoliciesUpdate), caller(r).OrgID, pathParam(r, "id"), match,
 		fleet.PolicyUpdate{Body: body.Policy, Selector: labelSelector(body.Placement.LabelSelector)})
 	if err != nil {
 		return err
@@ -109,10 +106,6 @@ func (s *Server) handlePolicyPatch(w http.ResponseWriter, r *http.Request) error
 		if err != nil {
 			return err
 		}
-		if err := s.authorize(r, fleet.ActionPoliciesUpdate,
-			fleet.AuthzResource{Kind: "policy", ID: current.ID, OrgID: current.OrgID, CreatedBy: current.CreatedBy}); err != nil {
-			return err
-		}
 		update := fleet.PolicyUpdate{Body: current.Body, Selector: current.Selector}
 		if body.Policy != nil {
 			update.Body = *body.Policy
@@ -124,7 +117,7 @@ func (s *Server) handlePolicyPatch(w http.ResponseWriter, r *http.Request) error
 		if expected == nil {
 			expected = &current.Generation
 		}
-		p, err := s.services.Policies.UpdatePolicy(r.Context(), org, id, expected, update)
+		p, err := s.services.Policies.UpdatePolicy(r.Context(), s.permit(r, fleet.ActionPoliciesUpdate), org, id, expected, update)
 		if match == nil && attempt < patchRetries && fleet.ErrorCodeOf(err) == fleet.CodePreconditionFailed {
 			continue
 		}
@@ -143,10 +136,7 @@ func (s *Server) handlePolicyDelete(w http.ResponseWriter, r *http.Request) erro
 	if err != nil {
 		return err
 	}
-	if err := s.authorizePolicy(r, fleet.ActionPoliciesDelete); err != nil {
-		return err
-	}
-	if err := s.services.Policies.DeletePolicy(r.Context(), caller(r).OrgID, pathParam(r, "id"), match); err != nil {
+	if err := s.services.Policies.DeletePolicy(r.Context(), s.permit(r, fleet.ActionPoliciesDelete), caller(r).OrgID, pathParam(r, "id"), match); err != nil {
 		return err
 	}
 	w.WriteHeader(http.StatusNoContent)
@@ -197,17 +187,6 @@ func (s *Server) handleComplianceSummaryGet(w http.ResponseWriter, r *http.Reque
 	}
 	writeJSON(w, http.StatusOK, out)
 	return nil
-}
-
-// authorizePolicy asks whether the caller may do action on the policy of the
-// path, who created it included. Another organisation's policy is not found,
-// as before the question.
-func (s *Server) authorizePolicy(r *http.Request, action string) error {
-	p, err := s.services.Policies.FindPolicy(r.Context(), caller(r).OrgID, pathParam(r, "id"))
-	if err != nil {
-		return err
-	}
-	return s.authorize(r, action, fleet.AuthzResource{Kind: "policy", ID: p.ID, OrgID: p.OrgID, CreatedBy: p.CreatedBy})
 }
 
 // presentPolicy renders a policy for the public API.

@@ -48,7 +48,7 @@ func (s *Server) handleBlueprintCreate(w http.ResponseWriter, r *http.Request) e
 	if err != nil {
 		return err
 	}
-	b, err := s.services.Pools.CreateBlueprint(r.Context(), caller(r), body.Name, spec)
+	b, err := s.services.Blueprints.CreateBlueprint(r.Context(), caller(r), body.Name, spec)
 	if err != nil {
 		return err
 	}
@@ -60,7 +60,7 @@ func (s *Server) handleBlueprintCreate(w http.ResponseWriter, r *http.Request) e
 
 func (s *Server) handleBlueprintList(w http.ResponseWriter, r *http.Request) error {
 	q := listQuery(r)
-	list, total, err := s.services.Pools.ListBlueprints(r.Context(), caller(r).OrgID, q)
+	list, total, err := s.services.Blueprints.ListBlueprints(r.Context(), caller(r).OrgID, q)
 	if err != nil {
 		return err
 	}
@@ -73,7 +73,7 @@ func (s *Server) handleBlueprintList(w http.ResponseWriter, r *http.Request) err
 }
 
 func (s *Server) handleBlueprintGet(w http.ResponseWriter, r *http.Request) error {
-	b, err := s.services.Pools.FindBlueprint(r.Context(), caller(r).OrgID, pathParam(r, "id"))
+	b, err := s.services.Blueprints.FindBlueprint(r.Context(), caller(r).OrgID, pathParam(r, "id"))
 	if err != nil {
 		return err
 	}
@@ -82,10 +82,7 @@ func (s *Server) handleBlueprintGet(w http.ResponseWriter, r *http.Request) erro
 }
 
 func (s *Server) handleBlueprintDelete(w http.ResponseWriter, r *http.Request) error {
-	if err := s.authorizeBlueprint(r, fleet.ActionBlueprintsDelete); err != nil {
-		return err
-	}
-	if err := s.services.Pools.DeleteBlueprint(r.Context(), caller(r).OrgID, pathParam(r, "id")); err != nil {
+	if err := s.services.Blueprints.DeleteBlueprint(r.Context(), s.permit(r, fleet.ActionBlueprintsDelete), caller(r).OrgID, pathParam(r, "id")); err != nil {
 		return err
 	}
 	w.WriteHeader(http.StatusNoContent)
@@ -101,10 +98,7 @@ func (s *Server) handleBlueprintVersionCreate(w http.ResponseWriter, r *http.Req
 	if err != nil {
 		return err
 	}
-	if err := s.authorizeBlueprint(r, fleet.ActionBlueprintsUpdate); err != nil {
-		return err
-	}
-	v, err := s.services.Pools.CreateBlueprintVersion(r.Context(), caller(r), pathParam(r, "id"), spec)
+	v, err := s.services.Blueprints.CreateBlueprintVersion(r.Context(), s.permit(r, fleet.ActionBlueprintsUpdate), caller(r), pathParam(r, "id"), spec)
 	if err != nil {
 		return err
 	}
@@ -116,7 +110,7 @@ func (s *Server) handleBlueprintVersionCreate(w http.ResponseWriter, r *http.Req
 
 func (s *Server) handleBlueprintVersionList(w http.ResponseWriter, r *http.Request) error {
 	q := listQuery(r)
-	list, total, err := s.services.Pools.ListBlueprintVersions(r.Context(), caller(r).OrgID, pathParam(r, "id"), q)
+	list, total, err := s.services.Blueprints.ListBlueprintVersions(r.Context(), caller(r).OrgID, pathParam(r, "id"), q)
 	if err != nil {
 		return err
 	}
@@ -143,7 +137,7 @@ func (s *Server) handleBlueprintVersionGet(w http.ResponseWriter, r *http.Reques
 	if err != nil {
 		return err
 	}
-	v, err := s.services.Pools.FindBlueprintVersion(r.Context(), caller(r).OrgID, pathParam(r, "id"), version)
+	v, err := s.services.Blueprints.FindBlueprintVersion(r.Context(), caller(r).OrgID, pathParam(r, "id"), version)
 	if err != nil {
 		return err
 	}
@@ -156,24 +150,11 @@ func (s *Server) handleBlueprintVersionDelete(w http.ResponseWriter, r *http.Req
 	if err != nil {
 		return err
 	}
-	if err := s.authorizeBlueprint(r, fleet.ActionBlueprintsDelete); err != nil {
-		return err
-	}
-	if err := s.services.Pools.DeleteBlueprintVersion(r.Context(), caller(r).OrgID, pathParam(r, "id"), version); err != nil {
+	if err := s.services.Blueprints.DeleteBlueprintVersion(r.Context(), s.permit(r, fleet.ActionBlueprintsDelete), caller(r).OrgID, pathParam(r, "id"), version); err != nil {
 		return err
 	}
 	w.WriteHeader(http.StatusNoContent)
 	return nil
-}
-
-// authorizeBlueprint asks whether the caller may do action on the path's
-// blueprint, who created it included.
-func (s *Server) authorizeBlueprint(r *http.Request, action string) error {
-	b, err := s.services.Pools.FindBlueprint(r.Context(), caller(r).OrgID, pathParam(r, "id"))
-	if err != nil {
-		return err
-	}
-	return s.authorize(r, action, fleet.AuthzResource{Kind: "blueprint", ID: b.ID, OrgID: b.OrgID, CreatedBy: b.Owner})
 }
 
 func (s *Server) presentBlueprint(b fleet.Blueprint) public.Blueprint {
@@ -250,10 +231,7 @@ func (s *Server) handlePoolUpdate(w http.ResponseWriter, r *http.Request) error 
 	if err := decodeBody(r, &body); err != nil {
 		return err
 	}
-	if err := s.authorizePool(r, fleet.ActionPoolsUpdate); err != nil {
-		return err
-	}
-	p, err := s.services.Pools.UpdatePool(r.Context(), caller(r).OrgID, pathParam(r, "id"), match, fleet.PoolUpdate{
+	p, err := s.services.Pools.UpdatePool(r.Context(), s.permit(r, fleet.ActionPoolsUpdate), caller(r).OrgID, pathParam(r, "id"), match, fleet.PoolUpdate{
 		BlueprintVersion: body.BlueprintVersion, MinClusters: body.MinClusters, MaxClusters: body.MaxClusters,
 		ScaleUpPercent: body.ScaleUpPercent, AddClusterPercent: body.AddClusterPercent, Credentials: poolCredentials(body.Credentials),
 	})
@@ -270,24 +248,11 @@ func (s *Server) handlePoolDelete(w http.ResponseWriter, r *http.Request) error 
 	if err != nil {
 		return err
 	}
-	if err := s.authorizePool(r, fleet.ActionPoolsDelete); err != nil {
-		return err
-	}
-	if err := s.services.Pools.RequestPoolDeletion(r.Context(), caller(r).OrgID, pathParam(r, "id"), match); err != nil {
+	if err := s.services.Pools.RequestPoolDeletion(r.Context(), s.permit(r, fleet.ActionPoolsDelete), caller(r).OrgID, pathParam(r, "id"), match); err != nil {
 		return err
 	}
 	w.WriteHeader(http.StatusAccepted)
 	return nil
-}
-
-// authorizePool asks whether the caller may do action on the path's pool,
-// who created it included.
-func (s *Server) authorizePool(r *http.Request, action string) error {
-	p, err := s.services.Pools.FindPool(r.Context(), caller(r).OrgID, pathParam(r, "id"))
-	if err != nil {
-		return err
-	}
-	return s.authorize(r, action, fleet.AuthzResource{Kind: "pool", ID: p.ID, OrgID: p.OrgID, CreatedBy: p.Owner})
 }
 
 func (s *Server) presentPool(p fleet.CapacityPool) public.CapacityPool {
@@ -407,15 +372,9 @@ func (s *Server) handleReservationGet(w http.ResponseWriter, r *http.Request) er
 }
 
 func (s *Server) handleReservationDelete(w http.ResponseWriter, r *http.Request) error {
-	org, pool, id := caller(r).OrgID, pathParam(r, "id"), pathParam(r, "reservation_id")
-	v, err := s.services.Pools.FindReservation(r.Context(), org, pool, id)
+	err := s.services.Pools.DeleteReservation(r.Context(), s.permit(r, fleet.ActionReservationsDelete), caller(r).OrgID, pathParam(r, "id"),
+		pathParam(r, "reservation_id"))
 	if err != nil {
-		return err
-	}
-	if err := s.authorize(r, fleet.ActionReservationsDelete, fleet.AuthzResource{Kind: "reservation", ID: v.ID, OrgID: v.OrgID, CreatedBy: v.Owner}); err != nil {
-		return err
-	}
-	if err := s.services.Pools.DeleteReservation(r.Context(), org, pool, id); err != nil {
 		return err
 	}
 	w.WriteHeader(http.StatusNoContent)

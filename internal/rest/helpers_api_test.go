@@ -27,6 +27,7 @@ import (
 	"github.com/fleetmanager/fleet-manager/internal/rest"
 	"github.com/fleetmanager/fleet-manager/internal/rest/apitest"
 	"github.com/fleetmanager/fleet-manager/internal/secrets"
+	"github.com/fleetmanager/fleet-manager/internal/stack"
 	"github.com/fleetmanager/fleet-manager/internal/usermetrics"
 	"github.com/fleetmanager/fleet-manager/openapi"
 	"github.com/fleetmanager/fleet-manager/pkg/api/admin"
@@ -94,9 +95,8 @@ func newStackEnvWith(t testing.TB, f flavour, storeCfg postgres.StoreConfig) *st
 	authorizer := newAuthorizer(t, f, logger, reg)
 	store := postgres.NewStore(db, keyring, fleet.SystemClock{}, storeCfg, authorizer)
 	srv, err := rest.NewServer(context.Background(), f.http, logger, verifier, metrics,
-		rest.Services{Registrations: store, Hubs: store, Agents: store, Inventory: store, Resources: store, Revisions: startRevisionWatch(t, dbCfg),
-			Feed: store, InventoryChanges: startInventoryWatch(t, dbCfg), Policies: store, PolicySchema: policySchema(t), Pools: store,
-			Authorizer: authorizer, Metrics: userMetrics(t, f.http, store, reg), DNSAdmin: store, DNSRecords: store})
+		stack.Services(store, stack.API{Revisions: startRevisionWatch(t, dbCfg), InventoryChanges: startInventoryWatch(t, dbCfg),
+			PolicySchema: policySchema(t), Authorizer: authorizer, Metrics: userMetrics(t, f.http, store, reg)}))
 	if err != nil {
 		t.Fatalf("NewServer(): %v", err)
 	}
@@ -169,16 +169,13 @@ func (e *stackEnv) startReconcilers(t *testing.T) {
 	}
 	logs := &logtest.Buffer{}
 	logger := slog.New(slog.NewTextHandler(logs, &slog.HandlerOptions{Level: slog.LevelInfo}))
-	listener := postgres.NewListener(e.dbCfg, logger, postgres.ChannelRegistrations, postgres.ChannelHubs, postgres.ChannelInventory,
-		postgres.ChannelPools)
+	listener := stack.NewListener(e.dbCfg, logger)
 	ctx, cancel := context.WithCancel(context.Background())
 	running, err := reconcile.Start(ctx, reconcile.Set{
-		Config: cfg, Store: store, Pools: store, Scaler: fleet.DefaultScalerConfig(), TombstoneTables: postgres.TombstoneTables(),
-		Queue:      postgres.NewQueue(store, postgres.QueueConfig{BackoffBase: 50 * time.Millisecond, BackoffMax: time.Second}),
-		Deliveries: map[fleet.DeliveryMode]fleet.Delivery{fleet.DeliveryAgent: postgres.NewAgentDelivery(store)},
-		Wake: reconcile.Subscribe(listener.SubscribePolling, reconcile.Channels{
-			Registrations: postgres.ChannelRegistrations, Hubs: postgres.ChannelHubs, Inventory: postgres.ChannelInventory,
-			Pools: postgres.ChannelPools}),
+		Config: cfg, Scaler: fleet.DefaultScalerConfig(), TombstoneTables: postgres.TombstoneTables(),
+		Stores:         stack.ReconcileStores(store, postgres.NewQueue(store, postgres.QueueConfig{BackoffBase: 50 * time.Millisecond, BackoffMax: time.Second})),
+		Deliveries:     map[fleet.DeliveryMode]fleet.Delivery{fleet.DeliveryAgent: postgres.NewAgentDelivery(store)},
+		Wake:           stack.Wakeups(listener),
 		HeartbeatCheck: time.Second, Clock: fleet.SystemClock{}, Logger: logger, Metrics: metrics,
 	})
 	if err != nil {

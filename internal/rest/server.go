@@ -33,8 +33,9 @@ type Services struct {
 	// Policies keeps configuration policies; PolicySchema checks their bodies.
 	Policies     fleet.PolicyService
 	PolicySchema fleet.PolicyValidator
-	// Pools keeps blueprints, capacity pools and reservations.
-	Pools fleet.PoolService
+	// Blueprints keeps blueprints; Pools keeps capacity pools and reservations.
+	Blueprints fleet.BlueprintService
+	Pools      fleet.PoolService
 	// Metrics answers the user-facing metrics endpoints.
 	Metrics fleet.UserMetrics
 	// DNSAdmin onboards DNS zones and naming policies; DNSRecords keeps the

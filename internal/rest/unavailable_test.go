@@ -19,6 +19,7 @@ import (
 	"github.com/fleetmanager/fleet-manager/internal/postgres"
 	"github.com/fleetmanager/fleet-manager/internal/postgres/pgtest"
 	"github.com/fleetmanager/fleet-manager/internal/rest"
+	"github.com/fleetmanager/fleet-manager/internal/stack"
 	"github.com/fleetmanager/fleet-manager/pkg/api/public"
 )
 
@@ -68,9 +69,8 @@ func serveOutageEnv(t *testing.T, httpCfg rest.Config, db *postgres.DB, watched 
 	authorizer := authz.MustDefault()
 	store := postgres.NewStore(db, newTestKeyring(t), fleet.SystemClock{}, testStoreConfig(), authorizer)
 	srv, err := rest.NewServer(context.Background(), f.http, logger, verifier, metrics,
-		rest.Services{Registrations: store, Hubs: store, Agents: store, Inventory: store, Resources: store, Revisions: startRevisionWatch(t, watched),
-			Feed: store, InventoryChanges: startInventoryWatch(t, watched), Policies: store, PolicySchema: policySchema(t), Pools: store,
-			Authorizer: authorizer, Metrics: userMetrics(t, f.http, store, reg), DNSAdmin: store, DNSRecords: store})
+		stack.Services(store, stack.API{Revisions: startRevisionWatch(t, watched), InventoryChanges: startInventoryWatch(t, watched),
+			PolicySchema: policySchema(t), Authorizer: authorizer, Metrics: userMetrics(t, f.http, store, reg)}))
 	if err != nil {
 		t.Fatalf("NewServer(): %v", err)
 	}

@@ -415,7 +415,7 @@ func TestRotationOpensEverySealedColumn(t *testing.T) {
 	}
 	after := checkOpenWithOnly(t, db, onlyB, want)
 	retired := postgres.NewStore(db, onlyB, fleet.SystemClock{}, postgres.DefaultStoreConfig(), authz.MustDefault())
-	if m, err := retired.FindImportMaterial(ctx, org, id); err != nil || m != want["registrations.import_material:"+id] {
+	if m, err := retired.FindImportMaterial(ctx, fleet.Permitted, org, id); err != nil || m != want["registrations.import_material:"+id] {
 		t.Errorf("FindImportMaterial() with the old key retired = %q, %v; want the manifests", m, err)
 	}
 	for where, v := range after {
@@ -452,7 +452,7 @@ func TestReencryptSecrets(t *testing.T) {
 	}
 	after := checkOpenWithOnly(t, db, onlyB, want)
 	retired := postgres.NewStore(db, onlyB, fleet.SystemClock{}, postgres.DefaultStoreConfig(), authz.MustDefault())
-	if m, err := retired.FindImportMaterial(ctx, org, id); err != nil || m != want["registrations.import_material:"+id] {
+	if m, err := retired.FindImportMaterial(ctx, fleet.Permitted, org, id); err != nil || m != want["registrations.import_material:"+id] {
 		t.Errorf("FindImportMaterial() after re-encryption, the old key retired = %q, %v; want the manifests", m, err)
 	}
 	for where, v := range after {
