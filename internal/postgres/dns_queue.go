@@ -111,7 +111,7 @@ WHERE d.id = x.id AND d.zone_id = ? AND d.deleted_at IS NULL AND (x.publish OR x
 // which sets a failed pass's backoff; a failure without one backs off as
 // pool passes do), and the soft deletion of a removed record.
 const dnsOutcomeSQL = `UPDATE dns_records d SET conditions = x.conditions,
-	phase = CASE WHEN d.deletion_requested_at IS NOT NULL THEN 'deleting' ELSE x.phase END,
+	phase = x.phase,
 	attempts = CASE WHEN x.failed THEN d.attempts + 1 ELSE 0 END,
 	last_error = x.last_error,
 	next_pass_at = CASE WHEN x.delete THEN NULL
@@ -131,10 +131,18 @@ WHERE d.id = x.id AND d.zone_id = ? AND d.deleted_at IS NULL AND d.generation = 
 // failed pool pass is; the outcomes apply all the same.
 func (s *DNSStore) CompleteDNSZone(ctx context.Context, claim fleet.DNSZoneClaim, outcomes []fleet.DNSOutcome, zoneErr error) (bool, error) {
 	zoneID := claim.Zone.Zone.ID
+	// The phase is derived here, by the rule every writer of it uses, with
+	// the record's deletion as claimed: dnsOutcomeSQL writes only a record
+	// still at the generation the pass decided on, and a deletion request
+	// moves the generation.
+	deleting := map[string]bool{}
+	for _, w := range claim.Records {
+		deleting[w.Record.ID] = w.Record.DeletionRequestedAt != nil
+	}
 	rows := make([]dnsOutcomeRow, len(outcomes))
 	for i, o := range outcomes {
 		rows[i] = dnsOutcomeRow{ID: o.ID, Generation: o.Generation, Conditions: nonNil(o.Conditions),
-			Phase: fleet.DNSRecordPhase(o.Conditions, false), Publish: o.Publish, Published: o.Published,
+			Phase: fleet.DNSRecordPhase(o.Conditions, deleting[o.ID]), Publish: o.Publish, Published: o.Published,
 			PublishedGeneration: o.PublishedGeneration, ChangeID: o.ChangeID, Synced: o.Synced, Requeue: o.RequeueAfter.Seconds(),
 			Failed: o.Failed, Delete: o.Delete, LastError: dnsOutcomeError(o)}
 	}

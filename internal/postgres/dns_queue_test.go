@@ -370,3 +370,41 @@ func TestDNSServiceRecordCountsFollowTheRecords(t *testing.T) {
 	g.Expect(byName).To(gomega.HaveKeyWithValue("count-two", 1))
 	g.Expect(fleet.ErrorCodeOf(store.DeleteDNSService(ctx, s2.ID, nil))).To(gomega.Equal(fleet.CodeConflict), "a service with a live record stays")
 }
+
+// TestStoredDNSPhaseFollowsTheOneRule: the phase column a search reads is
+// the one fleet.DNSRecordPhase derives, whichever write stored it: a record
+// whose deletion was requested stays deleting after a pass whose removal the
+// provider refused, which alone would read failed.
+func TestStoredDNSPhaseFollowsTheOneRule(t *testing.T) {
+	t.Parallel()
+	g := gomega.NewWithT(t)
+	ctx := context.Background()
+	store, _ := newStoreOn(t, nil)
+	_, svc := mustDNSService(t, store, "phase.example", "phase")
+	recs := mustDNSRecords(t, store, svc, "kept", "removed")
+	org := recs[0].OrgID
+	g.Expect(store.RequestDNSRecordDeletion(ctx, fleet.Permitted, org, svc, recs[1].ID, nil)).To(gomega.Succeed())
+
+	claims, err := store.ClaimDNSZones(ctx, "mgr-1", nil, 10, 10, time.Minute)
+	g.Expect(err).NotTo(gomega.HaveOccurred())
+	g.Expect(claims).To(gomega.HaveLen(1))
+	refused := fleet.Conditions{{Type: fleet.DNSConditionPublished, Status: fleet.ConditionFalse, Reason: fleet.DNSReasonProviderRefused}}
+	var outcomes []fleet.DNSOutcome
+	for _, w := range claims[0].Records {
+		outcomes = append(outcomes, fleet.DNSOutcome{ID: w.Record.ID, Generation: w.Record.Generation, Conditions: refused, Failed: true})
+	}
+	g.Expect(outcomes).To(gomega.HaveLen(2))
+	held, err := store.CompleteDNSZone(ctx, claims[0], outcomes, nil)
+	g.Expect(err).NotTo(gomega.HaveOccurred())
+	g.Expect(held).To(gomega.BeTrue())
+
+	for phase, want := range map[string][]string{fleet.DNSPhaseFailed: {recs[0].ID}, fleet.DNSPhaseDeleting: {recs[1].ID}} {
+		found, _, err := store.ListDNSRecords(ctx, org, svc, fleet.ListQuery{Search: "phase = '" + phase + "'"})
+		g.Expect(err).NotTo(gomega.HaveOccurred())
+		var ids []string
+		for _, r := range found {
+			ids = append(ids, r.ID)
+		}
+		g.Expect(ids).To(gomega.Equal(want), "the records stored as %s", phase)
+	}
+}

@@ -301,7 +301,7 @@ func (s *DNSStore) RequestDNSRecordDeletion(ctx context.Context, permit fleet.Pe
 		}
 		requested = true
 		return tx.Exec(`UPDATE dns_records SET deletion_requested_at = now(), phase = ?, generation = generation + 1, updated_at = now(),
-	next_pass_at = now(), attempts = 0, last_error = '' WHERE id = ?`, fleet.DNSPhaseDeleting, id).Error
+	next_pass_at = now(), attempts = 0, last_error = '' WHERE id = ?`, fleet.DNSRecordPhase(row.Conditions, true), id).Error
 	})
 	if err != nil {
 		return fmt.Errorf("RequestDNSRecordDeletion(%s/%s): %w", org, service.Name, err)
