@@ -9,8 +9,9 @@ import (
 )
 
 // TestFastPackagesClassification keeps scripts/fast-packages.sh, which picks
-// the packages `make test/fast` runs, honest: the domain package, whose tests
-// need nothing, is fast; the packages whose tests run on PostgreSQL, the test
+// the packages `make test/fast` runs, honest: the domain package, the
+// authorization policy and the reconcilers' decisions, whose tests need
+// nothing, are fast; the packages whose tests run on PostgreSQL, the test
 // hub or the real binaries are not. The script itself fails when one of its
 // harnesses was renamed or a new one is missing from its list. It runs the
 // script, which only reads `go list`: this package stays fast.
@@ -30,12 +31,12 @@ func TestFastPackagesClassification(t *testing.T) {
 			t.Errorf("scripts/fast-packages.sh printed %q, not a package of %s", pkg, module)
 		}
 	}
-	for _, pkg := range []string{"internal/fleet", "internal/authz"} {
+	for _, pkg := range []string{"internal/fleet", "internal/authz", "internal/reconcile"} {
 		if !slices.Contains(fast, module+"/"+pkg) {
 			t.Errorf("%s is not among the fast packages; its tests need no server:\n%s", pkg, out)
 		}
 	}
-	for _, pkg := range []string{"internal/postgres", "internal/postgres/pgtest", "internal/rest", "internal/reconcile", "internal/agent", "internal/e2e", "internal/hub/hubtest"} {
+	for _, pkg := range []string{"internal/postgres", "internal/postgres/pgtest", "internal/rest", "internal/reconcile/onpostgres", "internal/agent", "internal/e2e", "internal/hub/hubtest"} {
 		if slices.Contains(fast, module+"/"+pkg) {
 			t.Errorf("%s is among the fast packages, but its tests need a server (PostgreSQL, the test hub or the binaries)", pkg)
 		}

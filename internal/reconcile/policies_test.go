@@ -35,7 +35,7 @@ func TestPolicyResolverLogsFailure(t *testing.T) {
 	metrics, err := reconcile.NewMetrics("test", reg)
 	g.Expect(err).NotTo(gomega.HaveOccurred())
 	var out logtest.Buffer
-	r := reconcile.NewPolicyResolver(defaultReconcileConfig(), failingPolicies{}, fleet.SystemClock{}, slog.New(slog.NewTextHandler(&out, nil)), metrics)
+	r := reconcile.NewPolicyResolver(reconcile.DefaultConfig(), failingPolicies{}, fleet.SystemClock{}, slog.New(slog.NewTextHandler(&out, nil)), metrics)
 	ctx, cancel := context.WithCancel(t.Context())
 	done := make(chan struct{})
 	go func() { r.Run(ctx, nil); close(done) }()

@@ -1,4 +1,4 @@
-package reconcile_test
+package onpostgres_test
 
 import (
 	"context"
@@ -30,7 +30,7 @@ var (
 // acknowledgement to Delivered (median and largest), and the age of the
 // oldest acknowledged one still not Delivered.
 //
-//	go test -run '^$' -bench AcknowledgedDeliveredDuringOnboarding -benchtime 1x ./internal/reconcile \
+//	go test -run '^$' -bench AcknowledgedDeliveredDuringOnboarding -benchtime 1x ./internal/reconcile/onpostgres \
 //		-args -ack-backlog 100000 -ack-window 90s
 func BenchmarkAcknowledgedDeliveredDuringOnboarding(b *testing.B) {
 	n := *ackBacklog

@@ -1,4 +1,4 @@
-package reconcile_test
+package onpostgres_test
 
 import (
 	"context"

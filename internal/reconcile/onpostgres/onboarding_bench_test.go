@@ -1,4 +1,4 @@
-package reconcile_test
+package onpostgres_test
 
 import (
 	"context"
@@ -33,7 +33,7 @@ var (
 // one zone, fake agents read each new desired set and acknowledge it, and the
 // clock stops when every registration is Delivered. Run it once:
 //
-//	go test -run '^$' -bench OnboardingDelivered -benchtime 1x ./internal/reconcile -args -onboard-registrations 20000
+//	go test -run '^$' -bench OnboardingDelivered -benchtime 1x ./internal/reconcile/onpostgres -args -onboard-registrations 20000
 //
 // It reports the seconds to placed and published, to delivered, the
 // revisions the hubs went through, and the time the agents spent reading
@@ -175,7 +175,7 @@ func (a *fakeAgents) apply(ctx context.Context, hubID, identity string) {
 // 0017). With whole sets, onboarding N registrations in batches of B moved
 // each hub about N/B times and the reads summed to about N²/(2B) entries.
 //
-//	go test -run '^$' -bench DesiredSetOfAFullHub ./internal/reconcile
+//	go test -run '^$' -bench DesiredSetOfAFullHub ./internal/reconcile/onpostgres
 func BenchmarkDesiredSetOfAFullHub(b *testing.B) {
 	n := *onboardHubSet
 	const changed = 10
