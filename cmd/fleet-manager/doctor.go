@@ -33,6 +33,9 @@ func newDoctorCommand(env lookupEnv) *cobra.Command {
 	// The doctor must answer while a migration or a stuck session holds a
 	// lock: a check that would wait fails instead, and says so.
 	dbOpts.LockTimeout = 5 * time.Second
+	// No statement or idle-in-transaction timeout of its own, unless asked:
+	// the settings check reads the ones the server gives the role.
+	dbOpts.StatementTimeout, dbOpts.IdleInTransactionTimeout = 0, 0
 	dbOpts.MaxOpenConns, dbOpts.MaxIdleConns = 2, 2
 	output := "text"
 	cmd := &cobra.Command{
@@ -113,6 +116,12 @@ func writeReport(w io.Writer, r doctor.Report) error {
 		p("  applied by a newer binary: %s", strings.Join(r.Schema.Unknown, ", "))
 	}
 
+	st := r.Settings
+	section(p, "Settings", st.Check)
+	p("  autovacuum %s, track_counts %s, statement_timeout %s, idle_in_transaction_session_timeout %s, idle_session_timeout %s",
+		onOff(st.Autovacuum), onOff(st.TrackCounts), seconds(st.StatementTimeoutSeconds), seconds(st.IdleInTransactionSessionTimeoutSeconds),
+		seconds(st.IdleSessionTimeoutSeconds))
+
 	c := r.Connections
 	section(p, "Connections", c.Check)
 	p("  %d in use of max_connections %d (%d reserved): %.0f%%", c.Used, c.Max, c.Reserved, c.Use*100)
@@ -171,15 +180,15 @@ func writeReport(w io.Writer, r doctor.Report) error {
 		p("  %s\t%d\t%d\t%d\t%s", k.Kind, k.Due, k.Claimed, k.Retrying, optSeconds(k.OldestDueSeconds))
 	}
 
-	st := r.Statements
-	section(p, "Statements (pg_stat_statements)", st.Check)
-	if st.Note != "" {
-		p("  %s", st.Note)
+	stmts := r.Statements
+	section(p, "Statements (pg_stat_statements)", stmts.Check)
+	if stmts.Note != "" {
+		p("  %s", stmts.Note)
 	}
-	if len(st.Top) > 0 {
+	if len(stmts.Top) > 0 {
 		p("  CALLS\tTOTAL\tMEAN\tROWS\tQUERY")
 	}
-	for _, s := range st.Top {
+	for _, s := range stmts.Top {
 		p("  %d\t%s\t%s\t%d\t%s", s.Calls, seconds(s.TotalSeconds), seconds(s.MeanSeconds), s.Rows, oneLine(s.Query))
 	}
 
@@ -203,6 +212,13 @@ func section(p func(string, ...any), name string, c doctor.Check) {
 	for _, pr := range c.Problems {
 		p("  ! %s", oneLine(pr))
 	}
+}
+
+func onOff(b bool) string {
+	if b {
+		return "on"
+	}
+	return "off"
 }
 
 func seconds(s float64) time.Duration {

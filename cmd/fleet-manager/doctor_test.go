@@ -1,11 +1,13 @@
 package main
 
 import (
+	"context"
 	"encoding/json"
 	"errors"
 	"strconv"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/fleetmanager/fleet-manager/internal/postgres/doctor"
 	"github.com/fleetmanager/fleet-manager/internal/postgres/pgtest"
@@ -16,18 +18,25 @@ import (
 var lenient = []string{"--long-transaction=24h", "--lock-wait=24h", "--max-connection-use=1", "--queue-oldest-due=24h",
 	"--replication-lag=24h", "--slow-statement-mean=24h"}
 
-// TestDoctorOnACurrentDatabase runs `doctor` on a migrated database: the text
-// report has every section and no problem, the JSON one parses with the
-// schema current, and the command exits 0.
+// TestDoctorOnACurrentDatabase runs `doctor` on a migrated database of a
+// server of its own, at PostgreSQL's default settings (the shared test
+// server may run without autovacuum): the text report has every section
+// and no problem, the JSON one parses with the schema current, and the
+// command exits 0.
 func TestDoctorOnACurrentDatabase(t *testing.T) {
 	t.Parallel()
-	_, cfg := pgtest.NewMigratedDatabase(t)
+	cfg := pgtest.StartServer(t).NewDatabase(t, "doctor")
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	if err := pgtest.Open(t, cfg).Migrate(ctx); err != nil {
+		t.Fatalf("Migrate() = %v", err)
+	}
 	args := append(append([]string{"doctor"}, dbFlags(cfg)...), lenient...)
 	stdout, stderr, err := execute(t, nil, args...)
 	if err != nil {
 		t.Fatalf("doctor = %v\n%s\n%s", err, stdout, stderr)
 	}
-	for _, want := range []string{"== Schema: ok", "== Connections: ok", "== Long transactions: ok", "== Lock waits: ok",
+	for _, want := range []string{"== Schema: ok", "== Settings: ok", "autovacuum on, track_counts on", "== Connections: ok", "== Long transactions: ok", "== Lock waits: ok",
 		"== Tables and indexes: ok", "== Replication: ok", "== Work queue: ok", "pg_stat_statements is not installed", "no problems found"} {
 		if !strings.Contains(stdout, want) {
 			t.Errorf("doctor's report lacks %q:\n%s", want, stdout)

@@ -107,6 +107,7 @@ type Report struct {
 	CheckedAt     time.Time `json:"checked_at"`
 
 	Schema       SchemaCheck       `json:"schema"`
+	Settings     SettingsCheck     `json:"settings"`
 	Connections  ConnectionsCheck  `json:"connections"`
 	Transactions TransactionsCheck `json:"transactions"`
 	LockWaits    LockWaitsCheck    `json:"lock_waits"`
@@ -146,7 +147,7 @@ func (r Report) Problems() []Finding {
 		name  string
 		check Check
 	}{
-		{"schema", r.Schema.Check}, {"connections", r.Connections.Check}, {"transactions", r.Transactions.Check},
+		{"schema", r.Schema.Check}, {"settings", r.Settings.Check}, {"connections", r.Connections.Check}, {"transactions", r.Transactions.Check},
 		{"lock_waits", r.LockWaits.Check}, {"tables", r.Tables.Check}, {"replication", r.Replication.Check},
 		{"queue", r.Queue.Check}, {"statements", r.Statements.Check},
 	} {
@@ -171,6 +172,7 @@ func Run(ctx context.Context, db *postgres.DB, cfg Config) (Report, error) {
 	}
 	d := checker{db: db, cfg: cfg}
 	r.Schema = d.schema(ctx)
+	r.Settings = d.settings(ctx)
 	r.Connections = d.connections(ctx)
 	r.Transactions = d.transactions(ctx)
 	r.LockWaits = d.lockWaits(ctx)

@@ -139,3 +139,46 @@ VALUES (gen_random_uuid()::text, 'org', 'owner', 'late', 'zone-a', 'ocp', 'accep
 		gomega.HaveField("OldestDueSeconds", gomega.HaveValue(gomega.BeNumerically(">", 3500.0))))))
 	g.Expect(report.Queue.Problems).To(gomega.ConsistOf(gomega.ContainSubstring("provision work: 1 items due")))
 }
+
+// TestDoctorReportsSettingsThatBreakTheService runs the doctor on a server
+// of its own with autovacuum and track_counts off and, for the doctor's
+// role in its database, timeouts that cut the service's work: each is a
+// problem that says how to fix it. On a server at PostgreSQL's defaults the
+// same check finds none.
+func TestDoctorReportsSettingsThatBreakTheService(t *testing.T) {
+	t.Parallel()
+	g := gomega.NewWithT(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+
+	good := pgtest.StartServer(t)
+	goodCfg := good.NewDatabase(t, "doctor")
+	goodCfg.StatementTimeout, goodCfg.IdleInTransactionTimeout = 0, 0
+	report, err := doctor.Run(ctx, pgtest.Open(t, goodCfg), doctor.DefaultConfig())
+	g.Expect(err).NotTo(gomega.HaveOccurred())
+	g.Expect(report.Settings.Problems).To(gomega.BeEmpty(), "a server at PostgreSQL's defaults")
+	g.Expect(report.Settings.Autovacuum).To(gomega.BeTrue())
+	g.Expect(report.Settings.TrackCounts).To(gomega.BeTrue())
+
+	bad := pgtest.StartServerWith(t, pgtest.ServerOptions{Settings: []string{"autovacuum=off", "track_counts=off"}})
+	cfg := bad.NewDatabase(t, "doctor")
+	cfg.StatementTimeout, cfg.IdleInTransactionTimeout = 0, 0
+	admin := pgtest.Open(t, cfg)
+	for _, set := range []string{"statement_timeout = '2s'", "idle_in_transaction_session_timeout = '5s'", "idle_session_timeout = '10min'"} {
+		g.Expect(admin.Gorm.Exec(`ALTER ROLE ` + cfg.User + ` IN DATABASE doctor SET ` + set).Error).To(gomega.Succeed())
+	}
+	report, err = doctor.Run(ctx, pgtest.Open(t, cfg), doctor.DefaultConfig())
+	g.Expect(err).NotTo(gomega.HaveOccurred())
+	g.Expect(report.Settings.Autovacuum).To(gomega.BeFalse())
+	g.Expect(report.Settings.StatementTimeoutSeconds).To(gomega.Equal(2.0))
+	g.Expect(report.Settings.IdleSessionTimeoutSeconds).To(gomega.Equal(600.0))
+	g.Expect(report.Settings.Problems).To(gomega.ConsistOf(
+		gomega.And(gomega.HavePrefix("autovacuum is off"), gomega.ContainSubstring("ALTER SYSTEM SET autovacuum = on")),
+		gomega.And(gomega.HavePrefix("track_counts is off"), gomega.ContainSubstring("ALTER SYSTEM SET track_counts = on")),
+		gomega.And(gomega.HavePrefix("statement_timeout is 2s"), gomega.ContainSubstring(`IN DATABASE "doctor" SET statement_timeout = 0`)),
+		gomega.And(gomega.HavePrefix("idle_in_transaction_session_timeout is 5s"),
+			gomega.ContainSubstring(`IN DATABASE "doctor" SET idle_in_transaction_session_timeout = 0`)),
+		gomega.And(gomega.HavePrefix("idle_session_timeout is 10m0s"), gomega.ContainSubstring(`IN DATABASE "doctor" SET idle_session_timeout = 0`)),
+	))
+	g.Expect(report.Problems()).To(gomega.ContainElement(doctor.Finding{Check: "settings", Problem: report.Settings.Problems[0]}))
+}
