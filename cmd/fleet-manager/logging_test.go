@@ -71,7 +71,9 @@ func TestCommandsLogTheSameService(t *testing.T) {
 	first := map[string]logLine{}
 	for _, args := range [][]string{{"migrate"}, {"rotate-keys", key}, append([]string{"doctor"}, lenient...)} {
 		_, stderr, err := execute(t, env, append(args, dbFlags(cfg)...)...)
-		if err != nil {
+		// The doctor's verdict is the shared server's (its settings among
+		// them), not what this test is about: a report of problems is fine.
+		if err != nil && (args[0] != "doctor" || exitCode(err) != exitProblems) {
 			t.Fatalf("%s = %v\n%s", args[0], err, stderr)
 		}
 		if lines := logLines(t, stderr); len(lines) > 0 {
