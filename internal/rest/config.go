@@ -42,6 +42,8 @@ type Config struct {
 	// get their longest wait on top.
 	RequestTimeout time.Duration
 	MaxBodyBytes   int64
+	// Gzip compresses the answers of clients that accept gzip (compress.go).
+	Gzip bool
 	// AgentMaxBodyBytes is the limit of the agents' API, whose inventory
 	// batches of hundreds of clusters are larger than any user request.
 	AgentMaxBodyBytes int64
@@ -102,6 +104,7 @@ func DefaultConfig() Config {
 		ReadyTimeout:            2 * time.Second,
 		RequestTimeout:          30 * time.Second,
 		MaxBodyBytes:            1 << 20,
+		Gzip:                    true,
 		AgentMaxBodyBytes:       64 << 20,
 		AgentIngestConcurrency:  8,
 		AgentDesiredConcurrency: 8,
@@ -144,6 +147,7 @@ func (c *Config) AddFlags(fs *pflag.FlagSet) {
 	fs.DurationVar(&c.RequestTimeout, "api-request-timeout", c.RequestTimeout,
 		"deadline of a request's work (a long-poll's wait comes on top); past it the answer is 503 (below --api-write-timeout)")
 	fs.Int64Var(&c.MaxBodyBytes, "api-max-body-bytes", c.MaxBodyBytes, "largest request body accepted")
+	fs.BoolVar(&c.Gzip, "api-gzip", c.Gzip, "compress answers of 1 KiB or more with gzip for clients that accept it (Accept-Encoding)")
 	fs.IntVar(&c.AgentIngestConcurrency, "agent-ingest-concurrency", c.AgentIngestConcurrency, "inventory batches handled at once (each holds its body in memory)")
 	fs.IntVar(&c.AgentDesiredConcurrency, "agent-desired-concurrency", c.AgentDesiredConcurrency,
 		"desired sets read and written at once (each reads its hub's registrations and renders their objects); the other agents' long-polls wait for a slot")

@@ -245,7 +245,7 @@ func (s *Server) Handler() (http.Handler, error) {
 			return nil, fmt.Errorf("--auth-public-paths: %s is not a path of the API", p)
 		}
 	}
-	return s.withObservability(s.withCORS(router)), nil
+	return s.withObservability(s.withCORS(s.withCompression(router))), nil
 }
 
 // Drain ends the waiting long-polls; http.Server.RegisterOnShutdown calls it.
