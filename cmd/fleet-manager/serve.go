@@ -21,6 +21,7 @@ import (
 	"github.com/fleetmanager/fleet-manager/internal/httpserve"
 	"github.com/fleetmanager/fleet-manager/internal/policyschema"
 	"github.com/fleetmanager/fleet-manager/internal/postgres"
+	"github.com/fleetmanager/fleet-manager/internal/postgres/readreplica"
 	"github.com/fleetmanager/fleet-manager/internal/reconcile"
 	"github.com/fleetmanager/fleet-manager/internal/rest"
 	"github.com/fleetmanager/fleet-manager/internal/secrets"
@@ -34,7 +35,7 @@ import (
 type serveOptions struct {
 	Log            config.Log
 	DB             dbOptions
-	Replica        postgres.ReplicaConfig
+	Replica        readreplica.Config
 	Auth           auth.Config
 	Authz          authz.Config
 	HTTP           rest.Config
@@ -53,7 +54,7 @@ func defaultServeOptions() serveOptions {
 	return serveOptions{
 		Log:         config.DefaultLog(),
 		DB:          defaultDBOptions("serve"),
-		Replica:     postgres.DefaultReplicaConfig(),
+		Replica:     readreplica.DefaultConfig(),
 		Auth:        auth.DefaultConfig(),
 		Authz:       authz.DefaultConfig(),
 		HTTP:        rest.DefaultConfig(),
@@ -158,7 +159,7 @@ func serve(ctx context.Context, opts serveOptions, logger *slog.Logger) error {
 		di.Provide(secrets.LoadKeyring),
 		di.Provide(newReplica),
 		di.Provide(func(db *postgres.DB, keyring *secrets.Keyring, clock fleet.Clock, cfg postgres.StoreConfig, authz fleet.Authorizer,
-			replica *postgres.Replica) *postgres.Store {
+			replica *readreplica.Replica) *postgres.Store {
 			return postgres.NewStore(db, keyring, clock, cfg, authz).WithReplica(replica)
 		}),
 		di.Provide(postgres.NewQueue),
@@ -241,7 +242,7 @@ func serve(ctx context.Context, opts serveOptions, logger *slog.Logger) error {
 	var listener *postgres.Listener
 	var watch *postgres.RevisionWatch
 	var inventory *postgres.InventoryWatch
-	var replica *postgres.Replica
+	var replica *readreplica.Replica
 	for _, target := range []any{&api, &registry, &listener, &watch, &inventory, &replica} {
 		if err := c.Resolve(target); err != nil {
 			return fmt.Errorf("serve: %w", err)
@@ -348,9 +349,9 @@ func openDB(cfg postgres.Config, logger *slog.Logger) (*postgres.DB, func(), err
 
 // newReplica opens the read replica's pool, when --db-read-replica-host
 // names one, and registers its metrics; the container closes it.
-func newReplica(cfg postgres.ReplicaConfig, dbCfg postgres.Config, db *postgres.DB, clock fleet.Clock, logger *slog.Logger,
-	http rest.Config, reg prometheus.Registerer) (*postgres.Replica, func(), error) {
-	r, err := postgres.NewReplica(cfg, dbCfg, db, clock, logger, http.MetricsNamespace(), reg)
+func newReplica(cfg readreplica.Config, dbCfg postgres.Config, db *postgres.DB, clock fleet.Clock, logger *slog.Logger,
+	http rest.Config, reg prometheus.Registerer) (*readreplica.Replica, func(), error) {
+	r, err := readreplica.New(cfg, dbCfg, db, clock, logger, http.MetricsNamespace(), reg)
 	if err != nil {
 		return nil, noCleanup, err
 	}

@@ -211,7 +211,7 @@ type feedRead[T positioned] struct {
 // readFeed reads on db's pool, in one snapshot, the purge horizon of src and
 // up to size changes after the cursor below the feed's bound; read selects
 // them. On a read replica (a pool other than s's) it answers
-// errReplicaBehind, reading nothing, when the replica has not replayed up to
+// ErrReplicaBehind, reading nothing, when the replica has not replayed up to
 // the cursor's WAL position.
 func readFeed[T positioned](ctx context.Context, s *core, db *DB, src feedSource, after string, size int,
 	read func(tx *gorm.DB, from changePosition, bound uint64, size int) ([]T, error)) (feedRead[T], error) {
@@ -228,7 +228,7 @@ func readFeed[T positioned](ctx context.Context, s *core, db *DB, src feedSource
 			return feedRead[T]{}, translateError(err)
 		}
 		if replayed < from.LSN {
-			return feedRead[T]{}, errReplicaBehind
+			return feedRead[T]{}, ErrReplicaBehind
 		}
 	}
 	// The bound is read before the snapshot of the rows, so that snapshot
@@ -296,7 +296,7 @@ func (s *InventoryStore) ListManagedClusterChanges(ctx context.Context, caller f
 			return readChanges(s.inServedZones(tx, "h.zone"), from, bound, size)
 		})
 		if err == nil && db != s.db && !got.full {
-			return errReplicaShort
+			return ErrReplicaShort
 		}
 		return err
 	})

@@ -11,6 +11,7 @@ import (
 	"github.com/fleetmanager/fleet-manager/internal/authz"
 	"github.com/fleetmanager/fleet-manager/internal/fleet"
 	"github.com/fleetmanager/fleet-manager/internal/postgres"
+	"github.com/fleetmanager/fleet-manager/internal/postgres/readreplica/readreplicatest"
 )
 
 // TestRevisionHistoryMovesWhenAStandbyTakesOver: the hub's revisions, as an
@@ -22,20 +23,20 @@ func TestRevisionHistoryMovesWhenAStandbyTakesOver(t *testing.T) {
 	t.Parallel()
 	g := gomega.NewWithT(t)
 	ctx := context.Background()
-	e := newReplicaEnv(t, replicaBound)
-	before, err := e.direct.FindAgentHub(ctx, e.hub.ID, "agent-1")
+	e := readreplicatest.New(t, readreplicatest.ShortBound, authz.MustDefault())
+	before, err := e.Direct.FindAgentHub(ctx, e.Hub.ID, "agent-1")
 	g.Expect(err).NotTo(gomega.HaveOccurred())
-	set, err := e.direct.DesiredChanges(ctx, e.hub.ID, "agent-1", 0)
+	set, err := e.Direct.DesiredChanges(ctx, e.Hub.ID, "agent-1", 0)
 	g.Expect(err).NotTo(gomega.HaveOccurred())
 	g.Expect(before.RevisionHistory).To(gomega.MatchRegexp(`^[0-9]+\.[0-9A-F]{8}$`))
 	g.Expect(set.RevisionHistory).To(gomega.Equal(before.RevisionHistory), "the desired set names the history the hub read does")
 
-	e.standbySQL("SELECT pg_promote()")
-	promoted := e.standbyDB()
+	e.StandbySQL("SELECT pg_promote()")
+	promoted := e.StandbyDB()
 	store := postgres.NewStore(promoted, nil, fleet.SystemClock{}, postgres.DefaultStoreConfig(), authz.MustDefault())
 	var after fleet.Hub
 	g.Eventually(func() error {
-		after, err = store.FindAgentHub(ctx, e.hub.ID, "agent-1")
+		after, err = store.FindAgentHub(ctx, e.Hub.ID, "agent-1")
 		return err
 	}).WithTimeout(30*time.Second).WithPolling(100*time.Millisecond).Should(gomega.Succeed(), "reading the hub on the promoted standby")
 	g.Expect(after.Revision).To(gomega.Equal(before.Revision))
@@ -49,9 +50,9 @@ func TestRevisionHistoryMovesWhenAStandbyTakesOver(t *testing.T) {
 // function fails; the history is then empty, and the agents' reads go on.
 func TestRevisionHistoryIsEmptyWhereItCannotBeRead(t *testing.T) {
 	t.Parallel()
-	e := newReplicaEnv(t, replicaBound)
+	e := readreplicatest.New(t, readreplicatest.ShortBound, authz.MustDefault())
 	var history string
-	db := e.standbyDB()
+	db := e.StandbyDB()
 	if err := db.Gorm.Raw(`SELECT fleet_revision_history()`).Row().Scan(&history); err != nil {
 		t.Fatalf("fleet_revision_history() on a standby: %v", err)
 	}

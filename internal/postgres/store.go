@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"reflect"
 	"time"
 
 	"github.com/google/uuid"
@@ -66,9 +67,44 @@ type core struct {
 	cfg     StoreConfig
 	authz   fleet.Authorizer
 	waker   *waker
-	// replica serves the heavy reads while fresh (replica.go); nil: the primary does.
-	replica *Replica
+	// replica routes the heavy reads (a readreplica.Replica); nil: the
+	// primary serves them.
+	replica ReadRouter
 }
+
+// ReadRouter routes the store's heavy reads (the inventory's list and
+// search, the change feed's pages, the user-facing metrics' reads) between
+// the primary and a read replica: readreplica.Replica is the one
+// (docs/database-read-replicas.md).
+type ReadRouter interface {
+	// Read runs fn, the heavy read of kind (a bounded label: inventory_list,
+	// inventory_feed, user_metrics), on the pool that serves it: a fresh
+	// replica's, else the primary's. On a replica's pool fn may
+	// answer ErrReplicaShort or ErrReplicaBehind: its answer does not stand
+	// for the primary's, and Read runs fn again on the primary.
+	Read(ctx context.Context, kind string, fn func(db *DB) error) error
+	// Serving reports whether a replica is configured: only then may Read
+	// run fn on a pool other than the primary's, and do cursors carry the
+	// WAL position of the server that answered.
+	Serving() bool
+}
+
+// Read kinds: what the store tells its ReadRouter each heavy read is.
+const (
+	readInventoryList = "inventory_list"
+	readInventoryFeed = "inventory_feed"
+	readUserMetrics   = "user_metrics"
+)
+
+// Answers of a heavy read on a replica's pool whose result cannot stand for
+// the primary's: the ReadRouter runs the read again on the primary.
+var (
+	// ErrReplicaShort is a change feed page the replica could not fill.
+	ErrReplicaShort = errors.New("the replica's answer is short of a page")
+	// ErrReplicaBehind says the replica has not replayed up to the WAL
+	// position of the cursor it was asked to resume from.
+	ErrReplicaBehind = errors.New("the replica is behind the cursor")
+)
 
 // RegistrationStore keeps registrations: create (one or a batch), read,
 // list, update and deregister.
@@ -152,24 +188,29 @@ func newStore(c *core) *Store {
 }
 
 // WithReplica returns the store with its heavy reads (the inventory's list
-// and search, the change feed's pages) routed through r (replica.go).
-func (s *Store) WithReplica(r *Replica) *Store {
+// and search, the change feed's pages, the user-facing metrics' reads)
+// routed through r. A nil r, or a nil pointer in r, leaves every read on
+// the primary.
+func (s *Store) WithReplica(r ReadRouter) *Store {
 	c := *s.core
 	c.replica = r
+	if v := reflect.ValueOf(r); r != nil && v.Kind() == reflect.Pointer && v.IsNil() {
+		c.replica = nil
+	}
 	return newStore(&c)
 }
 
 // replicated reports whether a read replica is configured: only then do
 // cursors need the WAL position of the server that answered.
-func (s *core) replicated() bool { return s.replica != nil && s.replica.replica != nil }
+func (s *core) replicated() bool { return s.replica != nil && s.replica.Serving() }
 
 // heavyRead runs fn on the pool that serves a heavy read of kind: the
-// replica's while it is fresh, else the primary's (Replica.read).
+// replica's while it is fresh, else the primary's (ReadRouter.Read).
 func (s *core) heavyRead(ctx context.Context, kind string, fn func(db *DB) error) error {
 	if s.replica == nil {
 		return fn(s.db)
 	}
-	return s.replica.read(ctx, kind, fn)
+	return s.replica.Read(ctx, kind, fn)
 }
 
 // transact runs fn in a transaction: the service method is the boundary.

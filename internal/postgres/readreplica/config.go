@@ -1,4 +1,4 @@
-package postgres
+package readreplica
 
 import (
 	"strings"
@@ -7,14 +7,15 @@ import (
 	"github.com/spf13/pflag"
 
 	"github.com/fleetmanager/fleet-manager/internal/config"
+	"github.com/fleetmanager/fleet-manager/internal/postgres"
 )
 
-// ReplicaConfig is the optional read replica of the database: a streaming
+// Config is the optional read replica of the database: a streaming
 // standby of the primary that serves the inventory's heavy reads (the list
 // and search of managed clusters, the change feed's catch-up pages) while it
 // is fresh enough (docs/database-read-replicas.md). Without a host every read
 // goes to the primary.
-type ReplicaConfig struct {
+type Config struct {
 	// Host is the standby's host; empty disables the replica.
 	Host string
 	// Port is the standby's port.
@@ -28,17 +29,17 @@ type ReplicaConfig struct {
 	CheckInterval time.Duration
 }
 
-// DefaultReplicaConfig returns the replica's defaults: disabled, with the
-// bound a list's reader hardly tells from the agents' own report delay.
-func DefaultReplicaConfig() ReplicaConfig {
-	return ReplicaConfig{Port: 5432, MaxStaleness: 5 * time.Second, CheckInterval: 500 * time.Millisecond}
+// DefaultConfig returns the replica's defaults: disabled, with the bound a
+// list's reader hardly tells from the agents' own report delay.
+func DefaultConfig() Config {
+	return Config{Port: 5432, MaxStaleness: 5 * time.Second, CheckInterval: 500 * time.Millisecond}
 }
 
 // Enabled reports whether a replica is configured.
-func (c ReplicaConfig) Enabled() bool { return strings.TrimSpace(c.Host) != "" }
+func (c Config) Enabled() bool { return strings.TrimSpace(c.Host) != "" }
 
 // AddFlags binds the configuration to flags.
-func (c *ReplicaConfig) AddFlags(fs *pflag.FlagSet) {
+func (c *Config) AddFlags(fs *pflag.FlagSet) {
 	fs.StringVar(&c.Host, "db-read-replica-host", c.Host,
 		"host of a streaming standby of the database that serves the inventory's heavy reads while fresh (empty: every read goes to the primary); it takes the primary's --db-name, --db-user, --db-password, --db-sslmode and pool settings")
 	fs.IntVar(&c.Port, "db-read-replica-port", c.Port, "port of --db-read-replica-host")
@@ -49,7 +50,7 @@ func (c *ReplicaConfig) AddFlags(fs *pflag.FlagSet) {
 }
 
 // Validate reports every invalid setting, naming its flag.
-func (c ReplicaConfig) Validate() error {
+func (c Config) Validate() error {
 	var p config.Problems
 	if !c.Enabled() {
 		return nil
@@ -73,7 +74,7 @@ func (c ReplicaConfig) Validate() error {
 // DB is the replica's connection configuration: the primary's, on the
 // replica's one host and port, keeping it whatever it is: a primary's
 // several hosts and read-write target do not carry over.
-func (c ReplicaConfig) DB(primary Config) Config {
+func (c Config) DB(primary postgres.Config) postgres.Config {
 	cfg := primary
 	cfg.Host, cfg.Port, cfg.Ports, cfg.TargetSessionAttrs = c.Host, c.Port, nil, "any"
 	return cfg

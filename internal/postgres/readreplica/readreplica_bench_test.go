@@ -1,4 +1,4 @@
-package postgres_test
+package readreplica_test
 
 import (
 	"context"
@@ -11,9 +11,11 @@ import (
 
 	"github.com/onsi/gomega"
 
+	"github.com/fleetmanager/fleet-manager/internal/authz"
 	"github.com/fleetmanager/fleet-manager/internal/fleet"
 	"github.com/fleetmanager/fleet-manager/internal/postgres"
 	"github.com/fleetmanager/fleet-manager/internal/postgres/pgtest"
+	"github.com/fleetmanager/fleet-manager/internal/postgres/readreplica/readreplicatest"
 )
 
 // replicaBenchClusters is the inventory BenchmarkReplicaLoadShed reads:
@@ -89,14 +91,14 @@ func BenchmarkReplicaLoadShed(b *testing.B) {
 	for _, tc := range []struct {
 		name  string
 		store *postgres.Store
-	}{{"primary", e.direct}, {"replica", e.store}} {
+	}{{"primary", e.Direct}, {"replica", e.Store}} {
 		b.Run(tc.name, func(b *testing.B) {
 			for _, read := range reads { // warm: every pool connection open, caches filled
 				if err := read(tc.store); err != nil {
 					b.Fatal(err)
 				}
 			}
-			primaryBefore, standbyBefore := serverCPU(b, e.db), serverCPU(b, e.standbyDB)
+			primaryBefore, standbyBefore := serverCPU(b, e.DB), serverCPU(b, e.standbyDB)
 			b.ResetTimer()
 			for i := range b.N {
 				if err := reads[i%len(reads)](tc.store); err != nil {
@@ -104,35 +106,35 @@ func BenchmarkReplicaLoadShed(b *testing.B) {
 				}
 			}
 			b.StopTimer()
-			b.ReportMetric(float64((serverCPU(b, e.db)-primaryBefore).Microseconds())/float64(b.N), "primary-cpu-µs/op")
+			b.ReportMetric(float64((serverCPU(b, e.DB)-primaryBefore).Microseconds())/float64(b.N), "primary-cpu-µs/op")
 			b.ReportMetric(float64((serverCPU(b, e.standbyDB)-standbyBefore).Microseconds())/float64(b.N), "standby-cpu-µs/op")
 		})
 	}
 }
 
-// replicaBenchEnv is a replicaEnv for a benchmark, its inventory loaded and
-// replayed on the standby.
+// replicaBenchEnv is a readreplicatest.Env for a benchmark, its inventory
+// loaded and replayed on the standby.
 type replicaBenchEnv struct {
-	*replicaEnv
+	*readreplicatest.Env
 	standbyDB *postgres.DB
 }
 
 func newReplicaBenchEnv(b *testing.B) *replicaBenchEnv {
 	b.Helper()
-	e := newReplicaEnv(b, 5*time.Second)
+	e := readreplicatest.New(b, 5*time.Second, authz.MustDefault())
 	n := replicaBenchClusters(b)
-	for e.ingested < n {
-		e.ingest(min(500, n-e.ingested))
+	for e.Ingested < n {
+		e.Ingest(min(500, n-e.Ingested))
 	}
-	cfg := e.standby.Config()
-	cfg.Name = e.dbName
+	cfg := e.Standby.Config()
+	cfg.Name = e.DBName
 	standby := pgtest.Open(b, cfg)
 	gomega.NewWithT(b).Eventually(func(g gomega.Gomega) {
 		var count int64
 		g.Expect(standby.Gorm.Raw("SELECT count(*) FROM managed_clusters").Scan(&count).Error).To(gomega.Succeed())
 		g.Expect(count).To(gomega.Equal(int64(n)), "clusters on the standby")
-		d, known := e.replica.Staleness()
-		g.Expect(known && d < e.bound).To(gomega.BeTrue(), "the replica is fresh")
+		d, known := e.Replica.Staleness()
+		g.Expect(known && d < e.Bound).To(gomega.BeTrue(), "the replica is fresh")
 	}).WithTimeout(5 * time.Minute).WithPolling(100 * time.Millisecond).Should(gomega.Succeed())
-	return &replicaBenchEnv{replicaEnv: e, standbyDB: standby}
+	return &replicaBenchEnv{Env: e, standbyDB: standby}
 }

@@ -1,4 +1,9 @@
-package postgres
+// Package readreplica routes the store's heavy reads to a streaming standby
+// of the database while its staleness is proven within a bound, and to the
+// primary otherwise: the optional read replica of `fleet-manager serve`
+// (--db-read-replica-*, docs/database-read-replicas.md). The store takes it
+// as its postgres.ReadRouter (Store.WithReplica).
+package readreplica
 
 import (
 	"context"
@@ -12,6 +17,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/fleetmanager/fleet-manager/internal/fleet"
+	"github.com/fleetmanager/fleet-manager/internal/postgres"
 )
 
 // Replica routes the inventory's heavy reads to a streaming standby while
@@ -28,9 +34,9 @@ import (
 // behind, or the primary does not answer), so reads leave the replica by
 // themselves.
 type Replica struct {
-	cfg     ReplicaConfig
-	primary *DB
-	replica *DB
+	cfg     Config
+	primary *postgres.DB
+	replica *postgres.DB
 	clock   fleet.Clock
 	logger  *slog.Logger
 
@@ -54,28 +60,20 @@ type walSample struct {
 	lsn uint64
 }
 
-// Read kinds and targets of the replica's metrics: bounded label values.
+// Targets of the replica's metrics: bounded label values. The reads are
+// labelled with the kind the store names (its read kinds are bounded too).
 const (
-	readInventoryList = "inventory_list"
-	readInventoryFeed = "inventory_feed"
-	readUserMetrics   = "user_metrics"
-	targetPrimary     = "primary"
-	targetReplica     = "replica"
+	targetPrimary = "primary"
+	targetReplica = "replica"
 )
 
-// Answers of a replica read whose result cannot stand for the primary's.
-var (
-	// errReplicaShort: a change feed page the replica could not fill.
-	errReplicaShort = errors.New("the replica's answer is short of a page")
-	// errReplicaBehind: the replica has not replayed up to the WAL position
-	// of the cursor it was asked to resume from.
-	errReplicaBehind = errors.New("the replica is behind the cursor")
-)
+// The replica is the store's router of heavy reads.
+var _ postgres.ReadRouter = (*Replica)(nil)
 
-// NewReplica opens the replica's pool (none when cfg names no host) and
+// New opens the replica's pool (none when cfg names no host) and
 // registers its metrics with reg, prefixed with namespace, the service name.
 // The pool does not connect until Run samples it.
-func NewReplica(cfg ReplicaConfig, primaryCfg Config, primary *DB, clock fleet.Clock, logger *slog.Logger,
+func New(cfg Config, primaryCfg postgres.Config, primary *postgres.DB, clock fleet.Clock, logger *slog.Logger,
 	namespace string, reg prometheus.Registerer) (*Replica, error) {
 	r := &Replica{cfg: cfg, primary: primary, clock: clock, logger: logger.With("component", "read-replica"), problem: "no sample yet",
 		reads: prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: namespace, Subsystem: "db", Name: "reads_total",
@@ -96,15 +94,15 @@ func NewReplica(cfg ReplicaConfig, primaryCfg Config, primary *DB, clock fleet.C
 	collectors := []prometheus.Collector{r.reads, r.fallbacks}
 	if cfg.Enabled() {
 		collectors = append(collectors, staleness)
-		db, err := Open(cfg.DB(primaryCfg), logger)
+		db, err := postgres.Open(cfg.DB(primaryCfg), logger)
 		if err != nil {
-			return nil, fmt.Errorf("NewReplica(%s): %w", cfg.Host, err)
+			return nil, fmt.Errorf("readreplica.New(%s): %w", cfg.Host, err)
 		}
 		r.replica = db
 	}
 	for _, c := range collectors {
 		if err := reg.Register(c); err != nil {
-			return nil, fmt.Errorf("NewReplica: %w", err)
+			return nil, fmt.Errorf("readreplica.New: %w", err)
 		}
 	}
 	return r, nil
@@ -207,8 +205,13 @@ func (r *Replica) Staleness() (time.Duration, bool) {
 	return r.clock.Now().Sub(r.covered), true
 }
 
+// Serving reports whether a replica is configured (--db-read-replica-host):
+// only then may Read answer from a pool other than the primary's. False for
+// a nil Replica.
+func (r *Replica) Serving() bool { return r != nil && r.replica != nil }
+
 // fresh returns the replica's pool when its staleness is within the bound.
-func (r *Replica) fresh() (*DB, bool) {
+func (r *Replica) fresh() (*postgres.DB, bool) {
 	d, ok := r.Staleness()
 	if !ok || d > r.cfg.MaxStaleness {
 		return nil, false
@@ -216,12 +219,13 @@ func (r *Replica) fresh() (*DB, bool) {
 	return r.replica, true
 }
 
-// read runs fn on the replica when it is fresh, else on the primary. A
-// replica read that fails, or whose answer cannot stand (errReplicaShort),
-// runs again on the primary: a reader never sees an error because the
-// replica is behind or down. An error that is the caller's (a bad search, an
-// expired cursor) is returned as it is: the primary would refuse it too.
-func (r *Replica) read(ctx context.Context, kind string, fn func(db *DB) error) error {
+// Read runs fn, the heavy read of kind, on the replica when it is fresh,
+// else on the primary. A replica read that fails, or whose answer cannot
+// stand (postgres.ErrReplicaShort, postgres.ErrReplicaBehind), runs again on
+// the primary: a reader never sees an error because the replica is behind or
+// down. An error that is the caller's (a bad search, an expired cursor) is
+// returned as it is: the primary would refuse it too.
+func (r *Replica) Read(ctx context.Context, kind string, fn func(db *postgres.DB) error) error {
 	if r.replica == nil {
 		r.reads.WithLabelValues(kind, targetPrimary).Inc()
 		return fn(r.primary)
@@ -237,9 +241,9 @@ func (r *Replica) read(ctx context.Context, kind string, fn func(db *DB) error) 
 			return err
 		}
 		switch reason = "failed"; {
-		case errors.Is(err, errReplicaShort):
+		case errors.Is(err, postgres.ErrReplicaShort):
 			reason = "short_page"
-		case errors.Is(err, errReplicaBehind):
+		case errors.Is(err, postgres.ErrReplicaBehind):
 			reason = "behind_cursor"
 		default:
 			r.logger.Warn("read replica failed a read: retrying on the primary", "read", kind, "err", err)

@@ -1,10 +1,16 @@
-package postgres
+package readreplica
 
 import (
+	"context"
 	"errors"
 	"log/slog"
 	"testing"
 	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/testutil"
+
+	"github.com/fleetmanager/fleet-manager/internal/postgres"
 )
 
 // replicaClock is a clock the test moves.
@@ -19,7 +25,7 @@ func TestReplicaStalenessFromSamples(t *testing.T) {
 	t.Parallel()
 	start := time.Unix(1000, 0)
 	clock := &replicaClock{now: start}
-	r := &Replica{cfg: ReplicaConfig{MaxStaleness: 5 * time.Second}, replica: &DB{}, clock: clock,
+	r := &Replica{cfg: Config{MaxStaleness: 5 * time.Second}, replica: &postgres.DB{}, clock: clock,
 		logger: slog.New(slog.DiscardHandler), problem: "no sample yet"}
 	at := func(s float64) time.Time { return start.Add(time.Duration(s * float64(time.Second))) }
 	check := func(step string, want time.Duration, wantKnown bool) {
@@ -61,5 +67,37 @@ func TestReplicaStalenessFromSamples(t *testing.T) {
 	check("back, behind", 6*time.Second, true)
 	if len(r.samples) != 2 {
 		t.Errorf("samples kept = %d, want 2 (at 9 and 10; the older ones replayed or past the bound)", len(r.samples))
+	}
+}
+
+// TestReplicaWithoutHostReadsThePrimary checks the replica without
+// --db-read-replica-host: not serving, as a nil one is not, every read on the
+// primary's pool and counted there.
+func TestReplicaWithoutHostReadsThePrimary(t *testing.T) {
+	t.Parallel()
+	if (*Replica)(nil).Serving() {
+		t.Errorf("a nil Replica is serving")
+	}
+	primary := &postgres.DB{}
+	reg := prometheus.NewRegistry()
+	r, err := New(DefaultConfig(), postgres.DefaultConfig(), primary, &replicaClock{}, slog.New(slog.DiscardHandler), "fm", reg)
+	if err != nil {
+		t.Fatalf("New() = %v", err)
+	}
+	if r.Serving() {
+		t.Errorf("a Replica without a host is serving")
+	}
+	var got *postgres.DB
+	if err := r.Read(context.Background(), "user_metrics", func(db *postgres.DB) error { got = db; return nil }); err != nil {
+		t.Fatalf("Read() = %v", err)
+	}
+	if got != primary {
+		t.Errorf("Read() ran on %p, want the primary %p", got, primary)
+	}
+	if n := testutil.ToFloat64(r.reads.WithLabelValues("user_metrics", targetPrimary)); n != 1 {
+		t.Errorf("reads on the primary = %v, want 1", n)
+	}
+	if n, err := testutil.GatherAndCount(reg, "fm_db_replica_staleness_seconds"); err != nil || n != 0 {
+		t.Errorf("staleness gauges registered = %d, %v; want none without a replica", n, err)
 	}
 }

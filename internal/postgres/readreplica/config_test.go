@@ -1,4 +1,4 @@
-package postgres_test
+package readreplica_test
 
 import (
 	"github.com/jackc/pgx/v5"
@@ -8,25 +8,26 @@ import (
 	"time"
 
 	"github.com/fleetmanager/fleet-manager/internal/postgres"
+	"github.com/fleetmanager/fleet-manager/internal/postgres/readreplica"
 )
 
 func TestReplicaConfigValidate(t *testing.T) {
 	t.Parallel()
-	valid := postgres.DefaultReplicaConfig()
+	valid := readreplica.DefaultConfig()
 	valid.Host = "standby.db"
 	for _, tc := range []struct {
 		name string
-		edit func(*postgres.ReplicaConfig)
+		edit func(*readreplica.Config)
 		want string // a flag named in the error; "" for none
 	}{
-		{"disabled by default", func(c *postgres.ReplicaConfig) { *c = postgres.DefaultReplicaConfig() }, ""},
-		{"disabled ignores the rest", func(c *postgres.ReplicaConfig) { c.Host, c.Port, c.MaxStaleness = "", 0, 0 }, ""},
-		{"valid", func(*postgres.ReplicaConfig) {}, ""},
-		{"several hosts", func(c *postgres.ReplicaConfig) { c.Host = "a,b" }, "db-read-replica-host"},
-		{"bad port", func(c *postgres.ReplicaConfig) { c.Port = 70000 }, "db-read-replica-port"},
-		{"no staleness", func(c *postgres.ReplicaConfig) { c.MaxStaleness = 0 }, "db-read-max-staleness"},
-		{"interval past half the bound", func(c *postgres.ReplicaConfig) { c.CheckInterval = 3 * time.Second }, "db-read-replica-check-interval"},
-		{"interval too short", func(c *postgres.ReplicaConfig) { c.CheckInterval = time.Millisecond }, "db-read-replica-check-interval"},
+		{"disabled by default", func(c *readreplica.Config) { *c = readreplica.DefaultConfig() }, ""},
+		{"disabled ignores the rest", func(c *readreplica.Config) { c.Host, c.Port, c.MaxStaleness = "", 0, 0 }, ""},
+		{"valid", func(*readreplica.Config) {}, ""},
+		{"several hosts", func(c *readreplica.Config) { c.Host = "a,b" }, "db-read-replica-host"},
+		{"bad port", func(c *readreplica.Config) { c.Port = 70000 }, "db-read-replica-port"},
+		{"no staleness", func(c *readreplica.Config) { c.MaxStaleness = 0 }, "db-read-max-staleness"},
+		{"interval past half the bound", func(c *readreplica.Config) { c.CheckInterval = 3 * time.Second }, "db-read-replica-check-interval"},
+		{"interval too short", func(c *readreplica.Config) { c.CheckInterval = time.Millisecond }, "db-read-replica-check-interval"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			c := valid
@@ -46,7 +47,7 @@ func TestReplicaConfigDBIsThePrimarysOnTheReplicaHost(t *testing.T) {
 	t.Parallel()
 	primary := postgres.DefaultConfig()
 	primary.Password, primary.SSLMode = "secret", "verify-full"
-	c := postgres.ReplicaConfig{Host: "standby.db", Port: 6432}
+	c := readreplica.Config{Host: "standby.db", Port: 6432}
 	got := c.DB(primary)
 	want := primary
 	want.Host, want.Port, want.TargetSessionAttrs = "standby.db", 6432, "any"
@@ -60,7 +61,7 @@ func TestReplicaConfigDBIsThePrimarysOnTheReplicaHost(t *testing.T) {
 func TestReplicaDBLeavesThePrimarysHosts(t *testing.T) {
 	primary := postgres.DefaultConfig()
 	primary.Host, primary.Ports, primary.TargetSessionAttrs = "db-0,db-1", []int{5432, 5433}, "read-write"
-	replica := postgres.DefaultReplicaConfig()
+	replica := readreplica.DefaultConfig()
 	replica.Host, replica.Port = "db-ro", 6432
 	dsn := replica.DB(primary).DSN()
 	cc, err := pgx.ParseConfig(dsn)
