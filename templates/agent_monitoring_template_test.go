@@ -135,7 +135,7 @@ func TestPodMonitorScrapesTheAgent(t *testing.T) {
 		if ep.Path != "/metrics" || ep.Scheme != "http" || ep.Interval == "" {
 			t.Errorf("PodMonitor endpoint = %s %s every %q, want http /metrics with an interval", ep.Scheme, ep.Path, ep.Interval)
 		}
-		srv := httptest.NewServer(httpserve.NewMetricsHandler(prometheus.NewRegistry()))
+		srv := httptest.NewServer(httpserve.NewMetricsHandler(prometheus.NewRegistry(), false))
 		resp, err := srv.Client().Get(srv.URL + ep.Path)
 		if err != nil || resp.StatusCode != http.StatusOK {
 			t.Errorf("metrics server GET %s = %v, %v; want 200", ep.Path, resp, err)

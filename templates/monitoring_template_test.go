@@ -155,7 +155,7 @@ func TestServiceMonitorScrapesTheService(t *testing.T) {
 			t.Errorf("ServiceMonitor endpoint has no interval")
 		}
 		// The path is one the real metrics server answers.
-		srv := httptest.NewServer(httpserve.NewMetricsHandler(prometheus.NewRegistry()))
+		srv := httptest.NewServer(httpserve.NewMetricsHandler(prometheus.NewRegistry(), false))
 		resp, err := srv.Client().Get(srv.URL + ep.Path)
 		if err != nil || resp.StatusCode != http.StatusOK {
 			t.Errorf("metrics server GET %s = %v, %v; want 200", ep.Path, resp, err)

@@ -314,7 +314,7 @@ func bindServers(cfg rest.Config, logger *slog.Logger, api *rest.Server, db *pos
 	bound, err := httpserve.Bind(
 		httpserve.Listener{Name: "api", Address: cfg.APIBindAddress, Flag: "api-bind-address", Server: apiServer},
 		httpserve.Listener{Name: "metrics", Address: cfg.MetricsBindAddress, Flag: "metrics-bind-address",
-			Server: httpserve.NewHTTPServer(timeouts, httpserve.NewMetricsHandler(registry), logger)},
+			Server: httpserve.NewHTTPServer(timeouts, httpserve.NewMetricsHandler(registry, cfg.MetricsPprof), logger)},
 		httpserve.Listener{Name: "health", Address: cfg.HealthBindAddress, Flag: "health-bind-address",
 			Server: httpserve.NewHTTPServer(timeouts, httpserve.NewHealthHandler(db, cfg.ReadyTimeout, httpserve.WithHealthLog(logger.With("component", "health"))), logger)},
 	)

@@ -88,7 +88,7 @@ func run(ctx context.Context, opts runOptions, logger *slog.Logger) error {
 	timeouts := httpserve.DefaultTimeouts()
 	bound, err := httpserve.Bind(
 		httpserve.Listener{Name: "health", Address: cfg.HealthBindAddress, Flag: "health-bind-address", Server: httpserve.NewHTTPServer(timeouts, httpserve.NewHealthHandler(a, readyTimeout), logger)},
-		httpserve.Listener{Name: "metrics", Address: cfg.MetricsBindAddress, Flag: "metrics-bind-address", Server: httpserve.NewHTTPServer(timeouts, httpserve.NewMetricsHandler(registry), logger)},
+		httpserve.Listener{Name: "metrics", Address: cfg.MetricsBindAddress, Flag: "metrics-bind-address", Server: httpserve.NewHTTPServer(timeouts, httpserve.NewMetricsHandler(registry, cfg.MetricsPprof), logger)},
 	)
 	if err != nil {
 		return fmt.Errorf("run: %w", err)

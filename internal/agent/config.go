@@ -78,6 +78,8 @@ type Config struct {
 
 	HealthBindAddress  string
 	MetricsBindAddress string
+	// MetricsPprof serves Go's runtime profiles on the metrics server.
+	MetricsPprof bool
 }
 
 // Lease returns the name of the lease, its default filled in.
@@ -136,6 +138,7 @@ func (c *Config) AddFlags(fs *pflag.FlagSet) {
 	fs.DurationVar(&c.ShutdownTimeout, "shutdown-timeout", c.ShutdownTimeout, "longest stop after SIGTERM (loops, lease release, servers' drain); keep it below the pod's termination grace period")
 	fs.StringVar(&c.HealthBindAddress, "health-bind-address", c.HealthBindAddress, "address the health server (/healthz, /readyz) listens on")
 	fs.StringVar(&c.MetricsBindAddress, "metrics-bind-address", c.MetricsBindAddress, "address the metrics server (/metrics) listens on")
+	fs.BoolVar(&c.MetricsPprof, "metrics-pprof", c.MetricsPprof, "serve Go's runtime profiles (net/http/pprof) at /debug/pprof/ on the metrics server")
 }
 
 var hubIDPattern = regexp.MustCompile(`^[A-Za-z0-9-]{1,64}$`)

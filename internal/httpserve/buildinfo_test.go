@@ -21,7 +21,7 @@ func TestBuildInfoIsServed(t *testing.T) {
 	if err := reg.Register(httpserve.NewBuildInfo("fleet_manager")); err != nil {
 		t.Fatalf("Register(build_info): %v", err)
 	}
-	srv := httptest.NewServer(httpserve.NewMetricsHandler(reg))
+	srv := httptest.NewServer(httpserve.NewMetricsHandler(reg, false))
 	defer srv.Close()
 	resp, err := srv.Client().Get(srv.URL + "/metrics")
 	if err != nil {

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"log/slog"
 	"net/http"
+	"net/http/pprof"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -85,10 +86,22 @@ func (h *healthHandler) serveReadiness(w http.ResponseWriter, r *http.Request) {
 	writeJSON(w, http.StatusServiceUnavailable, HealthStatus{Status: "unavailable", Reason: reason})
 }
 
-// NewMetricsHandler serves the metrics of gatherer at /metrics.
-func NewMetricsHandler(gatherer prometheus.Gatherer) http.Handler {
+// NewMetricsHandler serves the metrics of gatherer at /metrics and, with
+// profiling, Go's runtime profiles at /debug/pprof/ (net/http/pprof: the
+// index, cmdline, profile, symbol, trace and every named profile). The
+// profiles name the code and its memory, so they go on the metrics
+// server only, off by default (--metrics-pprof).
+func NewMetricsHandler(gatherer prometheus.Gatherer, profiling bool) http.Handler {
 	mux := http.NewServeMux()
 	mux.Handle("GET /metrics", promhttp.HandlerFor(gatherer, promhttp.HandlerOpts{}))
+	if profiling {
+		mux.HandleFunc("GET /debug/pprof/", pprof.Index)
+		mux.HandleFunc("GET /debug/pprof/cmdline", pprof.Cmdline)
+		mux.HandleFunc("GET /debug/pprof/profile", pprof.Profile)
+		mux.HandleFunc("GET /debug/pprof/symbol", pprof.Symbol)
+		mux.HandleFunc("POST /debug/pprof/symbol", pprof.Symbol)
+		mux.HandleFunc("GET /debug/pprof/trace", pprof.Trace)
+	}
 	return mux
 }
 

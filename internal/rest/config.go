@@ -30,6 +30,8 @@ type Config struct {
 	APIBindAddress     string
 	MetricsBindAddress string
 	HealthBindAddress  string
+	// MetricsPprof serves Go's runtime profiles on the metrics server.
+	MetricsPprof bool
 
 	ReadHeaderTimeout time.Duration
 	ReadTimeout       time.Duration
@@ -138,6 +140,7 @@ func (c *Config) AddFlags(fs *pflag.FlagSet) {
 	fs.StringVar(&c.APIBindAddress, "api-bind-address", c.APIBindAddress, "address the API server listens on")
 	fs.StringVar(&c.MetricsBindAddress, "metrics-bind-address", c.MetricsBindAddress, "address the metrics server listens on")
 	fs.StringVar(&c.HealthBindAddress, "health-bind-address", c.HealthBindAddress, "address the health server listens on")
+	fs.BoolVar(&c.MetricsPprof, "metrics-pprof", c.MetricsPprof, "serve Go's runtime profiles (net/http/pprof) at /debug/pprof/ on the metrics server")
 	fs.DurationVar(&c.ReadHeaderTimeout, "api-read-header-timeout", c.ReadHeaderTimeout, "time allowed to read request headers")
 	fs.DurationVar(&c.ReadTimeout, "api-read-timeout", c.ReadTimeout, "time allowed to read a whole request")
 	fs.DurationVar(&c.WriteTimeout, "api-write-timeout", c.WriteTimeout, "time allowed to write a response (longer than any long-poll wait)")
