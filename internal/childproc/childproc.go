@@ -9,6 +9,7 @@ import (
 	"bytes"
 	"errors"
 	"fmt"
+	"math/rand/v2"
 	"net"
 	"os"
 	"os/exec"
@@ -168,20 +169,33 @@ func (p *Process) LogTail(n int) string {
 }
 
 // FreePorts returns n distinct loopback ports that were free a moment ago
-// and that no earlier call of this process returned: the kernel may hand
-// the same ephemeral port to two listeners one after the other, and two
-// servers of one test given the same port would collide. Holding all
-// listeners until the end keeps the n ports distinct.
+// and that no earlier call of this process returned. They are drawn at
+// random from below the kernel's ephemeral range (ip_local_port_range):
+// a port the kernel handed out for :0 is in that range, and between the
+// pick and the child's bind the kernel could give it to any process's
+// outgoing connection as its local port (a child that starts after a
+// slower one, as serve after Hydra, lost its port that way). Below the
+// range only a listener can take it, and each port is checked with one.
+// Where the range leaves no room below it, the kernel picks, as before.
+// Holding all listeners until the end keeps the n ports distinct.
 func FreePorts(n int) ([]int, error) {
 	handedMu.Lock()
 	defer handedMu.Unlock()
+	low, high := portRange()
 	ports := make([]int, 0, n)
 	for tries := 0; len(ports) < n; tries++ {
 		if tries == n+maxPortRetries {
-			return nil, fmt.Errorf("FreePorts: the kernel kept handing out ports already given: %v", ports)
+			return nil, fmt.Errorf("FreePorts: no free port found in %d tries (%d found: %v)", tries, len(ports), ports)
 		}
-		l, err := net.Listen("tcp", "127.0.0.1:0")
+		addr := "127.0.0.1:0"
+		if high > low {
+			addr = fmt.Sprintf("127.0.0.1:%d", low+rand.IntN(high-low))
+		}
+		l, err := net.Listen("tcp", addr)
 		if err != nil {
+			if high > low {
+				continue // taken by a listener: draw another
+			}
 			return nil, fmt.Errorf("FreePorts: %w", err)
 		}
 		defer l.Close()
@@ -194,6 +208,27 @@ func FreePorts(n int) ([]int, error) {
 	}
 	return ports, nil
 }
+
+// Ports below firstPort are left to the machine's services.
+const firstPort = 10000
+
+// portRange is the range [low, high) FreePorts draws from: from firstPort
+// to the start of the kernel's ephemeral range, or an empty range where
+// that leaves fewer than minPortRange ports or the range cannot be read.
+func portRange() (low, high int) {
+	data, err := os.ReadFile("/proc/sys/net/ipv4/ip_local_port_range")
+	if err != nil {
+		return 0, 0
+	}
+	var ephemeralLow, ephemeralHigh int
+	if _, err := fmt.Sscan(string(data), &ephemeralLow, &ephemeralHigh); err != nil || ephemeralLow-firstPort < minPortRange {
+		return 0, 0
+	}
+	return firstPort, ephemeralLow
+}
+
+// minPortRange is the smallest range worth drawing from.
+const minPortRange = 5000
 
 // maxPortRetries bounds how many ports FreePorts skips because an earlier
 // call returned them.

@@ -2,6 +2,8 @@ package childproc_test
 
 import (
 	"errors"
+	"fmt"
+	"os"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -54,6 +56,34 @@ func TestFreePortsNeverRepeats(t *testing.T) {
 			t.Fatalf("port %d returned twice", ports[0])
 		}
 		seen[ports[0]] = true
+	}
+}
+
+// TestFreePortsAreBelowTheEphemeralRange: where the kernel's ephemeral
+// range leaves room below it, every port comes from there, so that no
+// outgoing connection can take it as its local port before the child binds
+// it; where it does not, the ports are the kernel's, from the range.
+func TestFreePortsAreBelowTheEphemeralRange(t *testing.T) {
+	data, err := os.ReadFile("/proc/sys/net/ipv4/ip_local_port_range")
+	if err != nil {
+		t.Fatalf("reading the ephemeral range: %v", err)
+	}
+	var low, high int
+	if _, err := fmt.Sscan(string(data), &low, &high); err != nil {
+		t.Fatalf("ip_local_port_range %q: %v", data, err)
+	}
+	ports, err := childproc.FreePorts(200)
+	if err != nil {
+		t.Fatal(err)
+	}
+	room := low-10000 >= 5000
+	for _, p := range ports {
+		if room && (p < 10000 || p >= low) {
+			t.Errorf("port %d is not between 10000 and the ephemeral range %d-%d", p, low, high)
+		}
+		if !room && (p < low || p > high) {
+			t.Errorf("port %d is not the kernel's, from the ephemeral range %d-%d", p, low, high)
+		}
 	}
 }
 
