@@ -222,13 +222,15 @@ func (s *DNSStore) UpdateDNSZone(ctx context.Context, id string, match *int64, u
 		if err := tx.Table("dns_zones").Where("id = ?", id).Updates(set).Error; err != nil {
 			return err
 		}
-		return tx.Exec(`UPDATE dns_records SET next_pass_at = now() WHERE zone_id = ? AND deleted_at IS NULL
-	AND next_pass_at > now() AND attempts > 0`, id).Error
+		if err := tx.Exec(`UPDATE dns_records SET next_pass_at = now() WHERE zone_id = ? AND deleted_at IS NULL
+	AND next_pass_at > now() AND attempts > 0`, id).Error; err != nil {
+			return err
+		}
+		return wakeAfterCommit(tx, ChannelDNS, id)
 	})
 	if err != nil {
 		return fleet.DNSZone{}, fmt.Errorf("UpdateDNSZone(%s): %w", id, err)
 	}
-	s.waker.wakeWith(ChannelDNS, id)
 	return s.FindDNSZone(ctx, id)
 }
 

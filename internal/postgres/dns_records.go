@@ -125,16 +125,13 @@ ON CONFLICT (name) WHERE deleted_at IS NULL DO NOTHING RETURNING *`,
 		}
 		if len(inserted) == 1 {
 			row, created = inserted[0], true
-			return nil
+			return wakeAfterCommit(tx, ChannelDNS, row.ZoneID)
 		}
 		row, err = s.sameDNSRecord(tx, caller.OrgID, svc.ID, name, c)
 		return err
 	})
 	if err != nil {
 		return fleet.DNSRecord{}, false, fmt.Errorf("CreateDNSRecord(%s/%s): %w", caller.OrgID, service.Name, err)
-	}
-	if created {
-		s.waker.wakeWith(ChannelDNS, row.ZoneID)
 	}
 	return row.toRecord(svc.Name), created, nil
 }
@@ -226,7 +223,6 @@ func (r dnsRecordRow) authzResource() fleet.AuthzResource {
 // leaves the record as it is.
 func (s *DNSStore) UpdateDNSRecord(ctx context.Context, permit fleet.Permit, org string, service fleet.DNSService, id string, match *int64, update fleet.DNSRecordUpdate) (fleet.DNSRecord, error) {
 	var row dnsRecordRow
-	changed := false
 	err := s.transact(ctx, func(tx *gorm.DB) error {
 		var err error
 		if row, err = findDNSRecord(tx, org, service.ID, id, "FOR UPDATE"); err != nil {
@@ -258,7 +254,6 @@ func (s *DNSStore) UpdateDNSRecord(ctx context.Context, permit fleet.Permit, org
 				return err
 			}
 		}
-		changed = true
 		conds := fleet.PendingDNSConditions(row.Conditions, row.Generation+1, s.clock.Now())
 		var updated []dnsRecordRow
 		if err := tx.Raw(`UPDATE dns_records SET type = ?, ttl = ?, targets = ?, cluster_id = ?, conditions = ?, phase = ?,
@@ -268,13 +263,10 @@ func (s *DNSStore) UpdateDNSRecord(ctx context.Context, permit fleet.Permit, org
 			return err
 		}
 		row = updated[0]
-		return nil
+		return wakeAfterCommit(tx, ChannelDNS, row.ZoneID)
 	})
 	if err != nil {
 		return fleet.DNSRecord{}, fmt.Errorf("UpdateDNSRecord(%s/%s): %w", org, service.Name, err)
-	}
-	if changed {
-		s.waker.wakeWith(ChannelDNS, row.ZoneID)
 	}
 	return row.toRecord(service.Name), nil
 }
@@ -283,11 +275,9 @@ func (s *DNSStore) UpdateDNSRecord(ctx context.Context, permit fleet.Permit, org
 // generation, due for dns_mgr at once, which soft-deletes the row once the
 // provider removed the name. Asked again, it is done already.
 func (s *DNSStore) RequestDNSRecordDeletion(ctx context.Context, permit fleet.Permit, org string, service fleet.DNSService, id string, match *int64) error {
-	var row dnsRecordRow
-	requested := false
 	err := s.transact(ctx, func(tx *gorm.DB) error {
-		var err error
-		if row, err = findDNSRecord(tx, org, service.ID, id, "FOR UPDATE"); err != nil {
+		row, err := findDNSRecord(tx, org, service.ID, id, "FOR UPDATE")
+		if err != nil {
 			return err
 		}
 		if err := permit(ctx, row.authzResource()); err != nil {
@@ -299,15 +289,14 @@ func (s *DNSStore) RequestDNSRecordDeletion(ctx context.Context, permit fleet.Pe
 		if row.DeletionRequestedAt != nil {
 			return nil
 		}
-		requested = true
-		return tx.Exec(`UPDATE dns_records SET deletion_requested_at = now(), phase = ?, generation = generation + 1, updated_at = now(),
-	next_pass_at = now(), attempts = 0, last_error = '' WHERE id = ?`, fleet.DNSRecordPhase(row.Conditions, true), id).Error
+		if err := tx.Exec(`UPDATE dns_records SET deletion_requested_at = now(), phase = ?, generation = generation + 1, updated_at = now(),
+	next_pass_at = now(), attempts = 0, last_error = '' WHERE id = ?`, fleet.DNSRecordPhase(row.Conditions, true), id).Error; err != nil {
+			return err
+		}
+		return wakeAfterCommit(tx, ChannelDNS, row.ZoneID)
 	})
 	if err != nil {
 		return fmt.Errorf("RequestDNSRecordDeletion(%s/%s): %w", org, service.Name, err)
-	}
-	if requested {
-		s.waker.wakeWith(ChannelDNS, row.ZoneID)
 	}
 	return nil
 }

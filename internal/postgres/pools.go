@@ -265,12 +265,14 @@ func (s *PoolStore) UpdatePool(ctx context.Context, permit fleet.Permit, org, id
 		if err := tx.Table("capacity_pools").Where("id = ?", id).Updates(set).Error; err != nil {
 			return err
 		}
+		if err := wakeAfterCommit(tx, ChannelRegistrations, id); err != nil {
+			return err
+		}
 		return wakeAfterCommit(tx, ChannelPools, id)
 	})
 	if err != nil {
 		return fleet.CapacityPool{}, fmt.Errorf("UpdatePool(%s/%s): %w", org, id, err)
 	}
-	s.wake(ChannelRegistrations)
 	return s.FindPool(ctx, org, id)
 }
 

@@ -145,13 +145,15 @@ func (s *RegistrationStore) UpdateRegistration(ctx context.Context, permit fleet
 		if update.DisplayName != nil {
 			display = *update.DisplayName
 		}
-		return tx.Exec(`UPDATE registrations SET labels = ?, display_name = ?, generation = generation + 1,
-			updated_at = now(), next_attempt_at = now(), attempts = 0 WHERE id = ?`, jsonText(labels), display, id).Error
+		if err := tx.Exec(`UPDATE registrations SET labels = ?, display_name = ?, generation = generation + 1,
+			updated_at = now(), next_attempt_at = now(), attempts = 0 WHERE id = ?`, jsonText(labels), display, id).Error; err != nil {
+			return err
+		}
+		return wakeAfterCommit(tx, ChannelRegistrations, id)
 	})
 	if err != nil {
 		return fleet.Registration{}, fmt.Errorf("UpdateRegistration(%s/%s): %w", org, id, err)
 	}
-	s.wake(ChannelRegistrations)
 	return s.FindRegistration(ctx, org, id)
 }
 
@@ -161,7 +163,6 @@ func (s *RegistrationStore) UpdateRegistration(ctx context.Context, permit fleet
 // unplaced registration the moment the transaction commits.
 func (s *RegistrationStore) RequestRegistrationDeletion(ctx context.Context, permit fleet.Permit, org, id string) (fleet.Registration, error) {
 	var answer registrationRow
-	requested := false
 	err := s.transact(ctx, func(tx *gorm.DB) error {
 		row, err := s.lockRegistration(tx, org, id)
 		if err == nil {
@@ -174,7 +175,9 @@ func (s *RegistrationStore) RequestRegistrationDeletion(ctx context.Context, per
 			facts := factsOf(row)
 			facts.deletionRequested = true
 			err = writeFacts(tx, id, facts, map[string]any{"updated_at": gorm.Expr("now()"), "next_attempt_at": gorm.Expr("now()"), "attempts": 0})
-			requested = true
+			if err == nil {
+				err = wakeAfterCommit(tx, ChannelRegistrations, id)
+			}
 		}
 		if err != nil {
 			return err
@@ -184,9 +187,6 @@ func (s *RegistrationStore) RequestRegistrationDeletion(ctx context.Context, per
 	})
 	if err != nil {
 		return fleet.Registration{}, fmt.Errorf("RequestRegistrationDeletion(%s/%s): %w", org, id, err)
-	}
-	if requested {
-		s.wake(ChannelRegistrations)
 	}
 	return answer.toRegistration(), nil
 }

@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"reflect"
 	"time"
 
 	"github.com/google/uuid"
@@ -189,14 +188,10 @@ func newStore(c *core) *Store {
 
 // WithReplica returns the store with its heavy reads (the inventory's list
 // and search, the change feed's pages, the user-facing metrics' reads)
-// routed through r. A nil r, or a nil pointer in r, leaves every read on
-// the primary.
+// routed through r. A nil r leaves every read on the primary.
 func (s *Store) WithReplica(r ReadRouter) *Store {
 	c := *s.core
 	c.replica = r
-	if v := reflect.ValueOf(r); r != nil && v.Kind() == reflect.Pointer && v.IsNil() {
-		c.replica = nil
-	}
 	return newStore(&c)
 }
 

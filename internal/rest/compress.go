@@ -13,8 +13,8 @@ import (
 // the gzip header and the CPU cost more than they save.
 const gzipMinBytes = 1024
 
-// gzipWriters are reused: a gzip.Writer holds about a quarter MiB of
-// tables, too much to allocate per answer.
+// gzipWriters are reused: a gzip.Writer holds its compressor's tables,
+// too large to allocate per answer.
 var gzipWriters = sync.Pool{New: func() any {
 	w, _ := gzip.NewWriterLevel(nil, gzip.BestSpeed)
 	return w
