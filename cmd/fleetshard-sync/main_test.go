@@ -3,8 +3,8 @@ package main
 import (
 	"bytes"
 	"context"
+	"fmt"
 	"io"
-	"net"
 	"net/http"
 	"net/http/httptest"
 	"os"
@@ -14,6 +14,8 @@ import (
 	"time"
 
 	"github.com/onsi/gomega"
+
+	"github.com/fleetmanager/fleet-manager/internal/childproc"
 )
 
 func envOf(m map[string]string) lookupEnv {
@@ -53,14 +55,16 @@ func TestRunRefusesBadConfiguration(t *testing.T) {
 	}
 }
 
+// freeAddr is a loopback address on a port childproc.FreePorts hands out:
+// below the kernel's ephemeral range, so that no outgoing connection takes
+// it before the agent binds it.
 func freeAddr(t *testing.T) string {
 	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
+	ports, err := childproc.FreePorts(1)
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer l.Close()
-	return l.Addr().String()
+	return fmt.Sprintf("127.0.0.1:%d", ports[0])
 }
 
 // TestRunServesAndStops runs the agent against a fleet manager that always
