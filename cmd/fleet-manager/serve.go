@@ -19,7 +19,6 @@ import (
 	"github.com/fleetmanager/fleet-manager/internal/dnsprovider"
 	"github.com/fleetmanager/fleet-manager/internal/fleet"
 	"github.com/fleetmanager/fleet-manager/internal/httpserve"
-	"github.com/fleetmanager/fleet-manager/internal/policyschema"
 	"github.com/fleetmanager/fleet-manager/internal/postgres"
 	"github.com/fleetmanager/fleet-manager/internal/postgres/readreplica"
 	"github.com/fleetmanager/fleet-manager/internal/reconcile"
@@ -137,6 +136,15 @@ func newServeCommand(env lookupEnv) *cobra.Command {
 // serve wires the components with goava/di and runs the servers and the
 // reconcilers until ctx ends.
 func serve(ctx context.Context, opts serveOptions, logger *slog.Logger) error {
+	// A stop while starting cuts the start's database calls short: that is
+	// the stop asked for, not a failure.
+	starting := func(err error) error {
+		if err != nil && ctx.Err() != nil {
+			logger.Info("stopped while starting", "cause", err.Error())
+			return nil
+		}
+		return err
+	}
 	// What the replica does outside a request or a reconciler (its start)
 	// names this operation in the database; those name their own.
 	ctx = fleet.NewContextWithOperation(ctx, "serve")
@@ -145,46 +153,16 @@ func serve(ctx context.Context, opts serveOptions, logger *slog.Logger) error {
 		di.ProvideValue(opts.DB.Config),
 		di.ProvideValue(opts.Replica),
 		di.ProvideValue(opts.Auth),
-		di.ProvideValue(opts.Authz),
 		di.ProvideValue(opts.HTTP),
 		di.ProvideValue(opts.Secrets),
-		di.ProvideValue(opts.Store),
-		di.ProvideValue(opts.Queue),
-		di.ProvideValue(opts.Reconcile),
-		di.ProvideValue(opts.OCM),
-		di.ProvideValue(opts.Hive),
-		di.ProvideValue(opts.UserMetrics),
 		di.ProvideValue(fleet.SystemClock{}, di.As(new(fleet.Clock))),
 		di.Provide(openDB),
 		di.Provide(secrets.LoadKeyring),
 		di.Provide(newReplica),
-		di.Provide(func(db *postgres.DB, keyring *secrets.Keyring, clock fleet.Clock, cfg postgres.StoreConfig, authz fleet.Authorizer,
-			replica *readreplica.Replica) *postgres.Store {
-			return postgres.NewStore(db, keyring, clock, cfg, authz).WithReplica(replica)
-		}),
-		di.Provide(postgres.NewQueue),
-		di.Provide(newDeliveries),
 		di.Provide(newRegistry),
 		di.Provide(func(reg *prometheus.Registry) prometheus.Registerer { return reg }),
-		di.Provide(rest.NewHTTPMetrics),
-		di.Provide(func(cfg rest.Config, reg prometheus.Registerer) (*reconcile.Metrics, error) {
-			return reconcile.NewMetrics(cfg.MetricsNamespace(), reg)
-		}),
-		di.Provide(func(cfg rest.Config, reg prometheus.Registerer) (*authz.Metrics, error) {
-			return authz.NewMetrics(cfg.MetricsNamespace(), reg)
-		}),
-		di.Provide(func(cfg authz.Config, l *slog.Logger, m *authz.Metrics) (*authz.Authorizer, error) {
-			return authz.New(ctx, cfg, l, m)
-		}, di.As(new(fleet.Authorizer))),
 		di.Provide(func(cfg rest.Config, reg prometheus.Registerer) (*syncset.Metrics, error) {
 			return syncset.NewMetrics(cfg.MetricsNamespace(), reg)
-		}),
-		di.Provide(func(cfg syncset.OCMConfig, store *postgres.Store, m *syncset.Metrics, l *slog.Logger) (*syncset.OCMDelivery, func()) {
-			d := syncset.NewOCMDelivery(cfg, store.HubStore, m, l.With("component", "syncset-ocm"))
-			return d, func() { _ = d.Close() }
-		}),
-		di.Provide(func(cfg syncset.HiveConfig, store *postgres.Store, m *syncset.Metrics, l *slog.Logger) *syncset.HiveDelivery {
-			return syncset.NewHiveDelivery(cfg, store.HubStore, m, l.With("component", "syncset-hive"))
 		}),
 		di.Provide(func(cfg auth.Config, l *slog.Logger) (*auth.Verifier, func(), error) {
 			v, err := auth.NewVerifier(ctx, cfg, l.With("component", "auth"), &http.Client{})
@@ -192,92 +170,86 @@ func serve(ctx context.Context, opts serveOptions, logger *slog.Logger) error {
 				return nil, noCleanup, err
 			}
 			return v, v.Close, nil
-		}, di.As(new(fleet.Authenticator))),
-		di.Provide(stack.NewListener),
-		di.Provide(postgres.NewRevisionWatch),
-		di.Provide(postgres.NewInventoryWatch),
-		di.Provide(policyschema.New, di.As(new(fleet.PolicyValidator))),
-		di.Provide(func(cfg rest.Config, reg prometheus.Registerer) (*usermetrics.Metrics, error) {
-			return usermetrics.NewMetrics(cfg.MetricsNamespace(), reg)
 		}),
-		di.Provide(func(cfg usermetrics.Config, http rest.Config, store *postgres.Store, m *usermetrics.Metrics, l *slog.Logger) (*usermetrics.Service, error) {
-			return usermetrics.New(cfg, store.MetricsStore, http.MetricsNamespace(), m, l)
-		}),
-		di.Provide(func(cfg rest.Config, l *slog.Logger, a fleet.Authenticator, m *rest.HTTPMetrics, store *postgres.Store,
-			watch *postgres.RevisionWatch, inventory *postgres.InventoryWatch, schema fleet.PolicyValidator, decide fleet.Authorizer,
-			userMetrics *usermetrics.Service) (*rest.Server, error) {
-			return rest.NewServer(ctx, cfg, l, a, m, stack.Services(store, stack.API{Revisions: watch, InventoryChanges: inventory,
-				PolicySchema: schema, Metrics: userMetrics, Authorizer: decide}))
+		di.Provide(func(db *postgres.DB, keyring *secrets.Keyring, verifier *auth.Verifier, replica *readreplica.Replica,
+			reg prometheus.Registerer, m *syncset.Metrics, l *slog.Logger) (*stack.Stack, func(), error) {
+			s, err := stack.New(ctx, opts.stackConfig(), stack.Parts{
+				DB: db, Keyring: keyring, Authenticator: verifier, Logger: l, Registerer: reg, Replica: replica,
+				Deliveries: func(store *postgres.Store) (map[fleet.DeliveryMode]fleet.Delivery, error) {
+					return newDeliveries(opts, store, m, l), nil
+				},
+			})
+			if err != nil {
+				return nil, noCleanup, err
+			}
+			return s, s.Stop, nil
 		}),
 	)
 	if err != nil {
-		return fmt.Errorf("serve: wiring: %w", err)
+		return starting(fmt.Errorf("serve: wiring: %w", err))
 	}
 	defer c.Cleanup()
 	var db *postgres.DB
 	if err := c.Resolve(&db); err != nil {
-		return fmt.Errorf("serve: %w", err)
+		return starting(fmt.Errorf("serve: %w", err))
 	}
 	if err := checkSchema(ctx, db, opts.MigrateOnStart, logger); err != nil {
-		return err
+		return starting(err)
 	}
 	if err := checkMasterKeys(ctx, c, opts.Secrets); err != nil {
-		return err
+		return starting(err)
 	}
-	if err := c.Invoke(func(store *postgres.Store) error { return store.SyncCountedLabels(ctx, opts.Store.CountedLabels) }); err != nil {
-		return fmt.Errorf("serve: --inventory-counted-labels: %w", err)
-	}
-	if err := c.Invoke(func(store *postgres.Store) error {
-		moved, err := store.SyncPolicyDelivery(ctx)
-		if moved > 0 {
-			logger.Info("policy delivery changed; hubs' desired sets moved", "namespace", opts.Store.Policies.Namespace,
-				"cluster_set", opts.Store.Policies.ClusterSet, "hubs", moved)
-		}
-		return err
-	}); err != nil {
-		return fmt.Errorf("serve: --policy-namespace, --policy-cluster-set: %w", err)
-	}
-	var api *rest.Server
+	var svc *stack.Stack
 	var registry *prometheus.Registry
-	var listener *postgres.Listener
-	var watch *postgres.RevisionWatch
-	var inventory *postgres.InventoryWatch
-	var replica *readreplica.Replica
-	for _, target := range []any{&api, &registry, &listener, &watch, &inventory, &replica} {
+	for _, target := range []any{&svc, &registry} {
 		if err := c.Resolve(target); err != nil {
-			return fmt.Errorf("serve: %w", err)
+			return starting(fmt.Errorf("serve: %w", err))
 		}
+	}
+	if err := svc.Store.SyncCountedLabels(ctx, opts.Store.CountedLabels); err != nil {
+		return starting(fmt.Errorf("serve: --inventory-counted-labels: %w", err))
+	}
+	moved, err := svc.Store.SyncPolicyDelivery(ctx)
+	if moved > 0 {
+		logger.Info("policy delivery changed; hubs' desired sets moved", "namespace", opts.Store.Policies.Namespace,
+			"cluster_set", opts.Store.Policies.ClusterSet, "hubs", moved)
+	}
+	if err != nil {
+		return starting(fmt.Errorf("serve: --policy-namespace, --policy-cluster-set: %w", err))
 	}
 	// Bound before anything starts: a port in use is then the only error,
 	// not the last one after the reconcilers' passes were cut short.
-	bound, err := bindServers(opts.HTTP, logger, api, db, registry)
+	bound, err := bindServers(opts.HTTP, logger, svc.API, db, registry)
 	if err != nil {
-		return err
+		return starting(err)
 	}
-	workers := startBackground(ctx, listener, watch, inventory)
-	workers.goRun(func() { replica.Run(workers.ctx) })
-	if opts.Reconcile.Enabled {
-		if err := c.Invoke(func(store *postgres.Store, queue *postgres.Queue, d map[fleet.DeliveryMode]fleet.Delivery, m *reconcile.Metrics) error {
-			return startReconcilers(workers, opts, logger, listener, store, queue, d, m)
-		}); err != nil {
-			workers.stop()
-			for _, b := range bound {
-				_ = b.Close()
-			}
-			return fmt.Errorf("serve: %w", err)
+	if err := svc.Start(ctx); err != nil {
+		for _, b := range bound {
+			_ = b.Close()
 		}
+		return starting(fmt.Errorf("serve: %w", err))
 	}
+	// The listener, the watches and the reconcilers outlive the servers'
+	// graceful shutdown and are stopped after it.
 	err = runServers(ctx, opts.HTTP, logger, bound)
-	workers.stop()
+	svc.Stop()
 	return err
 }
 
+// stackConfig is the part of the options the stack is built from.
+func (o serveOptions) stackConfig() stack.Config {
+	return stack.Config{
+		DB: o.DB.Config, Store: o.Store, Queue: o.Queue, HTTP: o.HTTP, Authz: o.Authz, UserMetrics: o.UserMetrics,
+		DNS: o.DNS, Reconcile: o.Reconcile,
+	}
+}
+
 // newDeliveries returns the Delivery of each delivery mode.
-func newDeliveries(store *postgres.Store, ocm *syncset.OCMDelivery, hive *syncset.HiveDelivery) map[fleet.DeliveryMode]fleet.Delivery {
+func newDeliveries(opts serveOptions, store *postgres.Store, m *syncset.Metrics, l *slog.Logger) map[fleet.DeliveryMode]fleet.Delivery {
 	return map[fleet.DeliveryMode]fleet.Delivery{
 		fleet.DeliveryAgent:       postgres.NewAgentDelivery(store),
-		fleet.DeliverySyncSetOCM:  ocm,
-		fleet.DeliverySyncSetHive: hive,
+		fleet.DeliverySyncSetOCM:  syncset.NewOCMDelivery(opts.OCM, store.HubStore, m, l.With("component", "syncset-ocm")),
+		fleet.DeliverySyncSetHive: syncset.NewHiveDelivery(opts.Hive, store.HubStore, m, l.With("component", "syncset-hive")),
 	}
 }
 
@@ -385,8 +357,8 @@ func checkMasterKeys(ctx context.Context, c *di.Container, cfg secrets.Config) e
 	if _, err := secrets.LoadKeyring(cfg); err != nil {
 		return fmt.Errorf("serve: --encryption-key-file: %w", err)
 	}
-	return c.Invoke(func(store *postgres.Store, keyring *secrets.Keyring) error {
-		unknown, err := store.UnknownMasterKeys(ctx)
+	return c.Invoke(func(svc *stack.Stack, keyring *secrets.Keyring) error {
+		unknown, err := svc.Store.UnknownMasterKeys(ctx)
 		if err != nil {
 			return fmt.Errorf("serve: %w", err)
 		}

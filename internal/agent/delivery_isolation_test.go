@@ -3,25 +3,19 @@ package agent_test
 import (
 	"context"
 	"fmt"
-	"log/slog"
 	"net/http/httptest"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
 	"github.com/onsi/gomega"
-	"github.com/prometheus/client_golang/prometheus"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
-	"github.com/fleetmanager/fleet-manager/internal/authz"
 	"github.com/fleetmanager/fleet-manager/internal/fleet"
 	"github.com/fleetmanager/fleet-manager/internal/hub/hubtest"
 	"github.com/fleetmanager/fleet-manager/internal/hubkind"
 	"github.com/fleetmanager/fleet-manager/internal/postgres"
 	"github.com/fleetmanager/fleet-manager/internal/postgres/pgtest"
-	"github.com/fleetmanager/fleet-manager/internal/reconcile"
-	"github.com/fleetmanager/fleet-manager/internal/rest"
 	"github.com/fleetmanager/fleet-manager/internal/rest/apitest"
 	"github.com/fleetmanager/fleet-manager/internal/secrets"
 	"github.com/fleetmanager/fleet-manager/internal/stack"
@@ -47,57 +41,26 @@ func startDeliveryEnv(t *testing.T) *deliveryEnv {
 	if err != nil {
 		t.Fatal(err)
 	}
-	store := postgres.NewStore(db, keyring, fleet.SystemClock{}, postgres.DefaultStoreConfig(), authz.MustDefault())
+	cfg := stack.DefaultConfig()
+	cfg.DB, cfg.HeartbeatCheck = dbCfg, time.Second
+	cfg.Queue = postgres.QueueConfig{BackoffBase: 50 * time.Millisecond, BackoffMax: time.Second}
+	cfg.Reconcile.Lease, cfg.Reconcile.RemovalTimeout = 10*time.Second, time.Hour
 	agentID := fmt.Sprintf("agent-iso-%x", time.Now().UnixNano())
+	svc := startStack(t, cfg, stack.Parts{DB: db, Keyring: keyring, Authenticator: testAuth{agentID: agentID}})
+	store := svc.Store
 	hub, err := store.CreateHub(ctx, fleet.HubCreate{Name: "hub-shared", Zone: "eu", Region: "eu-west-1",
 		DeliveryMode: fleet.DeliveryAgent, Capacity: 10, AgentIdentity: agentID})
 	if err != nil {
 		t.Fatalf("CreateHub(): %v", err)
 	}
-	logger := slog.New(slog.DiscardHandler)
-	listener := stack.NewListener(dbCfg, logger)
-	watch := postgres.NewRevisionWatch(listener)
-	cfg := rest.DefaultConfig()
-	metrics, err := rest.NewHTTPMetrics(cfg, prometheus.NewRegistry())
-	if err != nil {
-		t.Fatal(err)
-	}
-	srv, err := rest.NewServer(ctx, cfg, logger, testAuth{agentID: agentID}, metrics,
-		stack.Services(store, stack.API{Revisions: watch, Authorizer: authz.MustDefault()}))
-	if err != nil {
-		t.Fatalf("NewServer(): %v", err)
-	}
-	handler, err := srv.Handler()
+	handler, err := svc.API.Handler()
 	if err != nil {
 		t.Fatalf("Handler(): %v", err)
 	}
 	ts := httptest.NewServer(handler)
 	t.Cleanup(ts.Close)
 
-	rcfg := reconcile.DefaultConfig()
-	rcfg.Lease, rcfg.RemovalTimeout = 10*time.Second, time.Hour
-	rmetrics, err := reconcile.NewMetrics("test", prometheus.NewRegistry())
-	if err != nil {
-		t.Fatal(err)
-	}
-	runCtx, cancel := context.WithCancel(context.Background())
-	running, err := reconcile.Start(runCtx, reconcile.Set{
-		Config: rcfg, Scaler: fleet.DefaultScalerConfig(), TombstoneTables: postgres.TombstoneTables(),
-		Stores:         stack.ReconcileStores(store, postgres.NewQueue(store, postgres.QueueConfig{BackoffBase: 50 * time.Millisecond, BackoffMax: time.Second})),
-		Deliveries:     map[fleet.DeliveryMode]fleet.Delivery{fleet.DeliveryAgent: postgres.NewAgentDelivery(store)},
-		Wake:           stack.Wakeups(listener),
-		HeartbeatCheck: time.Second, Clock: fleet.SystemClock{}, Logger: logger, Metrics: rmetrics,
-	})
-	if err != nil {
-		cancel()
-		t.Fatalf("reconcile.Start(): %v", err)
-	}
-	var done sync.WaitGroup
-	done.Go(func() { listener.Run(runCtx) })
-	done.Go(func() { watch.Run(runCtx) })
-	t.Cleanup(func() { cancel(); running.Wait(); done.Wait() })
-
-	base := ts.URL + cfg.BasePath
+	base := ts.URL + cfg.HTTP.BasePath
 	runAgent(t, hub.ID, withBearer(apitest.ValidatingClient(t, openapi.Specs, openapi.Private, base), "agent"), base)
 	return &deliveryEnv{t: t, g: gomega.NewWithT(t), db: db, store: store, hub: hub}
 }

@@ -17,13 +17,11 @@ import (
 	"k8s.io/client-go/dynamic"
 
 	"github.com/fleetmanager/fleet-manager/internal/agent"
-	"github.com/fleetmanager/fleet-manager/internal/authz"
 	"github.com/fleetmanager/fleet-manager/internal/fleet"
 	"github.com/fleetmanager/fleet-manager/internal/hub/hubtest"
 	"github.com/fleetmanager/fleet-manager/internal/hubkind"
 	"github.com/fleetmanager/fleet-manager/internal/postgres"
 	"github.com/fleetmanager/fleet-manager/internal/postgres/pgtest"
-	"github.com/fleetmanager/fleet-manager/internal/rest"
 	"github.com/fleetmanager/fleet-manager/internal/rest/apitest"
 	"github.com/fleetmanager/fleet-manager/internal/secrets"
 	"github.com/fleetmanager/fleet-manager/internal/stack"
@@ -104,35 +102,27 @@ type roundTripEnv struct {
 func startRoundTripEnv(t *testing.T) *roundTripEnv {
 	t.Helper()
 	ctx := t.Context()
-	db, _ := pgtest.NewMigratedDatabase(t)
+	db, dbCfg := pgtest.NewMigratedDatabase(t)
 	keyring, err := secrets.NewKeyring(make([]byte, 32))
 	if err != nil {
 		t.Fatal(err)
 	}
-	store := postgres.NewStore(db, keyring, fleet.SystemClock{}, postgres.DefaultStoreConfig(), authz.MustDefault())
+	cfg := stack.DefaultConfig()
+	cfg.DB, cfg.Reconcile.Enabled = dbCfg, false
 	agentID := fmt.Sprintf("agent-rt-%x", time.Now().UnixNano())
-	hubRow, err := store.CreateHub(ctx, fleet.HubCreate{Name: "hub-rt", Zone: "eu", Region: "eu-west-1",
+	svc := startStack(t, cfg, stack.Parts{DB: db, Keyring: keyring, Authenticator: testAuth{agentID: agentID}})
+	hubRow, err := svc.Store.CreateHub(ctx, fleet.HubCreate{Name: "hub-rt", Zone: "eu", Region: "eu-west-1",
 		DeliveryMode: fleet.DeliveryAgent, Capacity: 10, AgentIdentity: agentID})
 	if err != nil {
 		t.Fatalf("CreateHub(): %v", err)
 	}
-	cfg := rest.DefaultConfig()
-	metrics, err := rest.NewHTTPMetrics(cfg, prometheus.NewRegistry())
-	if err != nil {
-		t.Fatal(err)
-	}
-	srv, err := rest.NewServer(ctx, cfg, slog.New(slog.DiscardHandler), testAuth{agentID: agentID}, metrics,
-		stack.Services(store, stack.API{Authorizer: authz.MustDefault()}))
-	if err != nil {
-		t.Fatalf("NewServer(): %v", err)
-	}
-	handler, err := srv.Handler()
+	handler, err := svc.API.Handler()
 	if err != nil {
 		t.Fatalf("Handler(): %v", err)
 	}
 	ts := httptest.NewServer(handler)
 	t.Cleanup(ts.Close)
-	base := ts.URL + cfg.BasePath
+	base := ts.URL + cfg.HTTP.BasePath
 
 	e := &roundTripEnv{db: db}
 	if e.admin, err = admin.NewClientWithResponses(base,
@@ -141,6 +131,20 @@ func startRoundTripEnv(t *testing.T) *roundTripEnv {
 	}
 	runAgent(t, hubRow.ID, withBearer(apitest.ValidatingClient(t, openapi.Specs, openapi.Private, base), "agent"), base)
 	return e
+}
+
+// startStack builds the stack serve builds and runs it until t ends.
+func startStack(t *testing.T, cfg stack.Config, parts stack.Parts) *stack.Stack {
+	t.Helper()
+	svc, err := stack.New(t.Context(), cfg, parts)
+	if err != nil {
+		t.Fatalf("stack.New(): %v", err)
+	}
+	if err := svc.Start(t.Context()); err != nil {
+		t.Fatalf("Start(): %v", err)
+	}
+	t.Cleanup(svc.Stop)
+	return svc
 }
 
 // runAgent runs the hub's agent on the test hub until the test ends.

@@ -47,7 +47,7 @@ var (
 	// wiring names which adapter serves each service; it imports any
 	// adapter, and only binaries and tests import it.
 	wiring = map[string]string{
-		"stack": "names the store of each rest.Services and reconcile.Stores slot and the notification channels, for serve and the in-process tests",
+		"stack": "builds the whole service (store, authorizer, API server, listener, reconcilers) for serve and the in-process tests",
 	}
 	// testSupport is imported by tests only.
 	testSupport = []string{"childproc", "dnstest", "e2e", "hub", "logtest", "oidc", "promtest"}

@@ -10,7 +10,6 @@ import (
 	"net/http/httptest"
 	"reflect"
 	"slices"
-	"sync"
 	"testing"
 	"time"
 
@@ -18,17 +17,12 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/fleetmanager/fleet-manager/internal/auth"
-	"github.com/fleetmanager/fleet-manager/internal/authz"
-	"github.com/fleetmanager/fleet-manager/internal/fleet"
 	"github.com/fleetmanager/fleet-manager/internal/logtest"
 	"github.com/fleetmanager/fleet-manager/internal/postgres"
 	"github.com/fleetmanager/fleet-manager/internal/postgres/pgtest"
-	"github.com/fleetmanager/fleet-manager/internal/reconcile"
-	"github.com/fleetmanager/fleet-manager/internal/rest"
 	"github.com/fleetmanager/fleet-manager/internal/rest/apitest"
 	"github.com/fleetmanager/fleet-manager/internal/secrets"
 	"github.com/fleetmanager/fleet-manager/internal/stack"
-	"github.com/fleetmanager/fleet-manager/internal/usermetrics"
 	"github.com/fleetmanager/fleet-manager/openapi"
 	"github.com/fleetmanager/fleet-manager/pkg/api/admin"
 	"github.com/fleetmanager/fleet-manager/pkg/api/private"
@@ -85,21 +79,17 @@ func newStackEnvWith(t testing.TB, f flavour, storeCfg postgres.StoreConfig) *st
 	}
 	t.Cleanup(verifier.Close)
 	reg := prometheus.NewRegistry()
-	metrics, err := rest.NewHTTPMetrics(f.http, reg)
-	if err != nil {
-		t.Fatalf("NewHTTPMetrics(): %v", err)
-	}
 	db, dbCfg := pgtest.NewMigratedDatabase(t)
 	keyring := newTestKeyring(t)
 	f.http.OrgRoles = f.authz.OrgRoles
-	authorizer := newAuthorizer(t, f, logger, reg)
-	store := postgres.NewStore(db, keyring, fleet.SystemClock{}, storeCfg, authorizer)
-	srv, err := rest.NewServer(context.Background(), f.http, logger, verifier, metrics,
-		stack.Services(store, stack.API{Revisions: startRevisionWatch(t, dbCfg), InventoryChanges: startInventoryWatch(t, dbCfg),
-			PolicySchema: policySchema(t), Authorizer: authorizer, Metrics: userMetrics(t, f.http, store, reg)}))
-	if err != nil {
-		t.Fatalf("NewServer(): %v", err)
+	if err := f.authz.Validate(); err != nil {
+		t.Fatalf("authz.Config.Validate(): %v", err)
 	}
+	cfg := stack.DefaultConfig()
+	cfg.DB, cfg.Store, cfg.HTTP, cfg.Authz = dbCfg, storeCfg, f.http, f.authz
+	cfg.Reconcile.Enabled = false
+	svc := startStack(t, cfg, stack.Parts{DB: db, Keyring: keyring, Authenticator: verifier, Logger: logger, Registerer: reg})
+	store, srv := svc.Store, svc.API
 	handler, err := srv.Handler()
 	if err != nil {
 		t.Fatalf("Handler(): %v", err)
@@ -126,22 +116,18 @@ func newStackEnvWith(t testing.TB, f flavour, storeCfg postgres.StoreConfig) *st
 	return e
 }
 
-// newAuthorizer is the flavour's Authorizer, as the composition root builds
-// it, its metrics registered with reg.
-func newAuthorizer(t testing.TB, f flavour, logger *slog.Logger, reg prometheus.Registerer) *authz.Authorizer {
+// startStack builds the stack serve builds and runs it until t ends.
+func startStack(t testing.TB, cfg stack.Config, parts stack.Parts) *stack.Stack {
 	t.Helper()
-	if err := f.authz.Validate(); err != nil {
-		t.Fatalf("authz.Config.Validate(): %v", err)
-	}
-	m, err := authz.NewMetrics(f.http.MetricsNamespace(), reg)
+	svc, err := stack.New(context.Background(), cfg, parts)
 	if err != nil {
-		t.Fatalf("authz.NewMetrics(): %v", err)
+		t.Fatalf("stack.New(): %v", err)
 	}
-	a, err := authz.New(context.Background(), f.authz, logger, m)
-	if err != nil {
-		t.Fatalf("authz.New(): %v", err)
+	if err := svc.Start(context.Background()); err != nil {
+		t.Fatalf("Start(): %v", err)
 	}
-	return a
+	t.Cleanup(svc.Stop)
+	return svc
 }
 
 func newTestKeyring(t testing.TB) *secrets.Keyring {
@@ -160,38 +146,18 @@ func newTestKeyring(t testing.TB) *secrets.Keyring {
 // ends. Their log is shown when t fails.
 func (e *stackEnv) startReconcilers(t *testing.T) {
 	t.Helper()
-	store := postgres.NewStore(pgtest.Open(t, e.dbCfg), e.keyring, fleet.SystemClock{}, e.storeCfg, authz.MustDefault())
-	cfg := reconcile.DefaultConfig()
-	cfg.Lease, cfg.RemovalTimeout, cfg.StatsInterval, cfg.PoolResync = 10*time.Second, time.Hour, time.Second, 200*time.Millisecond
-	metrics, err := reconcile.NewMetrics("test", prometheus.NewRegistry())
-	if err != nil {
-		t.Fatalf("reconcile.NewMetrics(): %v", err)
-	}
+	cfg := stack.DefaultConfig()
+	cfg.DB, cfg.Store, cfg.HeartbeatCheck = e.dbCfg, e.storeCfg, time.Second
+	cfg.Queue = postgres.QueueConfig{BackoffBase: 50 * time.Millisecond, BackoffMax: time.Second}
+	cfg.Reconcile.Lease, cfg.Reconcile.RemovalTimeout, cfg.Reconcile.StatsInterval, cfg.Reconcile.PoolResync = 10*time.Second, time.Hour, time.Second, 200*time.Millisecond
 	logs := &logtest.Buffer{}
 	logger := slog.New(slog.NewTextHandler(logs, &slog.HandlerOptions{Level: slog.LevelInfo}))
-	listener := stack.NewListener(e.dbCfg, logger)
-	ctx, cancel := context.WithCancel(context.Background())
-	running, err := reconcile.Start(ctx, reconcile.Set{
-		Config: cfg, Scaler: fleet.DefaultScalerConfig(), TombstoneTables: postgres.TombstoneTables(),
-		Stores:         stack.ReconcileStores(store, postgres.NewQueue(store, postgres.QueueConfig{BackoffBase: 50 * time.Millisecond, BackoffMax: time.Second})),
-		Deliveries:     map[fleet.DeliveryMode]fleet.Delivery{fleet.DeliveryAgent: postgres.NewAgentDelivery(store)},
-		Wake:           stack.Wakeups(listener),
-		HeartbeatCheck: time.Second, Clock: fleet.SystemClock{}, Logger: logger, Metrics: metrics,
-	})
-	if err != nil {
-		cancel()
-		t.Fatalf("reconcile.Start(): %v", err)
-	}
-	var done sync.WaitGroup
-	done.Go(func() { listener.Run(ctx) })
 	t.Cleanup(func() {
-		cancel()
-		running.Wait()
-		done.Wait()
 		if t.Failed() {
 			t.Logf("reconciler log:\n%s", logs.String())
 		}
 	})
+	startStack(t, cfg, stack.Parts{DB: pgtest.Open(t, e.dbCfg), Keyring: e.keyring, Logger: logger})
 }
 
 // userToken mints a token of user in org, with no role.
@@ -396,33 +362,4 @@ func clusterTotal(t *testing.T, e *stackEnv, tok, search string) int {
 		t.Fatalf("ListClusters(search %q) = %s; want 200", search, outcome(resp, err))
 	}
 	return resp.JSON200.Total
-}
-
-// startRevisionWatch runs a listener and the long-polls' revision watch on
-// the database until t ends.
-func startRevisionWatch(t testing.TB, cfg postgres.Config) *postgres.RevisionWatch {
-	t.Helper()
-	listener := postgres.NewListener(cfg, slog.New(slog.DiscardHandler), postgres.ChannelHubRevision)
-	watch := postgres.NewRevisionWatch(listener)
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan struct{}, 2)
-	go func() { listener.Run(ctx); done <- struct{}{} }()
-	go func() { watch.Run(ctx); done <- struct{}{} }()
-	t.Cleanup(func() { cancel(); <-done; <-done })
-	return watch
-}
-
-// userMetrics is the user-facing metrics service without a backend: the
-// text endpoints serve the inventory's own series, the query endpoints 404.
-func userMetrics(t testing.TB, cfg rest.Config, store usermetrics.Store, reg prometheus.Registerer) *usermetrics.Service {
-	t.Helper()
-	m, err := usermetrics.NewMetrics(cfg.MetricsNamespace(), reg)
-	if err != nil {
-		t.Fatalf("usermetrics.NewMetrics(): %v", err)
-	}
-	svc, err := usermetrics.New(usermetrics.DefaultConfig(), store, cfg.MetricsNamespace(), m, discard())
-	if err != nil {
-		t.Fatalf("usermetrics.New(): %v", err)
-	}
-	return svc
 }

@@ -12,21 +12,10 @@ import (
 	"github.com/onsi/gomega"
 
 	"github.com/fleetmanager/fleet-manager/internal/fleet"
-	"github.com/fleetmanager/fleet-manager/internal/policyschema"
 	"github.com/fleetmanager/fleet-manager/pkg/api/admin"
 	"github.com/fleetmanager/fleet-manager/pkg/api/private"
 	"github.com/fleetmanager/fleet-manager/pkg/api/public"
 )
-
-// policySchema is the Policy CRD's validator the service runs with.
-func policySchema(t testing.TB) fleet.PolicyValidator {
-	t.Helper()
-	v, err := policyschema.New()
-	if err != nil {
-		t.Fatalf("policyschema.New(): %v", err)
-	}
-	return v
-}
 
 // apiPolicy is a valid Policy body.
 func apiPolicy(name, remediation string) public.PolicyBody {

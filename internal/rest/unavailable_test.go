@@ -10,11 +10,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/prometheus/client_golang/prometheus"
-
 	"github.com/fleetmanager/fleet-manager/internal/auth"
-	"github.com/fleetmanager/fleet-manager/internal/authz"
-	"github.com/fleetmanager/fleet-manager/internal/fleet"
 	"github.com/fleetmanager/fleet-manager/internal/logtest"
 	"github.com/fleetmanager/fleet-manager/internal/postgres"
 	"github.com/fleetmanager/fleet-manager/internal/postgres/pgtest"
@@ -42,8 +38,8 @@ func newOutageEnv(t *testing.T, httpCfg rest.Config) *outageEnv {
 	return e
 }
 
-// serveOutageEnv is the API server with its store on db; the watches of
-// revisions and of the inventory listen on watched.
+// serveOutageEnv is the API server with its store on db; its listener, which
+// wakes the long polls, connects to watched.
 func serveOutageEnv(t *testing.T, httpCfg rest.Config, db *postgres.DB, watched postgres.Config) *outageEnv {
 	t.Helper()
 	f := flavours()[0]
@@ -61,19 +57,10 @@ func serveOutageEnv(t *testing.T, httpCfg rest.Config, db *postgres.DB, watched 
 		t.Fatalf("NewVerifier(): %v", err)
 	}
 	t.Cleanup(verifier.Close)
-	reg := prometheus.NewRegistry()
-	metrics, err := rest.NewHTTPMetrics(f.http, reg)
-	if err != nil {
-		t.Fatalf("NewHTTPMetrics(): %v", err)
-	}
-	authorizer := authz.MustDefault()
-	store := postgres.NewStore(db, newTestKeyring(t), fleet.SystemClock{}, testStoreConfig(), authorizer)
-	srv, err := rest.NewServer(context.Background(), f.http, logger, verifier, metrics,
-		stack.Services(store, stack.API{Revisions: startRevisionWatch(t, watched), InventoryChanges: startInventoryWatch(t, watched),
-			PolicySchema: policySchema(t), Authorizer: authorizer, Metrics: userMetrics(t, f.http, store, reg)}))
-	if err != nil {
-		t.Fatalf("NewServer(): %v", err)
-	}
+	cfg := stack.DefaultConfig()
+	cfg.DB, cfg.Store, cfg.HTTP = watched, testStoreConfig(), f.http
+	cfg.Reconcile.Enabled = false
+	srv := startStack(t, cfg, stack.Parts{DB: db, Keyring: newTestKeyring(t), Authenticator: verifier, Logger: logger}).API
 	handler, err := srv.Handler()
 	if err != nil {
 		t.Fatalf("Handler(): %v", err)

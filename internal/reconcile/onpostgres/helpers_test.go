@@ -6,12 +6,10 @@ import (
 	"fmt"
 	"log/slog"
 	"os"
-	"sync"
 	"testing"
 	"time"
 
 	"github.com/onsi/gomega"
-	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/fleetmanager/fleet-manager/internal/authz"
 	"github.com/fleetmanager/fleet-manager/internal/fleet"
@@ -56,9 +54,8 @@ func testKeyring(t testing.TB) *secrets.Keyring {
 // queue and claim owner, as a separate process would have, running the set
 // that serve runs.
 type replica struct {
-	store  *postgres.Store
-	cancel context.CancelFunc
-	done   sync.WaitGroup
+	store *postgres.Store
+	svc   *stack.Stack
 }
 
 type replicaOptions struct {
@@ -66,6 +63,8 @@ type replicaOptions struct {
 	deliveries func(store *postgres.Store) map[fleet.DeliveryMode]fleet.Delivery
 	// queue, when set, wraps the replica's work queue.
 	queue func(q *postgres.Queue) fleet.RegistrationQueue
+	// observe, when set, is told of every statement the replica's pool runs.
+	observe postgres.StatementObserver
 }
 
 func defaultReconcileConfig() reconcile.Config {
@@ -76,43 +75,43 @@ func defaultReconcileConfig() reconcile.Config {
 
 func (e *env) startReplica(opts replicaOptions) *replica {
 	e.t.Helper()
+	cfg := stack.DefaultConfig()
+	cfg.DB, cfg.Store, cfg.Reconcile, cfg.HeartbeatCheck = e.cfg, e.scfg, opts.cfg, time.Second
 	if opts.cfg.Workers == 0 {
-		opts.cfg = defaultReconcileConfig()
+		cfg.Reconcile = defaultReconcileConfig()
 	}
+	// The env's store has no pool settings; pool_mgr and its queue scale as
+	// serve's defaults say.
+	cfg.Store.Pools.Scaler = fleet.DefaultScalerConfig()
+	cfg.Queue = postgres.QueueConfig{BackoffBase: 50 * time.Millisecond, BackoffMax: time.Second}
 	db := pgtest.Open(e.t, e.cfg)
-	store := postgres.NewStore(db, testKeyring(e.t), fleet.SystemClock{}, e.scfg, authz.MustDefault())
-	deliveries := map[fleet.DeliveryMode]fleet.Delivery{fleet.DeliveryAgent: postgres.NewAgentDelivery(store)}
+	if opts.observe != nil {
+		if err := db.ObserveStatements(opts.observe); err != nil {
+			e.t.Fatal(err)
+		}
+	}
+	parts := stack.Parts{
+		DB: db, Keyring: testKeyring(e.t), Queue: opts.queue,
+		Logger: slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn})),
+	}
 	if opts.deliveries != nil {
-		deliveries = opts.deliveries(store)
+		parts.Deliveries = func(store *postgres.Store) (map[fleet.DeliveryMode]fleet.Delivery, error) {
+			return opts.deliveries(store), nil
+		}
 	}
-	metrics, err := reconcile.NewMetrics("test", prometheus.NewRegistry())
+	svc, err := stack.New(context.Background(), cfg, parts)
 	if err != nil {
 		e.t.Fatal(err)
 	}
-	logger := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
-	listener := stack.NewListener(e.cfg, logger)
-	ctx, cancel := context.WithCancel(context.Background())
-	r := &replica{store: store, cancel: cancel}
-	var queue fleet.RegistrationQueue = postgres.NewQueue(store, postgres.QueueConfig{BackoffBase: 50 * time.Millisecond, BackoffMax: time.Second})
-	if opts.queue != nil {
-		queue = opts.queue(queue.(*postgres.Queue))
-	}
-	running, err := reconcile.Start(ctx, reconcile.Set{
-		Config: opts.cfg, Stores: stack.ReconcileStores(store, queue), Scaler: fleet.DefaultScalerConfig(), Deliveries: deliveries,
-		TombstoneTables: postgres.TombstoneTables(), Wake: stack.Wakeups(listener),
-		HeartbeatCheck: time.Second, Clock: fleet.SystemClock{}, Logger: logger, Metrics: metrics,
-	})
-	if err != nil {
-		cancel()
+	if err := svc.Start(context.Background()); err != nil {
 		e.t.Fatal(err)
 	}
-	r.done.Go(running.Wait)
-	r.done.Go(func() { listener.Run(ctx) })
+	r := &replica{store: svc.Store, svc: svc}
 	e.t.Cleanup(r.stop)
 	return r
 }
 
-func (r *replica) stop() { r.cancel(); r.done.Wait() }
+func (r *replica) stop() { r.svc.Stop() }
 
 // hub registers an agent hub and sends its first heartbeat.
 func (e *env) hub(name, zone, region string, capacity int) fleet.Hub {
