@@ -861,21 +861,24 @@ type DNSAdmin interface {
 type DNSRecords interface {
 	// FindDNSServiceByName returns a live policy. Errors: CodeNotFound.
 	FindDNSServiceByName(ctx context.Context, name string) (DNSService, error)
-	// CreateDNSRecord creates an instance's record, or returns the live
-	// one with the same instance, type, TTL and target (created false).
-	// Errors: CodeValidation, CodeNotFound (the cluster), CodeNameTaken
-	// (the instance's name holds another record).
-	CreateDNSRecord(ctx context.Context, caller Identity, service DNSService, create DNSRecordCreate) (DNSRecord, bool, error)
+	// CreateDNSRecord creates an instance's record of the service named
+	// service, or returns the live one with the same instance, type, TTL
+	// and target (created false). The service is read, and the caller
+	// checked against its writers, inside the write. Errors: CodeNotFound
+	// (the service, the cluster), CodeDNSWriterNotAllowed, CodeValidation,
+	// CodeNameTaken (the instance's name holds another record).
+	CreateDNSRecord(ctx context.Context, caller Identity, service string, create DNSRecordCreate) (DNSRecord, bool, error)
 	ListDNSRecords(ctx context.Context, org string, service DNSService, q ListQuery) ([]DNSRecord, int, error)
 	FindDNSRecord(ctx context.Context, org string, service DNSService, id string) (DNSRecord, error)
-	// UpdateDNSRecord changes a record's target or TTL under If-Match.
-	// Errors: CodeNotFound, CodeValidation, CodePreconditionFailed,
-	// CodeConflict (being deleted).
-	UpdateDNSRecord(ctx context.Context, permit Permit, org string, service DNSService, id string, match *int64, update DNSRecordUpdate) (DNSRecord, error)
+	// UpdateDNSRecord changes a record's target or TTL under If-Match,
+	// checked, as the caller's writing, against the service as the write
+	// reads it. Errors: CodeNotFound, CodeDNSWriterNotAllowed,
+	// CodeValidation, CodePreconditionFailed, CodeConflict (being deleted).
+	UpdateDNSRecord(ctx context.Context, permit Permit, org string, service string, id string, match *int64, update DNSRecordUpdate) (DNSRecord, error)
 	// RequestDNSRecordDeletion starts a record's removal; the row goes once
 	// the provider removed the name. Errors: CodeNotFound,
-	// CodePreconditionFailed.
-	RequestDNSRecordDeletion(ctx context.Context, permit Permit, org string, service DNSService, id string, match *int64) error
+	// CodeDNSWriterNotAllowed, CodePreconditionFailed.
+	RequestDNSRecordDeletion(ctx context.Context, permit Permit, org string, service string, id string, match *int64) error
 }
 
 // Desired is the set w's record wants at its provider for its current

@@ -28,8 +28,9 @@ const dnsPlanRecords = 300000
 // as wide as a published record's (the sizes are the SQL's own).
 const seedDNSFleetSQL = `
 INSERT INTO dns_zones (id, name, provider, settings) SELECT 'z-' || i, 'zone-' || i || '.example', 'rfc2136', '{}' FROM generate_series(0, 2) i;
-INSERT INTO dns_services (id, name, zone_id, subdomain, name_template, record_types, min_ttl, max_ttl, default_ttl)
-SELECT 'svc-' || i, 'svc-' || i, 'z-' || i % 3, 'svc-' || i, '{instance}', '["CNAME", "A", "AAAA"]', 5, 86400, 300 FROM generate_series(0, 29) i;
+INSERT INTO dns_services (id, name, zone_id, subdomain, name_template, record_types, min_ttl, max_ttl, default_ttl, writer_orgs)
+SELECT 'svc-' || i, 'svc-' || i, 'z-' || i % 3, 'svc-' || i, '{instance}', '["CNAME", "A", "AAAA"]', 5, 86400, 300, '["org-big"]'
+FROM generate_series(0, 29) i;
 INSERT INTO dns_records (id, service_id, zone_id, org_id, instance, name, type, ttl, targets, cluster_id, conditions, phase, published,
 	published_generation, next_pass_at, created_at)
 SELECT 'rec-' || i, 'svc-' || k, 'z-' || k % 3, CASE WHEN i < $1 / 10 THEN 'org-big' ELSE 'org-' || i % 300 END, 'i' || i,
@@ -119,22 +120,22 @@ func TestDNSReadsUseTheirIndexes(t *testing.T) {
 		}},
 		{"FindDNSRecord", func() error { _, err := store.FindDNSRecord(ctx, "org-big", svc, "rec-42"); return err }},
 		{"CreateDNSRecord(same)", func() error {
-			_, created, err := store.CreateDNSRecord(ctx, big, svc, fleet.DNSRecordCreate{Instance: "i42", Targets: []string{"lb.example.net"}})
+			_, created, err := store.CreateDNSRecord(ctx, big, svc.Name, fleet.DNSRecordCreate{Instance: "i42", Targets: []string{"lb.example.net"}})
 			if err == nil && created {
 				return fmt.Errorf("created a record the fleet holds")
 			}
 			return err
 		}},
 		{"CreateDNSRecord(new)", func() error {
-			_, _, err := store.CreateDNSRecord(ctx, big, svc, fleet.DNSRecordCreate{Instance: "fresh", ClusterID: "cl-big"})
+			_, _, err := store.CreateDNSRecord(ctx, big, svc.Name, fleet.DNSRecordCreate{Instance: "fresh", ClusterID: "cl-big"})
 			return err
 		}},
 		{"UpdateDNSRecord", func() error {
-			_, err := store.UpdateDNSRecord(ctx, fleet.Permitted, "org-big", svc, "rec-43", nil, fleet.DNSRecordUpdate{TTL: &ttl})
+			_, err := store.UpdateDNSRecord(ctx, fleet.Permitted, "org-big", svc.Name, "rec-43", nil, fleet.DNSRecordUpdate{TTL: &ttl})
 			return err
 		}},
 		{"RequestDNSRecordDeletion", func() error {
-			return store.RequestDNSRecordDeletion(ctx, fleet.Permitted, "org-big", svc, "rec-44", nil)
+			return store.RequestDNSRecordDeletion(ctx, fleet.Permitted, "org-big", svc.Name, "rec-44", nil)
 		}},
 		{"ClaimDNSZones+CompleteDNSZone", func() error {
 			claims, err := store.ClaimDNSZones(ctx, "mgr", []string{"z-1"}, 3, 100, time.Minute)

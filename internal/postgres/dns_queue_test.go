@@ -32,7 +32,7 @@ func mustDNSRecords(t *testing.T, store *postgres.Store, service fleet.DNSServic
 	t.Helper()
 	var out []fleet.DNSRecord
 	for _, i := range instances {
-		r, _, err := store.CreateDNSRecord(context.Background(), fleet.Identity{OrgID: "org-a"}, service,
+		r, _, err := store.CreateDNSRecord(context.Background(), fleet.Identity{OrgID: "org-a"}, service.Name,
 			fleet.DNSRecordCreate{Instance: i, Targets: []string{"lb.example.net"}})
 		if err != nil {
 			t.Fatalf("CreateDNSRecord(%s) = %v", i, err)
@@ -149,9 +149,9 @@ func TestCompleteDNSZoneRecordsEachOutcome(t *testing.T) {
 	_, shop := mustDNSService(t, store, "example.com", "shop", "org-a")
 	seedPoolCluster(t, db, "org-a", "cl-a", "https://console-openshift-console.apps.c1.example.net")
 	recs := mustDNSRecords(t, store, shop, "synced", "failed", "changed", "deleted", "waiting")
-	follower, _, err := store.CreateDNSRecord(ctx, fleet.Identity{OrgID: "org-a"}, shop, fleet.DNSRecordCreate{Instance: "follower", ClusterID: "cl-a"})
+	follower, _, err := store.CreateDNSRecord(ctx, fleet.Identity{OrgID: "org-a"}, shop.Name, fleet.DNSRecordCreate{Instance: "follower", ClusterID: "cl-a"})
 	g.Expect(err).NotTo(gomega.HaveOccurred())
-	g.Expect(store.RequestDNSRecordDeletion(ctx, fleet.Permitted, "org-a", shop, recs[3].ID, nil)).To(gomega.Succeed())
+	g.Expect(store.RequestDNSRecordDeletion(ctx, fleet.Permitted, "org-a", shop.Name, recs[3].ID, nil)).To(gomega.Succeed())
 
 	claims, err := store.ClaimDNSZones(ctx, "mgr", nil, 1, 10, time.Minute)
 	g.Expect(err).NotTo(gomega.HaveOccurred())
@@ -166,7 +166,7 @@ func TestCompleteDNSZoneRecordsEachOutcome(t *testing.T) {
 
 	// The changed record moves on while the pass runs.
 	ttl := 60
-	_, err = store.UpdateDNSRecord(ctx, fleet.Permitted, "org-a", shop, recs[2].ID, nil, fleet.DNSRecordUpdate{TTL: &ttl})
+	_, err = store.UpdateDNSRecord(ctx, fleet.Permitted, "org-a", shop.Name, recs[2].ID, nil, fleet.DNSRecordUpdate{TTL: &ttl})
 	g.Expect(err).NotTo(gomega.HaveOccurred())
 
 	now := time.Now()
@@ -219,7 +219,7 @@ func TestCompleteDNSZoneRecordsEachOutcome(t *testing.T) {
 	g.Expect(readDNSQueue(t, db, recs[3].ID).Deleted).To(gomega.BeTrue())
 	_, err = store.FindDNSRecord(ctx, "org-a", shop, recs[3].ID)
 	g.Expect(codeOf(err)).To(gomega.Equal(fleet.CodeNotFound))
-	_, created, err := store.CreateDNSRecord(ctx, fleet.Identity{OrgID: "org-a"}, shop, fleet.DNSRecordCreate{Instance: "deleted", Targets: []string{"lb.example.net"}})
+	_, created, err := store.CreateDNSRecord(ctx, fleet.Identity{OrgID: "org-a"}, shop.Name, fleet.DNSRecordCreate{Instance: "deleted", Targets: []string{"lb.example.net"}})
 	g.Expect(err).NotTo(gomega.HaveOccurred())
 	g.Expect(created).To(gomega.BeTrue(), "the name is free once the removal is published")
 
@@ -259,7 +259,7 @@ func TestClaimDNSZonesReadsTheClustersRecordsFollow(t *testing.T) {
 	seedPoolCluster(t, db, "org-a", "cl-deregistered", "https://console-openshift-console.apps.dereg.example.net")
 	seedPoolCluster(t, db, "org-a", "cl-moved", "https://console-openshift-console.apps.moved.example.net")
 	for _, cluster := range []string{"cl-ready", "cl-new", "cl-removed", "cl-deregistered", "cl-moved"} {
-		_, _, err := store.CreateDNSRecord(ctx, fleet.Identity{OrgID: "org-a"}, shop, fleet.DNSRecordCreate{Instance: cluster, ClusterID: cluster})
+		_, _, err := store.CreateDNSRecord(ctx, fleet.Identity{OrgID: "org-a"}, shop.Name, fleet.DNSRecordCreate{Instance: cluster, ClusterID: cluster})
 		g.Expect(err).NotTo(gomega.HaveOccurred())
 	}
 	mustDNSRecords(t, store, shop, "plain")
@@ -316,10 +316,10 @@ func TestDNSRecordWritesWakeDNSManager(t *testing.T) {
 	rec := mustDNSRecords(t, store, shop, "i1")[0]
 	wokenWith(zone.ID, "CreateDNSRecord")
 	ttl := 60
-	_, err := store.UpdateDNSRecord(ctx, fleet.Permitted, "org-a", shop, rec.ID, nil, fleet.DNSRecordUpdate{TTL: &ttl})
+	_, err := store.UpdateDNSRecord(ctx, fleet.Permitted, "org-a", shop.Name, rec.ID, nil, fleet.DNSRecordUpdate{TTL: &ttl})
 	g.Expect(err).NotTo(gomega.HaveOccurred())
 	wokenWith(zone.ID, "UpdateDNSRecord")
-	g.Expect(store.RequestDNSRecordDeletion(ctx, fleet.Permitted, "org-a", shop, rec.ID, nil)).To(gomega.Succeed())
+	g.Expect(store.RequestDNSRecordDeletion(ctx, fleet.Permitted, "org-a", shop.Name, rec.ID, nil)).To(gomega.Succeed())
 	wokenWith(zone.ID, "RequestDNSRecordDeletion")
 }
 
@@ -345,7 +345,7 @@ func TestDNSServiceRecordCountsFollowTheRecords(t *testing.T) {
 	g.Expect(count(s2.ID)).To(gomega.Equal(1))
 
 	for _, r := range recs[:2] {
-		g.Expect(store.RequestDNSRecordDeletion(ctx, fleet.Permitted, "org-a", s1, r.ID, nil)).To(gomega.Succeed())
+		g.Expect(store.RequestDNSRecordDeletion(ctx, fleet.Permitted, "org-a", s1.Name, r.ID, nil)).To(gomega.Succeed())
 	}
 	g.Expect(count(s1.ID)).To(gomega.Equal(4), "a record being deleted is still live")
 	claims, err := store.ClaimDNSZones(ctx, "mgr", nil, 10, 10, time.Minute)
@@ -383,7 +383,7 @@ func TestStoredDNSPhaseFollowsTheOneRule(t *testing.T) {
 	_, svc := mustDNSService(t, store, "phase.example", "phase")
 	recs := mustDNSRecords(t, store, svc, "kept", "removed")
 	org := recs[0].OrgID
-	g.Expect(store.RequestDNSRecordDeletion(ctx, fleet.Permitted, org, svc, recs[1].ID, nil)).To(gomega.Succeed())
+	g.Expect(store.RequestDNSRecordDeletion(ctx, fleet.Permitted, org, svc.Name, recs[1].ID, nil)).To(gomega.Succeed())
 
 	claims, err := store.ClaimDNSZones(ctx, "mgr-1", nil, 10, 10, time.Minute)
 	g.Expect(err).NotTo(gomega.HaveOccurred())

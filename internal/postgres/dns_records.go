@@ -87,7 +87,7 @@ WHERE pc.registration_id = ? AND pc.org_id = ? AND NOT pc.removing AND r.deleted
 // policy, due for dns_mgr at once. A live record of the same name, the
 // caller's organisation and the same request is returned as it is (created
 // false); any other holder of the name is refused alike, whoever it is.
-func (s *DNSStore) CreateDNSRecord(ctx context.Context, caller fleet.Identity, service fleet.DNSService, create fleet.DNSRecordCreate) (fleet.DNSRecord, bool, error) {
+func (s *DNSStore) CreateDNSRecord(ctx context.Context, caller fleet.Identity, service string, create fleet.DNSRecordCreate) (fleet.DNSRecord, bool, error) {
 	if caller.OrgID == "" {
 		return fleet.DNSRecord{}, false, fleet.Errorf(fleet.CodeOrgNotAllowed, "the token carries no organisation")
 	}
@@ -96,8 +96,7 @@ func (s *DNSStore) CreateDNSRecord(ctx context.Context, caller fleet.Identity, s
 	created := false
 	err := s.transact(ctx, func(tx *gorm.DB) error {
 		var err error
-		// Shared with other records' creates, exclusive of the service's deletion.
-		if svc, err = lockDNSService(tx, service.ID, "KEY SHARE"); err != nil {
+		if svc, err = lockWritableDNSService(ctx, tx, service, caller); err != nil {
 			return err
 		}
 		c, err := create.Validate(svc.toService())
@@ -131,7 +130,7 @@ ON CONFLICT (name) WHERE deleted_at IS NULL DO NOTHING RETURNING *`,
 		return err
 	})
 	if err != nil {
-		return fleet.DNSRecord{}, false, fmt.Errorf("CreateDNSRecord(%s/%s): %w", caller.OrgID, service.Name, err)
+		return fleet.DNSRecord{}, false, fmt.Errorf("CreateDNSRecord(%s/%s): %w", caller.OrgID, service, err)
 	}
 	return row.toRecord(svc.Name), created, nil
 }
@@ -212,6 +211,47 @@ func findDNSRecord(tx *gorm.DB, org, serviceID, id, lock string) (dnsRecordRow, 
 	return rows[0], nil
 }
 
+// lockWritableDNSService locks the live service named name against its
+// deletion (KEY SHARE: records' writes do not wait on each other) and
+// refuses a caller that is not one of its writers (checkDNSWriter).
+func lockWritableDNSService(ctx context.Context, tx *gorm.DB, name string, caller fleet.Identity) (dnsServiceRow, error) {
+	svc, err := lockDNSServiceByName(tx, name, "KEY SHARE")
+	if err != nil {
+		return svc, err
+	}
+	return svc, checkDNSWriter(ctx, svc, caller)
+}
+
+// checkDNSWriter refuses, with CodeDNSWriterNotAllowed, a caller that is
+// not one of the writers of svc as its locked row says: a writer the
+// service dropped meanwhile writes nothing.
+func checkDNSWriter(ctx context.Context, svc dnsServiceRow, caller fleet.Identity) error {
+	if !svc.toService().MayWrite(fleet.SubjectFromContext(ctx, caller)) {
+		return fleet.Errorf(fleet.CodeDNSWriterNotAllowed,
+			"neither the caller's organisation nor its service account is one of the DNS service's writers")
+	}
+	return nil
+}
+
+// lockWrittenDNSRecord makes a record's change or deletion decisions in
+// their one order: the service locked (404 when gone), the record of org
+// locked into row (404 when org has none of that id), the caller one of the
+// service's writers, then permit asked with the locked record.
+func lockWrittenDNSRecord(ctx context.Context, tx *gorm.DB, permit fleet.Permit, org, service, id string,
+	row *dnsRecordRow) (dnsServiceRow, error) {
+	svc, err := lockDNSServiceByName(tx, service, "KEY SHARE")
+	if err != nil {
+		return svc, err
+	}
+	if *row, err = findDNSRecord(tx, org, svc.ID, id, "FOR UPDATE"); err != nil {
+		return svc, err
+	}
+	if err := checkDNSWriter(ctx, svc, fleet.Identity{OrgID: org}); err != nil {
+		return svc, err
+	}
+	return svc, permit(ctx, row.authzResource())
+}
+
 // authzResource is the record as the Authorizer sees it.
 func (r dnsRecordRow) authzResource() fleet.AuthzResource {
 	return fleet.AuthzResource{Kind: "dns_record", ID: r.ID, OrgID: r.OrgID, CreatedBy: r.CreatedBy}
@@ -221,14 +261,11 @@ func (r dnsRecordRow) authzResource() fleet.AuthzResource {
 // checked against its service's policy as it is now; a change makes a new
 // generation, due for dns_mgr at once. A request that changes nothing
 // leaves the record as it is.
-func (s *DNSStore) UpdateDNSRecord(ctx context.Context, permit fleet.Permit, org string, service fleet.DNSService, id string, match *int64, update fleet.DNSRecordUpdate) (fleet.DNSRecord, error) {
+func (s *DNSStore) UpdateDNSRecord(ctx context.Context, permit fleet.Permit, org string, service string, id string, match *int64, update fleet.DNSRecordUpdate) (fleet.DNSRecord, error) {
 	var row dnsRecordRow
 	err := s.transact(ctx, func(tx *gorm.DB) error {
-		var err error
-		if row, err = findDNSRecord(tx, org, service.ID, id, "FOR UPDATE"); err != nil {
-			return err
-		}
-		if err := permit(ctx, row.authzResource()); err != nil {
+		svc, err := lockWrittenDNSRecord(ctx, tx, permit, org, service, id, &row)
+		if err != nil {
 			return err
 		}
 		if err := checkIfMatch(match, row.Generation); err != nil {
@@ -236,10 +273,6 @@ func (s *DNSStore) UpdateDNSRecord(ctx context.Context, permit fleet.Permit, org
 		}
 		if row.DeletionRequestedAt != nil {
 			return fleet.Errorf(fleet.CodeConflict, "the DNS record is being deleted")
-		}
-		svc, err := lockDNSService(tx, service.ID, "KEY SHARE")
-		if err != nil {
-			return err
 		}
 		c, err := update.Apply(row.toRecord(svc.Name), svc.toService())
 		if err != nil {
@@ -266,21 +299,18 @@ func (s *DNSStore) UpdateDNSRecord(ctx context.Context, permit fleet.Permit, org
 		return wakeAfterCommit(tx, ChannelDNS, row.ZoneID)
 	})
 	if err != nil {
-		return fleet.DNSRecord{}, fmt.Errorf("UpdateDNSRecord(%s/%s): %w", org, service.Name, err)
+		return fleet.DNSRecord{}, fmt.Errorf("UpdateDNSRecord(%s/%s): %w", org, service, err)
 	}
-	return row.toRecord(service.Name), nil
+	return row.toRecord(service), nil
 }
 
 // RequestDNSRecordDeletion starts a record's removal under If-Match: a new
 // generation, due for dns_mgr at once, which soft-deletes the row once the
 // provider removed the name. Asked again, it is done already.
-func (s *DNSStore) RequestDNSRecordDeletion(ctx context.Context, permit fleet.Permit, org string, service fleet.DNSService, id string, match *int64) error {
+func (s *DNSStore) RequestDNSRecordDeletion(ctx context.Context, permit fleet.Permit, org string, service string, id string, match *int64) error {
 	err := s.transact(ctx, func(tx *gorm.DB) error {
-		row, err := findDNSRecord(tx, org, service.ID, id, "FOR UPDATE")
-		if err != nil {
-			return err
-		}
-		if err := permit(ctx, row.authzResource()); err != nil {
+		var row dnsRecordRow
+		if _, err := lockWrittenDNSRecord(ctx, tx, permit, org, service, id, &row); err != nil {
 			return err
 		}
 		if err := checkIfMatch(match, row.Generation); err != nil {
@@ -296,7 +326,7 @@ func (s *DNSStore) RequestDNSRecordDeletion(ctx context.Context, permit fleet.Pe
 		return wakeAfterCommit(tx, ChannelDNS, row.ZoneID)
 	})
 	if err != nil {
-		return fmt.Errorf("RequestDNSRecordDeletion(%s/%s): %w", org, service.Name, err)
+		return fmt.Errorf("RequestDNSRecordDeletion(%s/%s): %w", org, service, err)
 	}
 	return nil
 }

@@ -46,7 +46,7 @@ func TestDNSRecordsAreCreatedIdempotentlyPerName(t *testing.T) {
 	_, shop := mustDNSService(t, store, "example.com", "shop", "org-a", "org-b")
 	orgA, orgB := fleet.Identity{OrgID: "org-a", Username: "alice"}, fleet.Identity{OrgID: "org-b", Username: "bob"}
 
-	rec, created, err := store.CreateDNSRecord(ctx, orgA, shop, fleet.DNSRecordCreate{Instance: "i1", Targets: []string{"LB.Example.NET."}})
+	rec, created, err := store.CreateDNSRecord(ctx, orgA, shop.Name, fleet.DNSRecordCreate{Instance: "i1", Targets: []string{"LB.Example.NET."}})
 	g.Expect(err).NotTo(gomega.HaveOccurred())
 	g.Expect(created).To(gomega.BeTrue())
 	g.Expect(rec.Name).To(gomega.Equal("i1.shop.example.com"))
@@ -64,15 +64,15 @@ func TestDNSRecordsAreCreatedIdempotentlyPerName(t *testing.T) {
 	g.Expect(rec.Conditions.Status(fleet.DNSConditionResolvable)).To(gomega.Equal(fleet.ConditionUnknown))
 
 	// The same request again is the same record.
-	again, created, err := store.CreateDNSRecord(ctx, orgA, shop, fleet.DNSRecordCreate{Instance: "i1", Type: fleet.DNSRecordCNAME, TTL: 300, Targets: []string{"lb.example.net"}})
+	again, created, err := store.CreateDNSRecord(ctx, orgA, shop.Name, fleet.DNSRecordCreate{Instance: "i1", Type: fleet.DNSRecordCNAME, TTL: 300, Targets: []string{"lb.example.net"}})
 	g.Expect(err).NotTo(gomega.HaveOccurred())
 	g.Expect(created).To(gomega.BeFalse())
 	g.Expect(again.ID).To(gomega.Equal(rec.ID))
 
 	// Another request for the name is refused alike, whoever asks.
-	_, _, ownErr := store.CreateDNSRecord(ctx, orgA, shop, fleet.DNSRecordCreate{Instance: "i1", TTL: 60, Targets: []string{"lb.example.net"}})
+	_, _, ownErr := store.CreateDNSRecord(ctx, orgA, shop.Name, fleet.DNSRecordCreate{Instance: "i1", TTL: 60, Targets: []string{"lb.example.net"}})
 	g.Expect(codeOf(ownErr)).To(gomega.Equal(fleet.CodeNameTaken))
-	_, _, otherErr := store.CreateDNSRecord(ctx, orgB, shop, fleet.DNSRecordCreate{Instance: "i1", Targets: []string{"lb.example.net"}})
+	_, _, otherErr := store.CreateDNSRecord(ctx, orgB, shop.Name, fleet.DNSRecordCreate{Instance: "i1", Targets: []string{"lb.example.net"}})
 	g.Expect(codeOf(otherErr)).To(gomega.Equal(fleet.CodeNameTaken))
 	g.Expect(fleet.ErrorMessageOf(otherErr)).To(gomega.Equal(fleet.ErrorMessageOf(ownErr)), "the refusal tells nothing of the holder")
 	g.Expect(fleet.ErrorMessageOf(otherErr)).NotTo(gomega.Or(gomega.ContainSubstring("org-a"), gomega.ContainSubstring("i1")))
@@ -88,15 +88,15 @@ func TestDNSRecordsAreCreatedIdempotentlyPerName(t *testing.T) {
 		{orgA, fleet.DNSRecordCreate{Instance: "i2", TTL: 1, Targets: []string{"lb.example.net"}}, fleet.CodeValidation},
 		{orgA, fleet.DNSRecordCreate{Instance: "i2", ClusterID: "no-such-cluster"}, fleet.CodeNotFound},
 	} {
-		_, _, err := store.CreateDNSRecord(ctx, tc.caller, shop, tc.create)
+		_, _, err := store.CreateDNSRecord(ctx, tc.caller, shop.Name, tc.create)
 		g.Expect(codeOf(err)).To(gomega.Equal(tc.code), "CreateDNSRecord(%+v) = %v", tc.create, err)
 	}
 
 	// Addresses are kept as a set, in their canonical form.
-	a, _, err := store.CreateDNSRecord(ctx, orgA, shop, fleet.DNSRecordCreate{Instance: "i2", Type: fleet.DNSRecordAAAA, Targets: []string{"2001:DB8::2", "2001:db8:0::1"}})
+	a, _, err := store.CreateDNSRecord(ctx, orgA, shop.Name, fleet.DNSRecordCreate{Instance: "i2", Type: fleet.DNSRecordAAAA, Targets: []string{"2001:DB8::2", "2001:db8:0::1"}})
 	g.Expect(err).NotTo(gomega.HaveOccurred())
 	g.Expect(a.Targets).To(gomega.Equal([]string{"2001:db8::1", "2001:db8::2"}))
-	same, created, err := store.CreateDNSRecord(ctx, orgA, shop, fleet.DNSRecordCreate{Instance: "i2", Type: fleet.DNSRecordAAAA, Targets: []string{"2001:db8::1", "2001:db8::2"}})
+	same, created, err := store.CreateDNSRecord(ctx, orgA, shop.Name, fleet.DNSRecordCreate{Instance: "i2", Type: fleet.DNSRecordAAAA, Targets: []string{"2001:db8::1", "2001:db8::2"}})
 	g.Expect(err).NotTo(gomega.HaveOccurred())
 	g.Expect(created).To(gomega.BeFalse())
 	g.Expect(same.ID).To(gomega.Equal(a.ID))
@@ -115,11 +115,11 @@ func TestDNSRecordsBelongToTheirOrganisation(t *testing.T) {
 		{Instance: "api", Type: fleet.DNSRecordA, Targets: []string{"192.0.2.2", "192.0.2.1"}},
 		{Instance: "db", Type: fleet.DNSRecordA, TTL: 60, Targets: []string{"192.0.2.3"}},
 	} {
-		r, _, err := store.CreateDNSRecord(ctx, orgA, shop, c)
+		r, _, err := store.CreateDNSRecord(ctx, orgA, shop.Name, c)
 		g.Expect(err).NotTo(gomega.HaveOccurred())
 		ids = append(ids, r.ID)
 	}
-	_, _, err := store.CreateDNSRecord(ctx, orgB, shop, fleet.DNSRecordCreate{Instance: "b", Targets: []string{"lb.example.net"}})
+	_, _, err := store.CreateDNSRecord(ctx, orgB, shop.Name, fleet.DNSRecordCreate{Instance: "b", Targets: []string{"lb.example.net"}})
 	g.Expect(err).NotTo(gomega.HaveOccurred())
 
 	instances := func(recs []fleet.DNSRecord) []string {
@@ -161,9 +161,9 @@ func TestDNSRecordsBelongToTheirOrganisation(t *testing.T) {
 	_, err = store.FindDNSRecord(ctx, "", shop, web)
 	g.Expect(codeOf(err)).To(gomega.Equal(fleet.CodeNotFound))
 	ttl := 60
-	_, err = store.UpdateDNSRecord(ctx, fleet.Permitted, orgB.OrgID, shop, web, nil, fleet.DNSRecordUpdate{TTL: &ttl})
+	_, err = store.UpdateDNSRecord(ctx, fleet.Permitted, orgB.OrgID, shop.Name, web, nil, fleet.DNSRecordUpdate{TTL: &ttl})
 	g.Expect(codeOf(err)).To(gomega.Equal(fleet.CodeNotFound))
-	g.Expect(codeOf(store.RequestDNSRecordDeletion(ctx, fleet.Permitted, orgB.OrgID, shop, web, nil))).To(gomega.Equal(fleet.CodeNotFound))
+	g.Expect(codeOf(store.RequestDNSRecordDeletion(ctx, fleet.Permitted, orgB.OrgID, shop.Name, web, nil))).To(gomega.Equal(fleet.CodeNotFound))
 	found, err := store.FindDNSRecord(ctx, orgA.OrgID, shop, web)
 	g.Expect(err).NotTo(gomega.HaveOccurred())
 	g.Expect(found.TTL).To(gomega.Equal(fleet.DNSDefaultTTL))
@@ -171,35 +171,35 @@ func TestDNSRecordsBelongToTheirOrganisation(t *testing.T) {
 
 	// Updates: If-Match, policy checks, a new generation pending again.
 	stale := int64(3)
-	_, err = store.UpdateDNSRecord(ctx, fleet.Permitted, orgA.OrgID, shop, web, &stale, fleet.DNSRecordUpdate{TTL: &ttl})
+	_, err = store.UpdateDNSRecord(ctx, fleet.Permitted, orgA.OrgID, shop.Name, web, &stale, fleet.DNSRecordUpdate{TTL: &ttl})
 	g.Expect(codeOf(err)).To(gomega.Equal(fleet.CodePreconditionFailed))
 	tooShort := 1
-	_, err = store.UpdateDNSRecord(ctx, fleet.Permitted, orgA.OrgID, shop, web, nil, fleet.DNSRecordUpdate{TTL: &tooShort})
+	_, err = store.UpdateDNSRecord(ctx, fleet.Permitted, orgA.OrgID, shop.Name, web, nil, fleet.DNSRecordUpdate{TTL: &tooShort})
 	g.Expect(codeOf(err)).To(gomega.Equal(fleet.CodeValidation))
-	updated, err := store.UpdateDNSRecord(ctx, fleet.Permitted, orgA.OrgID, shop, web, &found.Generation, fleet.DNSRecordUpdate{TTL: &ttl})
+	updated, err := store.UpdateDNSRecord(ctx, fleet.Permitted, orgA.OrgID, shop.Name, web, &found.Generation, fleet.DNSRecordUpdate{TTL: &ttl})
 	g.Expect(err).NotTo(gomega.HaveOccurred())
 	g.Expect(updated.Generation).To(gomega.Equal(int64(2)))
 	g.Expect(updated.TTL).To(gomega.Equal(60))
 	published, _ := updated.Conditions.Get(fleet.DNSConditionPublished)
 	g.Expect(published.ObservedGeneration).To(gomega.Equal(int64(2)))
-	unchanged, err := store.UpdateDNSRecord(ctx, fleet.Permitted, orgA.OrgID, shop, web, nil, fleet.DNSRecordUpdate{TTL: &ttl})
+	unchanged, err := store.UpdateDNSRecord(ctx, fleet.Permitted, orgA.OrgID, shop.Name, web, nil, fleet.DNSRecordUpdate{TTL: &ttl})
 	g.Expect(err).NotTo(gomega.HaveOccurred())
 	g.Expect(unchanged.Generation).To(gomega.Equal(int64(2)), "a request that changes nothing makes no generation")
 	// Another record's name is not the updated one's to take.
-	_, _, err = store.CreateDNSRecord(ctx, orgA, shop, fleet.DNSRecordCreate{Instance: "web", TTL: 60, Targets: []string{"lb.example.net"}})
+	_, _, err = store.CreateDNSRecord(ctx, orgA, shop.Name, fleet.DNSRecordCreate{Instance: "web", TTL: 60, Targets: []string{"lb.example.net"}})
 	g.Expect(err).NotTo(gomega.HaveOccurred(), "the updated record is what the request asks for")
 
 	// Deletion: If-Match, then the row stays, deleting, until dns_mgr is done.
-	g.Expect(codeOf(store.RequestDNSRecordDeletion(ctx, fleet.Permitted, orgA.OrgID, shop, web, &stale))).To(gomega.Equal(fleet.CodePreconditionFailed))
-	g.Expect(store.RequestDNSRecordDeletion(ctx, fleet.Permitted, orgA.OrgID, shop, web, &updated.Generation)).To(gomega.Succeed())
-	g.Expect(store.RequestDNSRecordDeletion(ctx, fleet.Permitted, orgA.OrgID, shop, web, nil)).To(gomega.Succeed(), "asked again")
+	g.Expect(codeOf(store.RequestDNSRecordDeletion(ctx, fleet.Permitted, orgA.OrgID, shop.Name, web, &stale))).To(gomega.Equal(fleet.CodePreconditionFailed))
+	g.Expect(store.RequestDNSRecordDeletion(ctx, fleet.Permitted, orgA.OrgID, shop.Name, web, &updated.Generation)).To(gomega.Succeed())
+	g.Expect(store.RequestDNSRecordDeletion(ctx, fleet.Permitted, orgA.OrgID, shop.Name, web, nil)).To(gomega.Succeed(), "asked again")
 	deleting, err := store.FindDNSRecord(ctx, orgA.OrgID, shop, web)
 	g.Expect(err).NotTo(gomega.HaveOccurred())
 	g.Expect(deleting.Phase()).To(gomega.Equal(fleet.DNSPhaseDeleting))
 	g.Expect(deleting.Generation).To(gomega.Equal(int64(3)))
-	_, err = store.UpdateDNSRecord(ctx, fleet.Permitted, orgA.OrgID, shop, web, nil, fleet.DNSRecordUpdate{TTL: &tooShort})
+	_, err = store.UpdateDNSRecord(ctx, fleet.Permitted, orgA.OrgID, shop.Name, web, nil, fleet.DNSRecordUpdate{TTL: &tooShort})
 	g.Expect(codeOf(err)).To(gomega.Equal(fleet.CodeConflict))
-	_, _, err = store.CreateDNSRecord(ctx, orgA, shop, fleet.DNSRecordCreate{Instance: "web", TTL: 60, Targets: []string{"lb.example.net"}})
+	_, _, err = store.CreateDNSRecord(ctx, orgA, shop.Name, fleet.DNSRecordCreate{Instance: "web", TTL: 60, Targets: []string{"lb.example.net"}})
 	g.Expect(codeOf(err)).To(gomega.Equal(fleet.CodeConflict), "its name is free once the record is gone")
 	recs, _, err := store.ListDNSRecords(ctx, orgA.OrgID, shop, fleet.ListQuery{Search: "phase = 'deleting'"})
 	g.Expect(err).NotTo(gomega.HaveOccurred())
@@ -219,22 +219,22 @@ func TestDNSRecordsFollowTheirOrganisationsPoolClusters(t *testing.T) {
 	orgA := fleet.Identity{OrgID: "org-a"}
 
 	for _, cluster := range []string{"cl-b", "cl-gone", "cl-x"} {
-		_, _, err := store.CreateDNSRecord(ctx, orgA, shop, fleet.DNSRecordCreate{Instance: "i1", ClusterID: cluster})
+		_, _, err := store.CreateDNSRecord(ctx, orgA, shop.Name, fleet.DNSRecordCreate{Instance: "i1", ClusterID: cluster})
 		g.Expect(codeOf(err)).To(gomega.Equal(fleet.CodeNotFound), "CreateDNSRecord(cluster %s)", cluster)
 	}
-	_, _, err := store.CreateDNSRecord(ctx, orgA, shop, fleet.DNSRecordCreate{Instance: "i1", Type: fleet.DNSRecordA, ClusterID: "cl-a"})
+	_, _, err := store.CreateDNSRecord(ctx, orgA, shop.Name, fleet.DNSRecordCreate{Instance: "i1", Type: fleet.DNSRecordA, ClusterID: "cl-a"})
 	g.Expect(codeOf(err)).To(gomega.Equal(fleet.CodeValidation))
-	rec, created, err := store.CreateDNSRecord(ctx, orgA, shop, fleet.DNSRecordCreate{Instance: "i1", ClusterID: "cl-a"})
+	rec, created, err := store.CreateDNSRecord(ctx, orgA, shop.Name, fleet.DNSRecordCreate{Instance: "i1", ClusterID: "cl-a"})
 	g.Expect(err).NotTo(gomega.HaveOccurred())
 	g.Expect(created).To(gomega.BeTrue())
 	g.Expect(rec.ClusterID).To(gomega.Equal("cl-a"))
 	g.Expect(rec.Targets).To(gomega.BeEmpty())
 
 	other := "cl-b"
-	_, err = store.UpdateDNSRecord(ctx, fleet.Permitted, orgA.OrgID, shop, rec.ID, nil, fleet.DNSRecordUpdate{ClusterID: &other})
+	_, err = store.UpdateDNSRecord(ctx, fleet.Permitted, orgA.OrgID, shop.Name, rec.ID, nil, fleet.DNSRecordUpdate{ClusterID: &other})
 	g.Expect(codeOf(err)).To(gomega.Equal(fleet.CodeNotFound))
 	targets := []string{"lb.example.net"}
-	moved, err := store.UpdateDNSRecord(ctx, fleet.Permitted, orgA.OrgID, shop, rec.ID, nil, fleet.DNSRecordUpdate{Targets: &targets})
+	moved, err := store.UpdateDNSRecord(ctx, fleet.Permitted, orgA.OrgID, shop.Name, rec.ID, nil, fleet.DNSRecordUpdate{Targets: &targets})
 	g.Expect(err).NotTo(gomega.HaveOccurred())
 	g.Expect(moved.ClusterID).To(gomega.BeEmpty())
 	g.Expect(moved.Targets).To(gomega.Equal(targets))
@@ -269,7 +269,7 @@ func TestDNSRecordsConcurrentCreatesMakeOneRecord(t *testing.T) {
 		go func() {
 			defer wg.Done()
 			<-start
-			r, created, err := store.CreateDNSRecord(ctx, fleet.Identity{OrgID: "org-a"}, shop,
+			r, created, err := store.CreateDNSRecord(ctx, fleet.Identity{OrgID: "org-a"}, shop.Name,
 				fleet.DNSRecordCreate{Instance: "i1", Targets: []string{"lb.example.net"}})
 			results[i] = result{r.ID, created, err}
 		}()
@@ -285,4 +285,43 @@ func TestDNSRecordsConcurrentCreatesMakeOneRecord(t *testing.T) {
 		}
 	}
 	g.Expect(created).To(gomega.Equal(1))
+}
+
+// TestDNSRecordWritesCheckTheWritersTheWriteReads: a record's create,
+// change and deletion check the caller against the service's writers as the
+// write itself reads the service, not as a read before it found them: an
+// organisation the service dropped writes nothing, and its record stays as
+// it was.
+func TestDNSRecordWritesCheckTheWritersTheWriteReads(t *testing.T) {
+	t.Parallel()
+	g := gomega.NewWithT(t)
+	ctx := context.Background()
+	store, _ := newStoreOn(t, nil)
+	_, shop := mustDNSService(t, store, "example.com", "shop", "org-a", "org-b")
+	orgA := fleet.Identity{OrgID: "org-a", Username: "alice"}
+	rec, _, err := store.CreateDNSRecord(ctx, orgA, shop.Name, fleet.DNSRecordCreate{Instance: "i1", Targets: []string{"lb.example.net"}})
+	g.Expect(err).NotTo(gomega.HaveOccurred())
+
+	// The handler read the service with org-a among its writers; then an
+	// admin drops org-a.
+	_, err = store.UpdateDNSService(ctx, shop.ID, nil, fleet.DNSServiceUpdate{WriterOrgs: &[]string{"org-b"}})
+	g.Expect(err).NotTo(gomega.HaveOccurred())
+
+	_, _, err = store.CreateDNSRecord(ctx, orgA, shop.Name, fleet.DNSRecordCreate{Instance: "i2", Targets: []string{"lb.example.net"}})
+	g.Expect(fleet.ErrorCodeOf(err)).To(gomega.Equal(fleet.CodeDNSWriterNotAllowed), "create: %v", err)
+	ttl := 600
+	_, err = store.UpdateDNSRecord(ctx, fleet.Permitted, "org-a", shop.Name, rec.ID, nil, fleet.DNSRecordUpdate{TTL: &ttl})
+	g.Expect(fleet.ErrorCodeOf(err)).To(gomega.Equal(fleet.CodeDNSWriterNotAllowed), "update: %v", err)
+	err = store.RequestDNSRecordDeletion(ctx, fleet.Permitted, "org-a", shop.Name, rec.ID, nil)
+	g.Expect(fleet.ErrorCodeOf(err)).To(gomega.Equal(fleet.CodeDNSWriterNotAllowed), "deletion: %v", err)
+
+	got, err := store.FindDNSRecord(ctx, "org-a", shop, rec.ID)
+	g.Expect(err).NotTo(gomega.HaveOccurred())
+	g.Expect(got.TTL).To(gomega.Equal(rec.TTL))
+	g.Expect(got.Generation).To(gomega.Equal(rec.Generation))
+	g.Expect(got.DeletionRequestedAt).To(gomega.BeNil())
+	list, total, err := store.ListDNSRecords(ctx, "org-a", shop, fleet.ListQuery{Size: 10})
+	g.Expect(err).NotTo(gomega.HaveOccurred())
+	g.Expect(total).To(gomega.Equal(1))
+	g.Expect(list).To(gomega.HaveLen(1))
 }

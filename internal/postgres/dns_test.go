@@ -37,6 +37,9 @@ func codeOf(err error) fleet.ErrorCode { return fleet.ErrorCodeOf(err) }
 // mustDNSService onboards a zone and a service in it.
 func mustDNSService(t *testing.T, store *postgres.Store, zone, service string, writers ...string) (fleet.DNSZone, fleet.DNSService) {
 	t.Helper()
+	if len(writers) == 0 {
+		writers = defaultDNSWriters
+	}
 	ctx := context.Background()
 	z, err := store.CreateDNSZone(ctx, dnsAdmin, rfc2136Zone(zone))
 	if err != nil {
@@ -145,7 +148,7 @@ func TestDNSZoneCredentialsAreSealedAtRest(t *testing.T) {
 		Route53: &fleet.Route53Settings{HostedZoneID: "Z0123456789ABC"}, Credentials: &r53Creds})
 	g.Expect(err).NotTo(gomega.HaveOccurred())
 	_, svc := mustDNSServiceIn(t, store, zone, "shop")
-	_, _, err = store.CreateDNSRecord(ctx, fleet.Identity{OrgID: "org-a"}, svc, fleet.DNSRecordCreate{Instance: "i1", Targets: []string{"lb.example.net"}})
+	_, _, err = store.CreateDNSRecord(ctx, fleet.Identity{OrgID: "org-a"}, svc.Name, fleet.DNSRecordCreate{Instance: "i1", Targets: []string{"lb.example.net"}})
 	g.Expect(err).NotTo(gomega.HaveOccurred())
 
 	dump := dumpDatabase(t, db)
@@ -179,10 +182,15 @@ FROM dns_zones v WHERE v.id = ? AND t.id = ?`, zone.ID, r53.ID).Error).To(gomega
 	g.Expect(err).To(gomega.HaveOccurred(), "a sealed value copied to another zone's row does not open")
 }
 
-// mustDNSServiceIn onboards a service in zone.
+// defaultDNSWriters are the writers of a test's service that names none:
+// the organisations the tests write records as (the store refuses any
+// other, CodeDNSWriterNotAllowed).
+var defaultDNSWriters = []string{"org-a", "org-b"}
+
+// mustDNSServiceIn onboards a service in zone, written by defaultDNSWriters.
 func mustDNSServiceIn(t *testing.T, store *postgres.Store, zone fleet.DNSZone, name string) (fleet.DNSZone, fleet.DNSService) {
 	t.Helper()
-	s, err := store.CreateDNSService(context.Background(), dnsAdmin, fleet.DNSServiceCreate{Name: name, ZoneID: zone.ID})
+	s, err := store.CreateDNSService(context.Background(), dnsAdmin, fleet.DNSServiceCreate{Name: name, ZoneID: zone.ID, WriterOrgs: defaultDNSWriters})
 	if err != nil {
 		t.Fatalf("CreateDNSService(%s) = %v", name, err)
 	}
@@ -220,7 +228,7 @@ func TestDNSServicesOwnNonOverlappingSubtrees(t *testing.T) {
 	}
 	// The same subdomain in another zone is another subtree.
 	cart, err := store.CreateDNSService(ctx, dnsAdmin, fleet.DNSServiceCreate{Name: "cart", ZoneID: other.ID, Subdomain: "shop",
-		NameTemplate: "{instance}.db", RecordTypes: []fleet.DNSRecordType{fleet.DNSRecordA}, MinTTL: 30, MaxTTL: 600})
+		NameTemplate: "{instance}.db", RecordTypes: []fleet.DNSRecordType{fleet.DNSRecordA}, MinTTL: 30, MaxTTL: 600, WriterOrgs: defaultDNSWriters})
 	g.Expect(err).NotTo(gomega.HaveOccurred())
 	g.Expect(cart.DefaultTTL).To(gomega.Equal(300))
 	byName, err := store.FindDNSServiceByName(ctx, "cart")
@@ -235,7 +243,7 @@ func TestDNSServicesOwnNonOverlappingSubtrees(t *testing.T) {
 	g.Expect(services[0].Name).To(gomega.Equal("cart"))
 
 	// Updates: If-Match, rules checked, records keep theirs.
-	_, _, err = store.CreateDNSRecord(ctx, fleet.Identity{OrgID: "org-a"}, cart, fleet.DNSRecordCreate{Instance: "i1", Type: fleet.DNSRecordA, TTL: 60, Targets: []string{"192.0.2.1"}})
+	_, _, err = store.CreateDNSRecord(ctx, fleet.Identity{OrgID: "org-a"}, cart.Name, fleet.DNSRecordCreate{Instance: "i1", Type: fleet.DNSRecordA, TTL: 60, Targets: []string{"192.0.2.1"}})
 	g.Expect(err).NotTo(gomega.HaveOccurred())
 	stale := int64(5)
 	_, err = store.UpdateDNSService(ctx, cart.ID, &stale, fleet.DNSServiceUpdate{})

@@ -362,6 +362,26 @@ type poolClusterRow struct {
 const clusterDeploymentLive = `EXISTS (SELECT 1 FROM resources x WHERE x.cluster_name = pc.cluster_name AND x.cluster_name <> '' AND x.hub_id = r.hub_id
 	AND x.api_group = 'hive.openshift.io' AND x.kind = 'ClusterDeployment' AND x.deleted_at IS NULL)`
 
+// The pool cluster rules, written once. A cluster is in service (listed
+// ready or scaling, and takes bookings) when it is not going, not failed and
+// its hub reports it joined; it is being made (listed provisioning) when it
+// is not going, not failed and not yet joined. poolClustersSQL derives the
+// listed state from the same fragments, so a booking goes only where the
+// list says ready or scaling, and a pool is marked exhausted only when none
+// of its clusters is listed provisioning. Each fragment reads pool_clusters
+// as pc and the cluster's registration as r.
+const (
+	poolClusterGoingSQL  = `(pc.removing OR r.deletion_requested_at IS NOT NULL OR r.deleted_at IS NOT NULL)`
+	poolClusterFailedSQL = `(r.phase = '` + string(fleet.PhaseFailed) + `' OR EXISTS (SELECT 1 FROM resources f,
+		jsonb_array_elements(CASE WHEN jsonb_typeof(f.body #> '{status,conditions}') = 'array' THEN f.body #> '{status,conditions}' ELSE '[]' END) k
+		WHERE f.hub_id = r.hub_id AND f.api_group = 'hive.openshift.io' AND f.kind = 'ClusterDeployment'
+			AND f.namespace = pc.cluster_name AND f.name = pc.cluster_name AND f.deleted_at IS NULL
+			AND k ->> 'type' = 'ProvisionFailed' AND k ->> 'status' = 'True'))`
+	poolClusterJoinedSQL    = `r.hub_conditions @> '[{"type": "Joined", "status": "True"}]'`
+	poolClusterInServiceSQL = `NOT ` + poolClusterGoingSQL + ` AND NOT ` + poolClusterFailedSQL + ` AND ` + poolClusterJoinedSQL
+	poolClusterBeingMadeSQL = `NOT ` + poolClusterGoingSQL + ` AND NOT ` + poolClusterFailedSQL + ` AND NOT ` + poolClusterJoinedSQL
+)
+
 // poolClustersSQL reads a pool's clusters: the pool's columns, the
 // registration's phase, hub and whether the hub reports it joined, what the
 // hub reports of the cluster's Hive objects (a MachinePool's
@@ -375,13 +395,12 @@ const clusterDeploymentLive = `EXISTS (SELECT 1 FROM resources x WHERE x.cluster
 const poolClustersSQL = `SELECT pc.registration_id AS id, pc.pool_id, pc.cluster_name, r.name, r.hub_id, h.name AS hub_name,
 	h.zone AS hub_zone, h.region AS hub_region, pc.blueprint_version, pc.replicas, coalesce(mp.nodes, '{}') AS nodes,
 	pc.capacity_units, pc.reserved_units, pc.capacity_units - pc.reserved_units AS free_units, pc.add_ons_version,
-	r.hub_conditions @> '[{"type": "Joined", "status": "True"}]' AS joined, pc.scaled_at, pc.empty_since, pc.created_at,
+	` + poolClusterJoinedSQL + ` AS joined, pc.scaled_at, pc.empty_since, pc.created_at,
 	coalesce(cd.body #>> '{status,apiURL}', '') AS api_url, coalesce(cd.body #>> '{status,webConsoleURL}', '') AS console_url,
 	coalesce(mc.capacity, '{}') AS capacity, coalesce(mc.allocatable, '{}') AS allocatable, coalesce(aw.add_ons, '[]') AS add_ons,
-	CASE WHEN pc.removing OR r.deletion_requested_at IS NOT NULL OR r.deleted_at IS NOT NULL THEN 'deprovisioning'
-		WHEN r.phase = 'failed' OR EXISTS (SELECT 1 FROM jsonb_array_elements(CASE WHEN jsonb_typeof(cd.body #> '{status,conditions}') = 'array'
-			THEN cd.body #> '{status,conditions}' ELSE '[]' END) k WHERE k ->> 'type' = 'ProvisionFailed' AND k ->> 'status' = 'True') THEN 'failed'
-		WHEN NOT r.hub_conditions @> '[{"type": "Joined", "status": "True"}]' THEN 'provisioning'
+	CASE WHEN ` + poolClusterGoingSQL + ` THEN 'deprovisioning'
+		WHEN ` + poolClusterFailedSQL + ` THEN 'failed'
+		WHEN NOT ` + poolClusterJoinedSQL + ` THEN 'provisioning'
 		WHEN EXISTS (SELECT 1 FROM jsonb_each_text(pc.replicas) d
 			WHERE (mp.nodes ->> d.key) IS NOT NULL AND (mp.nodes ->> d.key) <> d.value) THEN 'scaling'
 		ELSE 'ready' END AS state

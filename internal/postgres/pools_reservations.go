@@ -30,16 +30,15 @@ func (r reservationRow) toReservation() fleet.Reservation {
 }
 
 // chooseClusterSQL picks the cluster a booking goes to: of the pool's
-// clusters the hub reports joined, not failed nor being removed, that still
-// have room, the fullest (as
+// clusters in service (poolClusterInServiceSQL) that still have room, the
+// fullest (as
 // kas-fleet-manager bin-packs), locked. Waiting on a cluster another booking
 // holds, PostgreSQL re-checks the room on the row that booking committed and
 // skips it if it no longer fits, so the choice always fits; the
 // pool_clusters_within_capacity CHECK holds it even if it did not.
 const chooseClusterSQL = `SELECT pc.registration_id FROM pool_clusters pc
-JOIN registrations r ON r.id = pc.registration_id AND r.deleted_at IS NULL AND r.deletion_requested_at IS NULL
-	AND r.phase <> 'failed' AND r.hub_conditions @> '[{"type": "Joined", "status": "True"}]'
-WHERE pc.pool_id = ? AND NOT pc.removing AND pc.capacity_units - pc.reserved_units >= ?
+JOIN registrations r ON r.id = pc.registration_id
+WHERE pc.pool_id = ? AND ` + poolClusterInServiceSQL + ` AND pc.capacity_units - pc.reserved_units >= ?
 ORDER BY pc.reserved_units DESC, pc.created_at, pc.registration_id
 LIMIT 1 FOR UPDATE OF pc`
 
@@ -117,13 +116,13 @@ RETURNING created_at`, id, poolID, cluster, caller.OrgID, create.Units, create.I
 }
 
 // markExhausted records that a booking of units found no room and wakes
-// the pool, unless a cluster still being made will have room for it.
+// the pool, unless a cluster still being made (poolClusterBeingMadeSQL)
+// will have room for it.
 func (s *PoolStore) markExhausted(ctx context.Context, poolID string, units int) error {
 	return s.transact(ctx, func(tx *gorm.DB) error {
 		if err := tx.Exec(`UPDATE capacity_pools SET exhausted_at = now() WHERE id = ? AND NOT EXISTS (SELECT 1 FROM pool_clusters pc
-	JOIN registrations r ON r.id = pc.registration_id AND r.deleted_at IS NULL AND r.deletion_requested_at IS NULL
-	WHERE pc.pool_id = ? AND NOT pc.removing AND r.phase <> 'failed' AND NOT r.hub_conditions @> '[{"type": "Joined", "status": "True"}]'
-		AND pc.capacity_units - pc.reserved_units >= ?)`,
+	JOIN registrations r ON r.id = pc.registration_id
+	WHERE pc.pool_id = ? AND `+poolClusterBeingMadeSQL+` AND pc.capacity_units - pc.reserved_units >= ?)`,
 			poolID, poolID, units).Error; err != nil {
 			return err
 		}

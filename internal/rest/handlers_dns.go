@@ -1,7 +1,6 @@
 package rest
 
 import (
-	"context"
 	"net/http"
 	"slices"
 	"strings"
@@ -69,30 +68,6 @@ func (s *Server) dnsService(r *http.Request) (fleet.DNSService, error) {
 	return s.services.DNSRecords.FindDNSServiceByName(r.Context(), pathParam(r, "service_name"))
 }
 
-// checkDNSWriter refuses, with code 33, a caller that is not one of the
-// service's writers.
-func (s *Server) checkDNSWriter(r *http.Request, svc fleet.DNSService) error {
-	if !svc.MayWrite(s.subject(r)) {
-		return fleet.Errorf(fleet.CodeDNSWriterNotAllowed,
-			"neither the caller's organisation nor its service account is one of the DNS service's writers")
-	}
-	return nil
-}
-
-// dnsRecordPermit is the Permit of action on a record of svc: the caller is
-// one of the service's writers and may do action on the record, who created
-// it included. The store asks it with the record it locked in the caller's
-// organisation, so what the caller cannot read is 404, whoever it is.
-func (s *Server) dnsRecordPermit(r *http.Request, svc fleet.DNSService, action string) fleet.Permit {
-	may := s.permit(r, action)
-	return func(ctx context.Context, res fleet.AuthzResource) error {
-		if err := s.checkDNSWriter(r, svc); err != nil {
-			return err
-		}
-		return may(ctx, res)
-	}
-}
-
 // handleDNSRecordCreate creates an instance's record: 201, or 200 with the
 // live record when the same one was asked for before.
 func (s *Server) handleDNSRecordCreate(w http.ResponseWriter, r *http.Request) error {
@@ -100,14 +75,8 @@ func (s *Server) handleDNSRecordCreate(w http.ResponseWriter, r *http.Request) e
 	if err := decodeBody(r, &body); err != nil {
 		return err
 	}
-	svc, err := s.dnsService(r)
-	if err != nil {
-		return err
-	}
-	if err := s.checkDNSWriter(r, svc); err != nil {
-		return err
-	}
-	rec, created, err := s.services.DNSRecords.CreateDNSRecord(r.Context(), caller(r), svc, fleet.DNSRecordCreate{
+	service := pathParam(r, "service_name")
+	rec, created, err := s.services.DNSRecords.CreateDNSRecord(r.Context(), caller(r), service, fleet.DNSRecordCreate{
 		Instance: body.Instance, Type: fleet.DNSRecordType(derefOr(body.Type)), TTL: derefOr(body.Ttl),
 		Targets: derefOr(body.Targets), ClusterID: deref(body.ClusterId),
 	})
@@ -118,7 +87,7 @@ func (s *Server) handleDNSRecordCreate(w http.ResponseWriter, r *http.Request) e
 	if created {
 		status = http.StatusCreated
 	}
-	out := s.presentDNSRecord(svc, rec)
+	out := s.presentDNSRecord(service, rec)
 	w.Header().Set("Location", out.Href)
 	w.Header().Set("ETag", fleet.ETag(rec.Generation))
 	writeJSON(w, status, out)
@@ -137,7 +106,7 @@ func (s *Server) handleDNSRecordList(w http.ResponseWriter, r *http.Request) err
 	}
 	items := make([]public.DNSRecord, len(list))
 	for i, rec := range list {
-		items[i] = s.presentDNSRecord(svc, rec)
+		items[i] = s.presentDNSRecord(svc.Name, rec)
 	}
 	writeJSON(w, http.StatusOK, public.DNSRecordList{Kind: public.DNSRecordListKindDNSRecordList, Page: q.Page, Size: len(items),
 		Total: total, Items: items})
@@ -154,7 +123,7 @@ func (s *Server) handleDNSRecordGet(w http.ResponseWriter, r *http.Request) erro
 		return err
 	}
 	w.Header().Set("ETag", fleet.ETag(rec.Generation))
-	writeJSON(w, http.StatusOK, s.presentDNSRecord(svc, rec))
+	writeJSON(w, http.StatusOK, s.presentDNSRecord(svc.Name, rec))
 	return nil
 }
 
@@ -167,22 +136,19 @@ func (s *Server) handleDNSRecordUpdate(w http.ResponseWriter, r *http.Request) e
 	if err := decodeBody(r, &body); err != nil {
 		return err
 	}
-	svc, err := s.dnsService(r)
-	if err != nil {
-		return err
-	}
+	service := pathParam(r, "service_name")
 	update := fleet.DNSRecordUpdate{TTL: body.Ttl, Targets: body.Targets, ClusterID: body.ClusterId}
 	if body.Type != nil {
 		t := fleet.DNSRecordType(*body.Type)
 		update.Type = &t
 	}
-	rec, err := s.services.DNSRecords.UpdateDNSRecord(r.Context(), s.dnsRecordPermit(r, svc, fleet.ActionDNSRecordsUpdate), caller(r).OrgID, svc,
+	rec, err := s.services.DNSRecords.UpdateDNSRecord(r.Context(), s.permit(r, fleet.ActionDNSRecordsUpdate), caller(r).OrgID, service,
 		pathParam(r, "record_id"), match, update)
 	if err != nil {
 		return err
 	}
 	w.Header().Set("ETag", fleet.ETag(rec.Generation))
-	writeJSON(w, http.StatusOK, s.presentDNSRecord(svc, rec))
+	writeJSON(w, http.StatusOK, s.presentDNSRecord(service, rec))
 	return nil
 }
 
@@ -193,12 +159,8 @@ func (s *Server) handleDNSRecordDelete(w http.ResponseWriter, r *http.Request) e
 	if err != nil {
 		return err
 	}
-	svc, err := s.dnsService(r)
-	if err != nil {
-		return err
-	}
-	err = s.services.DNSRecords.RequestDNSRecordDeletion(r.Context(), s.dnsRecordPermit(r, svc, fleet.ActionDNSRecordsDelete), caller(r).OrgID, svc,
-		pathParam(r, "record_id"), match)
+	err = s.services.DNSRecords.RequestDNSRecordDeletion(r.Context(), s.permit(r, fleet.ActionDNSRecordsDelete), caller(r).OrgID,
+		pathParam(r, "service_name"), pathParam(r, "record_id"), match)
 	if err != nil {
 		return err
 	}
@@ -206,9 +168,10 @@ func (s *Server) handleDNSRecordDelete(w http.ResponseWriter, r *http.Request) e
 	return nil
 }
 
-func (s *Server) presentDNSRecord(svc fleet.DNSService, rec fleet.DNSRecord) public.DNSRecord {
-	return public.DNSRecord{Kind: public.DNSRecordKindDNSRecord, Id: rec.ID, Href: s.dnsRecordsHref(svc.Name) + "/" + rec.ID,
-		Service: svc.Name, Instance: rec.Instance, Name: rec.Name, Type: public.DNSRecordType(rec.Type), Ttl: rec.TTL,
+// presentDNSRecord renders a record of the service named service.
+func (s *Server) presentDNSRecord(service string, rec fleet.DNSRecord) public.DNSRecord {
+	return public.DNSRecord{Kind: public.DNSRecordKindDNSRecord, Id: rec.ID, Href: s.dnsRecordsHref(service) + "/" + rec.ID,
+		Service: service, Instance: rec.Instance, Name: rec.Name, Type: public.DNSRecordType(rec.Type), Ttl: rec.TTL,
 		Targets: castStrings[string](rec.Targets), ClusterId: strPtr(rec.ClusterID), Values: castStrings[string](rec.Values),
 		Conditions: presentConditions(rec.Conditions), Phase: public.DNSRecordPhase(rec.Phase()), Generation: rec.Generation,
 		CreatedBy: strPtr(rec.CreatedBy), CreatedAt: rec.CreatedAt, UpdatedAt: rec.UpdatedAt, DeletionRequestedAt: rec.DeletionRequestedAt}
