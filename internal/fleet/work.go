@@ -139,6 +139,11 @@ type RegistrationQueue interface {
 	// NextDue returns how long until the next registration of kind is due, and
 	// false when none is scheduled.
 	NextDue(ctx context.Context, kind WorkKind) (time.Duration, bool, error)
+	// WakeAcknowledged makes due, ahead of other work, at most limit
+	// registrations whose delivery or withdrawal a hub's agent acknowledged
+	// since they were last woken; more is true while acknowledged ones
+	// remain.
+	WakeAcknowledged(ctx context.Context, limit int) (woken int, more bool, err error)
 }
 
 // HubLiveness is a hub with the freshness of its last heartbeat, judged by the
@@ -158,9 +163,10 @@ type HubMonitor interface {
 	// MarkInventoryStale flags a silent hub's inventory as stale (kept, not
 	// trusted) and asks its agent for a full resync when it returns.
 	MarkInventoryStale(ctx context.Context, hubID string) error
-	// RequeueUnplaced wakes unplaced registrations of zones where a ready hub
-	// (with a delivery mode in modes) has room; it returns how many.
-	RequeueUnplaced(ctx context.Context, modes []DeliveryMode) (int, error)
+	// RequeueUnplaced wakes unplaced registrations waiting in zones where a
+	// ready hub (with a delivery mode in modes) has room, at most limit a
+	// zone; it returns how many.
+	RequeueUnplaced(ctx context.Context, modes []DeliveryMode, limit int) (int, error)
 }
 
 // FleetStats are gauges of the fleet.

@@ -247,14 +247,15 @@ func (s *HubStore) FindAgentHub(ctx context.Context, hubID, agentIdentity string
 	return row.toHub(), nil
 }
 
-// RecordHubHeartbeat stores an agent's report. An acknowledgement of a newer
-// revision wakes the registrations it delivers or withdraws, after the
-// report's commit (wakeAcknowledged); a hub that comes back from silence
-// wakes hub_mgr, so waiting registrations are placed.
+// RecordHubHeartbeat stores an agent's report, one hub row whatever the
+// report acknowledges. An acknowledgement of a newer revision wakes
+// provisioning_mgr, whose passes wake the registrations it delivered or
+// withdrew a batch at a time (Queue.WakeAcknowledged); a hub that comes back
+// from silence wakes hub_mgr, so waiting registrations are placed.
 func (s *HubStore) RecordHubHeartbeat(ctx context.Context, hubID, agentIdentity string, hb fleet.HubHeartbeat) (fleet.Hub, error) {
 	var (
-		woken, applied int64
-		history        string
+		applied int64
+		history string
 	)
 	err := s.transact(ctx, func(tx *gorm.DB) error {
 		old, err := s.agentHub(tx, hubID, agentIdentity, true)
@@ -262,7 +263,7 @@ func (s *HubStore) RecordHubHeartbeat(ctx context.Context, hubID, agentIdentity 
 			return err
 		}
 		history = old.RevisionHistory
-		woken, applied = old.WokenRevision, max(old.AppliedRevision, min(hb.AppliedRevision, old.Revision))
+		applied = max(old.AppliedRevision, min(hb.AppliedRevision, old.Revision))
 		// A restarted agent, or one back from silence, resends its whole inventory.
 		restarted := hb.AgentStartGeneration != old.AgentStartGeneration
 		err = tx.Exec(`UPDATE hubs SET last_heartbeat_at = now(), agent_version = ?, agent_start_generation = ?, applied_revision = ?,
@@ -280,6 +281,13 @@ WHERE id = ?`, hb.AgentVersion, hb.AgentStartGeneration, applied,
 				return err
 			}
 		}
+		// The registrations the newly applied revisions finished are woken
+		// by provisioning_mgr, a batch a pass (Queue.WakeAcknowledged).
+		if applied > old.WokenRevision {
+			if err := wakeAfterCommit(tx, ChannelRegistrations, hubID); err != nil {
+				return err
+			}
+		}
 		// A hub back from silence, or whose agent's own readiness moved,
 		// has hub_mgr derive its Ready condition again at once.
 		if !old.HeartbeatFresh || fleet.AgentReadinessMoved(old.Conditions, hb.Conditions) {
@@ -287,50 +295,10 @@ WHERE id = ?`, hb.AgentVersion, hb.AgentStartGeneration, applied,
 		}
 		return nil
 	})
-	if err == nil {
-		err = s.wakeAcknowledged(ctx, hubID, woken, applied)
-	}
 	if err != nil {
 		return fleet.Hub{}, fmt.Errorf("RecordHubHeartbeat(%s): %w", hubID, err)
 	}
 	hub, err := s.FindHub(ctx, hubID)
 	hub.RevisionHistory = history
 	return hub, err
-}
-
-// wakeAcknowledged queues the registrations whose publication or withdrawal
-// the revisions in (from, to] acknowledged, from being the hub's
-// woken_revision and to its applied_revision as the heartbeat read and wrote
-// them: one statement for them all, locking them in id order as the
-// reconcilers' batches do. Each is due now (or when it already was) and
-// marked woken_by_ack, so that the queue claims it before other due work
-// (claimTiers in queue.go): its pass is cheap and is what the user waits
-// for. Then it moves woken_revision to to, and wakes the reconcilers when
-// it queued any (Store.wake, ADR 0016).
-//
-// It runs after the heartbeat's transaction, in statements of its own: the
-// rows it locks may be held by a pass recording its batch, and a wait for
-// them inside the heartbeat's transaction held the hub's row, which every
-// publication to the hub waits for. A wake-up that failed, or a crash
-// before woken_revision moved, is made again by the next heartbeat: waking
-// a row twice costs it one more pass.
-func (s *HubStore) wakeAcknowledged(ctx context.Context, hubID string, from, to int64) error {
-	if to <= from {
-		return nil
-	}
-	db := s.db.Gorm.WithContext(ctx)
-	res := db.Exec(`WITH due AS (SELECT id FROM registrations
-	WHERE hub_id = ? AND deleted_at IS NULL
-	  AND (published_revision > ? AND published_revision <= ? OR withdrawn_revision > ? AND withdrawn_revision <= ?)
-	  AND (next_attempt_at IS NULL OR next_attempt_at > now() OR NOT woken_by_ack)
-	ORDER BY id FOR UPDATE)
-UPDATE registrations r SET next_attempt_at = least(r.next_attempt_at, now()), woken_by_ack = true FROM due WHERE r.id = due.id`,
-		hubID, from, to, from, to)
-	if res.Error != nil {
-		return res.Error
-	}
-	if res.RowsAffected > 0 {
-		s.wake(ChannelRegistrations)
-	}
-	return db.Exec(`UPDATE hubs SET woken_revision = ? WHERE id = ? AND woken_revision < ?`, to, hubID, to).Error
 }

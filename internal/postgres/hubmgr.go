@@ -3,6 +3,7 @@ package postgres
 import (
 	"context"
 	"fmt"
+	"strings"
 
 	"gorm.io/gorm"
 
@@ -61,18 +62,32 @@ func (s *HubStore) PurgeIdempotencyKeys(ctx context.Context) (int, error) {
 	}
 }
 
-// RequeueUnplaced wakes the unplaced registrations of every zone where a ready
-// hub has room; it returns how many.
-func (s *HubStore) RequeueUnplaced(ctx context.Context, modes []fleet.DeliveryMode) (int, error) {
+// RequeueUnplaced wakes the unplaced registrations waiting (not due now) in
+// every zone where a ready hub has room: at most limit a zone, the soonest
+// due first, and those never scheduled after them. It returns how many. Each
+// zone's waiting rows are read through the index registrations_unplaced_waiting
+// (migration202612072200AckWakeCursor) from the first due after now, so the
+// statement reads what it wakes, not the unplaced rows already due, however
+// many a bulk onboarding queued; the rows past the limit are woken by the
+// next pass of hub_mgr, or when they fall due. A zone whose only room is on a
+// hub that belongs to an organisation wakes that organisation's rows only.
+func (s *HubStore) RequeueUnplaced(ctx context.Context, modes []fleet.DeliveryMode, limit int) (int, error) {
 	var n int64
 	err := s.transact(ctx, func(tx *gorm.DB) error {
-		res := tx.Exec(`UPDATE registrations r SET next_attempt_at = now()
-WHERE r.hub_id IS NULL AND r.deleted_at IS NULL AND r.deletion_requested_at IS NULL
+		room := `h.deleted_at IS NULL AND NOT h.cordoned AND h.placed_count < h.capacity AND h.delivery_mode IN @modes AND ` +
+			strings.Replace(hubReadySQL, "?", "@timeout", 1)
+		res := tx.Exec(`WITH zones AS (SELECT DISTINCT h.zone FROM hubs h WHERE `+room+`),
+waiting AS (SELECT w.id FROM zones z CROSS JOIN LATERAL (
+	(SELECT r.id FROM registrations r WHERE r.zone = z.zone AND r.hub_id IS NULL AND r.deleted_at IS NULL
+		AND r.deletion_requested_at IS NULL AND r.next_attempt_at > now() ORDER BY r.next_attempt_at LIMIT @limit)
+	UNION ALL
+	(SELECT r.id FROM registrations r WHERE r.zone = z.zone AND r.hub_id IS NULL AND r.deleted_at IS NULL
+		AND r.deletion_requested_at IS NULL AND r.next_attempt_at IS NULL LIMIT @limit)) w)
+UPDATE registrations r SET next_attempt_at = now() FROM waiting
+WHERE r.id = waiting.id AND r.hub_id IS NULL AND r.deleted_at IS NULL AND r.deletion_requested_at IS NULL
   AND (r.next_attempt_at IS NULL OR r.next_attempt_at > now())
-  AND EXISTS (SELECT 1 FROM hubs h WHERE h.zone = r.zone AND h.deleted_at IS NULL AND NOT h.cordoned
-              AND (h.owner_org_id IS NULL OR h.owner_org_id = r.org_id)
-              AND h.placed_count < h.capacity AND h.delivery_mode IN ? AND `+hubReadySQL+`)`,
-			modeStrings(modes), s.cfg.HeartbeatTimeout.Seconds())
+  AND EXISTS (SELECT 1 FROM hubs h WHERE h.zone = r.zone AND (h.owner_org_id IS NULL OR h.owner_org_id = r.org_id) AND `+room+`)`,
+			map[string]any{"modes": modeStrings(modes), "timeout": s.cfg.HeartbeatTimeout.Seconds(), "limit": limit})
 		if res.Error != nil || res.RowsAffected == 0 {
 			return res.Error
 		}

@@ -41,7 +41,8 @@ type hubRow struct {
 	PlacedCount          int
 	AppliedRevision      int64
 	// WokenRevision is read only: the acknowledgement's wake-up alone
-	// moves it (wakeAcknowledged), outside the transactions that save rows.
+	// moves it (HubStore.wakeAcknowledged), outside the transactions that
+	// save rows.
 	WokenRevision      int64 `gorm:"->"`
 	ResyncRequested    bool
 	LastFullGeneration int64

@@ -281,6 +281,14 @@ func (q *Queue) FindHub(ctx context.Context, id string) (fleet.Hub, error) {
 	return q.store.FindHub(ctx, id)
 }
 
+// WakeAcknowledged wakes at most limit registrations whose delivery or
+// withdrawal a hub's agent acknowledged since they were last woken, each
+// hub a share (HubStore.wakeAcknowledged); more is true while acknowledged
+// ones remain.
+func (q *Queue) WakeAcknowledged(ctx context.Context, limit int) (int, bool, error) {
+	return q.store.HubStore.wakeAcknowledged(ctx, limit)
+}
+
 // NextDue returns the wait until the next scheduled registration of kind.
 func (q *Queue) NextDue(ctx context.Context, kind fleet.WorkKind) (time.Duration, bool, error) {
 	var secs *float64

@@ -74,6 +74,9 @@ func TestClaimsTakeAcknowledgedWorkFirst(t *testing.T) {
 
 	_, err = store.RecordHubHeartbeat(ctx, hub.ID, hub.AgentIdentity, fleet.HubHeartbeat{AgentVersion: "test", AppliedRevision: 1})
 	g.Expect(err).NotTo(gomega.HaveOccurred())
+	// provisioning_mgr's next pass wakes what the heartbeat acknowledged.
+	_, _, err = queue.WakeAcknowledged(ctx, 100)
+	g.Expect(err).NotTo(gomega.HaveOccurred())
 
 	acked, err := queue.ClaimRegistrations(ctx, fleet.WorkProvision, "replica-1", 3, time.Minute)
 	g.Expect(err).NotTo(gomega.HaveOccurred())
@@ -93,6 +96,8 @@ func TestClaimsTakeAcknowledgedWorkFirst(t *testing.T) {
 	g.Expect(db.Gorm.Exec(`UPDATE registrations SET published_revision = 2 WHERE id = 'pub-2'`).Error).To(gomega.Succeed())
 	g.Expect(db.Gorm.Exec(`UPDATE hubs SET revision = 2 WHERE id = ?`, hub.ID).Error).To(gomega.Succeed())
 	_, err = store.RecordHubHeartbeat(ctx, hub.ID, hub.AgentIdentity, fleet.HubHeartbeat{AgentVersion: "test", AppliedRevision: 2})
+	g.Expect(err).NotTo(gomega.HaveOccurred())
+	_, _, err = queue.WakeAcknowledged(ctx, 100)
 	g.Expect(err).NotTo(gomega.HaveOccurred())
 	// pub-3's pass fails: the mark stays for when its backoff ends.
 	done := make([]fleet.Completion, 0, 3)

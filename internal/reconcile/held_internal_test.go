@@ -75,6 +75,7 @@ func (q *scriptedQueue) CompleteRegistrations(_ context.Context, done []fleet.Co
 func (q *scriptedQueue) NextDue(context.Context, fleet.WorkKind) (time.Duration, bool, error) {
 	return 0, false, nil
 }
+func (*scriptedQueue) WakeAcknowledged(context.Context, int) (int, bool, error) { return 0, false, nil }
 
 func (q *scriptedQueue) recorded() []string {
 	q.mu.Lock()

@@ -63,7 +63,7 @@ func (m *HubManager) pass(ctx context.Context) (time.Duration, bool) {
 		}
 	}
 	m.metrics.setHubs(counts)
-	if n, err := m.monitor.RequeueUnplaced(ctx, m.modes); err != nil {
+	if n, err := m.monitor.RequeueUnplaced(ctx, m.modes, m.cfg.BatchSize); err != nil {
 		outcome = outcomeError
 		logFailure(ctx, m.logger, "re-queueing unplaced registrations", err)
 	} else if n > 0 {

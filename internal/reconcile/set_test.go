@@ -45,13 +45,16 @@ func (recorder) CompleteRegistrations(_ context.Context, done []fleet.Completion
 func (recorder) NextDue(context.Context, fleet.WorkKind) (time.Duration, bool, error) {
 	return 0, false, nil
 }
+func (recorder) WakeAcknowledged(context.Context, int) (int, bool, error) { return 0, false, nil }
 func (r recorder) ListHubLiveness(context.Context) ([]fleet.HubLiveness, error) {
 	r.record("hub_mgr")
 	return nil, nil
 }
 func (recorder) SetHubReadyCondition(context.Context, string, fleet.Condition) error { return nil }
 func (recorder) MarkInventoryStale(context.Context, string) error                    { return nil }
-func (recorder) RequeueUnplaced(context.Context, []fleet.DeliveryMode) (int, error)  { return 0, nil }
+func (recorder) RequeueUnplaced(context.Context, []fleet.DeliveryMode, int) (int, error) {
+	return 0, nil
+}
 func (r recorder) Stats(context.Context) (fleet.FleetStats, error) {
 	r.record("housekeeping")
 	return fleet.FleetStats{}, nil

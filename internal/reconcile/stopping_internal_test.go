@@ -27,6 +27,8 @@ type claimsFailing struct {
 	stop func()
 }
 
+func (claimsFailing) WakeAcknowledged(context.Context, int) (int, bool, error) { return 0, false, nil }
+
 func (q claimsFailing) ClaimRegistrations(context.Context, fleet.WorkKind, string, int, time.Duration) ([]fleet.Claim, error) {
 	if q.stop != nil {
 		q.stop()

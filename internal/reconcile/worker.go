@@ -27,6 +27,9 @@ type registrationWorker struct {
 	// the pass of a whole batch, one outcome per claim in order.
 	reconcile      func(ctx context.Context, c fleet.Claim) fleet.Outcome
 	reconcileBatch func(ctx context.Context, claims []fleet.Claim) []fleet.Outcome
+	// wakeAcknowledged, when set, is how many acknowledged registrations a
+	// pass wakes before it claims (RegistrationQueue.WakeAcknowledged).
+	wakeAcknowledged int
 	// held are the claims whose pass lost the database, freed when it
 	// answers again.
 	held heldClaims
@@ -85,7 +88,22 @@ func (w *registrationWorker) pass(ctx context.Context) (time.Duration, bool) {
 		}
 		wg.Wait()
 	}
-	if len(claims) == w.cfg.BatchSize || w.held.pending() {
+	// Then what agents acknowledged, a batch a pass: the next claim takes
+	// it first, and the rest of its batch goes to the work behind it. It
+	// comes after the claim, so that the claim never waits on what the
+	// wake-up reads (the hubs).
+	acked := false
+	if w.wakeAcknowledged > 0 && ctx.Err() == nil {
+		woken, more, err := w.queue.WakeAcknowledged(ctx, w.wakeAcknowledged)
+		if err != nil {
+			logFailure(ctx, w.logger, "waking acknowledged registrations", err)
+		}
+		if woken > 0 {
+			w.logger.Debug("woke acknowledged registrations", "registrations", woken, "more", more)
+		}
+		acked = woken > 0 || (more && err == nil)
+	}
+	if len(claims) == w.cfg.BatchSize || w.held.pending() || acked {
 		return 0, true
 	}
 	due, ok, err := w.queue.NextDue(ctx, w.kind)

@@ -66,6 +66,7 @@ func all() []*gormigrate.Migration {
 		migration202612021500DNS(),
 		migration202612021600DNSRecordCounts(),
 		migration202612021700OrgLimits(),
+		migration202612072200AckWakeCursor(),
 	}
 }
 
