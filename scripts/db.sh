@@ -58,7 +58,10 @@ start_local() {
     as_owner "$bin/initdb" -A trust -U "$DB_USER" -D "$DATA" >/dev/null
   fi
   log "starting a local server on $DB_HOST:$DB_PORT"
-  as_owner "$bin/pg_ctl" -D "$DATA" -l "$DATA/server.log" -w -o "-p $DB_PORT -c listen_addresses=$DB_HOST -k $ROOT/.local/pgsock" start >/dev/null
+  # autovacuum and track_counts as a production server runs them (fleet-manager
+  # doctor reports a server without them), whatever a copied configuration says.
+  as_owner "$bin/pg_ctl" -D "$DATA" -l "$DATA/server.log" -w \
+    -o "-p $DB_PORT -c listen_addresses=$DB_HOST -k $ROOT/.local/pgsock -c autovacuum=on -c track_counts=on" start >/dev/null
 }
 
 wait_listening() {
