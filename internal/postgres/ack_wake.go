@@ -75,12 +75,15 @@ FROM hubs WHERE applied_revision > woken_revision ORDER BY id`).Scan(&hubs).Erro
 // left to it (full, so that the caller comes back).
 //
 // The batch's transaction locks no hub row: a publication to the hub, which
-// locks it, never waits for the registrations the batch locks. Two batches
-// of one hub are kept apart by a transaction-level advisory lock on the
-// hub; the position only moves forward, so a batch that read an older one
-// wakes rows twice at worst, which costs them one more pass.
+// locks it, never waits for the registrations the batch locks, and the
+// hub's position moves in a statement of its own after the commit. Two
+// batches of one hub are kept apart by a transaction-level advisory lock on
+// the hub; the position only moves forward, so a batch that read an older
+// one (between another's commit and its move, or after a crash between the
+// two) wakes rows twice at worst, which costs them one more pass.
 func (s *HubStore) wakeHubBatch(ctx context.Context, h ackWakeHub, n int) (int, bool, error) {
 	woken, full := 0, false
+	var move func(db *gorm.DB) error
 	err := s.transact(ctx, func(tx *gorm.DB) error {
 		var locked bool
 		if err := tx.Raw(`SELECT pg_try_advisory_xact_lock(hashtextextended('fleet-manager.ack-wake:' || ?, 0))`, h.ID).
@@ -124,15 +127,27 @@ UPDATE registrations r SET next_attempt_at = least(r.next_attempt_at, now()), wo
 		}
 		if len(rows) < n {
 			// Every acknowledged row up to the applied revision is woken.
-			return tx.Exec(`UPDATE hubs SET woken_revision = ?, wake_cursor_revision = NULL, wake_cursor_id = NULL
+			move = func(db *gorm.DB) error {
+				return db.Exec(`UPDATE hubs SET woken_revision = ?, wake_cursor_revision = NULL, wake_cursor_id = NULL
 WHERE id = ? AND woken_revision < ?`, h.AppliedRevision, h.ID, h.AppliedRevision).Error
+			}
+			return nil
 		}
 		full = true
 		last := rows[len(rows)-1]
-		return tx.Exec(`UPDATE hubs SET woken_revision = greatest(woken_revision, ?), wake_cursor_revision = ?, wake_cursor_id = ?
+		move = func(db *gorm.DB) error {
+			return db.Exec(`UPDATE hubs SET woken_revision = greatest(woken_revision, ?), wake_cursor_revision = ?, wake_cursor_id = ?
 WHERE id = ? AND (`+ackWakePositionSQL+`) < (?, 0, ?)`, last.Rev-1, last.Rev, last.ID, h.ID, last.Rev, last.ID).Error
+		}
+		return nil
 	})
-	return woken, full, err
+	if err != nil || move == nil {
+		return woken, full, err
+	}
+	// The hub's row only after the registrations' commit: a publication
+	// locks the hub first and its registrations then, so a batch that held
+	// its registrations while it waited for the hub would deadlock with it.
+	return woken, full, move(s.db.Gorm.WithContext(ctx))
 }
 
 // ackWakePositionSQL is where a hub's wake-up stands, comparable with a

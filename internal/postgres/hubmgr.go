@@ -62,14 +62,16 @@ func (s *HubStore) PurgeIdempotencyKeys(ctx context.Context) (int, error) {
 	}
 }
 
-// RequeueUnplaced wakes the unplaced registrations waiting (not due now) in
-// every zone where a ready hub has room: at most limit a zone, the soonest
-// due first, and those never scheduled after them. It returns how many. Each
-// zone's waiting rows are read through the index registrations_unplaced_waiting
-// (migration202612072200AckWakeCursor) from the first due after now, so the
-// statement reads what it wakes, not the unplaced rows already due, however
-// many a bulk onboarding queued; the rows past the limit are woken by the
-// next pass of hub_mgr, or when they fall due. A zone whose only room is on a
+// RequeueUnplaced wakes the unplaced registrations waiting (not due now,
+// and not claimed by a pass) in every zone where a ready hub has room: at
+// most limit a zone, the soonest due first, those never scheduled last. It
+// returns how many. Each zone's waiting rows are read through the index
+// registrations_unplaced_waiting (migration202612072200AckWakeCursor) from
+// the first due after now, so the statement reads what it wakes, not the
+// unplaced rows already due, however many a bulk onboarding queued; the
+// rows past the limit are woken by hub_mgr's next pass, or when they fall
+// due. The rows are locked in id order, as the passes lock theirs, and one
+// a pass holds is left to it (SKIP LOCKED). A zone whose only room is on a
 // hub that belongs to an organisation wakes that organisation's rows only.
 func (s *HubStore) RequeueUnplaced(ctx context.Context, modes []fleet.DeliveryMode, limit int) (int, error) {
 	var n int64
@@ -77,16 +79,15 @@ func (s *HubStore) RequeueUnplaced(ctx context.Context, modes []fleet.DeliveryMo
 		room := `h.deleted_at IS NULL AND NOT h.cordoned AND h.placed_count < h.capacity AND h.delivery_mode IN @modes AND ` +
 			strings.Replace(hubReadySQL, "?", "@timeout", 1)
 		res := tx.Exec(`WITH zones AS (SELECT DISTINCT h.zone FROM hubs h WHERE `+room+`),
-waiting AS (SELECT w.id FROM zones z CROSS JOIN LATERAL (
-	(SELECT r.id FROM registrations r WHERE r.zone = z.zone AND r.hub_id IS NULL AND r.deleted_at IS NULL
-		AND r.deletion_requested_at IS NULL AND r.next_attempt_at > now() ORDER BY r.next_attempt_at LIMIT @limit)
-	UNION ALL
-	(SELECT r.id FROM registrations r WHERE r.zone = z.zone AND r.hub_id IS NULL AND r.deleted_at IS NULL
-		AND r.deletion_requested_at IS NULL AND r.next_attempt_at IS NULL LIMIT @limit)) w)
-UPDATE registrations r SET next_attempt_at = now() FROM waiting
-WHERE r.id = waiting.id AND r.hub_id IS NULL AND r.deleted_at IS NULL AND r.deletion_requested_at IS NULL
-  AND (r.next_attempt_at IS NULL OR r.next_attempt_at > now())
-  AND EXISTS (SELECT 1 FROM hubs h WHERE h.zone = r.zone AND (h.owner_org_id IS NULL OR h.owner_org_id = r.org_id) AND `+room+`)`,
+waiting AS (SELECT w.id FROM zones z CROSS JOIN LATERAL (SELECT r.id FROM registrations r
+	WHERE r.zone = z.zone AND r.hub_id IS NULL AND r.deleted_at IS NULL AND r.deletion_requested_at IS NULL
+	  AND `+unplacedWaitingSQL+` > now() AND (r.claimed_until IS NULL OR r.claimed_until < now())
+	ORDER BY `+unplacedWaitingSQL+` LIMIT @limit) w),
+locked AS (SELECT r.id FROM registrations r WHERE r.id IN (SELECT id FROM waiting)
+	AND r.hub_id IS NULL AND r.deleted_at IS NULL AND r.deletion_requested_at IS NULL
+	AND EXISTS (SELECT 1 FROM hubs h WHERE h.zone = r.zone AND (h.owner_org_id IS NULL OR h.owner_org_id = r.org_id) AND `+room+`)
+	ORDER BY r.id FOR UPDATE SKIP LOCKED)
+UPDATE registrations r SET next_attempt_at = now() FROM locked WHERE r.id = locked.id`,
 			map[string]any{"modes": modeStrings(modes), "timeout": s.cfg.HeartbeatTimeout.Seconds(), "limit": limit})
 		if res.Error != nil || res.RowsAffected == 0 {
 			return res.Error
@@ -96,6 +97,10 @@ WHERE r.id = waiting.id AND r.hub_id IS NULL AND r.deleted_at IS NULL AND r.dele
 	})
 	return int(n), wrapErr("RequeueUnplaced", "", err)
 }
+
+// unplacedWaitingSQL is when an unplaced registration r is due, a row never
+// scheduled last: the expression registrations_unplaced_waiting indexes.
+const unplacedWaitingSQL = `coalesce(r.next_attempt_at, 'infinity'::timestamptz)`
 
 // QueueDepthBound is the most due registrations Stats counts: a backlog
 // larger than this is reported as this many, split between the kinds as the

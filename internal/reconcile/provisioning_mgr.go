@@ -30,9 +30,9 @@ func NewProvisioningManager(cfg Config, queue fleet.RegistrationQueue, deliverie
 	m.registrationWorker = registrationWorker{
 		name: "provisioning_mgr", kind: fleet.WorkProvision, queue: queue, owner: owner, cfg: cfg,
 		logger: logger.With("reconciler", "provisioning_mgr"), metrics: metrics, reconcileBatch: m.reconcileBatch,
-		// Half a batch: the acknowledged, claimed first, leave the other half
-		// to placement and publication.
-		wakeAcknowledged: max(cfg.BatchSize/2, 1),
+		// A batch a pass: the next claim takes the acknowledged first, as
+		// many as a batch holds, as when the heartbeats woke them all.
+		wakeAcknowledged: cfg.BatchSize,
 	}
 	return m
 }

@@ -14,8 +14,9 @@ import (
 // read while its revision is above woken_revision). The previous release
 // reads neither column, and its own wake-up statement is served by the new
 // indexes as well as by those they replace. It also indexes each zone's
-// unplaced registrations by when they are due, so that hub_mgr's requeue
-// (HubStore.RequeueUnplaced) reads those waiting, not those already due.
+// unplaced registrations by when they are due (never, last), so that
+// hub_mgr's requeue (HubStore.RequeueUnplaced) reads those waiting, not
+// those already due.
 func migration202612072200AckWakeCursor() *gormigrate.Migration {
 	return &gormigrate.Migration{
 		ID: "202612072200",
@@ -28,7 +29,7 @@ CREATE INDEX registrations_hub_withdrawals_id ON registrations (hub_id, withdraw
 	WHERE withdrawn_revision IS NOT NULL;
 DROP INDEX registrations_hub_published;
 DROP INDEX registrations_hub_withdrawals;
-CREATE INDEX registrations_unplaced_waiting ON registrations (zone, next_attempt_at)
+CREATE INDEX registrations_unplaced_waiting ON registrations (zone, (coalesce(next_attempt_at, 'infinity'::timestamptz)))
 	WHERE deleted_at IS NULL AND hub_id IS NULL AND deletion_requested_at IS NULL;
 `).Error
 		},
