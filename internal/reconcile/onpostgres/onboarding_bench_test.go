@@ -25,6 +25,8 @@ var (
 	onboardBatchSize     = flag.Int("onboard-batch-size", 0, "--reconcile-batch-size of BenchmarkOnboardingDelivered's replicas (0: the default)")
 	onboardHubSet        = flag.Int("onboard-hub-set", 3000, "registrations on the hub whose desired set BenchmarkDesiredSetOfAFullHub reads")
 	onboardWorkers       = flag.Int("onboard-workers", 0, "--reconcile-workers of BenchmarkOnboardingDelivered's replicas (0: the default)")
+	onboardBeatEvery     = flag.Duration("onboard-heartbeat-every", 0,
+		"least time between two acknowledging heartbeats of one hub's agent in BenchmarkOnboardingDelivered (0: one after every read, as soon as it read)")
 )
 
 // BenchmarkOnboardingDelivered measures bulk onboarding: the registrations
@@ -36,9 +38,11 @@ var (
 //	go test -run '^$' -bench OnboardingDelivered -benchtime 1x ./internal/reconcile/onpostgres -args -onboard-registrations 20000
 //
 // It reports the seconds to placed and published, to delivered, the
-// revisions the hubs went through, and the time the agents spent reading
+// revisions the hubs went through, the time the agents spent reading
 // their desired sets (Store.DesiredSet), which grows with the hub's set
-// times its revisions.
+// times its revisions, the longest an agent's heartbeat took to answer, and
+// how long a registration created once all are published (while their
+// acknowledgements are worked down) took to be Delivered.
 func BenchmarkOnboardingDelivered(b *testing.B) {
 	n, hubs := *onboardRegistrations, *onboardHubs
 	for b.Loop() {
@@ -51,7 +55,7 @@ func BenchmarkOnboardingDelivered(b *testing.B) {
 		}
 		insertRegistrations(b, e, db, n, "eu")
 		ctx, cancel := context.WithCancel(context.Background())
-		agents := &fakeAgents{e: e, db: db}
+		agents := &fakeAgents{e: e, db: db, beatEvery: *onboardBeatEvery}
 		b.StartTimer()
 		start := time.Now()
 		for range *onboardReplicas {
@@ -62,11 +66,32 @@ func BenchmarkOnboardingDelivered(b *testing.B) {
 		published := waitCount(b, db, n, `hub_id IS NOT NULL AND published_revision IS NOT NULL`)
 		publishedAfter := time.Since(start)
 		_ = published
+		// A create made while the acknowledgements are worked down: how long
+		// until it is Delivered.
+		probe := e.register("probe-during-catch-up", "eu", "")
+		probeStart := time.Now()
+		var probeAfter atomic.Int64
+		agentsDone.Go(func() {
+			for ctx.Err() == nil {
+				if r, err := e.find(probe.ID); err == nil && cond(fleet.ConditionDelivered, fleet.ConditionTrue, "")(r) {
+					probeAfter.Store(int64(time.Since(probeStart)))
+					return
+				}
+				time.Sleep(20 * time.Millisecond)
+			}
+		})
 		waitCount(b, db, n, `conditions @> '[{"type": "Delivered", "status": "True"}]'`)
 		deliveredAfter := time.Since(start)
 		b.StopTimer()
+		for deadline := time.Now().Add(5 * time.Minute); probeAfter.Load() == 0 && time.Now().Before(deadline); {
+			time.Sleep(50 * time.Millisecond)
+		}
 		cancel()
 		agentsDone.Wait()
+		if probeAfter.Load() == 0 {
+			b.Fatalf("the registration created during the catch-up was not Delivered within 5 minutes")
+		}
+		b.ReportMetric(time.Duration(probeAfter.Load()).Seconds(), "s-create-during-catch-up")
 		var revisions int64
 		if err := db.Gorm.Raw(`SELECT coalesce(sum(revision), 0) FROM hubs`).Scan(&revisions).Error; err != nil {
 			b.Fatal(err)
@@ -77,6 +102,7 @@ func BenchmarkOnboardingDelivered(b *testing.B) {
 		b.ReportMetric(float64(revisions), "revisions")
 		b.ReportMetric(time.Duration(agents.desiredNanos.Load()).Seconds(), "s-desired-sets")
 		b.ReportMetric(float64(agents.desiredEntries.Load()), "desired-entries-read")
+		b.ReportMetric(time.Duration(agents.heartbeatMaxNanos.Load()).Seconds(), "s-max-heartbeat")
 		b.Logf("%d registrations on %d hubs: published after %s, delivered after %s; %d revisions; %d desired-set reads of %d entries in all took %s",
 			n, hubs, publishedAfter, deliveredAfter, revisions, agents.desiredReads.Load(), agents.desiredEntries.Load(),
 			time.Duration(agents.desiredNanos.Load()))
@@ -137,6 +163,14 @@ type fakeAgents struct {
 	e                                          *env
 	db                                         *postgres.DB
 	desiredReads, desiredEntries, desiredNanos atomic.Int64
+	// heartbeatMaxNanos is the longest a heartbeat (RecordHubHeartbeat)
+	// took to answer.
+	heartbeatMaxNanos atomic.Int64
+	// beatEvery, when set, is the least time between two heartbeats of one
+	// hub's agent, as a real agent's interval spaces them: what it read in
+	// between is acknowledged by the next.
+	beatEvery time.Duration
+	lastBeat  sync.Map
 	// applied is each hub's revision its agent acknowledged: as
 	// fleetshard-sync, an agent that holds a set takes the changes since.
 	applied sync.Map
@@ -164,7 +198,21 @@ func (a *fakeAgents) apply(ctx context.Context, hubID, identity string) {
 	a.desiredNanos.Add(int64(time.Since(start)))
 	a.desiredReads.Add(1)
 	a.desiredEntries.Add(int64(len(set.Registrations)))
+	if a.beatEvery > 0 {
+		if last, ok := a.lastBeat.Load(hubID); ok && time.Since(last.(time.Time)) < a.beatEvery {
+			return
+		}
+	}
+	beat := time.Now()
+	a.lastBeat.Store(hubID, beat)
 	_, _ = a.e.store.RecordHubHeartbeat(ctx, hubID, identity, fleet.HubHeartbeat{AgentVersion: "bench", AppliedRevision: set.Revision})
+	took := int64(time.Since(beat))
+	for {
+		longest := a.heartbeatMaxNanos.Load()
+		if took <= longest || a.heartbeatMaxNanos.CompareAndSwap(longest, took) {
+			break
+		}
+	}
 }
 
 // BenchmarkDesiredSetOfAFullHub measures one read of the desired set of a
