@@ -42,7 +42,9 @@ var (
 // their desired sets (Store.DesiredSet), which grows with the hub's set
 // times its revisions, the longest an agent's heartbeat took to answer, and
 // how long a registration created once all are published (while their
-// acknowledgements are worked down) took to be Delivered.
+// acknowledgements are worked down) took to be Delivered; then the size of
+// the registrations table against a fresh copy of it, and the share of its
+// updates that were HOT.
 func BenchmarkOnboardingDelivered(b *testing.B) {
 	n, hubs := *onboardRegistrations, *onboardHubs
 	for b.Loop() {
@@ -96,6 +98,7 @@ func BenchmarkOnboardingDelivered(b *testing.B) {
 		if err := db.Gorm.Raw(`SELECT coalesce(sum(revision), 0) FROM hubs`).Scan(&revisions).Error; err != nil {
 			b.Fatal(err)
 		}
+		table := registrationsTable(b, db)
 		b.ReportMetric(publishedAfter.Seconds(), "s-published")
 		b.ReportMetric(deliveredAfter.Seconds(), "s-delivered")
 		b.ReportMetric(float64(n)/deliveredAfter.Seconds(), "delivered/s")
@@ -103,6 +106,9 @@ func BenchmarkOnboardingDelivered(b *testing.B) {
 		b.ReportMetric(time.Duration(agents.desiredNanos.Load()).Seconds(), "s-desired-sets")
 		b.ReportMetric(float64(agents.desiredEntries.Load()), "desired-entries-read")
 		b.ReportMetric(time.Duration(agents.heartbeatMaxNanos.Load()).Seconds(), "s-max-heartbeat")
+		b.ReportMetric(table.mb, "registrations-MB")
+		b.ReportMetric(table.freshMB, "registrations-fresh-MB")
+		b.ReportMetric(table.hotPercent, "hot-update-%")
 		b.Logf("%d registrations on %d hubs: published after %s, delivered after %s; %d revisions; %d desired-set reads of %d entries in all took %s",
 			n, hubs, publishedAfter, deliveredAfter, revisions, agents.desiredReads.Load(), agents.desiredEntries.Load(),
 			time.Duration(agents.desiredNanos.Load()))
@@ -122,6 +128,39 @@ func benchReconcileConfig() reconcile.Config {
 		cfg.Workers = *onboardWorkers
 	}
 	return cfg
+}
+
+// tableState is what an onboarding left of the registrations table: its
+// size with its indexes, the size of a freshly written copy (after VACUUM
+// FULL, which rewrites the table and its indexes), and the share of its
+// updates that were HOT (no index touched, no new index entries).
+type tableState struct{ mb, freshMB, hotPercent float64 }
+
+// registrationsTable reads the table's size and update counts, then
+// rewrites it to measure a fresh copy. The counters are read once the
+// replicas have stopped and their statistics were flushed.
+func registrationsTable(tb testing.TB, db *postgres.DB) tableState {
+	tb.Helper()
+	time.Sleep(1500 * time.Millisecond) // the backends' statistics flush at most once a second
+	var st struct {
+		Bytes, Upd, HotUpd float64
+	}
+	if err := db.Gorm.Raw(`SELECT pg_total_relation_size('registrations') AS bytes, n_tup_upd AS upd, n_tup_hot_upd AS hot_upd
+FROM pg_stat_user_tables WHERE relname = 'registrations'`).Scan(&st).Error; err != nil {
+		tb.Fatal(err)
+	}
+	if err := db.Gorm.Exec(`VACUUM FULL registrations`).Error; err != nil {
+		tb.Fatal(err)
+	}
+	var fresh float64
+	if err := db.Gorm.Raw(`SELECT pg_total_relation_size('registrations')`).Scan(&fresh).Error; err != nil {
+		tb.Fatal(err)
+	}
+	out := tableState{mb: st.Bytes / (1 << 20), freshMB: fresh / (1 << 20)}
+	if st.Upd > 0 {
+		out.hotPercent = 100 * st.HotUpd / st.Upd
+	}
+	return out
 }
 
 // insertRegistrations commits n accepted registrations of caller's org in
