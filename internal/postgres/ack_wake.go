@@ -44,9 +44,9 @@ type ackWakeRow struct {
 // ones remain (a hub's batch was full, or a hub was left for lack of
 // budget or because another replica is waking it).
 func (s *HubStore) wakeAcknowledged(ctx context.Context, limit int) (int, bool, error) {
-	var hubs []ackWakeHub
-	if err := s.db.Gorm.WithContext(ctx).Raw(`SELECT id, woken_revision, applied_revision, wake_cursor_revision, wake_cursor_id
-FROM hubs WHERE applied_revision > woken_revision ORDER BY id`).Scan(&hubs).Error; err != nil {
+	var hubs []string
+	if err := s.db.Gorm.WithContext(ctx).Raw(`SELECT id FROM hubs WHERE applied_revision > woken_revision ORDER BY id`).
+		Scan(&hubs).Error; err != nil {
 		return 0, false, fmt.Errorf("wakeAcknowledged: %w", err)
 	}
 	if len(hubs) == 0 || limit < 1 {
@@ -61,7 +61,7 @@ FROM hubs WHERE applied_revision > woken_revision ORDER BY id`).Scan(&hubs).Erro
 		}
 		n, full, err := s.wakeHubBatch(ctx, h, min(share, limit-woken))
 		if err != nil {
-			return woken, true, fmt.Errorf("wakeAcknowledged(%s): %w", h.ID, err)
+			return woken, true, fmt.Errorf("wakeAcknowledged(%s): %w", h, err)
 		}
 		woken += n
 		more = more || full
@@ -81,12 +81,13 @@ FROM hubs WHERE applied_revision > woken_revision ORDER BY id`).Scan(&hubs).Erro
 // the hub; the position only moves forward, so a batch that read an older
 // one (between another's commit and its move, or after a crash between the
 // two) wakes rows twice at worst, which costs them one more pass.
-func (s *HubStore) wakeHubBatch(ctx context.Context, h ackWakeHub, n int) (int, bool, error) {
+func (s *HubStore) wakeHubBatch(ctx context.Context, hubID string, n int) (int, bool, error) {
 	woken, full := 0, false
+	var h ackWakeHub
 	var move func(db *gorm.DB) error
 	err := s.transact(ctx, func(tx *gorm.DB) error {
 		var locked bool
-		if err := tx.Raw(`SELECT pg_try_advisory_xact_lock(hashtextextended('fleet-manager.ack-wake:' || ?, 0))`, h.ID).
+		if err := tx.Raw(`SELECT pg_try_advisory_xact_lock(hashtextextended('fleet-manager.ack-wake:' || ?, 0))`, hubID).
 			Scan(&locked).Error; err != nil {
 			return err
 		}
@@ -94,8 +95,8 @@ func (s *HubStore) wakeHubBatch(ctx context.Context, h ackWakeHub, n int) (int, 
 			full = true
 			return nil
 		}
-		// The position as it is now, not as the caller's read saw it.
-		if err := tx.Raw(`SELECT id, woken_revision, applied_revision, wake_cursor_revision, wake_cursor_id FROM hubs WHERE id = ?`, h.ID).
+		// The position as it is now that no other batch of the hub runs.
+		if err := tx.Raw(`SELECT id, woken_revision, applied_revision, wake_cursor_revision, wake_cursor_id FROM hubs WHERE id = ?`, hubID).
 			Scan(&h).Error; err != nil {
 			return err
 		}

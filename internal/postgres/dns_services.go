@@ -160,25 +160,25 @@ func (s *DNSStore) findDNSService(ctx context.Context, call, where, value string
 	return row.toService(), nil
 }
 
-// lockDNSServiceByName is lockDNSService by the service's name.
-func lockDNSServiceByName(tx *gorm.DB, name, strength string) (dnsServiceRow, error) {
-	var row dnsServiceRow
-	err := tx.Raw(`SELECT s.*, z.name AS zone_name FROM dns_services s JOIN dns_zones z ON z.id = s.zone_id
-WHERE s.name = ? AND s.deleted_at IS NULL FOR `+strength+` OF s`, name).Take(&row).Error
-	if errors.Is(err, gorm.ErrRecordNotFound) {
-		return row, notFound("DNS service", name)
-	}
-	return row, err
-}
-
 // lockDNSService locks a live service in tx with strength (UPDATE against
 // new records, whose creates take KEY SHARE), with its zone's name.
 func lockDNSService(tx *gorm.DB, id, strength string) (dnsServiceRow, error) {
+	return lockDNSServiceWhere(tx, "s.id", id, strength)
+}
+
+// lockDNSServiceByName is lockDNSService by the service's name.
+func lockDNSServiceByName(tx *gorm.DB, name, strength string) (dnsServiceRow, error) {
+	return lockDNSServiceWhere(tx, "s.name", name, strength)
+}
+
+// lockDNSServiceWhere locks the live service whose column (a trusted
+// column of dns_services s) is value.
+func lockDNSServiceWhere(tx *gorm.DB, column, value, strength string) (dnsServiceRow, error) {
 	var row dnsServiceRow
 	err := tx.Raw(`SELECT s.*, z.name AS zone_name FROM dns_services s JOIN dns_zones z ON z.id = s.zone_id
-WHERE s.id = ? AND s.deleted_at IS NULL FOR `+strength+` OF s`, id).Take(&row).Error
+WHERE `+column+` = ? AND s.deleted_at IS NULL FOR `+strength+` OF s`, value).Take(&row).Error
 	if errors.Is(err, gorm.ErrRecordNotFound) {
-		return row, notFound("DNS service", id)
+		return row, notFound("DNS service", value)
 	}
 	return row, err
 }

@@ -8,10 +8,8 @@ import (
 	"github.com/onsi/gomega"
 	"gorm.io/gorm"
 
-	"github.com/fleetmanager/fleet-manager/internal/authz"
 	"github.com/fleetmanager/fleet-manager/internal/fleet"
 	"github.com/fleetmanager/fleet-manager/internal/postgres"
-	"github.com/fleetmanager/fleet-manager/internal/postgres/pgtest"
 )
 
 // publishedOnHub makes an agent hub whose desired set is at revision, with
@@ -64,8 +62,7 @@ func TestAcknowledgedWakeUpHoldsNoHub(t *testing.T) {
 	t.Parallel()
 	g := gomega.NewWithT(t)
 	ctx := context.Background()
-	db, _ := pgtest.NewMigratedDatabase(t)
-	store := postgres.NewStore(db, mustKeyring(t, masterKey(t)), fleet.SystemClock{}, postgres.DefaultStoreConfig(), authz.MustDefault())
+	store, db := newStoreOn(t, nil)
 	queue := postgres.NewQueue(store, postgres.DefaultQueueConfig())
 	ids := []string{"pub-1", "pub-2", "pub-3"}
 	hub := publishedOnHub(t, db.Gorm, store, "hub-a", 1, ids...)
@@ -113,8 +110,7 @@ func TestWakeUpTakesOverWhereTheLastStopped(t *testing.T) {
 	t.Parallel()
 	g := gomega.NewWithT(t)
 	ctx := context.Background()
-	db, _ := pgtest.NewMigratedDatabase(t)
-	store := postgres.NewStore(db, mustKeyring(t, masterKey(t)), fleet.SystemClock{}, postgres.DefaultStoreConfig(), authz.MustDefault())
+	store, db := newStoreOn(t, nil)
 	hub := publishedOnHub(t, db.Gorm, store, "hub-a", 2, "pub-2a", "pub-2b")
 	g.Expect(db.Gorm.Exec(`INSERT INTO registrations (id, org_id, owner, name, zone, product, phase, generation, observed_generation,
 	next_attempt_at, hub_id, published_revision, published_generation)
@@ -140,8 +136,7 @@ func TestAcknowledgementsAreWokenInBoundedBatches(t *testing.T) {
 	t.Parallel()
 	g := gomega.NewWithT(t)
 	ctx := context.Background()
-	db, _ := pgtest.NewMigratedDatabase(t)
-	store := postgres.NewStore(db, mustKeyring(t, masterKey(t)), fleet.SystemClock{}, postgres.DefaultStoreConfig(), authz.MustDefault())
+	store, db := newStoreOn(t, nil)
 	queue := postgres.NewQueue(store, postgres.DefaultQueueConfig())
 	hub, err := store.CreateHub(ctx, fleet.HubCreate{Name: "hub-a", Zone: "eu", Region: "eu-west-1",
 		DeliveryMode: fleet.DeliveryAgent, AgentIdentity: "hub-a-agent", Capacity: 100})

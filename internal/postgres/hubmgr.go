@@ -3,7 +3,6 @@ package postgres
 import (
 	"context"
 	"fmt"
-	"strings"
 
 	"gorm.io/gorm"
 
@@ -76,19 +75,20 @@ func (s *HubStore) PurgeIdempotencyKeys(ctx context.Context) (int, error) {
 func (s *HubStore) RequeueUnplaced(ctx context.Context, modes []fleet.DeliveryMode, limit int) (int, error) {
 	var n int64
 	err := s.transact(ctx, func(tx *gorm.DB) error {
-		room := `h.deleted_at IS NULL AND NOT h.cordoned AND h.placed_count < h.capacity AND h.delivery_mode IN @modes AND ` +
-			strings.Replace(hubReadySQL, "?", "@timeout", 1)
+		// The hubs with room; its parameters are the modes and the heartbeat timeout.
+		room := `h.deleted_at IS NULL AND NOT h.cordoned AND h.placed_count < h.capacity AND h.delivery_mode IN ? AND ` + hubReadySQL
+		modes, timeout := modeStrings(modes), s.cfg.HeartbeatTimeout.Seconds()
 		res := tx.Exec(`WITH zones AS (SELECT DISTINCT h.zone FROM hubs h WHERE `+room+`),
 waiting AS (SELECT w.id FROM zones z CROSS JOIN LATERAL (SELECT r.id FROM registrations r
 	WHERE r.zone = z.zone AND r.hub_id IS NULL AND r.deleted_at IS NULL AND r.deletion_requested_at IS NULL
 	  AND `+unplacedWaitingSQL+` > now() AND (r.claimed_until IS NULL OR r.claimed_until < now())
-	ORDER BY `+unplacedWaitingSQL+` LIMIT @limit) w),
+	ORDER BY `+unplacedWaitingSQL+` LIMIT ?) w),
 locked AS (SELECT r.id FROM registrations r WHERE r.id IN (SELECT id FROM waiting)
 	AND r.hub_id IS NULL AND r.deleted_at IS NULL AND r.deletion_requested_at IS NULL
 	AND EXISTS (SELECT 1 FROM hubs h WHERE h.zone = r.zone AND (h.owner_org_id IS NULL OR h.owner_org_id = r.org_id) AND `+room+`)
 	ORDER BY r.id FOR UPDATE SKIP LOCKED)
 UPDATE registrations r SET next_attempt_at = now() FROM locked WHERE r.id = locked.id`,
-			map[string]any{"modes": modeStrings(modes), "timeout": s.cfg.HeartbeatTimeout.Seconds(), "limit": limit})
+			modes, timeout, limit, modes, timeout)
 		if res.Error != nil || res.RowsAffected == 0 {
 			return res.Error
 		}

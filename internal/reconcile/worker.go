@@ -28,7 +28,8 @@ type registrationWorker struct {
 	reconcile      func(ctx context.Context, c fleet.Claim) fleet.Outcome
 	reconcileBatch func(ctx context.Context, claims []fleet.Claim) []fleet.Outcome
 	// wakeAcknowledged, when set, is how many acknowledged registrations a
-	// pass wakes before it claims (RegistrationQueue.WakeAcknowledged).
+	// pass wakes after its batch, for the next claim to take first
+	// (RegistrationQueue.WakeAcknowledged).
 	wakeAcknowledged int
 	// held are the claims whose pass lost the database, freed when it
 	// answers again.
@@ -88,10 +89,9 @@ func (w *registrationWorker) pass(ctx context.Context) (time.Duration, bool) {
 		}
 		wg.Wait()
 	}
-	// Then what agents acknowledged, a batch a pass: the next claim takes
-	// it first, and the rest of its batch goes to the work behind it. It
-	// comes after the claim, so that the claim never waits on what the
-	// wake-up reads (the hubs).
+	// Then what agents acknowledged, a batch a pass, which the next claim
+	// takes first. It comes after the claim, so that the claim never waits
+	// on what the wake-up reads (the hubs).
 	acked := false
 	if w.wakeAcknowledged > 0 && ctx.Err() == nil {
 		woken, more, err := w.queue.WakeAcknowledged(ctx, w.wakeAcknowledged)

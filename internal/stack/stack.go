@@ -144,7 +144,7 @@ func New(ctx context.Context, cfg Config, parts Parts) (*Stack, error) {
 		// would be a router that is not nil.
 		store = store.WithReplica(parts.Replica)
 	}
-	listener := postgres.NewListener(cfg.DB, logger, Channels()...)
+	listener := postgres.NewListener(cfg.DB, logger, channels()...)
 	s := &Stack{
 		Store: store, Listener: listener, Revisions: postgres.NewRevisionWatch(listener),
 		Inventory: postgres.NewInventoryWatch(listener), enabled: cfg.Reconcile.Enabled, replica: parts.Replica,
@@ -158,7 +158,7 @@ func New(ctx context.Context, cfg Config, parts Parts) (*Stack, error) {
 	if parts.Authenticator != nil {
 		if s.API, err = newAPI(ctx, cfg, parts.Authenticator, authorizer, store, s, namespace, reg, logger); err != nil {
 			s.Stop()
-			return nil, err
+			return nil, fmt.Errorf("stack.New: %w", err)
 		}
 	}
 	reconcileMetrics, err := reconcile.NewMetrics(namespace, reg)
@@ -166,9 +166,10 @@ func New(ctx context.Context, cfg Config, parts Parts) (*Stack, error) {
 		s.Stop()
 		return nil, fmt.Errorf("stack.New: %w", err)
 	}
-	var queue fleet.RegistrationQueue = postgres.NewQueue(store, cfg.Queue)
+	q := postgres.NewQueue(store, cfg.Queue)
+	var queue fleet.RegistrationQueue = q
 	if parts.Queue != nil {
-		queue = parts.Queue(queue.(*postgres.Queue))
+		queue = parts.Queue(q)
 	}
 	heartbeatCheck := cfg.HeartbeatCheck
 	if heartbeatCheck <= 0 {
@@ -188,24 +189,24 @@ func newAPI(ctx context.Context, cfg Config, authn fleet.Authenticator, authoriz
 	s *Stack, namespace string, reg prometheus.Registerer, logger *slog.Logger) (*rest.Server, error) {
 	httpMetrics, err := rest.NewHTTPMetrics(cfg.HTTP, reg)
 	if err != nil {
-		return nil, fmt.Errorf("stack.New: %w", err)
+		return nil, err
 	}
 	schema, err := policyschema.New()
 	if err != nil {
-		return nil, fmt.Errorf("stack.New: %w", err)
+		return nil, err
 	}
 	userMetrics, err := usermetrics.NewMetrics(namespace, reg)
 	if err != nil {
-		return nil, fmt.Errorf("stack.New: %w", err)
+		return nil, err
 	}
 	metricsService, err := usermetrics.New(cfg.UserMetrics, store.MetricsStore, namespace, userMetrics, logger)
 	if err != nil {
-		return nil, fmt.Errorf("stack.New: %w", err)
+		return nil, err
 	}
 	api, err := rest.NewServer(ctx, cfg.HTTP, logger, authn, httpMetrics, services(store, apiParts{
 		Revisions: s.Revisions, InventoryChanges: s.Inventory, PolicySchema: schema, Metrics: metricsService, Authorizer: authorizer}))
 	if err != nil {
-		return nil, fmt.Errorf("stack.New: %w", err)
+		return nil, err
 	}
 	return api, nil
 }
@@ -254,9 +255,9 @@ func (s *Stack) Stop() {
 	})
 }
 
-// Channels are the notification channels the store sends on; a replica's
+// channels are the notification channels the store sends on; a replica's
 // listener listens on all of them.
-func Channels() []string {
+func channels() []string {
 	return []string{postgres.ChannelRegistrations, postgres.ChannelHubs, postgres.ChannelHubRevision,
 		postgres.ChannelInventory, postgres.ChannelPools, postgres.ChannelDNS}
 }

@@ -7,6 +7,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/onsi/gomega"
+
 	"github.com/fleetmanager/fleet-manager/internal/fleet"
 	"github.com/fleetmanager/fleet-manager/internal/postgres"
 	"github.com/fleetmanager/fleet-manager/internal/postgres/pgtest"
@@ -26,6 +28,25 @@ func (*closingDelivery) Withdraw(context.Context, fleet.Hub, fleet.Registration)
 
 func (d *closingDelivery) Close() error { d.closed.Add(1); return nil }
 
+// newHeldStack is a stack on a fresh database whose only delivery is a
+// closingDelivery, its configuration the default as change leaves it.
+func newHeldStack(t *testing.T, change func(*stack.Config)) (*stack.Stack, *closingDelivery) {
+	t.Helper()
+	db, dbCfg := pgtest.NewMigratedDatabase(t)
+	cfg := stack.DefaultConfig()
+	cfg.DB = dbCfg
+	change(&cfg)
+	held := &closingDelivery{}
+	svc, err := stack.New(t.Context(), cfg, stack.Parts{DB: db,
+		Deliveries: func(*postgres.Store) (map[fleet.DeliveryMode]fleet.Delivery, error) {
+			return map[fleet.DeliveryMode]fleet.Delivery{fleet.DeliveryAgent: held}, nil
+		}})
+	if err != nil {
+		t.Fatalf("New(): %v", err)
+	}
+	return svc, held
+}
+
 func TestNewRefusesAStackWithoutAPool(t *testing.T) {
 	if _, err := stack.New(t.Context(), stack.DefaultConfig(), stack.Parts{}); err == nil {
 		t.Fatal("New() without a DB: no error")
@@ -38,17 +59,7 @@ func TestNewRefusesAStackWithoutAPool(t *testing.T) {
 // store); Stop closes a delivery that holds a connection once, however
 // often it is called.
 func TestStackRunsTheReconcilersItIsConfiguredFor(t *testing.T) {
-	db, dbCfg := pgtest.NewMigratedDatabase(t)
-	cfg := stack.DefaultConfig()
-	cfg.DB, cfg.HeartbeatCheck = dbCfg, time.Second
-	held := &closingDelivery{}
-	svc, err := stack.New(t.Context(), cfg, stack.Parts{DB: db,
-		Deliveries: func(*postgres.Store) (map[fleet.DeliveryMode]fleet.Delivery, error) {
-			return map[fleet.DeliveryMode]fleet.Delivery{fleet.DeliveryAgent: held}, nil
-		}})
-	if err != nil {
-		t.Fatalf("New(): %v", err)
-	}
+	svc, held := newHeldStack(t, func(cfg *stack.Config) { cfg.HeartbeatCheck = time.Second })
 	if svc.API != nil {
 		t.Error("a stack without an Authenticator has an API server")
 	}
@@ -61,20 +72,12 @@ func TestStackRunsTheReconcilersItIsConfiguredFor(t *testing.T) {
 	if err != nil {
 		t.Fatalf("CreateRegistration(): %v", err)
 	}
-	deadline := time.Now().Add(30 * time.Second)
-	for {
+	gomega.NewWithT(t).Eventually(func() (string, error) {
 		got, err := svc.Store.FindRegistration(t.Context(), "org-1", reg.ID)
-		if err != nil {
-			t.Fatalf("FindRegistration(): %v", err)
-		}
-		if c, ok := got.Conditions.Get(fleet.ConditionPlaced); ok && c.Reason == fleet.ReasonNoHubAvailable {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("no NoHubAvailable from the stack's reconcilers; conditions %+v", got.Conditions)
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
+		c, _ := got.Conditions.Get(fleet.ConditionPlaced)
+		return c.Reason, err
+	}).WithTimeout(30*time.Second).WithPolling(50*time.Millisecond).Should(gomega.Equal(fleet.ReasonNoHubAvailable),
+		"the Placed condition the stack's reconcilers set")
 	svc.Stop()
 	svc.Stop()
 	if n := held.closed.Load(); n != 1 {
@@ -86,18 +89,7 @@ func TestStackRunsTheReconcilersItIsConfiguredFor(t *testing.T) {
 // reconcile.Start refuses, and what it had started is stopped: Stop
 // afterwards returns at once and closes the deliveries once.
 func TestStartRefusesAnInvalidReconcilerConfig(t *testing.T) {
-	db, dbCfg := pgtest.NewMigratedDatabase(t)
-	cfg := stack.DefaultConfig()
-	cfg.DB = dbCfg
-	cfg.Reconcile.Workers = 0
-	held := &closingDelivery{}
-	svc, err := stack.New(t.Context(), cfg, stack.Parts{DB: db,
-		Deliveries: func(*postgres.Store) (map[fleet.DeliveryMode]fleet.Delivery, error) {
-			return map[fleet.DeliveryMode]fleet.Delivery{fleet.DeliveryAgent: held}, nil
-		}})
-	if err != nil {
-		t.Fatalf("New(): %v", err)
-	}
+	svc, held := newHeldStack(t, func(cfg *stack.Config) { cfg.Reconcile.Workers = 0 })
 	if err := svc.Start(t.Context()); err == nil {
 		t.Fatal("Start() with --reconcile-workers 0: no error")
 	}
